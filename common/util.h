@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef R2CCL_UTIL_H
+#define R2CCL_UTIL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <time.h>
+
+#define R2_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define R2_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define R2_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define R2_DIV_UP(a, b) (((a) + (b)-1) / (b))
+
+static inline uint64_t r2_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t r2_now_us(void) { return r2_now_ns() / 1000; }
+
+/* Closes fd if >= 0 and sets it to -1; keeps errno. */
+void r2_closep(int *fd);
+
+#endif

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * r2ccl.h - the one public header of libr2ccl, the client library of R2CCL.
+ *
+ * A process connects to its host's r2ccld, shares buffers with it and submits
+ * collectives; the daemon does the work (the client never touches the
+ * network). Every function returns 0 or a negative error code: a negative
+ * errno value, or one of the R2CCL_E* codes below (reserved range
+ * -4000..-4099). r2ccl_strerror() turns either into text.
+ *
+ * Threading: an r2ccl_client_t and its communicators may be used from one
+ * thread at a time (like an NCCL communicator).
+ */
+#ifndef R2CCL_H
+#define R2CCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define R2CCL_VERSION_MAJOR 0
+#define R2CCL_VERSION_MINOR 1
+#define R2CCL_VERSION_PATCH 0
+#define R2CCL_VERSION_STRING "0.1.0"
+
+/* Default path of r2ccld's Unix socket; R2CCL_SOCKET overrides it. */
+#define R2CCL_DEFAULT_SOCKET "/run/r2ccl/r2ccld.sock"
+
+/* Project error codes (negative, in a reserved range above errno values). */
+enum r2ccl_error {
+	R2CCL_E_BASE = -4000,
+	R2CCL_E_DAEMON_GONE = -4001,    /* the daemon closed the session */
+	R2CCL_E_PROTO_VERSION = -4002,  /* client and daemon speak different versions */
+	R2CCL_E_PROTOCOL = -4003,       /* malformed or unexpected frame */
+	R2CCL_E_MISMATCH = -4004,       /* ranks called with different arguments */
+	R2CCL_E_PEER_GONE = -4005,      /* another rank of the communicator died */
+	R2CCL_E_COMM_BROKEN = -4006,    /* communicator failed earlier; destroy it */
+	R2CCL_E_NO_PATH = -4007,        /* no healthy path left to a peer host */
+	R2CCL_E_BOOTSTRAP = -4008,      /* communicator could not be formed */
+	R2CCL_E_DUP_RANK = -4009,       /* a rank was given twice */
+	R2CCL_E_SHUTDOWN = -4010,       /* the daemon is shutting down */
+	R2CCL_E_BAD_BUFFER = -4011,     /* buffer not registered or out of range */
+	R2CCL_E_QUOTA = -4012,          /* tenant quota exceeded */
+	R2CCL_E_LAST = -4099,
+};
+
+/* Data types (the same values on the wire). */
+typedef enum {
+	R2CCL_INT8 = 0,
+	R2CCL_UINT8 = 1,
+	R2CCL_INT32 = 2,
+	R2CCL_UINT32 = 3,
+	R2CCL_INT64 = 4,
+	R2CCL_UINT64 = 5,
+	R2CCL_FLOAT16 = 6,
+	R2CCL_BFLOAT16 = 7,
+	R2CCL_FLOAT32 = 8,
+	R2CCL_FLOAT64 = 9,
+	R2CCL_NUM_DTYPES
+} r2ccl_dtype_t;
+
+/* Reduction operations. avg: sum, then divided by the rank count (integers
+ * round toward zero, as C division does; see docs/architecture.md). */
+typedef enum {
+	R2CCL_SUM = 0,
+	R2CCL_PROD = 1,
+	R2CCL_MIN = 2,
+	R2CCL_MAX = 3,
+	R2CCL_AVG = 4,
+	R2CCL_NUM_OPS
+} r2ccl_redop_t;
+
+#define R2CCL_UNIQUE_ID_BYTES 128
+/* Names a communicator across processes and hosts (NCCL's ncclUniqueId). */
+typedef struct {
+	char internal[R2CCL_UNIQUE_ID_BYTES];
+} r2ccl_unique_id_t;
+
+typedef struct r2ccl_client r2ccl_client_t;
+typedef struct r2ccl_comm r2ccl_comm_t;
+
+/* Options for r2ccl_connect; grows at its end, callers set .size. */
+typedef struct {
+	size_t size;             /* sizeof(r2ccl_connect_opts_t) */
+	const char *socket_path; /* NULL: $R2CCL_SOCKET, else R2CCL_DEFAULT_SOCKET */
+	int timeout_ms;          /* connect/handshake/control reply timeout; 0: 30000 */
+	const char *client_name; /* shown by r2cclctl; NULL: program name */
+} r2ccl_connect_opts_t;
+
+#define R2CCL_CONNECT_OPTS_INITIALIZER \
+	{ sizeof(r2ccl_connect_opts_t), NULL, 0, NULL }
+
+const char *r2ccl_strerror(int err);
+const char *r2ccl_dtype_name(r2ccl_dtype_t dtype);
+const char *r2ccl_redop_name(r2ccl_redop_t op);
+size_t r2ccl_dtype_size(r2ccl_dtype_t dtype); /* 0 for an invalid type */
+
+/* Sessions. opts may be NULL. */
+int r2ccl_connect(const r2ccl_connect_opts_t *opts, r2ccl_client_t **out);
+void r2ccl_disconnect(r2ccl_client_t *client); /* accepts NULL */
+/* 0 while the daemon serves this session; R2CCL_E_DAEMON_GONE once it is gone. */
+int r2ccl_client_check(r2ccl_client_t *client);
+
+/* Shared host memory: allocated in a memfd the daemon maps too (zero copy).
+ * Only memory from r2ccl_mem_alloc (any address inside it) may be passed to
+ * collectives. */
+int r2ccl_mem_alloc(r2ccl_client_t *client, size_t size, void **ptr);
+int r2ccl_mem_free(r2ccl_client_t *client, void *ptr);
+
+/* Communicators (NCCL's model). */
+int r2ccl_get_unique_id(r2ccl_client_t *client, r2ccl_unique_id_t *id);
+int r2ccl_comm_init_rank(r2ccl_client_t *client, r2ccl_comm_t **comm, int nranks,
+			 const r2ccl_unique_id_t *id, int rank);
+int r2ccl_comm_destroy(r2ccl_comm_t *comm); /* accepts NULL */
+int r2ccl_comm_abort(r2ccl_comm_t *comm);   /* accepts NULL */
+int r2ccl_comm_count(const r2ccl_comm_t *comm, int *count);
+int r2ccl_comm_user_rank(const r2ccl_comm_t *comm, int *rank);
+/* Ask the daemons to re-plan this communicator now (seed's ncclCommTriggerRebalance). */
+int r2ccl_comm_trigger_rebalance(r2ccl_comm_t *comm);
+
+/* Collectives. Blocking: they return when the result is in recvbuff (or an
+ * error), within the daemon's operation timeout. In-place when
+ * sendbuff == recvbuff (AllGather: sendbuff == recvbuff + rank*count*size;
+ * ReduceScatter: sendbuff == recvbuff - rank*recvcount*size, as NCCL). */
+int r2ccl_allreduce(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
+		    r2ccl_dtype_t dtype, r2ccl_redop_t op);
+int r2ccl_allgather(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t sendcount,
+		    r2ccl_dtype_t dtype);
+int r2ccl_reducescatter(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
+			size_t recvcount, r2ccl_dtype_t dtype, r2ccl_redop_t op);
+int r2ccl_broadcast(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
+		    r2ccl_dtype_t dtype, int root);
+int r2ccl_reduce(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
+		 r2ccl_dtype_t dtype, r2ccl_redop_t op, int root);
+int r2ccl_send(r2ccl_comm_t *comm, const void *sendbuff, size_t count, r2ccl_dtype_t dtype,
+	       int peer);
+int r2ccl_recv(r2ccl_comm_t *comm, void *recvbuff, size_t count, r2ccl_dtype_t dtype, int peer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* R2CCL_H */
