@@ -89,7 +89,8 @@ const char *r2_param_source_name(enum r2_param_source s);
 /* Formats the current value of idx as text (sizes stay in bytes). */
 void r2_param_format(const struct r2_params *p, int idx, char *buf, size_t len);
 
-/* Calls line_cb once per parameter: "name = value (unit) [source]". */
+/* Calls line_cb once per parameter: "name = value unit [source]", or
+ * "name = value [source]" when there is no unit. */
 void r2_params_dump(const struct r2_params *p, void (*line_cb)(const char *line, void *arg),
 		    void *arg);
 

@@ -42,7 +42,7 @@ struct r2_sqe {
 	uint32_t dtype;    /* r2ccl_dtype_t */
 	uint32_t redop;    /* r2ccl_redop_t */
 	int32_t root;      /* root (bcast/reduce) or peer (send/recv) */
-	uint32_t flags;
+	uint32_t rank;     /* the submitting rank (a process may hold several) */
 	uint32_t send_mem; /* registered memory id, 0 = none */
 	uint32_t recv_mem;
 	uint64_t send_off; /* byte offset inside that registration */

@@ -20,6 +20,7 @@ static inline uint64_t r2_now_ns(void)
 
 static inline uint64_t r2_now_us(void) { return r2_now_ns() / 1000; }
 
+
 /* Closes fd if >= 0 and sets it to -1; keeps errno. */
 void r2_closep(int *fd);
 

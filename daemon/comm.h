@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Communicators and their operations.
+ *
+ * A communicator is created by the first CommInit carrying its unique id and
+ * is ready once all of its ranks joined (on one host: all nranks; across
+ * hosts: the bootstrap fills in the remote ones). Each rank's submissions form
+ * a FIFO; the nth collective of every rank forms one operation, which is
+ * checked for matching arguments before it runs. Send/Recv pair the head SEND
+ * of one rank with the head RECV of its peer.
+ */
+#ifndef R2CCL_COMM_H
+#define R2CCL_COMM_H
+
+#include "daemon.h"
+
+#define R2_UID_MAGIC 0x52324944u /* "DI2R" */
+
+/* Layout of r2ccl_unique_id_t.internal (128 bytes). */
+struct r2_uid {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t host_id;   /* the root daemon's id */
+	uint64_t nonce;     /* random */
+	uint32_t naddrs;    /* root daemon's rail addresses (multi-host) */
+	uint32_t port;
+	uint32_t addrs[8];  /* IPv4, network order */
+	uint8_t pad[128 - 32 - 32];
+};
+_Static_assert(sizeof(struct r2_uid) == R2CCL_UNIQUE_ID_BYTES, "uid layout");
+
+struct r2_op {
+	struct r2_op *next;
+	struct r2_session *s;
+	int rank;
+	struct r2_sqe sqe;
+	void *sendbuf, *recvbuf; /* resolved at submission */
+	struct r2_memreg *sendref, *recvref;
+	uint64_t submitted_us;
+};
+
+enum r2_comm_state { R2_COMM_JOINING, R2_COMM_READY, R2_COMM_BROKEN, R2_COMM_DEAD };
+
+struct r2_comm_member {
+	struct r2_session *s; /* NULL: not joined (yet) or left */
+	uint64_t init_req_id;
+	struct r2_op *head, *tail; /* pending, in submission order */
+	uint32_t npending;
+};
+
+struct r2_comm {
+	struct r2d *d;
+	uint32_t id;
+	struct r2_uid uid;
+	enum r2_comm_state state;
+	int broken_err;
+	char tenant[256];
+	int nranks;
+	int joined;
+	int local_ranks;
+	int nhosts;
+	uint64_t created_us;
+	struct r2_comm_member *m; /* [nranks] */
+	uint64_t ops_total;
+	int refs; /* under d->lock: 1 for the table + executions in flight */
+
+	/* executor */
+	pthread_t thread;
+	bool thread_started;
+	pthread_cond_t cond;
+	bool stop;
+	struct r2_exec *exec_head, *exec_tail; /* matched operations to run */
+	bool executing;
+	struct r2_comm *next;
+};
+
+/* One matched operation: an op per participating rank. */
+struct r2_exec {
+	struct r2_exec *next;
+	struct r2_comm *c;
+	uint32_t opcode;
+	int nops;
+	struct r2_op *ops[]; /* indexed by rank for collectives; [0]=send,[1]=recv for p2p */
+};
+
+/* comm.c (loop thread, takes d->lock itself) */
+void r2d_comm_handle_init(struct r2_session *s, const void *msg /* R2ccl__CommInit */);
+void r2d_comm_handle_destroy(struct r2_session *s, uint64_t req_id, uint32_t comm_id, bool abort);
+void r2d_comm_session_gone(struct r2d *d, struct r2_session *s);
+void r2d_comm_tick(struct r2d *d); /* bootstrap/op timeouts */
+void r2d_comm_destroy_all(struct r2d *d);
+struct r2_comm *r2d_comm_find(struct r2d *d, uint32_t id); /* under d->lock */
+const char *r2d_comm_state_name(enum r2_comm_state st);
+/* Fails every pending op of c with err and marks it broken (under d->lock). */
+void r2d_comm_break(struct r2_comm *c, int err, const char *why);
+void r2d_comm_put(struct r2_comm *c); /* under d->lock */
+/* Completes op with status (CQE), drops its references, frees it. */
+void r2d_op_free(struct r2_op *op, int status);
+
+/* engine.c */
+int r2d_engine_start(struct r2d *d);
+void r2d_engine_stop(struct r2d *d);
+int r2d_engine_add_session(struct r2d *d, struct r2_session *s);
+void r2d_engine_remove_session(struct r2d *d, struct r2_session *s);
+/* Try to match and run ops of c (under d->lock). */
+void r2d_engine_progress_comm(struct r2_comm *c);
+/* Number of matched ops waiting or running (for drain). */
+int r2d_engine_busy(struct r2d *d);
+/* True while the dispatcher thread keeps waking up (systemd watchdog). */
+bool r2d_engine_alive(struct r2d *d);
+
+#endif

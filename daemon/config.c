@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * r2ccld's parameters: one typed table, three sources
+ * (command line > R2CCL_* environment > configuration file > default).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "log.h"
+
+#define I64MAX INT64_MAX
+
+const struct r2_param_def r2d_param_defs[P_COUNT] = {
+	[P_SOCKET] = { "socket", "R2CCL_SOCKET", "--socket", R2_PT_STRING, R2CCL_DEFAULT_SOCKET,
+		       0, 0, NULL, NULL, false, "Unix socket clients and r2cclctl connect to" },
+	[P_SOCKET_MODE] = { "socket_mode", "R2CCL_SOCKET_MODE", "--socket-mode", R2_PT_STRING,
+			    "0666", 0, 0, NULL, "octal", false,
+			    "permission bits of the socket (tenants are isolated by the daemon)" },
+	[P_SOCKET_OWNER] = { "socket_owner", "R2CCL_SOCKET_OWNER", "--socket-owner",
+			     R2_PT_STRING, "", 0, 0, NULL, NULL, false,
+			     "user owning the socket (empty: the daemon's)" },
+	[P_SOCKET_GROUP] = { "socket_group", "R2CCL_SOCKET_GROUP", "--socket-group",
+			     R2_PT_STRING, "", 0, 0, NULL, NULL, false,
+			     "group owning the socket (empty: the daemon's)" },
+	[P_CONFIG] = { "config", "R2CCL_CONFIG", "--config", R2_PT_STRING,
+		       R2CCL_SYSCONFDIR "/r2ccl/r2ccld.conf", 0, 0, NULL, NULL, false,
+		       "configuration file (a missing default file is not an error)" },
+	[P_RAILS] = { "rails", "R2CCL_RAILS", "--rails", R2_PT_STRING, "", 0, 0, NULL, NULL,
+		      false, "NICs to use as rails, NCCL filter syntax (eth, ^eth2, =eth0)" },
+	[P_TOPOLOGY_XML] = { "topology_xml", "R2CCL_TOPOLOGY_XML", "--topology-xml",
+			     R2_PT_STRING, "", 0, 0, NULL, NULL, false,
+			     "replay this lstopo XML instead of discovering the host" },
+	[P_LOG_LEVEL] = { "log_level", "R2CCL_LOG_LEVEL", "--log-level", R2_PT_ENUM, "info", 0, 0,
+			  "err|warn|info|debug", NULL, true, "log verbosity" },
+	[P_OP_TIMEOUT_MS] = { "op_timeout_ms", "R2CCL_OP_TIMEOUT_MS", "--op-timeout-ms",
+			      R2_PT_INT, "10000", 10, 86400000, NULL, "ms", true,
+			      "an operation whose ranks do not all arrive fails after this" },
+	[P_BOOTSTRAP_TIMEOUT_MS] = { "bootstrap_timeout_ms", "R2CCL_BOOTSTRAP_TIMEOUT_MS",
+				     "--bootstrap-timeout-ms", R2_PT_INT, "30000", 10, 86400000,
+				     NULL, "ms", true,
+				     "a communicator not complete after this fails on every rank" },
+	[P_MAX_FRAME] = { "max_frame", "R2CCL_MAX_FRAME", "--max-frame", R2_PT_INT, "1M", 4096,
+			  64 << 20, NULL, "bytes", false, "largest control frame accepted" },
+	[P_MAX_SESSIONS] = { "max_sessions", "R2CCL_MAX_SESSIONS", "--max-sessions", R2_PT_INT,
+			     "4096", 1, 1 << 20, NULL, NULL, true, "concurrent client sessions" },
+	[P_MAX_OUTQ] = { "max_outq", "R2CCL_MAX_OUTQ", "--max-outq", R2_PT_INT, "4M", 4096,
+			 1 << 30, NULL, "bytes", true,
+			 "replies queued for a client that does not read before it is dropped" },
+	[P_MAX_MEM_PER_SESSION] = { "max_mem_per_session", "R2CCL_MAX_MEM_PER_SESSION",
+				    "--max-mem-per-session", R2_PT_INT, "1T", 4096, I64MAX, NULL,
+				    "bytes", true, "shared memory one session may register" },
+	[P_REDUCE_THREADS] = { "reduce_threads", "R2CCL_REDUCE_THREADS", "--reduce-threads",
+			       R2_PT_INT, "0", 0, 256, NULL, NULL, false,
+			       "threads that share a large reduction (0: one per CPU)" },
+	[P_INLINE_MAX] = { "inline_max", "R2CCL_INLINE_MAX", "--inline-max", R2_PT_INT, "64K", 0,
+			   1 << 30, NULL, "bytes", true,
+			   "operations up to this size run on the dispatcher thread" },
+	[P_SYSTEMD] = { "systemd", "R2CCL_SYSTEMD", "--systemd", R2_PT_BOOL, "0", 0, 0, NULL,
+			NULL, false, "notify systemd (READY, STATUS, WATCHDOG, STOPPING)" },
+	[P_HB_INTERVAL] = { "hb_interval", "R2CCL_HB_INTERVAL", "--hb-interval", R2_PT_INT,
+			    "200000", 1000, 60000000, NULL, "us", true,
+			    "heartbeat interval per peer per rail" },
+	[P_MAX_RETRIES] = { "max_retries", "R2CCL_MAX_RETRIES", "--max-retries", R2_PT_INT, "5",
+			    0, 1000, NULL, NULL, true,
+			    "retries of one chunk before its rail is declared failed" },
+	[P_RECURSION_THRESH] = { "recursion_thresh", "R2CCL_RECURSION_THRESH",
+				 "--recursion-thresh", R2_PT_DOUBLE, "0.3", 0, 0, NULL, NULL, true,
+				 "bandwidth variance that triggers recursive sub-rings" },
+	[P_ROUTING_ALGO] = { "routing_algo", "R2CCL_ROUTING_ALGO", "--routing-algo", R2_PT_INT,
+			     "3", 0, 3, NULL, NULL, true,
+			     "0 ring, 1 tree, 2 ring+repair, 3 failure-optimized (Steiner trees)" },
+	[P_PROXY_BUF_SIZE] = { "proxy_buf_size", "R2CCL_PROXY_BUF_SIZE", "--proxy-buf-size",
+			       R2_PT_INT, "4M", 4096, 1 << 30, NULL, "bytes", false,
+			       "proxy buffer chunk (registration unit)" },
+	[P_MODE] = { "mode", "R2CCL_MODE", "--mode", R2_PT_ENUM, "balance", 0, 0,
+		     "balance|hotrepair", NULL, true, "failover mode" },
+};
+
+void r2d_usage(FILE *f)
+{
+	fprintf(f, "Usage: r2ccld [OPTION...]\n"
+		   "R2CCL daemon: runs collectives for the processes of this host.\n\n"
+		   "  -h, --help          this text\n"
+		   "  -V, --version       print the version\n"
+		   "      --check-config  print the configuration and exit\n");
+	for (int i = 0; i < P_COUNT; i++) {
+		const struct r2_param_def *p = &r2d_param_defs[i];
+		char opt[64];
+		snprintf(opt, sizeof(opt), "%s%s", p->cli,
+			 p->type == R2_PT_BOOL ? "" : " VALUE");
+		fprintf(f, "  %-30s %s [%s, default %s%s%s]\n", opt, p->help, p->env,
+			p->defval[0] ? p->defval : "\"\"", p->unit ? " " : "",
+			p->unit ? p->unit : "");
+	}
+}
+
+static void unknown_env(const char *name, void *arg)
+{
+	/* Clients share the prefix (R2CCL_UID_FILE...): not an error here. */
+	(void)arg;
+	log_debug("environment variable %s is not a daemon parameter; ignored", name);
+}
+
+/* Applies the command line. Returns 0, 1 for --help/--version handled, or -EINVAL. */
+static int apply_cli(struct r2d *d, int argc, char **argv, bool apply, char *err,
+		     size_t errlen)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		char key[128];
+		const char *val = NULL;
+		int idx, r;
+
+		if (!strncmp(a, "--", 2) && strchr(a, '=')) {
+			size_t kl = (size_t)(strchr(a, '=') - a);
+			if (kl >= sizeof(key)) {
+				snprintf(err, errlen, "option too long: %s", a);
+				return -EINVAL;
+			}
+			memcpy(key, a, kl);
+			key[kl] = 0;
+			val = strchr(a, '=') + 1;
+		} else if (!strncmp(a, "--", 2) && strlen(a) < sizeof(key)) {
+			strcpy(key, a);
+		} else {
+			snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
+			return -EINVAL;
+		}
+		idx = r2_params_find(&d->params, key);
+		if (idx < 0) {
+			snprintf(err, errlen, "unknown option '%s' (see --help)", key);
+			return -EINVAL;
+		}
+		if (!val) {
+			if (d->params.defs[idx].type == R2_PT_BOOL) {
+				val = "1";
+			} else if (i + 1 < argc) {
+				val = argv[++i];
+			} else {
+				snprintf(err, errlen, "option '%s' needs a value", key);
+				return -EINVAL;
+			}
+		}
+		if (!apply && idx != P_CONFIG)
+			continue;
+		r = r2_params_set(&d->params, key, val, R2_PS_CLI, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int r2d_config_load(struct r2d *d, int argc, char **argv, char *err, size_t errlen)
+{
+	extern char **environ;
+	const char *cfg;
+	int r, lvl;
+	bool explicit_cfg;
+
+	r = r2_params_init(&d->params, r2d_param_defs, P_COUNT, err, errlen);
+	if (r < 0)
+		return r;
+	/* Where is the file? --config wins, then R2CCL_CONFIG, then the default. */
+	r = apply_cli(d, argc, argv, false, err, errlen);
+	if (r < 0)
+		return r;
+	explicit_cfg = d->params.v[P_CONFIG].src == R2_PS_CLI;
+	if (!explicit_cfg && getenv("R2CCL_CONFIG")) {
+		r = r2_params_set(&d->params, "R2CCL_CONFIG", getenv("R2CCL_CONFIG"), R2_PS_ENV,
+				  err, errlen);
+		if (r < 0)
+			return r;
+		explicit_cfg = true;
+	}
+	cfg = r2_param_str(&d->params, P_CONFIG);
+	if (cfg && cfg[0]) {
+		r = r2_params_load_file(&d->params, cfg, err, errlen);
+		if (r == -ENOENT && !explicit_cfg) {
+			r = 0; /* the default file is optional */
+		} else if (r == -ENOENT) {
+			snprintf(err, errlen, "configuration file %s: %s", cfg, strerror(ENOENT));
+			return r;
+		} else if (r < 0) {
+			return r;
+		}
+	}
+	r = r2_params_load_env(&d->params, environ, unknown_env, NULL, err, errlen);
+	if (r < 0)
+		return r;
+	r = apply_cli(d, argc, argv, true, err, errlen);
+	if (r < 0)
+		return r;
+	if (r2_log_level_parse(r2_param_str(&d->params, P_LOG_LEVEL), &lvl) == 0)
+		r2_log_set_level(lvl);
+	d->systemd = r2_param_bool(&d->params, P_SYSTEMD);
+	{
+		const char *mode = r2_param_str(&d->params, P_SOCKET_MODE);
+		char *end;
+		long v = strtol(mode, &end, 8);
+		if (!mode[0] || *end || v < 0 || v > 0777) {
+			snprintf(err, errlen, "socket_mode: \"%s\" is not an octal mode (0000-0777)",
+				 mode);
+			return -EINVAL;
+		}
+		d->socket_mode = (unsigned)v;
+	}
+	return 0;
+}
+
+static void log_line(const char *line, void *arg)
+{
+	(void)arg;
+	log_info("  %s", line);
+}
+
+void r2d_config_log(const struct r2d *d)
+{
+	log_info("configuration (file %s):", d->params.file ? d->params.file : "none");
+	r2_params_dump(&d->params, log_line, NULL);
+}
+
+int r2d_config_reload(struct r2d *d)
+{
+	struct r2_params fresh;
+	char err[512];
+	const char *cfg = r2_param_str(&d->params, P_CONFIG);
+	int r, lvl;
+
+	r = r2_params_init(&fresh, r2d_param_defs, P_COUNT, err, sizeof(err));
+	if (r < 0)
+		goto fail;
+	if (cfg && cfg[0]) {
+		r = r2_params_load_file(&fresh, cfg, err, sizeof(err));
+		if (r < 0 && r != -ENOENT)
+			goto fail_free;
+	}
+	/* Take reloadable values that came from the file; CLI/env keep precedence. */
+	for (int i = 0; i < P_COUNT; i++) {
+		char val[512];
+		if (!r2d_param_defs[i].reloadable || fresh.v[i].src != R2_PS_FILE)
+			continue;
+		if (d->params.v[i].src == R2_PS_CLI || d->params.v[i].src == R2_PS_ENV)
+			continue;
+		r2_param_format(&fresh, i, val, sizeof(val));
+		if (r2_params_set(&d->params, r2d_param_defs[i].name, val, R2_PS_RELOAD, err,
+				  sizeof(err)) == 0)
+			log_info("reload: %s = %s", r2d_param_defs[i].name, val);
+	}
+	r2_params_free(&fresh);
+	if (r2_log_level_parse(r2_param_str(&d->params, P_LOG_LEVEL), &lvl) == 0)
+		r2_log_set_level(lvl);
+	return 0;
+fail_free:
+	r2_params_free(&fresh);
+fail:
+	log_err("reload failed, keeping the running configuration: %s", err);
+	return r;
+}

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * r2ccld internals shared by its modules.
+ *
+ * Threads:
+ *  - the control loop (libuv, main thread): the Unix socket, sessions'
+ *    control frames, signals, the systemd watchdog, r2cclctl requests;
+ *  - the engine dispatcher (engine.c): waits on every session's doorbell,
+ *    copies and validates submissions, matches them across the ranks of a
+ *    communicator, runs small operations inline and hands large ones to
+ *  - one executor thread per communicator (so a long collective of one
+ *    communicator never delays another), which uses
+ *  - the reduction helper pool (parallel-for over element ranges).
+ *
+ * Locking: d->lock protects the session list, every session's memory table,
+ * every communicator's membership and op queues. Nobody holds it while moving
+ * data: an operation being executed holds references on the sessions (and
+ * thus the mappings) it touches, so a client that dies mid-operation cannot
+ * unmap memory under the executor.
+ */
+#ifndef R2CCL_DAEMON_H
+#define R2CCL_DAEMON_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "framing.h"
+#include "params.h"
+#include "r2ccl.h"
+#include "ring.h"
+#include "topology.h"
+
+struct r2d;
+struct r2_engine;
+struct r2_comm;
+
+/* Parameter indices (config.c holds the table). */
+enum r2d_param {
+	P_SOCKET,
+	P_SOCKET_MODE,
+	P_SOCKET_OWNER,
+	P_SOCKET_GROUP,
+	P_CONFIG,
+	P_RAILS,
+	P_TOPOLOGY_XML,
+	P_LOG_LEVEL,
+	P_OP_TIMEOUT_MS,
+	P_BOOTSTRAP_TIMEOUT_MS,
+	P_MAX_FRAME,
+	P_MAX_SESSIONS,
+	P_MAX_OUTQ,
+	P_MAX_MEM_PER_SESSION,
+	P_REDUCE_THREADS,
+	P_INLINE_MAX,
+	P_SYSTEMD,
+	P_HB_INTERVAL,
+	P_MAX_RETRIES,
+	P_RECURSION_THRESH,
+	P_ROUTING_ALGO,
+	P_PROXY_BUF_SIZE,
+	P_MODE,
+	P_COUNT
+};
+
+extern const struct r2_param_def r2d_param_defs[P_COUNT];
+
+/* A region of client memory the daemon mapped (memfd, sealed). */
+struct r2_memreg {
+	uint32_t id;
+	int fd;
+	uint64_t size;
+	void *addr;
+	atomic_int refs; /* the session's table + operations using it */
+	struct r2_memreg *next;
+};
+
+struct r2_outbuf {
+	struct r2_outbuf *next;
+	size_t len, off;
+	int fds[R2_FRAME_MAX_FDS];
+	int nfds;
+	uint8_t data[];
+};
+
+struct r2_session {
+	struct r2d *d;
+	uint64_t id;
+	int fd;
+	uv_poll_t poll;
+	int poll_events;
+	struct r2_frame_reader reader;
+	bool hello_done;
+	bool control_only;
+	bool closing;  /* loop side: being torn down */
+	bool dead;     /* engine side: no more completions */
+	atomic_int refs;
+
+	/* identity */
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	char tenant[256];
+	char name[64];
+
+	/* shared ring */
+	int ring_fd, sq_efd, cq_efd;
+	struct r2_ring_shm *ring;
+	pthread_mutex_t cq_lock;
+	uint32_t sq_seen;   /* dispatcher's private copy of sq_head */
+
+	/* registered memory (under d->lock) */
+	struct r2_memreg *mem;
+	uint32_t next_mem_id;
+	uint64_t mem_bytes;
+	uint32_t nmem;
+
+	/* outgoing control frames not yet written (client slow to read) */
+	struct r2_outbuf *outq_head, *outq_tail;
+	size_t outq_bytes;
+
+	uint64_t ops_total;
+	uint64_t connected_at_us;
+	struct r2_session *next;
+};
+
+struct r2d {
+	uv_loop_t *loop;
+	struct r2_params params;
+	struct r2_topology topo;
+	pthread_mutex_t lock;
+
+	int listen_fd;
+	uv_poll_t listen_poll;
+	uv_signal_t sig_term, sig_int, sig_hup;
+	uv_timer_t tick;      /* watchdog, timeouts, drain */
+	bool systemd;
+	unsigned socket_mode;
+	uint64_t watchdog_usec;
+	uint64_t last_watchdog_us;
+
+	struct r2_session *sessions;
+	uint32_t nsessions;
+	uint64_t next_session_id;
+	struct r2_comm *comms;
+	uint32_t next_comm_id;
+
+	struct r2_engine *engine;
+	uint64_t start_us;
+	uint64_t ops_total, op_errors_total;
+	bool draining;
+	uint64_t drain_deadline_us;
+	int exit_code;
+	char hostname[64];
+	uint64_t host_id; /* random per daemon start; names this daemon in unique ids */
+};
+
+/* config.c */
+int r2d_config_load(struct r2d *d, int argc, char **argv, char *err, size_t errlen);
+void r2d_config_log(const struct r2d *d);
+int r2d_config_reload(struct r2d *d);
+void r2d_usage(FILE *f);
+
+/* server.c: the control loop */
+int r2d_server_start(struct r2d *d);
+void r2d_server_stop(struct r2d *d);
+void r2d_notify(struct r2d *d, const char *state);
+void r2d_begin_drain(struct r2d *d, const char *why);
+
+/* session.c */
+void r2d_session_accept(struct r2d *d, int fd);
+void r2d_session_close(struct r2_session *s, const char *why);
+int r2d_session_send(struct r2_session *s, uint16_t type, const void *msg_packed, size_t len,
+		     const int *fds, int nfds);
+/* Packs a protobuf-c message and queues it; drops the session on failure. */
+int r2d_session_reply(struct r2_session *s, uint16_t type, const void *protobuf_msg);
+void r2d_session_get(struct r2_session *s);
+void r2d_session_put(struct r2_session *s);
+/* Posts a completion to the session's CQ and signals it (any thread). */
+void r2d_session_complete(struct r2_session *s, uint64_t tag, int status);
+
+/* memreg.c (callers hold d->lock) */
+int r2d_mem_register(struct r2_session *s, int fd, uint64_t size, uint32_t *id, char *err,
+		     size_t errlen);
+int r2d_mem_deregister(struct r2_session *s, uint32_t id);
+void r2d_mem_release_all(struct r2_session *s);
+/* Resolves (id, off, len) to an address and takes a reference on the region
+ * (drop it with r2d_mem_put); R2CCL_E_BAD_BUFFER if unknown or out of range. */
+int r2d_mem_resolve(struct r2_session *s, uint32_t id, uint64_t off, uint64_t len, void **addr,
+		    struct r2_memreg **ref);
+void r2d_mem_put(struct r2_memreg *m); /* accepts NULL; any thread */
+
+/* ctl.c: r2cclctl requests (d->lock taken inside) */
+void r2d_ctl_status(struct r2_session *s, uint64_t req_id);
+
+#endif

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/* r2ccld: the R2CCL daemon, one per host. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "config.h"
+#include "daemon.h"
+#include "log.h"
+#include "util.h"
+
+static int discover(struct r2d *d)
+{
+	char err[512] = "";
+	const char *xml = r2_param_str(&d->params, P_TOPOLOGY_XML);
+	const char *rails = r2_param_str(&d->params, P_RAILS);
+	int r, nsel;
+
+	r = r2_topology_discover(&d->topo, xml && xml[0] ? xml : NULL, err, sizeof(err));
+	if (r < 0) {
+		log_err("topology discovery failed: %s", err[0] ? err : strerror(-r));
+		return r;
+	}
+	nsel = r2_topology_select(&d->topo, rails);
+	if (nsel < 0) {
+		log_err("rails filter '%s' is not valid (NCCL syntax: eth, ^eth2, =eth0)", rails);
+		return nsel;
+	}
+	log_info("topology%s: %d CPUs, %d cores, %d sockets, %d NUMA nodes, %d GPUs, %d NICs",
+		 d->topo.from_xml ? " (from XML)" : "", d->topo.ncpus, d->topo.ncores,
+		 d->topo.nsockets, d->topo.nnuma, d->topo.ngpus, d->topo.nnics);
+	for (int i = 0; i < d->topo.nnics; i++) {
+		const struct r2_topo_nic *n = &d->topo.nics[i];
+		log_info("  nic %-16s %-8s %-4s numa %-2d %6llu Mb/s %s%s", n->name,
+			 r2_nic_kind_name(n->kind), n->up ? "up" : "down", n->numa_node,
+			 (unsigned long long)n->speed_mbps, n->addr, n->selected ? " [rail]" : "");
+	}
+	if (nsel == 0)
+		log_warn("no NIC selected as a rail (filter '%s'): this daemon serves local "
+			 "communicators only", rails);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct r2d d;
+	char err[512] = "";
+	int r;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			r2d_usage(stdout);
+			return 0;
+		}
+		if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
+			printf("r2ccld %s\n", R2CCL_VERSION);
+			return 0;
+		}
+	}
+	bool check_only = false;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--check-config")) {
+			check_only = true;
+			memmove(&argv[i], &argv[i + 1], sizeof(char *) * (size_t)(argc - i));
+			argc--;
+			i--;
+		}
+	}
+
+	memset(&d, 0, sizeof(d));
+	d.listen_fd = -1;
+	pthread_mutex_init(&d.lock, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	r = r2d_config_load(&d, argc, argv, err, sizeof(err));
+	if (r < 0) {
+		log_err("configuration error: %s", err);
+		r2_params_free(&d.params);
+		return 2;
+	}
+	log_info("r2ccld %s starting (pid %d)", R2CCL_VERSION, (int)getpid());
+	r2d_config_log(&d);
+	if (check_only) {
+		r2_params_free(&d.params);
+		return 0;
+	}
+	gethostname(d.hostname, sizeof(d.hostname) - 1);
+	if (getrandom(&d.host_id, sizeof(d.host_id), 0) != sizeof(d.host_id))
+		d.host_id = ((uint64_t)getpid() << 32) ^ r2_now_ns();
+	d.next_session_id = 1;
+	d.next_comm_id = 1;
+	d.start_us = r2_now_us();
+	d.exit_code = 0;
+
+	r = discover(&d);
+	if (r < 0)
+		goto out_params;
+
+	r = r2d_engine_start(&d);
+	if (r < 0) {
+		log_err("cannot start the engine: %s", strerror(-r));
+		goto out_params;
+	}
+	r = r2d_server_start(&d);
+	if (r < 0)
+		goto out_engine;
+
+	uv_run(d.loop, UV_RUN_DEFAULT);
+
+	/* every session is closed: stop the dispatcher, then free the rest */
+	r2d_engine_stop(&d);
+	r2d_server_stop(&d);
+	r = d.exit_code;
+	goto out_params;
+out_engine:
+	r2d_engine_stop(&d);
+out_params:
+	r2_params_free(&d.params);
+	pthread_mutex_destroy(&d.lock);
+	if (r < 0)
+		return 1;
+	log_info("r2ccld stopped");
+	return r;
+}

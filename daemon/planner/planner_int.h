@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/* Planner internals shared by plan.c, shard.c, expand.c and model.c. */
+#ifndef R2CCL_PLANNER_INT_H
+#define R2CCL_PLANNER_INT_H
+
+#include "planner.h"
+
+#define R2_LRAIL_PAIR 0xffffu
+#define R2_ALL_HOSTS UINT32_MAX
+
+struct r2_hop {
+	uint16_t rail, rail2;
+	uint32_t via;
+};
+
+/* Read-only view used by both the builder and the expansion. */
+struct r2_view {
+	uint32_t n, R, elem;
+	enum r2_op op;
+	uint64_t size;
+	const struct r2_comp *comp;
+	uint32_t ncomp;
+	const uint32_t *hosts;
+	const struct r2_hclass *cls;
+	const struct r2_hcx *hcx;
+	uint32_t nhcx;
+	const struct r2_route *route;
+	uint32_t nroute;
+	const struct r2_link *down;
+	uint32_t ndown;
+	uint32_t rem_host;
+	uint64_t rem_bytes;
+};
+
+void r2_view_of_plan(const struct r2_plan *p, struct r2_view *v);
+
+static inline uint64_t r2_split_lo(uint64_t E, uint64_t k, uint64_t parts)
+{
+	return (uint64_t)(((unsigned __int128)E * k) / parts);
+}
+
+/* Element-aligned sub-range k of parts of [off, off+len). */
+static inline void r2_sub_range(uint64_t off, uint64_t len, uint32_t elem, uint64_t k,
+				uint64_t parts, uint64_t *o, uint64_t *l)
+{
+	uint64_t E = len / elem;
+	uint64_t a = r2_split_lo(E, k, parts), b = r2_split_lo(E, k + 1, parts);
+	*o = off + a * elem;
+	*l = (b - a) * elem;
+}
+
+uint32_t r2_view_class(const struct r2_view *v, uint32_t h);
+bool r2_view_route(const struct r2_view *v, uint32_t a, uint32_t b, uint16_t lrail,
+		   struct r2_hop *hop);
+bool r2_link_is_down(const struct r2_link *d, uint32_t nd, uint32_t a, uint32_t b,
+		     uint16_t rail);
+uint16_t r2_pair_down_mask(const struct r2_link *d, uint32_t nd, uint32_t a, uint32_t b);
+
+/* Position of h in comp's members, or UINT32_MAX. */
+uint32_t r2_comp_pos(const struct r2_view *v, const struct r2_comp *c, uint32_t h);
+uint32_t r2_comp_member(const struct r2_view *v, const struct r2_comp *c, uint32_t pos);
+/* Ring piece t of m (allreduce: contiguous split; AG/RS: member t's segment). */
+void r2_ring_piece(const struct r2_view *v, const struct r2_comp *c, uint32_t t,
+		   uint64_t *off, uint64_t *len);
+uint32_t r2_tree_depth(uint32_t idx);
+
+/* Shard plan: bytes owned by host j, and the rail split of pair (i, j):
+ * frac[r] sums to 1 over usable common rails; returns false (no rail) if
+ * the pair must be bridged. */
+uint64_t r2_shard_of(const struct r2_view *v, uint32_t j);
+bool r2_pair_split(const struct r2_view *v, uint32_t i, uint32_t j, double frac[]);
+/* Splits len bytes (element aligned) over rails by frac; lens[r]. */
+void r2_split_bytes(uint64_t len, uint32_t elem, uint32_t R, const double frac[],
+		    uint64_t lens[]);
+
+#endif

@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libr2ccl: the session with r2ccld (handshake, control requests, the
+ * shared submission ring). Library code: no logging, negative error codes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "r2ccl.pb-c.h"
+#include "util.h"
+
+#define DEFAULT_TIMEOUT_MS 30000
+#define OP_GRACE_MS 5000
+
+extern const char *__progname;
+
+static void client_free(r2ccl_client_t *c)
+{
+	if (!c)
+		return;
+	while (c->mem) {
+		struct r2_cmem *m = c->mem;
+		c->mem = m->next;
+		munmap(m->addr, m->size);
+		close(m->fd);
+		free(m);
+	}
+	if (c->ring)
+		munmap(c->ring, c->ring_bytes);
+	r2_closep(&c->sq_efd);
+	r2_closep(&c->cq_efd);
+	r2_closep(&c->sock);
+	r2_frame_reader_reset(&c->reader);
+	free(c);
+}
+
+static int mark_gone(r2ccl_client_t *c)
+{
+	c->gone = true;
+	return R2CCL_E_DAEMON_GONE;
+}
+
+int r2c_rpc(r2ccl_client_t *c, uint16_t type, const void *msg, uint16_t reply_type,
+	    void **reply, void *(*unpack)(void *, size_t, const uint8_t *), const int *fds,
+	    int nfds, int *rfds, int max_rfds)
+{
+	const ProtobufCMessage *m = msg;
+	size_t len = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = malloc(len ? len : 1);
+	struct r2_frame f;
+	int r;
+
+	if (c->gone)
+		return R2CCL_E_DAEMON_GONE;
+	if (!buf)
+		return -ENOMEM;
+	protobuf_c_message_pack(m, buf);
+	r = r2_frame_send(c->sock, type, buf, (uint32_t)len, fds, nfds, c->timeout_ms);
+	free(buf);
+	if (r == -EPIPE || r == -ECONNRESET)
+		return mark_gone(c);
+	if (r < 0)
+		return r;
+	r = r2_frame_recv(c->sock, &c->reader, &f, c->timeout_ms);
+	if (r == -ECONNRESET || r == -EPIPE)
+		return mark_gone(c);
+	if (r < 0)
+		return r == -EPROTO ? R2CCL_E_PROTOCOL : r;
+	if (f.type == R2CCL__MSG_TYPE__MSG_RESULT && reply_type != f.type) {
+		/* a generic answer (e.g. not supported) in place of the reply */
+		R2ccl__Result *res = r2ccl__result__unpack(NULL, f.len, f.payload);
+		r = res ? (res->status < 0 ? res->status : R2CCL_E_PROTOCOL) : R2CCL_E_PROTOCOL;
+		if (res)
+			r2ccl__result__free_unpacked(res, NULL);
+		r2_frame_free(&f);
+		return r;
+	}
+	if (f.type != reply_type || f.nfds > max_rfds) {
+		r2_frame_free(&f);
+		return R2CCL_E_PROTOCOL;
+	}
+	*reply = unpack(NULL, f.len, f.payload);
+	if (!*reply) {
+		r2_frame_free(&f);
+		return R2CCL_E_PROTOCOL;
+	}
+	for (int i = 0; i < max_rfds; i++) {
+		rfds[i] = i < f.nfds ? f.fds[i] : -1;
+		if (i < f.nfds)
+			f.fds[i] = -1; /* taken */
+	}
+	r2_frame_free(&f);
+	return 0;
+}
+
+static void *unpack_hello_reply(void *a, size_t l, const uint8_t *d)
+{
+	return r2ccl__hello_reply__unpack(a, l, d);
+}
+
+int r2ccl_connect(const r2ccl_connect_opts_t *opts, r2ccl_client_t **out)
+{
+	r2ccl_connect_opts_t o = R2CCL_CONNECT_OPTS_INITIALIZER;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	R2ccl__Hello hello = R2CCL__HELLO__INIT;
+	R2ccl__HelloReply *rep = NULL;
+	r2ccl_client_t *c;
+	const char *path;
+	int r, rfds[3] = { -1, -1, -1 };
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (opts) {
+		if (opts->size < offsetof(r2ccl_connect_opts_t, client_name) + sizeof(char *))
+			return -EINVAL;
+		memcpy(&o, opts, R2_MIN(opts->size, sizeof(o)));
+	}
+	path = o.socket_path ? o.socket_path : getenv("R2CCL_SOCKET");
+	if (!path || !path[0])
+		path = R2CCL_DEFAULT_SOCKET;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->sq_efd = c->cq_efd = -1;
+	c->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
+	c->next_req = 1;
+	c->next_tag = 1;
+	r2_frame_reader_init(&c->reader, 16u << 20);
+	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->sock < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	hello.proto_version = R2CCL__PROTO_VERSION__PROTO_VERSION_CURRENT;
+	hello.client_name = (char *)(o.client_name ? o.client_name : __progname);
+	hello.lib_version = R2CCL_VERSION_STRING;
+	r = r2c_rpc(c, R2CCL__MSG_TYPE__MSG_HELLO, &hello, R2CCL__MSG_TYPE__MSG_HELLO_REPLY,
+		    (void **)&rep, unpack_hello_reply, NULL, 0, rfds, 3);
+	if (r < 0)
+		goto fail;
+	if (rep->status < 0) {
+		r = rep->status;
+		goto fail;
+	}
+	c->sq_efd = rfds[1];
+	c->cq_efd = rfds[2];
+	rfds[1] = rfds[2] = -1;
+	if (rfds[0] < 0 || c->sq_efd < 0 || c->cq_efd < 0 ||
+	    rep->ring_bytes < sizeof(struct r2_ring_shm)) {
+		r = R2CCL_E_PROTOCOL;
+		goto fail;
+	}
+	c->session_id = rep->session_id;
+	c->op_timeout_ms = (int)rep->op_timeout_ms;
+	c->ring_bytes = sizeof(struct r2_ring_shm);
+	c->ring = mmap(NULL, c->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, rfds[0], 0);
+	r2_closep(&rfds[0]);
+	if (c->ring == MAP_FAILED) {
+		c->ring = NULL;
+		r = -errno;
+		goto fail;
+	}
+	if (c->ring->magic != R2_RING_MAGIC || c->ring->entries != R2_RING_ENTRIES) {
+		r = R2CCL_E_PROTOCOL;
+		goto fail;
+	}
+	r2ccl__hello_reply__free_unpacked(rep, NULL);
+	*out = c;
+	return 0;
+fail:
+	for (int i = 0; i < 3; i++)
+		r2_closep(&rfds[i]);
+	if (rep)
+		r2ccl__hello_reply__free_unpacked(rep, NULL);
+	client_free(c);
+	return r;
+}
+
+void r2ccl_disconnect(r2ccl_client_t *c)
+{
+	client_free(c);
+}
+
+int r2ccl_client_check(r2ccl_client_t *c)
+{
+	struct pollfd p;
+
+	if (!c)
+		return -EINVAL;
+	if (c->gone)
+		return R2CCL_E_DAEMON_GONE;
+	p.fd = c->sock;
+	p.events = POLLIN;
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLIN))) {
+		char b;
+		ssize_t n = recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			return mark_gone(c);
+	}
+	return 0;
+}
+
+/* ---- the ring ---- */
+
+static int reap(r2ccl_client_t *c, uint64_t tag, int *status)
+{
+	struct r2_ring_shm *ring = c->ring;
+	uint32_t head = atomic_load_explicit(&ring->cq_head, memory_order_relaxed);
+	uint32_t tail = atomic_load_explicit(&ring->cq_tail, memory_order_acquire);
+	int found = 0;
+
+	while (head != tail) {
+		struct r2_cqe e = ring->cq[head & (R2_RING_ENTRIES - 1)];
+		head++;
+		atomic_store_explicit(&ring->cq_head, head, memory_order_release);
+		if (c->inflight)
+			c->inflight--;
+		if (e.tag == tag) {
+			*status = e.status;
+			found = 1;
+		}
+	}
+	return found;
+}
+
+int r2c_submit_wait(r2ccl_client_t *c, struct r2_sqe *q)
+{
+	struct r2_ring_shm *ring = c->ring;
+	uint64_t one = 1, v;
+	uint32_t tail;
+	int status = 0, r;
+	uint64_t deadline;
+
+	if (c->gone)
+		return R2CCL_E_DAEMON_GONE;
+	if (c->inflight >= R2_RING_ENTRIES)
+		return -EBUSY;
+	q->tag = c->next_tag++;
+	tail = atomic_load_explicit(&ring->sq_tail, memory_order_relaxed);
+	if (tail - atomic_load_explicit(&ring->sq_head, memory_order_acquire) >= R2_RING_ENTRIES)
+		return -EBUSY;
+	ring->sq[tail & (R2_RING_ENTRIES - 1)] = *q;
+	atomic_store_explicit(&ring->sq_tail, tail + 1, memory_order_release);
+	c->inflight++;
+	if (write(c->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		return -errno;
+
+	deadline = r2_now_us() + (uint64_t)(c->op_timeout_ms + OP_GRACE_MS) * 1000;
+	for (;;) {
+		struct pollfd p[2] = { { c->cq_efd, POLLIN, 0 }, { c->sock, POLLIN, 0 } };
+		uint64_t now;
+
+		if (reap(c, q->tag, &status))
+			return status;
+		now = r2_now_us();
+		if (now >= deadline)
+			return -ETIMEDOUT; /* the daemon should have answered by now */
+		r = poll(p, 2, (int)R2_MIN((deadline - now) / 1000 + 1, 1000));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (p[0].revents & POLLIN) {
+			if (read(c->cq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				return -errno;
+		}
+		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+			/* the daemon sends nothing unsolicited: readable means closed */
+			if (reap(c, q->tag, &status))
+				return status;
+			if (r2ccl_client_check(c) < 0)
+				return R2CCL_E_DAEMON_GONE;
+		}
+	}
+}

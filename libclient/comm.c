@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: MIT */
+/* libr2ccl: communicators and collectives (submitted through the ring). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "r2ccl.pb-c.h"
+#include "ring.h"
+
+static void *unpack_uid(void *a, size_t l, const uint8_t *d)
+{
+	return r2ccl__unique_id_reply__unpack(a, l, d);
+}
+
+static void *unpack_init(void *a, size_t l, const uint8_t *d)
+{
+	return r2ccl__comm_init_reply__unpack(a, l, d);
+}
+
+static void *unpack_result(void *a, size_t l, const uint8_t *d)
+{
+	return r2ccl__result__unpack(a, l, d);
+}
+
+int r2ccl_get_unique_id(r2ccl_client_t *c, r2ccl_unique_id_t *id)
+{
+	R2ccl__GetUniqueId req = R2CCL__GET_UNIQUE_ID__INIT;
+	R2ccl__UniqueIdReply *rep = NULL;
+	int r;
+
+	if (!c || !id)
+		return -EINVAL;
+	req.req_id = c->next_req++;
+	r = r2c_rpc(c, R2CCL__MSG_TYPE__MSG_GET_UNIQUE_ID, &req,
+		    R2CCL__MSG_TYPE__MSG_UNIQUE_ID_REPLY, (void **)&rep, unpack_uid, NULL, 0, NULL,
+		    0);
+	if (r < 0)
+		return r;
+	r = rep->status;
+	if (r == 0 && rep->id.len != sizeof(id->internal))
+		r = R2CCL_E_PROTOCOL;
+	if (r == 0)
+		memcpy(id->internal, rep->id.data, sizeof(id->internal));
+	r2ccl__unique_id_reply__free_unpacked(rep, NULL);
+	return r;
+}
+
+int r2ccl_comm_init_rank(r2ccl_client_t *c, r2ccl_comm_t **out, int nranks,
+			 const r2ccl_unique_id_t *id, int rank)
+{
+	R2ccl__CommInit req = R2CCL__COMM_INIT__INIT;
+	R2ccl__CommInitReply *rep = NULL;
+	r2ccl_comm_t *comm;
+	int r, saved;
+
+	if (!c || !out || !id || nranks < 1 || rank < 0 || rank >= nranks)
+		return -EINVAL;
+	*out = NULL;
+	req.req_id = c->next_req++;
+	req.id.data = (uint8_t *)id->internal;
+	req.id.len = sizeof(id->internal);
+	req.nranks = (uint32_t)nranks;
+	req.rank = (uint32_t)rank;
+	/* joining waits for the other ranks: up to the daemon's bootstrap timeout */
+	saved = c->timeout_ms;
+	if (c->timeout_ms < 600000)
+		c->timeout_ms = 600000;
+	r = r2c_rpc(c, R2CCL__MSG_TYPE__MSG_COMM_INIT, &req, R2CCL__MSG_TYPE__MSG_COMM_INIT_REPLY,
+		    (void **)&rep, unpack_init, NULL, 0, NULL, 0);
+	c->timeout_ms = saved;
+	if (r < 0)
+		return r;
+	r = rep->status;
+	if (r == 0) {
+		comm = calloc(1, sizeof(*comm));
+		if (!comm) {
+			r = -ENOMEM;
+		} else {
+			comm->client = c;
+			comm->handle = rep->comm_id;
+			comm->nranks = nranks;
+			comm->rank = rank;
+			*out = comm;
+		}
+	}
+	r2ccl__comm_init_reply__free_unpacked(rep, NULL);
+	return r;
+}
+
+static int comm_leave(r2ccl_comm_t *comm, bool abort)
+{
+	R2ccl__CommDestroy req = R2CCL__COMM_DESTROY__INIT;
+	R2ccl__Result *rep = NULL;
+	r2ccl_client_t *c;
+	int r;
+
+	if (!comm)
+		return 0;
+	c = comm->client;
+	req.req_id = c->next_req++;
+	req.comm_id = comm->handle;
+	req.abort = abort;
+	r = r2c_rpc(c, R2CCL__MSG_TYPE__MSG_COMM_DESTROY, &req, R2CCL__MSG_TYPE__MSG_RESULT,
+		    (void **)&rep, unpack_result, NULL, 0, NULL, 0);
+	if (r == 0) {
+		r = rep->status;
+		r2ccl__result__free_unpacked(rep, NULL);
+	}
+	if (r == R2CCL_E_DAEMON_GONE)
+		r = 0;
+	free(comm);
+	return r;
+}
+
+int r2ccl_comm_destroy(r2ccl_comm_t *comm)
+{
+	return comm_leave(comm, false);
+}
+
+int r2ccl_comm_abort(r2ccl_comm_t *comm)
+{
+	return comm_leave(comm, true);
+}
+
+int r2ccl_comm_count(const r2ccl_comm_t *comm, int *count)
+{
+	if (!comm || !count)
+		return -EINVAL;
+	*count = comm->nranks;
+	return 0;
+}
+
+int r2ccl_comm_user_rank(const r2ccl_comm_t *comm, int *rank)
+{
+	if (!comm || !rank)
+		return -EINVAL;
+	*rank = comm->rank;
+	return 0;
+}
+
+int r2ccl_comm_trigger_rebalance(r2ccl_comm_t *comm)
+{
+	R2ccl__Rebalance req = R2CCL__REBALANCE__INIT;
+	R2ccl__Result *rep = NULL;
+	int r;
+
+	if (!comm)
+		return -EINVAL;
+	req.req_id = comm->client->next_req++;
+	req.comm_id = comm->handle >> 16;
+	r = r2c_rpc(comm->client, R2CCL__MSG_TYPE__MSG_REBALANCE, &req,
+		    R2CCL__MSG_TYPE__MSG_RESULT, (void **)&rep, unpack_result, NULL, 0, NULL, 0);
+	if (r == 0) {
+		r = rep->status;
+		r2ccl__result__free_unpacked(rep, NULL);
+	}
+	return r;
+}
+
+/* ---- collectives ---- */
+
+static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uint64_t slen,
+		  void *recvbuff, uint64_t rlen, size_t count, r2ccl_dtype_t dtype,
+		  r2ccl_redop_t op, int root)
+{
+	struct r2_sqe q;
+	int r;
+
+	if (!comm)
+		return -EINVAL;
+	if ((unsigned)dtype >= R2CCL_NUM_DTYPES || (unsigned)op >= R2CCL_NUM_OPS)
+		return -EINVAL;
+	memset(&q, 0, sizeof(q));
+	q.opcode = opcode;
+	q.comm_id = comm->handle;
+	q.rank = (uint32_t)comm->rank;
+	q.count = count;
+	q.dtype = (uint32_t)dtype;
+	q.redop = (uint32_t)op;
+	q.root = root;
+	if (slen) {
+		r = r2c_mem_lookup(comm->client, sendbuff, slen, &q.send_mem, &q.send_off);
+		if (r < 0)
+			return r;
+	}
+	if (rlen) {
+		r = r2c_mem_lookup(comm->client, recvbuff, rlen, &q.recv_mem, &q.recv_off);
+		if (r < 0)
+			return r;
+	}
+	return r2c_submit_wait(comm->client, &q);
+}
+
+static int bytes(size_t count, r2ccl_dtype_t dtype, uint64_t mult, uint64_t *out)
+{
+	uint64_t es = r2ccl_dtype_size(dtype);
+
+	if (!es)
+		return -EINVAL;
+	if (count && (uint64_t)count > UINT64_MAX / es / mult)
+		return -EOVERFLOW;
+	*out = (uint64_t)count * es * mult;
+	return 0;
+}
+
+int r2ccl_allreduce(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
+		    r2ccl_dtype_t dtype, r2ccl_redop_t op)
+{
+	uint64_t n;
+	int r = bytes(count, dtype, 1, &n);
+
+	return r ? r : submit(comm, R2_OP_ALLREDUCE, sendbuff, n, recvbuff, n, count, dtype, op, 0);
+}
+
+int r2ccl_allgather(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t sendcount,
+		    r2ccl_dtype_t dtype)
+{
+	uint64_t n, t;
+	int r;
+
+	if (!comm)
+		return -EINVAL;
+	r = bytes(sendcount, dtype, 1, &n);
+	if (!r)
+		r = bytes(sendcount, dtype, (uint64_t)comm->nranks, &t);
+	return r ? r : submit(comm, R2_OP_ALLGATHER, sendbuff, n, recvbuff, t, sendcount, dtype,
+			      R2CCL_SUM, 0);
+}
+
+int r2ccl_reducescatter(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
+			size_t recvcount, r2ccl_dtype_t dtype, r2ccl_redop_t op)
+{
+	uint64_t n, t;
+	int r;
+
+	if (!comm)
+		return -EINVAL;
+	r = bytes(recvcount, dtype, 1, &n);
+	if (!r)
+		r = bytes(recvcount, dtype, (uint64_t)comm->nranks, &t);
+	return r ? r : submit(comm, R2_OP_REDUCESCATTER, sendbuff, t, recvbuff, n, recvcount,
+			      dtype, op, 0);
+}
+
+int r2ccl_broadcast(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
+		    r2ccl_dtype_t dtype, int root)
+{
+	uint64_t n;
+	int r;
+
+	if (!comm || root < 0 || root >= comm->nranks)
+		return -EINVAL;
+	r = bytes(count, dtype, 1, &n);
+	return r ? r : submit(comm, R2_OP_BROADCAST, sendbuff, comm->rank == root ? n : 0,
+			      recvbuff, n, count, dtype, R2CCL_SUM, root);
+}
+
+int r2ccl_reduce(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
+		 r2ccl_dtype_t dtype, r2ccl_redop_t op, int root)
+{
+	uint64_t n;
+	int r;
+
+	if (!comm || root < 0 || root >= comm->nranks)
+		return -EINVAL;
+	r = bytes(count, dtype, 1, &n);
+	return r ? r : submit(comm, R2_OP_REDUCE, sendbuff, n, recvbuff,
+			      comm->rank == root ? n : 0, count, dtype, op, root);
+}
+
+int r2ccl_send(r2ccl_comm_t *comm, const void *sendbuff, size_t count, r2ccl_dtype_t dtype,
+	       int peer)
+{
+	uint64_t n;
+	int r;
+
+	if (!comm || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+		return -EINVAL;
+	r = bytes(count, dtype, 1, &n);
+	return r ? r : submit(comm, R2_OP_SEND, sendbuff, n, NULL, 0, count, dtype, R2CCL_SUM, peer);
+}
+
+int r2ccl_recv(r2ccl_comm_t *comm, void *recvbuff, size_t count, r2ccl_dtype_t dtype, int peer)
+{
+	uint64_t n;
+	int r;
+
+	if (!comm || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+		return -EINVAL;
+	r = bytes(count, dtype, 1, &n);
+	return r ? r : submit(comm, R2_OP_RECV, NULL, 0, recvbuff, n, count, dtype, R2CCL_SUM, peer);
+}

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * r2ccl-bench internals shared by r2ccl-bench.c (options, the R2CCL run, the
+ * nccl-tests table) and peers.c (running the Gloo/MPI peer programs and
+ * printing their table and the ratio table).
+ */
+#ifndef R2CCL_BENCH_H
+#define R2CCL_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "r2ccl.h"
+
+enum bench_op {
+	BOP_ALLREDUCE = 0,
+	BOP_ALLGATHER,
+	BOP_REDUCESCATTER,
+	BOP_BROADCAST,
+	BOP_REDUCE,
+	BOP_SENDRECV,
+	BOP_COUNT
+};
+
+#define BENCH_MAX_SIZES 256
+
+/* Everything the command line decides. */
+struct bench_opts {
+	enum bench_op op;
+	size_t minbytes, maxbytes, stepbytes;
+	unsigned long stepfactor; /* > 1: multiply; else add stepbytes */
+	int iters, warmup, check;
+	r2ccl_dtype_t dtype;
+	r2ccl_redop_t redop;
+	int root;
+	int local_ranks; /* K rank processes forked on this host */
+	int nranks;      /* N ranks in the communicator (all hosts) */
+	int first_rank;  /* this host's ranks are first_rank .. first_rank+K-1 */
+	const char *uid_file;
+	double uid_timeout_s;
+	const char *trace_file;
+	bool trace_all; /* every rank writes trace_file.<rank> */
+	const char *socket_path;
+	const char *peer;      /* NULL, "mpi", "mpi-tcp", "gloo" */
+	const char *peer_addr; /* gloo: this host's address (default 127.0.0.1) */
+	const char *peer_store; /* gloo: shared rendezvous directory, or NULL */
+	double peer_timeout_s;
+	int timeout_ms; /* r2ccl_connect_opts_t.timeout_ms */
+};
+
+/* One printed row (one size), as rank 0 measured it. */
+struct bench_row {
+	size_t size;   /* nccl-tests' "size" column: max(send bytes, recv bytes) */
+	size_t count;  /* nccl-tests' "count" column: the count passed to the call */
+	double time_us[2]; /* [0] out-of-place, [1] in-place */
+	double algbw[2], busbw[2];
+	long long wrong[2]; /* -1: not checked */
+};
+
+/* Sizes of one step for op, nranks, as nccl-tests computes them. */
+struct bench_sizes {
+	size_t count;      /* count argument of the call (per-rank for AG/RS) */
+	size_t send_bytes; /* bytes in sendbuff */
+	size_t recv_bytes; /* bytes in recvbuff */
+	size_t size;       /* printed size: max(send, recv) */
+};
+
+/* Helpers in r2ccl-bench.c, used by peers.c too. */
+const char *bench_op_name(enum bench_op op);
+const char *bench_type_name(r2ccl_dtype_t t); /* nccl-tests name: "float", "half", ... */
+const char *bench_redop_name(r2ccl_redop_t op);
+bool bench_op_has_redop(enum bench_op op);
+bool bench_op_has_root(enum bench_op op);
+double bench_bus_factor(enum bench_op op, int nranks);
+void bench_step_sizes(enum bench_op op, size_t loop_bytes, size_t elsize, int nranks,
+		      struct bench_sizes *out);
+/* The loop sizes (nccl-tests: minbytes, *stepfactor or +stepbytes, <= maxbytes). */
+int bench_size_list(const struct bench_opts *o, size_t *sizes, int max);
+/* "%7.2f" / "%7.1f" / "%7.0f" like nccl-tests. */
+void bench_format_time(char *buf, size_t len, double us);
+
+/* peers.c */
+struct peer_row {
+	size_t size, count;
+	double time_us, algbw, busbw;
+	long long wrong; /* -1: the peer did not check */
+};
+
+/* Runs the peer named o->peer on this host's ranks for the given loop sizes.
+ * uid_hex (may be NULL) names the run, for the shared Gloo store directory.
+ * Returns the number of rows parsed from the global rank 0 peer (0 on hosts
+ * that do not hold rank 0), or a negative errno; desc gets a description. */
+int peer_run(const struct bench_opts *o, const size_t *sizes, int nsizes, const char *uid_hex,
+	     struct peer_row *rows, int maxrows, char *desc, size_t desclen);
+
+/* Prints the peer's table and the ratio table (every line starts with '#'). */
+void peer_print(const struct bench_opts *o, const char *desc, const struct peer_row *prow,
+		int npeer, const struct bench_row *rrow, int nr2);
+
+/* Where the peer programs are: $R2CCL_PEER_DIR, R2_PEER_DIR (compile time),
+ * <dir of this executable>/peers, <dir of this executable>/../libexec/r2ccl. */
+int peer_find_program(const char *name, char *out, size_t outlen);
+
+/* Parses one "r2peer key=value ..." line; 0 when it is one. Exposed for tests. */
+int peer_parse_line(const char *line, struct peer_row *row);
+
+#endif
