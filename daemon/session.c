@@ -111,6 +111,7 @@ static int flush_outq(struct r2_session *s)
 
 		if (o->nfds && o->off == 0) {
 			struct cmsghdr *cm;
+			memset(&cbuf, 0, sizeof(cbuf));
 			mh.msg_control = cbuf.buf;
 			mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)o->nfds);
 			cm = CMSG_FIRSTHDR(&mh);

@@ -73,4 +73,31 @@ bool r2_pair_split(const struct r2_view *v, uint32_t i, uint32_t j, double frac[
 void r2_split_bytes(uint64_t len, uint32_t elem, uint32_t R, const double frac[],
 		    uint64_t lens[]);
 
+/* Cluster-derived context shared by the candidates of one r2_plan_build. */
+struct ctx {
+	const struct r2_cluster *c;
+	const struct r2_opdesc *op;
+	struct r2_params prm;
+	uint32_t n, R, elem;
+	uint32_t *hcls;          /* class of each host */
+	struct r2_hclass *cls;
+	uint32_t ncls;
+	struct r2_hcx *hcx;
+	uint32_t nhcx;
+	double *hbw;             /* per host: sum of usable min(tx, rx) */
+	bool any_down;
+	/* loads for the analytic cost */
+	double *tx, *rx;
+	uint32_t *mt, *mr;
+};
+
+void r2_ld_hop(struct ctx *x, uint32_t a, uint32_t bb, const struct r2_hop *h, double bytes,
+	       double sign);
+uint64_t r2_ceil_chunk(uint64_t len, uint32_t elem, uint32_t K);
+/* part: 0 first step (RS only), 1 middle (RS + AG), 2 last (AG only). */
+void r2_shard_phase_load(struct ctx *x, const struct r2_view *v, const struct r2_comp *cp,
+			 int part);
+int r2_shard_solve(struct r2_hclass *cls, uint32_t ncls, uint32_t n, uint32_t R, uint64_t S,
+		   uint32_t elem, uint32_t *rem_cls, uint64_t *rem);
+
 #endif

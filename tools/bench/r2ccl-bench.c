@@ -38,6 +38,7 @@
 
 #define EXIT_WRONG 1 /* wrong values, or a rank failed */
 #define EXIT_USAGE 2
+#define EXIT_RANK_WRONG 4 /* a rank's status: it ran, and some values were wrong */
 
 /* ---------------------------------------------------------------- names */
 
@@ -883,13 +884,13 @@ static int rank_main(const struct bench_opts *o, int rank, const r2ccl_unique_id
 		fflush(stdout);
 	}
 	if (failed_checks)
-		rc = EXIT_WRONG;
+		rc = EXIT_RANK_WRONG;
 out:
 	if (c.trace)
 		fclose(c.trace);
 	free(c.t_start);
 	free(c.t_end);
-	if (rc && c.comm)
+	if (rc && rc != EXIT_RANK_WRONG && c.comm)
 		r2ccl_comm_abort(c.comm);
 	else if (c.comm && (err = r2ccl_comm_destroy(c.comm)))
 		rank_fail(&c, "r2ccl_comm_destroy", err);
@@ -1375,6 +1376,10 @@ int main(int argc, char **argv)
 					pids[i] = 0;
 					left--;
 					int bad = !WIFEXITED(st) || WEXITSTATUS(st);
+					if (WIFEXITED(st) && WEXITSTATUS(st) == EXIT_RANK_WRONG) {
+						rc = EXIT_WRONG; /* the table says it */
+						continue;
+					}
 					if (bad && !rc) /* rc: the parent already said why */
 						fprintf(stderr, "r2ccl-bench: rank %d %s %d\n", o.first_rank + i,
 							WIFEXITED(st) ? "exited with status" : "killed by signal",

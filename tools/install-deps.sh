@@ -1,0 +1,25 @@
+#!/bin/bash
+# Installs the Debian 12 packages R2CCL builds and tests with (as root), only
+# those missing. Safe to run again.
+set -euo pipefail
+PKGS=(build-essential g++ meson ninja-build pkg-config
+      libuv1-dev libprotobuf-c-dev protobuf-c-compiler
+      libhwloc-dev hwloc-nox libnuma-dev libsystemd-dev systemd
+      libibverbs-dev rdma-core ibverbs-providers
+      check libsubunit-dev valgrind
+      iproute2 procps kmod
+      openmpi-bin libopenmpi-dev libgloo-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "install-deps: installing ${missing[*]}"
+	if [ "$(id -u)" != 0 ]; then
+		echo "install-deps: run as root (or install: ${missing[*]})" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

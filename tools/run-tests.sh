@@ -1,0 +1,28 @@
+#!/bin/bash
+# The whole test suite, as CI runs it (as root on a fresh Debian 12 machine):
+#  1. unit, integration, cluster (namespaces) and rdma suites on a normal build;
+#  2. unit and integration suites again under ASan+UBSan;
+#  3. valgrind over a daemon start / serve / SIGTERM cycle.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install-deps.sh
+JOBS=${JOBS:-$(nproc)}
+t0=$(date +%s)
+
+echo "=== build (debugoptimized) ==="
+[ -f build-test/build.ninja ] || meson setup build-test -Dtests=enabled >/dev/null
+ninja -C build-test -j "$JOBS"
+echo "=== unit, integration, cluster ==="
+meson test -C build-test --print-errorlogs --num-processes 1 \
+	--suite unit --suite integration --suite cluster --suite valgrind
+
+echo "=== ASan + UBSan ==="
+[ -f build-asan/build.ninja ] || meson setup build-asan -Dtests=enabled \
+	-Db_sanitize=address,undefined -Db_lundef=false --buildtype=debugoptimized >/dev/null
+ninja -C build-asan -j "$JOBS"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+meson test -C build-asan --print-errorlogs --num-processes 1 --suite unit --suite integration
+
+echo "=== all suites passed in $(( $(date +%s) - t0 )) s ==="
