@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transports (BRIEF.md decision 5): one table of operations, one provider per
+ * file (tcp.c, verbs.c), like rdma-core's providers and NCCL's net plugins.
+ *
+ * A transport instance (struct r2_tp) drives one rail: one NIC of this host.
+ * It listens on the NIC's address, connects to peer daemons' addresses on the
+ * same rail, and moves messages. A message is a chunk header (struct
+ * r2_chunk_hdr, below) plus an optional payload. Each connection to a peer
+ * may use several streams (TCP sockets / QPs); a message travels whole on
+ * one stream, and the provider spreads messages over streams.
+ *
+ * Completions: the provider reports, through its completion queue:
+ *   R2_TPC_RECV   a message arrived: hdr and payload (a buffer the provider
+ *                 owns until the consumer calls ops->release(buf));
+ *   R2_TPC_SEND   a message was handed to the network (its payload buffer
+ *                 may be reused; being sent is not being delivered: the
+ *                 engine's acknowledgements say that);
+ *   R2_TPC_CONN   a connection (peer, rail) became usable (after connect or
+ *                 accept and the hello exchange);
+ *   R2_TPC_ERROR  a connection failed (peer, status): the health layer
+ *                 decides what it means for the rail.
+ * Progress is the provider's business: tcp runs dedicated progress threads,
+ * so the engine never blocks on a socket. The provider signals its
+ * completion eventfd whenever it queues a completion.
+ *
+ * Every operation returns 0 or a negative errno; an operation a provider
+ * lacks returns -EOPNOTSUPP (r2_tp_dummy_ops fills the gaps).
+ */
+#ifndef R2CCL_TRANSPORT_H
+#define R2CCL_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+/* Message kinds carried in r2_chunk_hdr.kind */
+enum r2_msg_kind {
+	R2_MSG_DATA = 1,    /* a chunk of a collective's data */
+	R2_MSG_ACK = 2,     /* acknowledges (comm, opseq, step, chunk, src) */
+	R2_MSG_CTRL = 3,    /* daemon-to-daemon control: protobuf payload */
+	R2_MSG_HEARTBEAT = 4,
+};
+
+/* On the wire, little-endian, 64 bytes. Every chunk carries (communicator,
+ * operation sequence, step, chunk index) so the receiver applies it exactly
+ * once whatever rail or stream it came by, and whenever it comes. */
+struct r2_chunk_hdr {
+	uint32_t magic;     /* R2_CHUNK_MAGIC */
+	uint16_t kind;      /* enum r2_msg_kind */
+	uint16_t flags;
+	uint64_t comm;      /* communicator key (both ends agree: from the uid) */
+	uint64_t opseq;     /* operation sequence number in the communicator */
+	uint32_t step;      /* planner step */
+	uint32_t chunk;     /* chunk index within (opseq, step, src -> dst) */
+	uint32_t src, dst;  /* host indices in the communicator */
+	uint64_t off;       /* byte offset in the working buffer */
+	uint32_t len;       /* payload bytes following the header */
+	uint32_t aux;       /* kind-specific (CTRL: message type; ACK: 0) */
+};
+#define R2_CHUNK_MAGIC 0x4b484332u /* "2CHK" */
+_Static_assert(sizeof(struct r2_chunk_hdr) == 56,
+	       "chunk header size");
+
+struct r2_tp;
+struct r2_tp_conn;
+
+enum r2_tpc_type { R2_TPC_RECV = 1, R2_TPC_SEND, R2_TPC_CONN, R2_TPC_ERROR };
+
+struct r2_tp_cqe {
+	uint8_t type;             /* enum r2_tpc_type */
+	int status;               /* 0 or negative errno (ERROR, failed SEND) */
+	uint64_t peer;            /* peer daemon id */
+	struct r2_tp_conn *conn;
+	struct r2_chunk_hdr hdr;  /* RECV: the header; SEND: the header sent */
+	void *buf;                /* RECV: payload (release it); SEND: payload pointer given */
+	uint64_t ctx;             /* SEND: the caller's context */
+};
+
+/* What a rail instance is configured with. */
+struct r2_tp_config {
+	char ifname[64];          /* the NIC (netdev) */
+	struct in_addr addr;      /* its IPv4 address: bind here */
+	uint16_t port;            /* listen port (0: any; the chosen one is reported) */
+	int rail;                 /* rail index on this host */
+	uint64_t self_id;         /* this daemon's id */
+	int streams;              /* streams per peer connection (R2CCL_TCP_STREAMS) */
+	int sndbuf, rcvbuf;       /* socket buffer sizes, 0 = kernel default */
+	bool nodelay;             /* TCP_NODELAY */
+	bool bind_device;         /* SO_BINDTODEVICE where permitted */
+	uint32_t max_msg;         /* largest payload accepted (chunk size cap) */
+	int progress_threads;     /* per rail */
+};
+
+struct r2_tp_ops {
+	const char *name;
+	/* Creates the rail instance, starts its progress threads and listens. */
+	int (*open)(const struct r2_tp_config *cfg, struct r2_tp **out);
+	void (*close)(struct r2_tp *tp);
+	/* The port it listens on (for the address exchange). */
+	int (*listen_port)(struct r2_tp *tp, uint16_t *port);
+	/* Starts connecting to a peer daemon's address on this rail. Completes
+	 * with R2_TPC_CONN or R2_TPC_ERROR. Accepted connections from peers
+	 * also report R2_TPC_CONN (the hello carries the peer id). */
+	int (*connect)(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, uint16_t port);
+	/* Drops every stream to the peer (R2_TPC_ERROR is not reported). */
+	int (*disconnect)(struct r2_tp *tp, uint64_t peer_id);
+	/* Memory registration (verbs: ibv_reg_mr; tcp: bookkeeping only). */
+	int (*reg_mem)(struct r2_tp *tp, void *addr, size_t len, void **handle);
+	int (*dereg_mem)(struct r2_tp *tp, void *handle);
+	/* Queues a message to a peer (any stream of the connection). buf must
+	 * stay valid until its R2_TPC_SEND completion. -ENOTCONN if no
+	 * connection, -EAGAIN if the send queue is full. */
+	int (*post_send)(struct r2_tp *tp, uint64_t peer_id, const struct r2_chunk_hdr *hdr,
+			 const void *buf, uint64_t ctx);
+	/* Receive buffers are the provider's (from its pool); give one back. */
+	void (*release)(struct r2_tp *tp, void *buf);
+	/* Takes up to max completions; never blocks. */
+	int (*poll)(struct r2_tp *tp, struct r2_tp_cqe *out, int max);
+	/* An eventfd that becomes readable when completions are queued. */
+	int (*event_fd)(struct r2_tp *tp);
+	/* Health hooks: link state of the NIC (1 up, 0 down, <0 unknown) and
+	 * counters for the throughput monitor. */
+	int (*link_state)(struct r2_tp *tp);
+	int (*stats)(struct r2_tp *tp, uint64_t *tx_bytes, uint64_t *rx_bytes);
+};
+
+/* Providers. */
+extern const struct r2_tp_ops r2_tp_tcp_ops;
+#if HAVE_IBVERBS
+extern const struct r2_tp_ops r2_tp_verbs_ops;
+#endif
+
+/* Fills every NULL operation of ops with one returning -EOPNOTSUPP. */
+void r2_tp_fill_dummy_ops(struct r2_tp_ops *ops);
+
+#endif
