@@ -414,9 +414,9 @@ void peer_print(const struct bench_opts *o, const char *desc, const struct peer_
 
 	printf("#\n# Peer: %s, %s, out-of-place; rows start with '#peer'\n", desc,
 	       bench_op_name(o->op));
-	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop",
+	printf("#      %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop",
 	       "root", "time", "algbw", "busbw", "#wrong");
-	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "", "",
+	printf("#      %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "", "",
 	       "(us)", "(GB/s)", "(GB/s)", "");
 	double bw = 0;
 	for (int i = 0; i < np; i++) {
@@ -426,7 +426,7 @@ void peer_print(const struct bench_opts *o, const char *desc, const struct peer_
 			snprintf(ws, sizeof(ws), "%5s", "N/A");
 		else
 			snprintf(ws, sizeof(ws), "%5lld", pr[i].wrong);
-		printf("#peer%7zu  %12zu  %8s  %6s  %6i  %7s  %6.2f  %6.2f  %5s\n", pr[i].size,
+		printf("#peer  %10zu  %12zu  %8s  %6s  %6i  %7s  %6.2f  %6.2f  %5s\n", pr[i].size,
 		       pr[i].count, bench_type_name(o->dtype), redop, root, ts, pr[i].algbw,
 		       pr[i].busbw, ws);
 		bw += pr[i].busbw;
@@ -434,7 +434,7 @@ void peer_print(const struct bench_opts *o, const char *desc, const struct peer_
 	printf("# %-20s : %g \n", "Avg bus bandwidth", np ? bw / np : 0.0);
 	printf("#\n# Ratio r2ccl/%s (out-of-place): busbw ratio > 1 and time ratio < 1: R2CCL is faster;"
 	       " rows start with '#ratio'\n", pn);
-	printf("# %10s  %11s  %11s  %8s  %11s  %11s  %8s\n", "size", "r2ccl busbw", "peer busbw",
+	printf("#      %10s  %11s  %11s  %8s  %11s  %11s  %8s\n", "size", "r2ccl busbw", "peer busbw",
 	       "ratio", "r2ccl us", "peer us", "ratio");
 	for (int i = 0; i < np; i++) {
 		const struct bench_row *r = NULL;
@@ -454,7 +454,7 @@ void peer_print(const struct bench_opts *o, const char *desc, const struct peer_
 			snprintf(tr, sizeof(tr), "%8.2f", r->time_us[0] / pr[i].time_us);
 		else
 			snprintf(tr, sizeof(tr), "%8s", "-");
-		printf("#ratio%6zu  %11.3f  %11.3f  %8s  %11.1f  %11.1f  %8s\n", pr[i].size,
+		printf("#ratio %10zu  %11.3f  %11.3f  %8s  %11.1f  %11.1f  %8s\n", pr[i].size,
 		       r->busbw[0], pr[i].busbw, br, r->time_us[0], pr[i].time_us, tr);
 	}
 	printf("#\n");

@@ -885,6 +885,12 @@ static int rank_main(const struct bench_opts *o, int rank, const r2ccl_unique_id
 	}
 	if (failed_checks)
 		rc = EXIT_RANK_WRONG;
+	/* Everybody done before anybody destroys: a rank's last send/recv may still
+	 * be in flight on others (the daemon fails a communicator a rank left). */
+	if ((err = barrier(&c))) {
+		rank_fail(&c, "final barrier", err);
+		rc = EXIT_WRONG;
+	}
 out:
 	if (c.trace)
 		fclose(c.trace);
