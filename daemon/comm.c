@@ -29,6 +29,22 @@ const char *r2d_comm_state_name(enum r2_comm_state st)
 	return "?";
 }
 
+struct r2_comm *r2d_comm_by_uid(struct r2d *d, const struct r2_uid *uid)
+{
+	for (struct r2_comm *c = d->comms; c; c = c->next)
+		if (c->state != R2_COMM_DEAD && !memcmp(&c->uid, uid, sizeof(*uid)))
+			return c;
+	return NULL;
+}
+
+struct r2_comm *r2d_comm_by_key(struct r2d *d, uint64_t key)
+{
+	for (struct r2_comm *c = d->comms; c; c = c->next)
+		if (c->state != R2_COMM_DEAD && c->key == key)
+			return c;
+	return NULL;
+}
+
 struct r2_comm *r2d_comm_find(struct r2d *d, uint32_t id)
 {
 	for (struct r2_comm *c = d->comms; c; c = c->next)
@@ -130,7 +146,13 @@ void r2d_comm_put(struct r2_comm *c)
 		pthread_mutex_lock(&d->lock);
 	}
 	fail_pending(c, R2CCL_E_COMM_BROKEN);
+	r2d_comm_mbox_flush(c);
 	pthread_cond_destroy(&c->cond);
+	pthread_cond_destroy(&c->mbox_cond);
+	pthread_mutex_destroy(&c->mbox_lock);
+	free(c->hosts);
+	free(c->rank_host);
+	free(c->p2p_seq);
 	free(c->m);
 	free(c);
 }
@@ -149,6 +171,7 @@ static void member_leave(struct r2_comm *c, int rank, bool died)
 	m->head = m->tail = NULL;
 	m->npending = 0;
 	m->s = NULL;
+	m->left = true;
 	c->joined--;
 	for (int r = 0; r < c->nranks; r++)
 		others += c->m[r].s != NULL;
@@ -160,15 +183,10 @@ static void member_leave(struct r2_comm *c, int rank, bool died)
 							      : R2CCL_E_PEER_GONE,
 			       why);
 	} else if (others) {
-		/* destroyed while others still run: they learn at their next op */
-		bool waiting = false;
-		for (int r = 0; r < c->nranks; r++)
-			waiting |= c->m[r].head != NULL;
-		if (waiting) {
-			char why[96];
-			snprintf(why, sizeof(why), "rank %d destroyed the communicator", rank);
-			r2d_comm_break(c, R2CCL_E_PEER_GONE, why);
-		}
+		/* Destroyed while others still run: operations that need this
+		 * rank (collectives, transfers with it) fail; transfers between
+		 * the others go on (engine.c checks m->left). */
+		r2d_engine_fail_left(c, rank);
 	}
 	if (!others) {
 		c->state = R2_COMM_DEAD;
@@ -176,8 +194,8 @@ static void member_leave(struct r2_comm *c, int rank, bool died)
 	}
 }
 
-static struct r2_comm *comm_new(struct r2d *d, const struct r2_uid *uid, int nranks,
-				const char *tenant)
+struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks,
+			     const char *tenant)
 {
 	struct r2_comm *c = calloc(1, sizeof(*c));
 
@@ -188,7 +206,17 @@ static struct r2_comm *comm_new(struct r2d *d, const struct r2_uid *uid, int nra
 		free(c);
 		return NULL;
 	}
+	c->p2p_seq = calloc((size_t)nranks, sizeof(*c->p2p_seq));
+	if (!c->p2p_seq) {
+		free(c->m);
+		free(c);
+		return NULL;
+	}
 	c->d = d;
+	c->key = uid->host_id ^ uid->nonce;
+	c->my_host = 0;
+	pthread_mutex_init(&c->mbox_lock, NULL);
+	pthread_cond_init(&c->mbox_cond, NULL);
 	/* ids fit 16 bits (the member handle is id << 16 | rank); skip live ones */
 	do {
 		c->id = d->next_comm_id++;
@@ -197,7 +225,7 @@ static struct r2_comm *comm_new(struct r2d *d, const struct r2_uid *uid, int nra
 	} while (r2d_comm_find(d, c->id));
 	c->uid = *uid;
 	c->nranks = nranks;
-	c->nhosts = 1;
+	c->nhosts = 0; /* known with the membership */
 	c->state = R2_COMM_JOINING;
 	c->refs = 1;
 	c->created_us = r2_now_us();
@@ -210,10 +238,12 @@ static struct r2_comm *comm_new(struct r2d *d, const struct r2_uid *uid, int nra
 
 extern void *r2d_comm_executor(void *arg);
 
-static void comm_ready(struct r2_comm *c)
+void r2d_comm_ready(struct r2_comm *c)
 {
 	c->state = R2_COMM_READY;
-	c->local_ranks = c->joined;
+	c->local_ranks = 0;
+	for (int r = 0; r < c->nranks; r++)
+		c->local_ranks += c->m[r].local;
 	if (pthread_create(&c->thread, NULL, r2d_comm_executor, c) == 0) {
 		c->thread_started = true;
 	} else {
@@ -255,21 +285,17 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 		return;
 	}
 	pthread_mutex_lock(&d->lock);
-	for (c = d->comms; c; c = c->next)
-		if (c->state != R2_COMM_DEAD && !memcmp(&c->uid, &uid, sizeof(uid)))
-			break;
-	if (uid.host_id != d->host_id && !c) {
-		/* The root is another daemon: the multi-host bootstrap joins it.
-		 * Until then this daemon only forms communicators it created. */
+	c = r2d_comm_by_uid(d, &uid);
+	if (uid.host_id != d->host_id && !c && uid.naddrs == 0) {
 		pthread_mutex_unlock(&d->lock);
 		init_reply(s, m->req_id, R2CCL_E_BOOTSTRAP,
-			   "the unique id names another host's daemon and this daemon has no "
-			   "multi-host bootstrap for it",
+			   "the unique id names another host's daemon but carries no address "
+			   "to reach it (its daemon has no rails)",
 			   NULL, -1);
 		return;
 	}
 	if (!c) {
-		c = comm_new(d, &uid, (int)m->nranks, s->tenant);
+		c = r2d_comm_new(d, &uid, (int)m->nranks, s->tenant);
 		if (!c) {
 			pthread_mutex_unlock(&d->lock);
 			init_reply(s, m->req_id, -ENOMEM, "out of memory", NULL, -1);
@@ -292,9 +318,14 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 		pthread_mutex_unlock(&d->lock);
 		return;
 	}
-	if (c->m[m->rank].s) {
-		snprintf(err, sizeof(err), "rank %u was given twice (pids %d and %d)", m->rank,
-			 (int)c->m[m->rank].s->pid, (int)s->pid);
+	if (c->m[m->rank].s || c->m[m->rank].remote_host) {
+		if (c->m[m->rank].s)
+			snprintf(err, sizeof(err), "rank %u was given twice (pids %d and %d)",
+				 m->rank, (int)c->m[m->rank].s->pid, (int)s->pid);
+		else
+			snprintf(err, sizeof(err), "rank %u was given twice (here and on host "
+				 "%016llx)", m->rank,
+				 (unsigned long long)c->m[m->rank].remote_host);
 		init_reply(s, m->req_id, R2CCL_E_DUP_RANK, err, NULL, -1);
 		r2d_comm_break(c, R2CCL_E_DUP_RANK, err);
 		pthread_mutex_unlock(&d->lock);
@@ -302,9 +333,10 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 	}
 	c->m[m->rank].s = s;
 	c->m[m->rank].init_req_id = m->req_id;
+	c->m[m->rank].left = false;
 	c->joined++;
-	if (c->joined == c->nranks)
-		comm_ready(c);
+	c->m[m->rank].local = true;
+	r2d_bootstrap_joined(c);
 	pthread_mutex_unlock(&d->lock);
 }
 

@@ -23,9 +23,10 @@ struct r2_uid {
 	uint64_t host_id;   /* the root daemon's id */
 	uint64_t nonce;     /* random */
 	uint32_t naddrs;    /* root daemon's rail addresses (multi-host) */
-	uint32_t port;
+	uint32_t reserved;
 	uint32_t addrs[8];  /* IPv4, network order */
-	uint8_t pad[128 - 32 - 32];
+	uint16_t ports[8];
+	uint8_t pad[128 - 32 - 32 - 16];
 };
 _Static_assert(sizeof(struct r2_uid) == R2CCL_UNIQUE_ID_BYTES, "uid layout");
 
@@ -42,16 +43,44 @@ struct r2_op {
 enum r2_comm_state { R2_COMM_JOINING, R2_COMM_READY, R2_COMM_BROKEN, R2_COMM_DEAD };
 
 struct r2_comm_member {
-	struct r2_session *s; /* NULL: not joined (yet) or left */
+	struct r2_session *s; /* NULL: not joined (yet), left, or on another host */
+	bool local;           /* a rank of this host */
+	bool left;            /* destroyed its communicator (others may go on) */
+	uint64_t remote_host; /* root, before the membership: the daemon that holds it */
 	uint64_t init_req_id;
 	struct r2_op *head, *tail; /* pending, in submission order */
 	uint32_t npending;
 };
 
+#define R2_COMM_MAX_RAILS 8
+struct r2_host {
+	uint64_t id;
+	uint32_t first_rank, nlocal;
+	int naddrs;
+	uint32_t addr[R2_COMM_MAX_RAILS]; /* IPv4, network order */
+	uint16_t port[R2_COMM_MAX_RAILS];
+	char name[64];
+};
+
+struct r2_rmsg; /* a message from the rails for this communicator (exec_rail.c) */
+
 struct r2_comm {
 	struct r2d *d;
 	uint32_t id;
 	struct r2_uid uid;
+	uint64_t key;          /* names it in chunk headers: uid host_id ^ nonce */
+	bool root_local;       /* this daemon is the root (bootstrap) */
+	bool joined_sent;      /* non-root: JOIN sent to the root */
+	bool have_membership;
+	int my_host;
+	struct r2_host *hosts; /* [nhosts] once the membership is known */
+	int *rank_host;        /* [nranks] */
+	uint64_t coll_seq;     /* collectives run so far (rail-phase opseq) */
+	uint64_t *p2p_seq;     /* [nranks]: sends to each rank / receives from it */
+	/* mailbox: rail messages for the executor */
+	pthread_mutex_t mbox_lock;
+	pthread_cond_t mbox_cond;
+	struct r2_rmsg *mbox_head, *mbox_tail;
 	enum r2_comm_state state;
 	int broken_err;
 	char tenant[256];
@@ -97,6 +126,21 @@ void r2d_comm_put(struct r2_comm *c); /* under d->lock */
 /* Completes op with status (CQE), drops its references, frees it. */
 void r2d_op_free(struct r2_op *op, int status);
 
+/* bootstrap.c (loop thread) */
+void r2d_uid_fill(struct r2d *d, struct r2_uid *uid);
+/* Called after a local rank joined c (under d->lock). */
+void r2d_bootstrap_joined(struct r2_comm *c);
+void r2d_comm_ready(struct r2_comm *c); /* comm.c, under d->lock */
+struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks,
+			     const char *tenant);
+struct r2_comm *r2d_comm_by_uid(struct r2d *d, const struct r2_uid *uid);
+struct r2_comm *r2d_comm_by_key(struct r2d *d, uint64_t key);
+
+/* exec_rail.c */
+void r2d_comm_mbox_flush(struct r2_comm *c);
+void r2d_comm_adopt_orphans(struct r2_comm *c); /* under d->lock */
+void r2d_orphans_free(struct r2d *d);
+
 /* engine.c */
 int r2d_engine_start(struct r2d *d);
 void r2d_engine_stop(struct r2d *d);
@@ -108,5 +152,7 @@ void r2d_engine_progress_comm(struct r2_comm *c);
 int r2d_engine_busy(struct r2d *d);
 /* True while the dispatcher thread keeps waking up (systemd watchdog). */
 bool r2d_engine_alive(struct r2d *d);
+/* Rank left c: fail the pending operations that need it (under d->lock). */
+void r2d_engine_fail_left(struct r2_comm *c, int rank);
 
 #endif

@@ -79,6 +79,19 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			       "proxy buffer chunk (registration unit)" },
 	[P_MODE] = { "mode", "R2CCL_MODE", "--mode", R2_PT_ENUM, "balance", 0, 0,
 		     "balance|hotrepair", NULL, true, "failover mode" },
+	[P_PORT] = { "port", "R2CCL_PORT", "--port", R2_PT_INT, "0", 0, 65535, NULL, NULL, false,
+		     "TCP port the rails listen on (0: any; unique ids carry it)" },
+	[P_TCP_STREAMS] = { "tcp_streams", "R2CCL_TCP_STREAMS", "--tcp-streams", R2_PT_INT, "2",
+			    1, 64, NULL, NULL, false, "TCP streams per peer per rail" },
+	[P_TCP_SNDBUF] = { "tcp_sndbuf", "R2CCL_TCP_SNDBUF", "--tcp-sndbuf", R2_PT_INT, "0", 0,
+			   1 << 30, NULL, "bytes", false, "SO_SNDBUF of rail sockets (0: kernel)" },
+	[P_TCP_RCVBUF] = { "tcp_rcvbuf", "R2CCL_TCP_RCVBUF", "--tcp-rcvbuf", R2_PT_INT, "0", 0,
+			   1 << 30, NULL, "bytes", false, "SO_RCVBUF of rail sockets (0: kernel)" },
+	[P_TCP_NODELAY] = { "tcp_nodelay", "R2CCL_TCP_NODELAY", "--tcp-nodelay", R2_PT_BOOL, "1",
+			    0, 0, NULL, NULL, false, "TCP_NODELAY on rail sockets" },
+	[P_CHUNK_SIZE] = { "chunk_size", "R2CCL_CHUNK_SIZE", "--chunk-size", R2_PT_INT, "1M",
+			   4096, 64 << 20, NULL, "bytes", true,
+			   "largest chunk of the rail phase (each is acknowledged)" },
 };
 
 void r2d_usage(FILE *f)

@@ -37,6 +37,7 @@
 struct r2d;
 struct r2_engine;
 struct r2_comm;
+struct r2_rails;
 
 /* Parameter indices (config.c holds the table). */
 enum r2d_param {
@@ -63,6 +64,12 @@ enum r2d_param {
 	P_ROUTING_ALGO,
 	P_PROXY_BUF_SIZE,
 	P_MODE,
+	P_PORT,
+	P_TCP_STREAMS,
+	P_TCP_SNDBUF,
+	P_TCP_RCVBUF,
+	P_TCP_NODELAY,
+	P_CHUNK_SIZE,
 	P_COUNT
 };
 
@@ -149,6 +156,9 @@ struct r2d {
 	uint32_t next_comm_id;
 
 	struct r2_engine *engine;
+	struct r2_rails *rails;
+	void *orphans; /* rail messages for communicators not ready yet */
+	uint32_t norphans;
 	uint64_t start_us;
 	uint64_t ops_total, op_errors_total;
 	bool draining;

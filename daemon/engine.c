@@ -130,6 +130,13 @@ static int validate(struct r2d *d, struct r2_session *s, const struct r2_sqe *q,
 		return -EINVAL;
 	if ((q->opcode == R2_OP_SEND || q->opcode == R2_OP_RECV) && q->root == rank)
 		return -EINVAL;
+	if (is_collective(q->opcode)) {
+		for (int r = 0; r < c->nranks; r++)
+			if (c->m[r].left)
+				return R2CCL_E_PEER_GONE;
+	} else if (c->m[q->root].left) {
+		return R2CCL_E_PEER_GONE;
+	}
 	if (!op_extents(q, c->nranks, rank, &slen, &rlen))
 		return -EOVERFLOW;
 	if (slen) {
@@ -230,7 +237,8 @@ static void dispatch_exec(struct r2_comm *c, struct r2_exec *x)
 {
 	uint64_t inl = (uint64_t)r2_param_int(&c->d->params, P_INLINE_MAX);
 
-	if (on_dispatcher && !c->exec_head && !c->executing && exec_bytes(x) <= inl) {
+	if (on_dispatcher && c->nhosts <= 1 && !c->exec_head && !c->executing &&
+	    exec_bytes(x) <= inl) {
 		atomic_fetch_add(&c->d->engine->busy, 1);
 		c->executing = true;
 		c->refs++;
@@ -256,20 +264,30 @@ static bool same_collective(const struct r2_sqe *a, const struct r2_sqe *b)
 
 static bool match_collective(struct r2_comm *c)
 {
-	const struct r2_sqe *q0;
+	const struct r2_sqe *q0 = NULL;
 	struct r2_exec *x;
+	int r0 = -1, k;
 
-	for (int r = 0; r < c->nranks; r++)
+	for (int r = 0; r < c->nranks; r++) {
+		if (!c->m[r].local)
+			continue;
 		if (!c->m[r].head || !is_collective(c->m[r].head->sqe.opcode))
 			return false;
-	q0 = &c->m[0].head->sqe;
-	for (int r = 1; r < c->nranks; r++) {
+		if (r0 < 0)
+			r0 = r;
+	}
+	if (r0 < 0)
+		return false;
+	q0 = &c->m[r0].head->sqe;
+	for (int r = r0 + 1; r < c->nranks; r++) {
+		if (!c->m[r].local)
+			continue;
 		const struct r2_sqe *q = &c->m[r].head->sqe;
 		if (!same_collective(q0, q)) {
 			char why[256];
 			snprintf(why, sizeof(why),
-				 "rank 0 called %s count %llu %s, rank %d called %s count %llu %s",
-				 r2_opcode_name(q0->opcode), (unsigned long long)q0->count,
+				 "rank %d called %s count %llu %s, rank %d called %s count %llu %s",
+				 r0, r2_opcode_name(q0->opcode), (unsigned long long)q0->count,
 				 r2ccl_dtype_name((r2ccl_dtype_t)q0->dtype), r,
 				 r2_opcode_name(q->opcode), (unsigned long long)q->count,
 				 r2ccl_dtype_name((r2ccl_dtype_t)q->dtype));
@@ -278,14 +296,16 @@ static bool match_collective(struct r2_comm *c)
 			return false;
 		}
 	}
-	x = calloc(1, sizeof(*x) + sizeof(x->ops[0]) * (size_t)c->nranks);
+	x = calloc(1, sizeof(*x) + sizeof(x->ops[0]) * (size_t)c->local_ranks);
 	if (!x)
 		return false;
 	x->c = c;
 	x->opcode = q0->opcode;
-	x->nops = c->nranks;
+	k = 0;
 	for (int r = 0; r < c->nranks; r++)
-		x->ops[r] = pop_head(c, r);
+		if (c->m[r].local)
+			x->ops[k++] = pop_head(c, r);
+	x->nops = k;
 	dispatch_exec(c, x);
 	return true;
 }
@@ -297,6 +317,19 @@ static bool match_p2p(struct r2_comm *c)
 		struct r2_exec *x;
 		int p;
 
+		if (s && (s->sqe.opcode == R2_OP_SEND || s->sqe.opcode == R2_OP_RECV) &&
+		    !c->m[s->sqe.root].local) {
+			/* the other end is on another host: the rail phase pairs it */
+			x = calloc(1, sizeof(*x) + sizeof(x->ops[0]));
+			if (!x)
+				return false;
+			x->c = c;
+			x->opcode = s->sqe.opcode;
+			x->nops = 1;
+			x->ops[0] = pop_head(c, r);
+			dispatch_exec(c, x);
+			return true;
+		}
 		if (!s || s->sqe.opcode != R2_OP_SEND)
 			continue;
 		p = s->sqe.root;
@@ -326,6 +359,28 @@ static bool match_p2p(struct r2_comm *c)
 		return true;
 	}
 	return false;
+}
+
+void r2d_engine_fail_left(struct r2_comm *c, int rank)
+{
+	for (int r = 0; r < c->nranks; r++) {
+		struct r2_comm_member *m = &c->m[r];
+		struct r2_op **pp = &m->head, *prev = NULL;
+
+		while (*pp) {
+			struct r2_op *op = *pp;
+			if (is_collective(op->sqe.opcode) || op->sqe.root == rank) {
+				*pp = op->next;
+				m->npending--;
+				if (m->tail == op)
+					m->tail = prev;
+				r2d_op_free(op, R2CCL_E_PEER_GONE);
+				continue;
+			}
+			prev = op;
+			pp = &op->next;
+		}
+	}
 }
 
 void r2d_engine_progress_comm(struct r2_comm *c)

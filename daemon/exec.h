@@ -24,8 +24,18 @@ int r2_pool_threads(const struct r2_pool *p);
 void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t part),
 		 void *ctx);
 
-/* Runs x (all its ranks are local); 0 or a negative error. */
+/* Runs x: 0 or a negative error. */
 int r2_exec_run(struct r2_exec *x, struct r2_pool *pool);
+/* One host: every rank of x is local (exec_local.c). */
+int r2_exec_local(struct r2_exec *x, struct r2_pool *pool);
+/* Several hosts: local phase, rail phase, local phase (exec_rail.c). */
+int r2_exec_hier(struct r2_exec *x, struct r2_pool *pool);
+
+/* Local-phase helpers for exec_rail.c: out = reduce over the nin inputs
+ * (AVG reduced as SUM), split over the pool; and a parallel copy. */
+void r2_local_reduce(struct r2_pool *pool, void *out, void *const *in, int nin, size_t count,
+		     r2ccl_dtype_t dtype, r2ccl_redop_t op);
+void r2_local_copy(struct r2_pool *pool, void *dst, const void *src, size_t bytes);
 
 const char *r2_opcode_name(uint32_t opcode);
 struct r2_pool *r2d_engine_pool(struct r2d *d);

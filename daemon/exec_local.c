@@ -170,6 +170,13 @@ static void part_sendrecv(void *ctx, size_t part)
 
 int r2_exec_run(struct r2_exec *x, struct r2_pool *pool)
 {
+	if (x->c->nhosts > 1)
+		return r2_exec_hier(x, pool);
+	return r2_exec_local(x, pool);
+}
+
+int r2_exec_local(struct r2_exec *x, struct r2_pool *pool)
+{
 	const struct r2_sqe *q = &x->ops[0]->sqe;
 	struct job j = {
 		.x = x,
@@ -215,4 +222,65 @@ int r2_exec_run(struct r2_exec *x, struct r2_pool *pool)
 	}
 	r2_pool_run(pool, nparts, fn, &j);
 	return j.err;
+}
+
+/* ---- helpers for the hierarchical path (exec_rail.c) ---- */
+
+struct lred {
+	void *out;
+	void *const *in;
+	int nin;
+	size_t count, es, part;
+	r2ccl_dtype_t dtype;
+	r2ccl_redop_t op;
+};
+
+static void part_lred(void *ctx, size_t part)
+{
+	struct lred *l = ctx;
+	const void *src[MAX_LOCAL];
+	size_t first = part * l->part, ne = R2_MIN(l->part, l->count - first);
+	size_t blk = BLOCK_BYTES / l->es;
+
+	for (size_t e = first; e < first + ne; e += blk) {
+		size_t n = R2_MIN(blk, first + ne - e);
+		for (int r = 0; r < l->nin; r++)
+			src[r] = (const char *)l->in[r] + e * l->es;
+		r2_reduce((char *)l->out + e * l->es, src, l->nin, n, l->dtype, l->op, 1);
+	}
+}
+
+void r2_local_reduce(struct r2_pool *pool, void *out, void *const *in, int nin, size_t count,
+		     r2ccl_dtype_t dtype, r2ccl_redop_t op)
+{
+	struct lred l = { out, in, nin, count, r2ccl_dtype_size(dtype), 0, dtype,
+			  op == R2CCL_AVG ? R2CCL_SUM : op };
+
+	if (!count || nin > MAX_LOCAL)
+		return;
+	l.part = R2_MAX((size_t)1, PART_BYTES / l.es);
+	r2_pool_run(pool, R2_DIV_UP(count, l.part), part_lred, &l);
+}
+
+struct lcopy {
+	char *dst;
+	const char *src;
+	size_t bytes;
+};
+
+static void part_lcopy(void *ctx, size_t part)
+{
+	struct lcopy *l = ctx;
+	size_t off = part * PART_BYTES;
+
+	copy_if(l->dst + off, l->src + off, R2_MIN((size_t)PART_BYTES, l->bytes - off));
+}
+
+void r2_local_copy(struct r2_pool *pool, void *dst, const void *src, size_t bytes)
+{
+	struct lcopy l = { dst, src, bytes };
+
+	if (!bytes || dst == src)
+		return;
+	r2_pool_run(pool, R2_DIV_UP(bytes, PART_BYTES), part_lcopy, &l);
 }

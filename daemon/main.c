@@ -13,6 +13,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "log.h"
+#include "rails.h"
 #include "util.h"
 
 static int discover(struct r2d *d)
@@ -110,12 +111,17 @@ int main(int argc, char **argv)
 	r = r2d_server_start(&d);
 	if (r < 0)
 		goto out_engine;
+	r = r2d_rails_start(&d);
+	if (r < 0)
+		log_warn("rails: %s; serving local communicators only", strerror(-r));
 
 	uv_run(d.loop, UV_RUN_DEFAULT);
 
 	/* every session is closed: stop the dispatcher, then free the rest */
 	r2d_engine_stop(&d);
 	r2d_server_stop(&d);
+	r2d_rails_stop(&d);
+	r2d_orphans_free(&d);
 	r = d.exit_code;
 	goto out_params;
 out_engine:

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "log.h"
+#include "rails.h"
 #include "util.h"
 
 #if HAVE_SYSTEMD
@@ -186,6 +187,8 @@ static void finish(struct r2d *d)
 		next = s->next;
 		r2d_session_close(s, "daemon stopping");
 	}
+	if (d->rails)
+		uv_close((uv_handle_t *)&d->rails->async, NULL);
 	uv_close((uv_handle_t *)&d->tick, NULL);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);

@@ -398,6 +398,7 @@ static int handle_unique_id(struct r2_session *s, struct r2_frame *f)
 	uid.host_id = s->d->host_id;
 	if (getrandom(&uid.nonce, sizeof(uid.nonce), 0) != sizeof(uid.nonce))
 		uid.nonce = r2_now_ns() ^ ((uint64_t)s->id << 40);
+	r2d_uid_fill(s->d, &uid); /* every rail address of this (the root) daemon */
 	rep.req_id = m->req_id;
 	rep.id.data = (uint8_t *)&uid;
 	rep.id.len = sizeof(uid);

@@ -789,7 +789,7 @@ static int bld_cost(struct bld *b)
 		bd[nb++] = ph[i].s1;
 	}
 	qsort(bd, nb, sizeof(uint32_t), u32cmp);
-	double t = 0, gam = x->c->cost.gamma * b->depth;
+	double t = 0, gam = x->c->cost.gamma * (b->depth + (b->nbridged ? 1 : 0));
 	for (uint32_t i = 0; i + 1 < nb; i++) {
 		uint32_t s0 = bd[i], s1 = bd[i + 1];
 		if (s1 == s0)

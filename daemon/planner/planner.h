@@ -246,11 +246,6 @@ double r2_plan_eval(const struct r2_plan *p, const struct r2_cluster *c);
 /* Lower bound (s) for an operation on a cluster (bandwidth terms only). */
 double r2_bound(const struct r2_cluster *c, const struct r2_opdesc *op);
 
-/* Healthy reference: the same op on the cluster with every NIC up at its
- * nominal (given) bandwidth, ring schedule. Helper for ratios. */
-double r2_ring_time_uniform(uint32_t n, uint32_t nrails, double bw_per_rail,
-			    const struct r2_cost *cost, enum r2_op op, uint64_t size);
-
 /* busbw as nccl-tests defines it (bytes/s) for time t. */
 double r2_busbw(enum r2_op op, uint32_t n, uint64_t size, double t);
 

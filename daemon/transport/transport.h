@@ -76,6 +76,7 @@ struct r2_tp_cqe {
 	struct r2_chunk_hdr hdr;  /* RECV: the header; SEND: the header sent */
 	void *buf;                /* RECV: payload (release it); SEND: payload pointer given */
 	uint64_t ctx;             /* SEND: the caller's context */
+	int stream;               /* RECV/SEND: index of the stream it used (-1: n/a) */
 };
 
 /* What a rail instance is configured with. */
@@ -91,6 +92,8 @@ struct r2_tp_config {
 	bool bind_device;         /* SO_BINDTODEVICE where permitted */
 	uint32_t max_msg;         /* largest payload accepted (chunk size cap) */
 	int progress_threads;     /* per rail */
+	uint32_t user_timeout_ms; /* TCP_USER_TIMEOUT and connect/hello timeout base (0: 5000) */
+	uint64_t max_queued;      /* per-peer queued send bytes before -EAGAIN (0: 64 MiB) */
 };
 
 struct r2_tp_ops {

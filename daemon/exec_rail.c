@@ -1,0 +1,785 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hierarchical collectives across hosts (BRIEF.md decision 4):
+ *   local phase (reduce or gather the local ranks' buffers into one working
+ *   buffer W), rail phase (the planner's schedule between the daemons, run
+ *   here step by step over the rails), local phase (W back to every local
+ *   rank).
+ *
+ * The chunk protocol (BRIEF.md decision 6): every chunk carries
+ * (communicator, operation sequence, step, source, offset); the receiving
+ * daemon acknowledges it as soon as it holds it (rails thread), and applies
+ * it exactly once: a chunk whose (step, source, offset) was already applied
+ * or staged is dropped (and acknowledged again). The sender keeps each chunk
+ * until its acknowledgement, so a chunk lost with a failed connection is sent
+ * again on another rail. Chunks for later steps or operations wait in a stash
+ * until the executor gets there.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "config.h"
+#include "exec.h"
+#include "log.h"
+/* The planner's names clash with the ring's opcodes: take its enum under
+ * R2_PLAN_* (temporary until the planner's own names are prefixed). */
+#define r2_op r2_plan_op
+#define r2_params r2_plan_params
+#define R2_OP_ALLREDUCE R2_PLAN_ALLREDUCE
+#define R2_OP_ALLGATHER R2_PLAN_ALLGATHER
+#define R2_OP_REDUCESCATTER R2_PLAN_REDUCESCATTER
+#define R2_OP_BROADCAST R2_PLAN_BROADCAST
+#define R2_OP_REDUCE R2_PLAN_REDUCE
+#define R2_OP_SENDRECV R2_PLAN_SENDRECV
+#define R2_OP_COUNT R2_PLAN_COUNT
+#include "planner.h"
+#undef r2_op
+#undef r2_params
+#undef R2_OP_ALLREDUCE
+#undef R2_OP_ALLGATHER
+#undef R2_OP_REDUCESCATTER
+#undef R2_OP_BROADCAST
+#undef R2_OP_REDUCE
+#undef R2_OP_SENDRECV
+#undef R2_OP_COUNT
+#include "rails.h"
+#include "reduce.h"
+#include "util.h"
+
+struct r2_rmsg {
+	struct r2_rmsg *next;
+	int rail;
+	uint64_t when_us;
+	struct r2_tp_cqe cqe;
+};
+
+struct sendrec {
+	struct sendrec *next;
+	struct r2_chunk_hdr hdr;
+	void *buf;
+	int rail;
+	uint64_t peer;
+	bool posted, sent, acked;
+	bool orphan; /* its operation ended first: freed at its send completion */
+	int retries;
+};
+
+#define P2P_BIT (1ull << 63)
+
+/* ---- delivery (rails thread) ---- */
+
+static void mbox_push(struct r2_comm *c, struct r2_rmsg *m)
+{
+	pthread_mutex_lock(&c->mbox_lock);
+	if (c->mbox_tail)
+		c->mbox_tail->next = m;
+	else
+		c->mbox_head = m;
+	c->mbox_tail = m;
+	pthread_cond_signal(&c->mbox_cond);
+	pthread_mutex_unlock(&c->mbox_lock);
+}
+
+static void rmsg_free(struct r2d *d, struct r2_rmsg *m)
+{
+	if (m->cqe.type == R2_TPC_RECV)
+		r2d_rails_release(d, m->rail, m->cqe.buf);
+	free(m);
+}
+
+void r2d_comm_mbox_flush(struct r2_comm *c)
+{
+	struct r2_rmsg *m, *next;
+
+	pthread_mutex_lock(&c->mbox_lock);
+	m = c->mbox_head;
+	c->mbox_head = c->mbox_tail = NULL;
+	pthread_mutex_unlock(&c->mbox_lock);
+	for (; m; m = next) {
+		next = m->next;
+		if (m->cqe.type == R2_TPC_SEND && m->cqe.ctx > 1) {
+			struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
+			if (s->orphan) {
+				free(s->buf);
+				free(s);
+			}
+		}
+		rmsg_free(c->d, m);
+	}
+}
+
+static bool comm_has_host(const struct r2_comm *c, uint64_t id)
+{
+	for (int h = 0; h < c->nhosts && c->hosts; h++)
+		if (c->hosts[h].id == id)
+			return true;
+	return false;
+}
+
+void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
+{
+	struct r2_rmsg *m;
+	struct r2_comm *c;
+
+	if (cqe->type == R2_TPC_CONN || (cqe->type == R2_TPC_SEND && cqe->ctx == 0))
+		return; /* acknowledgements carry no record */
+	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA) {
+		struct r2_chunk_hdr ack = cqe->hdr;
+		ack.kind = R2_MSG_ACK;
+		ack.len = 0;
+		r2d_rails_send(d, rail, cqe->peer, &ack, NULL, 0);
+	}
+	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
+	    cqe->hdr.kind != R2_MSG_ACK) {
+		r2d_rails_release(d, rail, cqe->buf);
+		return;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		if (cqe->type == R2_TPC_RECV)
+			r2d_rails_release(d, rail, cqe->buf);
+		return;
+	}
+	m->rail = rail;
+	m->cqe = *cqe;
+	m->when_us = r2_now_us();
+	pthread_mutex_lock(&d->lock);
+	if (cqe->type == R2_TPC_ERROR) {
+		/* every communicator that spans this peer hears of it */
+		for (c = d->comms; c; c = c->next) {
+			if (c->state != R2_COMM_READY || !comm_has_host(c, cqe->peer))
+				continue;
+			struct r2_rmsg *copy = malloc(sizeof(*copy));
+			if (!copy)
+				continue;
+			*copy = *m;
+			copy->next = NULL;
+			mbox_push(c, copy);
+		}
+		pthread_mutex_unlock(&d->lock);
+		free(m);
+		return;
+	}
+	if (cqe->type == R2_TPC_SEND) {
+		struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
+		c = r2d_comm_by_key(d, s->hdr.comm);
+	} else {
+		c = r2d_comm_by_key(d, cqe->hdr.comm);
+	}
+	if (c && c->state == R2_COMM_READY) {
+		mbox_push(c, m);
+	} else if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA &&
+		   d->norphans < 65536) {
+		/* the communicator is not ready here yet: keep it for later */
+		m->next = d->orphans;
+		d->orphans = m;
+		d->norphans++;
+	} else {
+		if (cqe->type == R2_TPC_SEND) {
+			struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
+			free(s->buf);
+			free(s);
+		}
+		rmsg_free(d, m);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Moves early data for c into its mailbox (under d->lock). */
+void r2d_comm_adopt_orphans(struct r2_comm *c)
+{
+	struct r2d *d = c->d;
+	struct r2_rmsg **pp = (struct r2_rmsg **)&d->orphans;
+
+	while (*pp) {
+		struct r2_rmsg *m = *pp;
+		if (m->cqe.hdr.comm == c->key) {
+			*pp = m->next;
+			m->next = NULL;
+			d->norphans--;
+			mbox_push(c, m);
+			continue;
+		}
+		pp = &m->next;
+	}
+}
+
+void r2d_orphans_free(struct r2d *d)
+{
+	struct r2_rmsg *m = d->orphans, *next;
+
+	for (; m; m = next) {
+		next = m->next;
+		rmsg_free(d, m);
+	}
+	d->orphans = NULL;
+	d->norphans = 0;
+}
+
+/* ---- the rail phase (executor thread) ---- */
+
+struct railop {
+	struct r2_comm *c;
+	struct r2d *d;
+	char *W;
+	uint64_t size;
+	uint32_t elem;
+	r2ccl_dtype_t dtype;
+	r2ccl_redop_t redop;
+	uint64_t opseq;
+	uint32_t chunk;
+	struct r2_plan *plan;
+	struct r2_xfer *xf;
+	size_t maxx;
+	struct sendrec *sends; /* unacknowledged (or unsent) */
+	int nsends;
+	struct r2_rmsg *stash;
+	/* applied chunks of the current step: (src, off) */
+	struct { uint32_t src; uint64_t off; } *seen;
+	size_t nseen, capseen;
+	uint64_t deadline;
+	int err;
+};
+
+static int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer)
+{
+	struct r2_comm *c = o->c;
+	int nrails = o->d->rails ? o->d->rails->n : 0;
+	struct r2_cluster cl = { 0 };
+	struct r2_opdesc od = { 0 };
+	struct r2_plan_params prm;
+	struct r2_nic *nics;
+	int r;
+
+	if (nrails < 1)
+		return R2CCL_E_NO_PATH;
+	nics = calloc((size_t)c->nhosts * (size_t)nrails, sizeof(*nics));
+	if (!nics)
+		return -ENOMEM;
+	for (int i = 0; i < c->nhosts * nrails; i++) {
+		nics[i].state = R2_NIC_UP;
+		nics[i].bw_tx = nics[i].bw_rx = 125e6;
+		nics[i].lat = 20e-6;
+	}
+	cl.nhosts = (uint32_t)c->nhosts;
+	cl.nrails = (uint32_t)nrails;
+	cl.nic = nics;
+	cl.cost.alpha = 20e-6;
+	od.op = op;
+	od.size = o->size;
+	od.elem = o->elem;
+	od.root = root;
+	od.peer = peer;
+	od.policy = R2_POL_OURS;
+	r2_params_default(&prm);
+	prm.recursion_thresh = r2_param_double(&o->d->params, P_RECURSION_THRESH);
+	prm.routing_algo = (int)r2_param_int(&o->d->params, P_ROUTING_ALGO);
+	r = r2_plan_build(&cl, &od, &prm, &o->plan);
+	free(nics);
+	if (r < 0)
+		return r;
+	o->maxx = r2_plan_max_xfers(o->plan);
+	o->xf = calloc(o->maxx ? o->maxx : 1, sizeof(*o->xf));
+	return o->xf ? 0 : -ENOMEM;
+}
+
+static int post(struct railop *o, struct sendrec *s)
+{
+	struct r2_rails *rs = o->d->rails;
+	int r = r2d_rails_send(o->d, s->rail, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
+
+	/* the planned rail has no connection: any other rail to the peer will do */
+	for (int i = 0; r == -ENOTCONN && rs && i < rs->n; i++) {
+		if (i == s->rail)
+			continue;
+		r = r2d_rails_send(o->d, i, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
+		if (r == 0)
+			s->rail = i;
+	}
+	if (r == 0)
+		s->posted = true;
+	return r;
+}
+
+static int send_range(struct railop *o, const struct r2_xfer *x, uint32_t step)
+{
+	struct r2_comm *c = o->c;
+
+	for (uint64_t done = 0; done < x->len;) {
+		uint64_t len = R2_MIN((uint64_t)o->chunk, x->len - done);
+		struct sendrec *s = calloc(1, sizeof(*s));
+		int r;
+
+		if (!s)
+			return -ENOMEM;
+		s->buf = malloc(len ? len : 1);
+		if (!s->buf) {
+			free(s);
+			return -ENOMEM;
+		}
+		memcpy(s->buf, o->W + x->off + done, len);
+		s->hdr.magic = R2_CHUNK_MAGIC;
+		s->hdr.kind = R2_MSG_DATA;
+		s->hdr.comm = c->key;
+		s->hdr.opseq = o->opseq;
+		s->hdr.step = step;
+		s->hdr.src = (uint32_t)c->my_host;
+		s->hdr.dst = x->peer;
+		s->hdr.off = x->off + done;
+		s->hdr.len = (uint32_t)len;
+		s->rail = x->rail;
+		s->peer = c->hosts[x->peer].id;
+		s->next = o->sends;
+		o->sends = s;
+		o->nsends++;
+		r = post(o, s);
+		if (r < 0 && r != -EAGAIN)
+			return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
+		done += len;
+	}
+	return 0;
+}
+
+static bool seen(struct railop *o, uint32_t src, uint64_t off)
+{
+	for (size_t i = 0; i < o->nseen; i++)
+		if (o->seen[i].src == src && o->seen[i].off == off)
+			return true;
+	return false;
+}
+
+static int mark_seen(struct railop *o, uint32_t src, uint64_t off)
+{
+	if (o->nseen == o->capseen) {
+		size_t cap = o->capseen ? o->capseen * 2 : 256;
+		void *n = realloc(o->seen, cap * sizeof(*o->seen));
+		if (!n)
+			return -ENOMEM;
+		o->seen = n;
+		o->capseen = cap;
+	}
+	o->seen[o->nseen].src = src;
+	o->seen[o->nseen].off = off;
+	o->nseen++;
+	return 0;
+}
+
+/* Applies one chunk of the current step; returns bytes applied (0: dup). */
+static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx)
+{
+	const struct r2_xfer *x = NULL;
+
+	if (seen(o, h->src, h->off))
+		return 0; /* delivered twice: applied once */
+	for (int i = 0; i < nx; i++) {
+		const struct r2_xfer *y = &o->xf[i];
+		if (y->dir == R2_XFER_RECV && y->peer == h->src && h->off >= y->off &&
+		    h->off + h->len <= y->off + y->len) {
+			x = y;
+			break;
+		}
+	}
+	if (!x || h->off + h->len > o->size || h->len % o->elem) {
+		log_warn("communicator %u: unexpected chunk (op %llu step %u from host %u, "
+			 "offset %llu, %u bytes); dropped",
+			 o->c->id, (unsigned long long)h->opseq, h->step, h->src,
+			 (unsigned long long)h->off, h->len);
+		return 0;
+	}
+	if (mark_seen(o, h->src, h->off) < 0)
+		return 0;
+	if (x->kind == R2_XFER_REDUCE)
+		r2_reduce_acc(o->W + h->off, buf, h->len / o->elem, o->dtype,
+			      o->redop == R2CCL_AVG ? R2CCL_SUM : o->redop);
+	else
+		memcpy(o->W + h->off, buf, h->len);
+	return h->len;
+}
+
+static void ack(struct railop *o, const struct r2_chunk_hdr *h)
+{
+	for (struct sendrec **pp = &o->sends; *pp; pp = &(*pp)->next) {
+		struct sendrec *s = *pp;
+		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
+		    s->hdr.dst == h->dst && !s->acked) {
+			s->acked = true;
+			if (s->sent) {
+				*pp = s->next;
+				free(s->buf);
+				free(s);
+				o->nsends--;
+			}
+			return;
+		}
+	}
+}
+
+static void sent(struct railop *o, struct sendrec *t, int status)
+{
+	for (struct sendrec **pp = &o->sends; *pp; pp = &(*pp)->next) {
+		struct sendrec *s = *pp;
+		if (s != t)
+			continue;
+		if (status < 0 && !s->acked) {
+			/* the connection failed under it: send it again elsewhere */
+			s->posted = false;
+			s->retries++;
+			return;
+		}
+		s->sent = true;
+		if (s->acked) {
+			*pp = s->next;
+			free(s->buf);
+			free(s);
+			o->nsends--;
+		}
+		return;
+	}
+	if (t->orphan) {
+		free(t->buf);
+		free(t);
+	}
+}
+
+static struct r2_rmsg *mbox_take(struct r2_comm *c, int timeout_ms)
+{
+	struct r2_rmsg *m;
+	struct timespec ts;
+
+	pthread_mutex_lock(&c->mbox_lock);
+	if (!c->mbox_head && timeout_ms > 0) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)timeout_ms * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&c->mbox_cond, &c->mbox_lock, &ts);
+	}
+	m = c->mbox_head;
+	if (m) {
+		c->mbox_head = m->next;
+		if (!c->mbox_head)
+			c->mbox_tail = NULL;
+		m->next = NULL;
+	}
+	pthread_mutex_unlock(&c->mbox_lock);
+	return m;
+}
+
+static int max_retries(struct railop *o)
+{
+	return (int)r2_param_int(&o->d->params, P_MAX_RETRIES);
+}
+
+/* Handles one message; returns bytes of the current step applied, or <0. */
+static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	uint64_t n = 0;
+
+	switch (m->cqe.type) {
+	case R2_TPC_SEND:
+		sent(o, (struct sendrec *)(uintptr_t)m->cqe.ctx, m->cqe.status);
+		break;
+	case R2_TPC_ERROR: {
+		struct r2_peer *p;
+		pthread_mutex_lock(&o->d->lock);
+		p = r2d_rails_peer(o->d, m->cqe.peer, false);
+		bool any = p && (p->conn_mask & ~(1u << m->rail));
+		pthread_mutex_unlock(&o->d->lock);
+		if (!any) {
+			log_warn("communicator %u: no rail left to peer %016llx", o->c->id,
+				 (unsigned long long)m->cqe.peer);
+			rmsg_free(o->d, m);
+			return R2CCL_E_PEER_GONE;
+		}
+		break;
+	}
+	case R2_TPC_RECV:
+		if (h->kind == R2_MSG_ACK) {
+			if (h->opseq == o->opseq)
+				ack(o, h);
+			break;
+		}
+		if (h->opseq == o->opseq && h->step == step) {
+			n = apply(o, h, m->cqe.buf, nx);
+			break;
+		}
+		if ((h->opseq == o->opseq && h->step > step) ||
+		    (!(h->opseq & P2P_BIT) && !(o->opseq & P2P_BIT) && h->opseq > o->opseq) ||
+		    ((h->opseq & P2P_BIT) && h->opseq != o->opseq)) {
+			m->next = o->stash; /* for a later step or operation */
+			o->stash = m;
+			return 0;
+		}
+		break; /* an old duplicate: already applied and acknowledged */
+	}
+	rmsg_free(o->d, m);
+	return (int64_t)n;
+}
+
+static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
+{
+	uint64_t got = 0;
+	struct r2_rmsg **pp = &o->stash;
+
+	/* first what arrived early */
+	while (*pp) {
+		struct r2_rmsg *m = *pp;
+		if (m->cqe.hdr.opseq == o->opseq && m->cqe.hdr.step == step) {
+			*pp = m->next;
+			got += apply(o, &m->cqe.hdr, m->cqe.buf, nx);
+			rmsg_free(o->d, m);
+			continue;
+		}
+		pp = &m->next;
+	}
+	while (got < expect) {
+		struct r2_rmsg *m = mbox_take(o->c, 100);
+		int64_t n;
+
+		if (!m) {
+			if (o->c->stop)
+				return R2CCL_E_SHUTDOWN;
+			if (r2_now_us() > o->deadline)
+				return -ETIMEDOUT;
+			continue;
+		}
+		n = handle(o, m, step, nx);
+		if (n < 0)
+			return (int)n;
+		got += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int repost(struct railop *o)
+{
+	for (struct sendrec *s = o->sends; s; s = s->next) {
+		if (s->posted || s->acked)
+			continue;
+		if (s->retries > max_retries(o))
+			return R2CCL_E_NO_PATH;
+		int r = post(o, s);
+		if (r < 0 && r != -EAGAIN)
+			return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
+	}
+	return 0;
+}
+
+static int wait_acks(struct railop *o)
+{
+	while (o->nsends > 0) {
+		struct r2_rmsg *m;
+		int r = repost(o);
+		if (r < 0)
+			return r;
+		m = mbox_take(o->c, 100);
+		if (!m) {
+			if (o->c->stop)
+				return R2CCL_E_SHUTDOWN;
+			if (r2_now_us() > o->deadline)
+				return -ETIMEDOUT;
+			continue;
+		}
+		int64_t n = handle(o, m, UINT32_MAX, 0);
+		if (n < 0)
+			return (int)n;
+	}
+	return 0;
+}
+
+static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t dtype,
+		      r2ccl_redop_t redop, enum r2_plan_op op, uint32_t root, uint32_t peer,
+		      uint64_t opseq)
+{
+	struct railop o = {
+		.c = c,
+		.d = c->d,
+		.W = W,
+		.size = size,
+		.elem = (uint32_t)r2ccl_dtype_size(dtype),
+		.dtype = dtype,
+		.redop = redop,
+		.opseq = opseq,
+	};
+	uint64_t cs = (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE);
+	int r;
+
+	if (size == 0)
+		return 0;
+	o.chunk = (uint32_t)R2_MAX(o.elem, cs / o.elem * o.elem);
+	o.deadline = r2_now_us() + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	r = build_plan(&o, op, root, peer);
+	if (r < 0)
+		goto out;
+	for (uint32_t k = 0; k < o.plan->nsteps; k++) {
+		int nx = r2_plan_expand(o.plan, (uint32_t)c->my_host, k, o.xf, o.maxx);
+		uint64_t expect = 0;
+
+		if (nx < 0) {
+			r = nx;
+			goto out;
+		}
+		o.nseen = 0;
+		for (int i = 0; i < nx; i++) {
+			const struct r2_xfer *x = &o.xf[i];
+			if (x->dir == R2_XFER_RELAY || x->via != R2_NO_HOST) {
+				r = -EOPNOTSUPP; /* bridges come with the resilience work */
+				goto out;
+			}
+			if (x->dir == R2_XFER_SEND) {
+				r = send_range(&o, x, k);
+				if (r < 0)
+					goto out;
+			} else {
+				expect += x->len;
+			}
+		}
+		r = repost(&o);
+		if (r < 0)
+			goto out;
+		r = wait_step(&o, k, nx, expect);
+		if (r < 0)
+			goto out;
+	}
+	r = wait_acks(&o);
+out:
+	if (r < 0)
+		log_warn("communicator %u: rail phase of operation %llu failed: %s", c->id,
+			 (unsigned long long)opseq, r2ccl_strerror(r));
+	/* what is still unacknowledged: the rails thread frees it on completion
+	 * if posted; otherwise free it now */
+	while (o.sends) {
+		struct sendrec *s = o.sends;
+		o.sends = s->next;
+		if (s->posted && !s->sent) {
+			s->orphan = true; /* freed at its send completion */
+			continue;
+		}
+		free(s->buf);
+		free(s);
+	}
+	/* chunks for later operations go back to the mailbox head */
+	while (o.stash) {
+		struct r2_rmsg *m = o.stash;
+		o.stash = m->next;
+		if ((m->cqe.hdr.opseq & P2P_BIT) || m->cqe.hdr.opseq > opseq) {
+			pthread_mutex_lock(&c->mbox_lock);
+			m->next = c->mbox_head;
+			c->mbox_head = m;
+			if (!c->mbox_tail)
+				c->mbox_tail = m;
+			pthread_mutex_unlock(&c->mbox_lock);
+		} else {
+			rmsg_free(c->d, m);
+		}
+	}
+	free(o.seen);
+	free(o.xf);
+	r2_plan_free(o.plan);
+	return r;
+}
+
+/* ---- the hierarchical collectives ---- */
+
+int r2_exec_hier(struct r2_exec *x, struct r2_pool *pool)
+{
+	struct r2_comm *c = x->c;
+	const struct r2_sqe *q = &x->ops[0]->sqe;
+	r2ccl_dtype_t dt = (r2ccl_dtype_t)q->dtype;
+	r2ccl_redop_t op = (r2ccl_redop_t)q->redop;
+	size_t es = r2ccl_dtype_size(dt), count = q->count, blk = count * es;
+	struct r2_host *me = &c->hosts[c->my_host];
+	void *in[256];
+	int K = x->nops, r = 0;
+	uint64_t seq;
+	char *W = NULL, *scratch = NULL;
+
+	if (K > 256)
+		return -E2BIG;
+	if (x->opcode == R2_OP_SEND || x->opcode == R2_OP_RECV) {
+		int self = x->ops[0]->rank, other = q->root;
+		int src = x->opcode == R2_OP_SEND ? self : other;
+		int dst = x->opcode == R2_OP_SEND ? other : self;
+		seq = P2P_BIT | ((uint64_t)src << 42) | ((uint64_t)dst << 21) |
+		      (c->p2p_seq[other]++ & 0x1fffff);
+		W = x->opcode == R2_OP_SEND ? x->ops[0]->sendbuf : x->ops[0]->recvbuf;
+		return rail_phase(c, W, blk, dt, op, R2_PLAN_SENDRECV,
+				  (uint32_t)c->rank_host[src], (uint32_t)c->rank_host[dst], seq);
+	}
+	seq = ++c->coll_seq;
+	for (int i = 0; i < K; i++)
+		in[i] = x->ops[i]->sendbuf;
+
+	switch (x->opcode) {
+	case R2_OP_ALLREDUCE:
+		W = x->ops[0]->recvbuf;
+		r2_local_reduce(pool, W, in, K, count, dt, op);
+		r = rail_phase(c, W, blk, dt, op, R2_PLAN_ALLREDUCE, 0, 0, seq);
+		if (r == 0 && op == R2CCL_AVG)
+			r2_reduce_finish_avg(W, count, dt, op, c->nranks);
+		for (int i = 1; r == 0 && i < K; i++)
+			r2_local_copy(pool, x->ops[i]->recvbuf, W, blk);
+		break;
+	case R2_OP_ALLGATHER:
+		W = x->ops[0]->recvbuf;
+		/* in place, ops[0]'s input already sits in its slot */
+		for (int i = K - 1; i >= 0; i--)
+			r2_local_copy(pool, W + (size_t)(me->first_rank + (uint32_t)i) * blk,
+				      x->ops[i]->sendbuf, blk);
+		r = rail_phase(c, W, blk * (size_t)c->nranks, dt, op, R2_PLAN_ALLGATHER, 0, 0, seq);
+		for (int i = 1; r == 0 && i < K; i++)
+			r2_local_copy(pool, x->ops[i]->recvbuf, W, blk * (size_t)c->nranks);
+		break;
+	case R2_OP_REDUCESCATTER:
+		scratch = malloc(blk * (size_t)c->nranks);
+		if (!scratch)
+			return -ENOMEM;
+		r2_local_reduce(pool, scratch, in, K, count * (size_t)c->nranks, dt, op);
+		r = rail_phase(c, scratch, blk * (size_t)c->nranks, dt, op, R2_PLAN_REDUCESCATTER,
+			       0, 0, seq);
+		for (int i = 0; r == 0 && i < K; i++) {
+			char *seg = scratch + (size_t)(me->first_rank + (uint32_t)i) * blk;
+			if (op == R2CCL_AVG)
+				r2_reduce_finish_avg(seg, count, dt, op, c->nranks);
+			r2_local_copy(pool, x->ops[i]->recvbuf, seg, blk);
+		}
+		break;
+	case R2_OP_BROADCAST: {
+		int root = q->root, rh = c->rank_host[root];
+		if (rh == c->my_host) {
+			int li = root - (int)me->first_rank;
+			W = x->ops[li]->recvbuf;
+			r2_local_copy(pool, W, x->ops[li]->sendbuf, blk);
+		} else {
+			W = x->ops[0]->recvbuf;
+		}
+		r = rail_phase(c, W, blk, dt, op, R2_PLAN_BROADCAST, (uint32_t)rh, 0, seq);
+		for (int i = 0; r == 0 && i < K; i++)
+			r2_local_copy(pool, x->ops[i]->recvbuf, W, blk);
+		break;
+	}
+	case R2_OP_REDUCE: {
+		int root = q->root, rh = c->rank_host[root];
+		if (rh == c->my_host) {
+			W = x->ops[root - (int)me->first_rank]->recvbuf;
+		} else {
+			W = scratch = malloc(blk ? blk : 1);
+			if (!scratch)
+				return -ENOMEM;
+		}
+		r2_local_reduce(pool, W, in, K, count, dt, op);
+		r = rail_phase(c, W, blk, dt, op, R2_PLAN_REDUCE, (uint32_t)rh, 0, seq);
+		if (r == 0 && rh == c->my_host && op == R2CCL_AVG)
+			r2_reduce_finish_avg(W, count, dt, op, c->nranks);
+		break;
+	}
+	default:
+		r = -EINVAL;
+	}
+	free(scratch);
+	return r;
+}

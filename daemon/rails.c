@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "config.h"
+#include "log.h"
+#include "rails.h"
+#include "util.h"
+
+void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev); /* bootstrap.c */
+void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe); /* exec_rail.c */
+
+static int nic_mask(const char *ifname, struct in_addr *addr, struct in_addr *mask)
+{
+	struct ifaddrs *ifa, *i;
+	int r = -ENOENT;
+
+	if (getifaddrs(&ifa) < 0)
+		return -errno;
+	for (i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || strcmp(i->ifa_name, ifname))
+			continue;
+		*addr = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+		*mask = ((struct sockaddr_in *)i->ifa_netmask)->sin_addr;
+		r = 0;
+		break;
+	}
+	freeifaddrs(ifa);
+	return r;
+}
+
+int r2d_rails_match(struct r2d *d, uint32_t ipv4)
+{
+	struct r2_rails *rs = d->rails;
+
+	for (int i = 0; rs && i < rs->n; i++) {
+		uint32_t m = rs->rail[i].mask.s_addr;
+		if ((ipv4 & m) == (rs->rail[i].addr.s_addr & m))
+			return i;
+	}
+	return -1;
+}
+
+struct r2_peer *r2d_rails_peer(struct r2d *d, uint64_t id, bool create)
+{
+	struct r2_rails *rs = d->rails;
+
+	for (int i = 0; i < rs->npeers; i++)
+		if (rs->peer[i].id == id)
+			return &rs->peer[i];
+	if (!create || rs->npeers >= R2_MAX_PEERS)
+		return NULL;
+	rs->peer[rs->npeers] = (struct r2_peer){ .id = id };
+	return &rs->peer[rs->npeers++];
+}
+
+int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port)
+{
+	struct r2_rails *rs = d->rails;
+	struct r2_peer *p;
+	struct in_addr a = { ipv4 };
+	int rail = r2d_rails_match(d, ipv4);
+
+	if (rail < 0)
+		return -ENETUNREACH;
+	p = r2d_rails_peer(d, peer, true);
+	if (!p)
+		return -ENOSPC;
+	if (p->want_mask & (1u << rail))
+		return 0;
+	p->want_mask |= 1u << rail;
+	return rs->rail[rail].ops->connect(rs->rail[rail].tp, peer, a, port);
+}
+
+int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr,
+		   const void *buf, uint64_t ctx)
+{
+	struct r2_rails *rs = d->rails;
+
+	if (!rs || rail < 0 || rail >= rs->n)
+		return -EINVAL;
+	return rs->rail[rail].ops->post_send(rs->rail[rail].tp, peer, hdr, buf, ctx);
+}
+
+int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
+			uint32_t len)
+{
+	struct r2_rails *rs = d->rails;
+	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_CTRL, .len = len,
+				  .aux = type };
+	int r = -ENOTCONN;
+
+	for (int i = 0; rs && i < rs->n; i++) {
+		void *copy = malloc(len ? len : 1);
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, buf, len);
+		/* ctx = 1 marks a control copy the completion frees */
+		r = rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1);
+		if (r == 0)
+			return 0;
+		free(copy);
+	}
+	return r;
+}
+
+void r2d_rails_release(struct r2d *d, int rail, void *buf)
+{
+	struct r2_rails *rs = d->rails;
+
+	if (buf && rs && rail >= 0 && rail < rs->n)
+		rs->rail[rail].ops->release(rs->rail[rail].tp, buf);
+}
+
+static void to_loop(struct r2_rails *rs, int rail, const struct r2_tp_cqe *c)
+{
+	struct r2_loop_ev *ev = calloc(1, sizeof(*ev));
+
+	if (!ev) {
+		if (c->type == R2_TPC_RECV)
+			r2d_rails_release(rs->d, rail, c->buf);
+		return;
+	}
+	ev->rail = rail;
+	ev->cqe = *c;
+	pthread_mutex_lock(&rs->qlock);
+	if (rs->qtail)
+		rs->qtail->next = ev;
+	else
+		rs->qhead = ev;
+	rs->qtail = ev;
+	pthread_mutex_unlock(&rs->qlock);
+	uv_async_send(&rs->async);
+}
+
+static void on_async(uv_async_t *h)
+{
+	struct r2_rails *rs = h->data;
+	struct r2_loop_ev *ev, *next;
+
+	pthread_mutex_lock(&rs->qlock);
+	ev = rs->qhead;
+	rs->qhead = rs->qtail = NULL;
+	pthread_mutex_unlock(&rs->qlock);
+	for (; ev; ev = next) {
+		next = ev->next;
+		if (ev->cqe.type == R2_TPC_CONN) {
+			struct r2_peer *p = r2d_rails_peer(rs->d, ev->cqe.peer, true);
+			if (p)
+				p->conn_mask |= 1u << ev->rail;
+			log_info("rail %d (%s): connected to peer %016llx", ev->rail,
+				 rs->rail[ev->rail].ifname, (unsigned long long)ev->cqe.peer);
+		} else if (ev->cqe.type == R2_TPC_ERROR) {
+			struct r2_peer *p = r2d_rails_peer(rs->d, ev->cqe.peer, false);
+			if (p) {
+				p->conn_mask &= ~(1u << ev->rail);
+				p->want_mask &= ~(1u << ev->rail);
+			}
+			log_warn("rail %d (%s): connection to peer %016llx failed: %s", ev->rail,
+				 rs->rail[ev->rail].ifname, (unsigned long long)ev->cqe.peer,
+				 strerror(-ev->cqe.status));
+		}
+		r2d_bootstrap_event(rs->d, ev);
+		if (ev->cqe.type == R2_TPC_RECV)
+			r2d_rails_release(rs->d, ev->rail, ev->cqe.buf);
+		free(ev);
+	}
+}
+
+static void *rails_thread(void *arg)
+{
+	struct r2_rails *rs = arg;
+	struct epoll_event evs[R2_MAX_RAILS + 1];
+	struct r2_tp_cqe cq[64];
+
+	while (!atomic_load(&rs->stop)) {
+		int n = epoll_wait(rs->epfd, evs, R2_MAX_RAILS + 1, 100);
+		for (int e = 0; e < n; e++) {
+			int rail = (int)evs[e].data.u32;
+			uint64_t v;
+			if (rail < 0 || rail >= rs->n) {
+				if (read(rs->wake_fd, &v, sizeof(v)) < 0)
+					(void)0;
+				continue;
+			}
+			if (read(rs->rail[rail].ops->event_fd(rs->rail[rail].tp), &v, sizeof(v)) < 0)
+				(void)0;
+			for (;;) {
+				int k = rs->rail[rail].ops->poll(rs->rail[rail].tp, cq, 64);
+				if (k <= 0)
+					break;
+				for (int i = 0; i < k; i++) {
+					struct r2_tp_cqe *c = &cq[i];
+					if (c->type == R2_TPC_SEND && c->ctx == 1) {
+						free(c->buf); /* a control copy */
+					} else if (c->type == R2_TPC_RECV &&
+						   c->hdr.kind == R2_MSG_CTRL) {
+						to_loop(rs, rail, c);
+					} else if (c->type == R2_TPC_CONN ||
+						   c->type == R2_TPC_ERROR) {
+						to_loop(rs, rail, c);
+						r2d_comm_deliver(rs->d, rail, c);
+					} else {
+						r2d_comm_deliver(rs->d, rail, c);
+					}
+				}
+			}
+		}
+	}
+	return NULL;
+}
+
+int r2d_rails_start(struct r2d *d)
+{
+	struct r2_rails *rs = calloc(1, sizeof(*rs));
+	struct epoll_event ev = { .events = EPOLLIN };
+	int r;
+
+	if (!rs)
+		return -ENOMEM;
+	rs->d = d;
+	d->rails = rs;
+	pthread_mutex_init(&rs->qlock, NULL);
+	rs->epfd = epoll_create1(EPOLL_CLOEXEC);
+	rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ev.data.u32 = UINT32_MAX;
+	epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rs->wake_fd, &ev);
+	for (int i = 0; i < d->topo.nnics && rs->n < R2_MAX_RAILS; i++) {
+		const struct r2_topo_nic *nic = &d->topo.nics[i];
+		struct r2_rail *rl = &rs->rail[rs->n];
+		struct r2_tp_config cfg = { 0 };
+
+		if (!nic->selected || nic->kind == R2_NIC_RDMA)
+			continue;
+		if (nic_mask(nic->name, &rl->addr, &rl->mask) < 0)
+			continue; /* no IPv4 address: not usable by tcp */
+		snprintf(rl->ifname, sizeof(rl->ifname), "%s", nic->name);
+		rl->index = rs->n;
+		rl->ops = &r2_tp_tcp_ops;
+		snprintf(cfg.ifname, sizeof(cfg.ifname), "%s", nic->name);
+		cfg.addr = rl->addr;
+		cfg.port = (uint16_t)r2_param_int(&d->params, P_PORT);
+		cfg.rail = rs->n;
+		cfg.self_id = d->host_id;
+		cfg.streams = (int)r2_param_int(&d->params, P_TCP_STREAMS);
+		cfg.sndbuf = (int)r2_param_int(&d->params, P_TCP_SNDBUF);
+		cfg.rcvbuf = (int)r2_param_int(&d->params, P_TCP_RCVBUF);
+		cfg.nodelay = r2_param_bool(&d->params, P_TCP_NODELAY);
+		cfg.bind_device = true;
+		cfg.max_msg = (uint32_t)r2_param_int(&d->params, P_CHUNK_SIZE) + (1u << 20);
+		cfg.progress_threads = 1;
+		r = rl->ops->open(&cfg, &rl->tp);
+		if (r < 0) {
+			log_warn("rail %s (%s): tcp transport failed to open: %s", nic->name,
+				 inet_ntoa(rl->addr), strerror(-r));
+			continue;
+		}
+		rl->ops->listen_port(rl->tp, &rl->port);
+		ev.data.u32 = (uint32_t)rs->n;
+		epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rl->ops->event_fd(rl->tp), &ev);
+		log_info("rail %d: %s %s:%u (tcp, %d streams per peer)", rs->n, nic->name,
+			 inet_ntoa(rl->addr), rl->port, cfg.streams);
+		rs->n++;
+	}
+	uv_async_init(d->loop, &rs->async, on_async);
+	rs->async.data = rs;
+	if (pthread_create(&rs->thread, NULL, rails_thread, rs) != 0) {
+		uv_close((uv_handle_t *)&rs->async, NULL);
+		return -EAGAIN;
+	}
+	rs->started = true;
+	return 0;
+}
+
+void r2d_rails_stop(struct r2d *d)
+{
+	struct r2_rails *rs = d->rails;
+	uint64_t one = 1;
+
+	if (!rs)
+		return;
+	if (rs->started) {
+		atomic_store(&rs->stop, true);
+		if (write(rs->wake_fd, &one, sizeof(one)) < 0)
+			(void)0;
+		pthread_join(rs->thread, NULL);
+	}
+	for (int i = 0; i < rs->n; i++)
+		rs->rail[i].ops->close(rs->rail[i].tp);
+	while (rs->qhead) {
+		struct r2_loop_ev *ev = rs->qhead;
+		rs->qhead = ev->next;
+		free(ev);
+	}
+	close(rs->epfd);
+	close(rs->wake_fd);
+	pthread_mutex_destroy(&rs->qlock);
+	free(rs);
+	d->rails = NULL;
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rails: one transport instance per selected NIC with an IPv4 address, the
+ * peer daemons they connect to, and the thread that drains their completion
+ * queues. Data and acknowledgements go straight to the communicator's mailbox
+ * (its executor runs the rail phase); control messages and connection events
+ * go to the control loop (bootstrap, failure handling), through d->async.
+ */
+#ifndef R2CCL_RAILS_H
+#define R2CCL_RAILS_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include "daemon.h"
+#include "transport/transport.h"
+
+#define R2_MAX_RAILS 8
+#define R2_MAX_PEERS 1024
+
+struct r2_rail {
+	int index;
+	char ifname[64];
+	struct in_addr addr, mask;
+	uint16_t port;
+	const struct r2_tp_ops *ops;
+	struct r2_tp *tp;
+};
+
+struct r2_peer {
+	uint64_t id;
+	uint32_t conn_mask; /* rails with a usable connection */
+	uint32_t want_mask; /* rails we asked to connect */
+};
+
+/* An event for the control loop. */
+struct r2_loop_ev {
+	struct r2_loop_ev *next;
+	int rail;
+	struct r2_tp_cqe cqe; /* CTRL RECV (buf owned: release with the rail), CONN, ERROR */
+};
+
+struct r2_rails {
+	struct r2d *d;
+	int n;
+	struct r2_rail rail[R2_MAX_RAILS];
+	pthread_t thread;
+	int epfd, wake_fd;
+	atomic_bool stop;
+	bool started;
+	/* peers (loop thread only) */
+	struct r2_peer peer[R2_MAX_PEERS];
+	int npeers;
+	/* events for the loop */
+	pthread_mutex_t qlock;
+	struct r2_loop_ev *qhead, *qtail;
+	uv_async_t async;
+	uint64_t tx_msgs, rx_msgs;
+};
+
+int r2d_rails_start(struct r2d *d);
+void r2d_rails_stop(struct r2d *d);
+/* Sends a message on a rail to a peer daemon. */
+int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr,
+		   const void *buf, uint64_t ctx);
+/* Sends a control message (protobuf-packed) to a peer on every connected rail
+ * until one accepts it (no single NIC carries the control plane). */
+int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
+			uint32_t len);
+/* Connects to a peer on the rail whose subnet holds addr (loop thread). */
+int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port);
+struct r2_peer *r2d_rails_peer(struct r2d *d, uint64_t id, bool create);
+/* Rail whose subnet holds ipv4 (network order), -1 if none. */
+int r2d_rails_match(struct r2d *d, uint32_t ipv4);
+void r2d_rails_release(struct r2d *d, int rail, void *buf);
+
+#endif
