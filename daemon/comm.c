@@ -166,7 +166,9 @@ static void member_leave(struct r2_comm *c, int rank, bool died)
 
 	for (op = m->head; op; op = next) {
 		next = op->next;
-		r2d_op_free(op, died ? R2CCL_E_PEER_GONE : -ECANCELED);
+		r2d_op_free(op, c->d->draining ? R2CCL_E_SHUTDOWN
+					       : died  ? R2CCL_E_PEER_GONE
+						       : -ECANCELED);
 	}
 	m->head = m->tail = NULL;
 	m->npending = 0;
@@ -179,8 +181,9 @@ static void member_leave(struct r2_comm *c, int rank, bool died)
 		char why[128];
 		snprintf(why, sizeof(why), "rank %d %s", rank,
 			 died ? "died (its client went away)" : "left during initialization");
-		r2d_comm_break(c, c->state == R2_COMM_JOINING ? R2CCL_E_BOOTSTRAP
-							      : R2CCL_E_PEER_GONE,
+		r2d_comm_break(c, c->d->draining		 ? R2CCL_E_SHUTDOWN
+				  : c->state == R2_COMM_JOINING ? R2CCL_E_BOOTSTRAP
+								: R2CCL_E_PEER_GONE,
 			       why);
 	} else if (others) {
 		/* Destroyed while others still run: operations that need this
@@ -230,6 +233,7 @@ struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks
 	c->refs = 1;
 	c->created_us = r2_now_us();
 	snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
+	c->owner_uid = (uint32_t)-1;
 	pthread_cond_init(&c->cond, NULL);
 	c->next = d->comms;
 	d->comms = c;
@@ -330,6 +334,10 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 		r2d_comm_break(c, R2CCL_E_DUP_RANK, err);
 		pthread_mutex_unlock(&d->lock);
 		return;
+	}
+	if (c->owner_uid == (uint32_t)-1) {
+		c->owner_uid = s->uid;
+		snprintf(c->tenant, sizeof(c->tenant), "%s", s->tenant);
 	}
 	c->m[m->rank].s = s;
 	c->m[m->rank].init_req_id = m->req_id;

@@ -84,6 +84,7 @@ struct r2_comm {
 	enum r2_comm_state state;
 	int broken_err;
 	char tenant[256];
+	uint32_t owner_uid; /* uid of the first local rank's process */
 	int nranks;
 	int joined;
 	int local_ranks;

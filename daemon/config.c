@@ -38,7 +38,7 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_LOG_LEVEL] = { "log_level", "R2CCL_LOG_LEVEL", "--log-level", R2_PT_ENUM, "info", 0, 0,
 			  "err|warn|info|debug", NULL, true, "log verbosity" },
 	[P_OP_TIMEOUT_MS] = { "op_timeout_ms", "R2CCL_OP_TIMEOUT_MS", "--op-timeout-ms",
-			      R2_PT_INT, "10000", 10, 86400000, NULL, "ms", true,
+			      R2_PT_INT, "30000", 10, 86400000, NULL, "ms", true,
 			      "an operation whose ranks do not all arrive fails after this" },
 	[P_BOOTSTRAP_TIMEOUT_MS] = { "bootstrap_timeout_ms", "R2CCL_BOOTSTRAP_TIMEOUT_MS",
 				     "--bootstrap-timeout-ms", R2_PT_INT, "30000", 10, 86400000,

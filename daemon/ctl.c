@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Requests from r2cclctl. A client that is not root sees only its own
- * tenant's sessions and communicators (tenants never see each other).
+ * Requests from r2cclctl. A client that is not root sees only the sessions
+ * and communicators of its own uid within its own tenant (cgroup): tenants,
+ * and users sharing a cgroup, never see each other.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +103,7 @@ void r2d_ctl_status(struct r2_session *s, uint64_t req_id)
 	n = 0;
 	for (struct r2_session *t = d->sessions; t; t = t->next) {
 		R2ccl__SessionInfo *si = &sess[n];
-		if (!all && strcmp(t->tenant, s->tenant) != 0)
+		if (!all && (t->uid != s->uid || strcmp(t->tenant, s->tenant) != 0))
 			continue;
 		r2ccl__session_info__init(si);
 		si->id = t->id;
@@ -122,7 +123,7 @@ void r2d_ctl_status(struct r2_session *s, uint64_t req_id)
 	n = 0;
 	for (struct r2_comm *c = d->comms; c; c = c->next) {
 		R2ccl__CommInfo *ci = &comms[n];
-		if (!all && strcmp(c->tenant, s->tenant) != 0)
+		if (!all && (c->owner_uid != s->uid || strcmp(c->tenant, s->tenant) != 0))
 			continue;
 		r2ccl__comm_info__init(ci);
 		ci->id = c->id;

@@ -131,8 +131,8 @@ static int validate(struct r2d *d, struct r2_session *s, const struct r2_sqe *q,
 	if ((q->opcode == R2_OP_SEND || q->opcode == R2_OP_RECV) && q->root == rank)
 		return -EINVAL;
 	if (is_collective(q->opcode)) {
-		for (int r = 0; r < c->nranks; r++)
-			if (c->m[r].left)
+		for (int q2 = 0; q2 < c->nranks; q2++)
+			if (c->m[q2].left)
 				return R2CCL_E_PEER_GONE;
 	} else if (c->m[q->root].left) {
 		return R2CCL_E_PEER_GONE;

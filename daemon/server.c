@@ -229,8 +229,10 @@ void r2d_begin_drain(struct r2d *d, const char *why)
 	log_info("%s: draining (running operations finish, new ones fail)", why);
 	r2d_notify(d, "STOPPING=1");
 	d->draining = true;
+	/* bounded: the unit's TimeoutStopSec is 60 s */
 	d->drain_deadline_us = r2_now_us() +
-			       (uint64_t)r2_param_int(&d->params, P_OP_TIMEOUT_MS) * 1000;
+			       (uint64_t)R2_MIN(r2_param_int(&d->params, P_OP_TIMEOUT_MS), 20000) *
+				       1000;
 	/* stop accepting at once */
 	if (d->listen_fd >= 0) {
 		uv_poll_stop(&d->listen_poll);
@@ -239,9 +241,11 @@ void r2d_begin_drain(struct r2d *d, const char *why)
 		d->listen_fd = -1;
 		unlink(r2_param_str(&d->params, P_SOCKET));
 	}
+	/* operations already matched run to the end; those still waiting for
+	 * their other ranks, and communicators still forming, fail now */
 	pthread_mutex_lock(&d->lock);
 	for (struct r2_comm *c = d->comms; c; c = c->next)
-		if (c->state == R2_COMM_JOINING)
+		if (c->state == R2_COMM_JOINING || c->state == R2_COMM_READY)
 			r2d_comm_break(c, R2CCL_E_SHUTDOWN, "daemon shutting down");
 	pthread_mutex_unlock(&d->lock);
 }

@@ -290,7 +290,8 @@ static int handle_hello(struct r2_session *s, struct r2_frame *f)
 		rep.error = err;
 		r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_HELLO_REPLY, &rep);
 		r2ccl__hello__free_unpacked(m, NULL);
-		return -EPROTO;
+		r2d_session_close(s, "unsupported protocol version");
+		return 0;
 	}
 	snprintf(s->name, sizeof(s->name), "%s", m->client_name ? m->client_name : "");
 	for (char *p = s->name; *p; p++)

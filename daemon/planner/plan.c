@@ -68,6 +68,7 @@ static void ctx_free(struct ctx *x)
 	free(x->rx);
 	free(x->mt);
 	free(x->mr);
+	free(x->shard_cls);
 }
 
 static int ctx_init(struct ctx *x, const struct r2_cluster *c, const struct r2_opdesc *op,
@@ -387,6 +388,27 @@ static bool find_bridge(struct bld *b, uint32_t a, uint32_t bb, uint32_t pa, uin
 	return true;
 }
 
+/* Bridge on one rail only (p = q = l). */
+static bool find_bridge_on(struct bld *b, uint32_t a, uint32_t bb, uint32_t l, struct r2_hop *hop)
+{
+	struct ctx *x = b->x;
+	double best = INFINITY;
+	for (uint32_t C = 0; C < x->n; C++) {
+		if (C == a || C == bb || !pair_ok(x, a, C, l) || !pair_ok(x, C, bb, l))
+			continue;
+		double d = x->c->pcie_dist ? x->c->pcie_dist[(size_t)C * x->R + l] : 0;
+		double score = 1e9 * d + 1e6 * b->bridge_use[C] - hbw_rail(x, C, l) * 1e-12;
+		if (score < best) {
+			best = score;
+			*hop = (struct r2_hop){ (uint16_t)l, (uint16_t)l, C };
+		}
+	}
+	if (best == INFINITY)
+		return false;
+	b->bridge_use[hop->via]++;
+	return true;
+}
+
 static uint32_t rkey_hash(uint32_t a, uint32_t bb, uint32_t l)
 {
 	uint64_t k = ((uint64_t)a * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)bb * 0xC2B2AE3D27D4EB4Full) ^
@@ -456,7 +478,13 @@ static int edge_route(struct bld *b, uint32_t a, uint32_t bb, uint16_t l, struct
 	} else {
 		uint32_t pa = x->cls[x->hcls[a]].remap[l], pb = x->cls[x->hcls[bb]].remap[l];
 		int p = -1;
-		if (pair_ok(x, a, bb, pa))
+		bool bridged = false;
+		/* local ring repair (seed 2.1): both NICs are up but the A-B path
+		 * on this rail failed: insert a bridge C on the same rail, so that
+		 * every other edge of every ring stays as it was */
+		if (usable(x, a, l) && usable(x, bb, l) && find_bridge_on(b, a, bb, l, hop))
+			bridged = true;
+		else if (pair_ok(x, a, bb, pa))
 			p = (int)pa;
 		else if (pair_ok(x, a, bb, pb))
 			p = (int)pb;
@@ -469,7 +497,9 @@ static int edge_route(struct bld *b, uint32_t a, uint32_t bb, uint16_t l, struct
 					p = (int)r;
 				}
 		}
-		if (p >= 0) {
+		if (bridged) {
+			/* hop set by find_bridge_on */
+		} else if (p >= 0) {
 			*hop = (struct r2_hop){ (uint16_t)p, (uint16_t)p, R2_NO_HOST };
 		} else if (!find_bridge(b, a, bb, pa, pb, hop)) {
 			return -ENETUNREACH;
@@ -1140,11 +1170,22 @@ static int build_direct(struct bld *b)
 static int build_shard(struct bld *b, uint32_t K)
 {
 	struct ctx *x = b->x;
-	uint32_t rc = 0;
-	uint64_t rem = 0;
-	int e = r2_shard_solve(b->cls, x->ncls, x->n, x->R, x->op->size, x->elem, &rc, &rem);
-	if (e)
-		return e;
+	if (!x->shard_cls) {
+		x->shard_cls = malloc(x->ncls * sizeof(*x->shard_cls));
+		if (!x->shard_cls)
+			return -ENOMEM;
+		memcpy(x->shard_cls, x->cls, x->ncls * sizeof(*x->cls));
+		int e = r2_shard_solve(x->shard_cls, x->ncls, x->n, x->R, x->op->size, x->elem,
+				       &x->shard_rem_cls, &x->shard_rem);
+		if (e) {
+			free(x->shard_cls);
+			x->shard_cls = NULL;
+			return e;
+		}
+	}
+	memcpy(b->cls, x->shard_cls, x->ncls * sizeof(*b->cls));
+	uint32_t rc = x->shard_rem_cls;
+	uint64_t rem = x->shard_rem;
 	/* remainder to the first host of class rc */
 	b->rem_bytes = rem;
 	b->rem_host = R2_NO_HOST;

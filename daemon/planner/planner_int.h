@@ -86,6 +86,10 @@ struct ctx {
 	uint32_t nhcx;
 	double *hbw;             /* per host: sum of usable min(tx, rx) */
 	bool any_down;
+	/* shard plan solved once per build (independent of K) */
+	struct r2_hclass *shard_cls;
+	uint32_t shard_rem_cls;
+	uint64_t shard_rem;
 	/* loads for the analytic cost */
 	double *tx, *rx;
 	uint32_t *mt, *mr;

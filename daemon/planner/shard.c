@@ -133,7 +133,7 @@ int r2_shard_solve(struct r2_hclass *cls, uint32_t C, uint32_t n, uint32_t R, ui
 		}
 	}
 	double frac[R2_PLAN_MAX_RAILS];
-	for (int it = 0; it < 60 && n > 1; it++) {
+	for (int it = 0; it < 60 && n > 1 && C <= 128; it++) {
 		memset(load, 0, (size_t)C * R * sizeof(double));
 		for (uint32_t c = 0; c < C; c++)
 			for (uint32_t d = 0; d < C; d++) {
@@ -215,14 +215,14 @@ uint64_t r2_shard_of(const struct r2_view *v, uint32_t j)
 	return s;
 }
 
-/* Adds (sign +1) or removes (-1) the step loads of pair (a, b) with the
- * given split (or bridge hop when frac == NULL). */
-static void pair_load(struct ctx *x, const struct r2_view *v, uint32_t a, uint32_t b,
-		      const double *frac, const struct r2_hop *hop, uint32_t K, int part,
-		      double sign)
+/* Adds (sign +1) or removes (-1) the step loads of pair (a, b) owning sa
+ * and sb bytes, with the given split (or bridge hop when frac == NULL). */
+static void pair_load(struct ctx *x, uint32_t elem, uint32_t R, uint32_t a, uint32_t b,
+		      uint64_t sa, uint64_t sb, const double *frac, const struct r2_hop *hop,
+		      uint32_t K, int part, double sign)
 {
-	double cha = (double)r2_ceil_chunk(r2_shard_of(v, a), v->elem, K);
-	double chb = (double)r2_ceil_chunk(r2_shard_of(v, b), v->elem, K);
+	double cha = (double)r2_ceil_chunk(sa, elem, K);
+	double chb = (double)r2_ceil_chunk(sb, elem, K);
 	/* a -> b: RS carries b's shard chunk, AG carries a's shard chunk */
 	double ab[2] = { part != 2 ? chb : 0, part != 0 ? cha : 0 };
 	double ba[2] = { part != 2 ? cha : 0, part != 0 ? chb : 0 };
@@ -233,7 +233,7 @@ static void pair_load(struct ctx *x, const struct r2_view *v, uint32_t a, uint32
 			r2_ld_hop(x, b, a, &rev, ba[k], sign);
 			continue;
 		}
-		for (uint32_t r = 0; r < v->R; r++) {
+		for (uint32_t r = 0; r < R; r++) {
 			if (frac[r] <= 0)
 				continue;
 			struct r2_hop h = { (uint16_t)r, (uint16_t)r, R2_NO_HOST };
@@ -241,6 +241,25 @@ static void pair_load(struct ctx *x, const struct r2_view *v, uint32_t a, uint32
 			r2_ld_hop(x, b, a, &h, ba[k] * frac[r], sign);
 		}
 	}
+}
+
+/* Replaces the class-level estimate of pair (a, b) by its actual loads. */
+static void pair_fix(struct ctx *x, const struct r2_view *v, uint32_t a, uint32_t b, uint32_t K,
+		     int part)
+{
+	const struct r2_hclass *ca = &v->cls[x->hcls[a]], *cb = &v->cls[x->hcls[b]];
+	double frac[R2_PLAN_MAX_RAILS];
+	uint16_t m = ca->mask & cb->mask;
+	if (m) {
+		pair_frac(ca, cb, m, v->R, frac);
+		pair_load(x, v->elem, v->R, a, b, ca->shard, cb->shard, frac, NULL, K, part, -1);
+	}
+	uint64_t sa = r2_shard_of(v, a), sb = r2_shard_of(v, b);
+	struct r2_hop h;
+	if (r2_view_route(v, a, b, R2_LRAIL_PAIR, &h))
+		pair_load(x, v->elem, v->R, a, b, sa, sb, NULL, &h, K, part, +1);
+	else if (r2_pair_split(v, a, b, frac))
+		pair_load(x, v->elem, v->R, a, b, sa, sb, frac, NULL, K, part, +1);
 }
 
 void r2_shard_phase_load(struct ctx *x, const struct r2_view *v, const struct r2_comp *cp,
@@ -299,28 +318,28 @@ void r2_shard_phase_load(struct ctx *x, const struct r2_view *v, const struct r2
 			x->mr[i] += cm[(c * R + r) * 4 + 1];
 		}
 	}
-	/* corrections: pairs with failed links or bridges. The class sums
-	 * above used the split without failed links for every pair. */
+	/* corrections: the class sums above assumed every pair uses the class
+	 * split and class shard sizes. Fix the pairs of the remainder host,
+	 * pairs with failed links, and bridged pairs (each pair once). */
+	uint32_t rh = v->rem_bytes ? v->rem_host : R2_NO_HOST;
+	if (rh != R2_NO_HOST)
+		for (uint32_t j = 0; j < x->n; j++)
+			if (j != rh)
+				pair_fix(x, v, rh, j, K, part);
 	const struct r2_link *d = v->down;
 	for (uint32_t i = 0; i < v->ndown; i++) {
 		if (i && d[i].a == d[i - 1].a && d[i].b == d[i - 1].b)
 			continue;
-		uint32_t a = d[i].a, b = d[i].b;
-		const struct r2_hclass *ca = &cls[x->hcls[a]], *cb = &cls[x->hcls[b]];
-		uint16_t m = ca->mask & cb->mask;
-		if (!m)
-			continue; /* bridged: handled below, never in the class sums */
-		pair_frac(ca, cb, m, R, frac);
-		pair_load(x, v, a, b, frac, NULL, K, part, -1);
-		if (r2_pair_split(v, a, b, frac))
-			pair_load(x, v, a, b, frac, NULL, K, part, +1);
+		if (d[i].a == rh || d[i].b == rh)
+			continue;
+		pair_fix(x, v, d[i].a, d[i].b, K, part);
 	}
 	for (uint32_t i = 0; i < v->nroute; i++) {
 		const struct r2_route *rt = &v->route[i];
-		if (rt->lrail != R2_LRAIL_PAIR)
+		if (rt->lrail != R2_LRAIL_PAIR || rt->a == rh || rt->b == rh ||
+		    r2_pair_down_mask(v->down, v->ndown, rt->a, rt->b))
 			continue;
-		struct r2_hop h = { rt->rail, rt->rail2, rt->via };
-		pair_load(x, v, rt->a, rt->b, NULL, &h, K, part, +1);
+		pair_fix(x, v, rt->a, rt->b, K, part);
 	}
 	free(ctx_); free(cm); free(ch);
 }

@@ -154,3 +154,190 @@ void th_daemon_cleanup(struct th_daemon *d)
 			(void)0;
 	}
 }
+
+/* ---- additions for the bad-input and lifecycle tests ---- */
+
+#include <dirent.h>
+#include <endian.h>
+#include <poll.h>
+#include <stdint.h>
+
+double th_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int th_wait_log(struct th_daemon *d, const char *needle, int min, int timeout_ms)
+{
+	double end = th_now_ms() + timeout_ms;
+	int n;
+
+	for (;;) {
+		n = th_log_count(d, needle);
+		if (n >= min || th_now_ms() >= end)
+			return n;
+		msleep(10);
+	}
+}
+
+int th_daemon_nfds(struct th_daemon *d)
+{
+	char path[64];
+	DIR *dir;
+	struct dirent *e;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	return n;
+}
+
+int th_send_frame_raw(int sock, uint32_t magic, uint16_t type, uint16_t nfds, uint32_t len,
+		      uint32_t flags, const int *fds, int nattach, const void *payload,
+		      size_t plen)
+{
+	struct {
+		uint32_t magic;
+		uint16_t type;
+		uint16_t nfds;
+		uint32_t len;
+		uint32_t flags;
+	} __attribute__((packed)) h = { htole32(magic), htole16(type), htole16(nfds),
+					 htole32(len), htole32(flags) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 16)];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { &h, sizeof(h) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	const char *p = payload;
+
+	if (nattach > 16)
+		return -EINVAL;
+	if (nattach > 0) {
+		struct cmsghdr *c;
+		memset(&cm, 0, sizeof(cm));
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nattach);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nattach);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nattach);
+	}
+	if (sendmsg(sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(h))
+		return -errno ? -errno : -EIO;
+	while (plen) {
+		ssize_t n = send(sock, p, plen, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		plen -= (size_t)n;
+	}
+	return 0;
+}
+
+int th_wait_eof(int sock, int timeout_ms)
+{
+	double end = th_now_ms() + timeout_ms;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = sock, .events = POLLIN };
+		char buf[4096];
+		union {
+			char b[CMSG_SPACE(sizeof(int) * 16)];
+			struct cmsghdr align;
+		} cm;
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+				     .msg_controllen = sizeof(cm.b) };
+		double left = end - th_now_ms();
+		ssize_t n;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(&pfd, 1, (int)left + 1) <= 0)
+			continue;
+		n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return 0;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				close(fd);
+			}
+		}
+	}
+}
+
+int th_run(const char *const *argv, char *out, size_t outlen, int timeout_ms)
+{
+	int pfd[2], st;
+	size_t got = 0;
+	pid_t pid;
+	double end = th_now_ms() + timeout_ms;
+	bool eof = false;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		dup2(pfd[1], 2);
+		execv(argv[0], (char *const *)argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (!eof) {
+		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+		double left = end - th_now_ms();
+		char tmp[4096];
+		ssize_t n;
+
+		if (left <= 0)
+			break;
+		if (poll(&p, 1, (int)left + 1) <= 0)
+			continue;
+		n = read(pfd[0], tmp, sizeof(tmp));
+		if (n <= 0) {
+			eof = true;
+			break;
+		}
+		if (out && outlen > 1 && got < outlen - 1) {
+			size_t k = (size_t)n < outlen - 1 - got ? (size_t)n : outlen - 1 - got;
+			memcpy(out + got, tmp, k);
+			got += k;
+		}
+	}
+	close(pfd[0]);
+	if (out && outlen)
+		out[got] = 0;
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (th_now_ms() >= end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+		msleep(10);
+	}
+}

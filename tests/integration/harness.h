@@ -7,6 +7,8 @@
 #define R2CCL_TEST_HARNESS_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct th_daemon {
@@ -33,5 +35,28 @@ void th_daemon_cleanup(struct th_daemon *d);
 
 /* Raw control-socket connection (for malformed-input tests). */
 int th_connect_raw(const char *socket_path);
+
+/* ---- additions for the bad-input and lifecycle tests ---- */
+
+/* Waits until th_log_count(d, needle) >= min (polling); returns the count
+ * reached (>= min) or the last count seen when timeout_ms passed. */
+int th_wait_log(struct th_daemon *d, const char *needle, int min, int timeout_ms);
+/* Number of open file descriptors of the daemon (/proc/PID/fd), -1 on error. */
+int th_daemon_nfds(struct th_daemon *d);
+/* Sends one raw frame header (the fields as given, little-endian) with
+ * nattach descriptors in SCM_RIGHTS, then payload (plen bytes, may be 0).
+ * Returns 0 or negative errno. Never raises SIGPIPE. */
+int th_send_frame_raw(int sock, uint32_t magic, uint16_t type, uint16_t nfds, uint32_t len,
+		      uint32_t flags, const int *fds, int nattach, const void *payload,
+		      size_t plen);
+/* Waits until the peer closed sock (EOF or reset), discarding whatever
+ * arrives (and closing received fds). Returns 0 on EOF, -ETIMEDOUT. */
+int th_wait_eof(int sock, int timeout_ms);
+/* Runs argv (argv[0] a path) to completion with stdout+stderr captured in
+ * out (NUL-terminated, truncated to outlen-1). Returns the exit status
+ * (0-255), 128+N if killed by signal N, -1 on timeout (then SIGKILLs it). */
+int th_run(const char *const *argv, char *out, size_t outlen, int timeout_ms);
+/* Monotonic milliseconds. */
+double th_now_ms(void);
 
 #endif
