@@ -474,7 +474,10 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev)
 		for (struct r2_comm *c = d->comms; c; c = c->next) {
 			if (c->state != R2_COMM_JOINING)
 				continue;
-			if (!c->root_local && !c->joined_sent && q->peer == c->uid.host_id)
+			/* (re)send JOIN whenever a rail to the root comes up: the
+			 * root merges it, and a JOIN lost with a dropped dial is
+			 * sent again */
+			if (!c->root_local && !c->have_membership && q->peer == c->uid.host_id)
 				send_join(c);
 			try_ready(c);
 		}

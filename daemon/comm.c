@@ -152,7 +152,7 @@ void r2d_comm_put(struct r2_comm *c)
 	pthread_mutex_destroy(&c->mbox_lock);
 	free(c->hosts);
 	free(c->rank_host);
-	free(c->p2p_seq);
+	free(c->p2p);
 	free(c->m);
 	free(c);
 }
@@ -206,12 +206,6 @@ struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks
 		return NULL;
 	c->m = calloc((size_t)nranks, sizeof(*c->m));
 	if (!c->m) {
-		free(c);
-		return NULL;
-	}
-	c->p2p_seq = calloc((size_t)nranks, sizeof(*c->p2p_seq));
-	if (!c->p2p_seq) {
-		free(c->m);
 		free(c);
 		return NULL;
 	}
@@ -402,14 +396,17 @@ void r2d_comm_session_gone(struct r2d *d, struct r2_session *s)
 
 void r2d_comm_tick(struct r2d *d)
 {
-	uint64_t now = r2_now_us();
-	uint64_t boot = (uint64_t)r2_param_int(&d->params, P_BOOTSTRAP_TIMEOUT_MS) * 1000;
-	uint64_t opt = (uint64_t)r2_param_int(&d->params, P_OP_TIMEOUT_MS) * 1000;
+	int64_t boot = r2_param_int(&d->params, P_BOOTSTRAP_TIMEOUT_MS) * 1000;
+	int64_t opt = r2_param_int(&d->params, P_OP_TIMEOUT_MS) * 1000;
+	uint64_t now;
 	char why[192];
 
 	pthread_mutex_lock(&d->lock);
+	/* read the clock under the lock: an op stamped by the dispatcher while
+	 * we waited for it is never "older" than now (signed differences too) */
+	now = r2_now_us();
 	for (struct r2_comm *c = d->comms; c; c = c->next) {
-		if (c->state == R2_COMM_JOINING && now - c->created_us > boot) {
+		if (c->state == R2_COMM_JOINING && (int64_t)(now - c->created_us) > boot) {
 			int missing = -1;
 			for (int r = 0; r < c->nranks && missing < 0; r++)
 				if (!c->m[r].s)
@@ -424,7 +421,7 @@ void r2d_comm_tick(struct r2d *d)
 			continue;
 		for (int r = 0; r < c->nranks; r++) {
 			struct r2_op *op = c->m[r].head;
-			if (!op || now - op->submitted_us <= opt)
+			if (!op || (int64_t)(now - op->submitted_us) <= opt)
 				continue;
 			int absent = -1;
 			for (int q = 0; q < c->nranks && absent < 0; q++)

@@ -76,7 +76,11 @@ struct r2_comm {
 	struct r2_host *hosts; /* [nhosts] once the membership is known */
 	int *rank_host;        /* [nranks] */
 	uint64_t coll_seq;     /* collectives run so far (rail-phase opseq) */
-	uint64_t *p2p_seq;     /* [nranks]: sends to each rank / receives from it */
+	struct { uint64_t key, next; } *p2p; /* send/recv counters per (src, dst) */
+	uint32_t np2p, capp2p;
+	void *p2p_ops;         /* transfers across hosts in flight (exec_rail.c) */
+	struct r2_rmsg *p2p_stash; /* transfer chunks that came before their op */
+	struct r2_rmsg *deferred;  /* chunks of later collectives */
 	/* mailbox: rail messages for the executor */
 	pthread_mutex_t mbox_lock;
 	pthread_cond_t mbox_cond;

@@ -391,7 +391,7 @@ void r2d_engine_progress_comm(struct r2_comm *c)
 
 /* ---- execution ---- */
 
-static void exec_complete(struct r2_exec *x, int status)
+void r2d_exec_complete(struct r2_exec *x, int status)
 {
 	struct r2_comm *c = x->c;
 	struct r2d *d = c->d;
@@ -412,10 +412,12 @@ static void exec_one(struct r2_exec *x)
 {
 	int r = r2_exec_run(x, x->c->d->engine->pool);
 
+	if (r == R2_EXEC_PENDING)
+		return; /* a transfer across hosts completes later (exec_rail.c) */
 	if (r < 0)
 		log_warn("communicator %u: %s failed: %s", x->c->id, r2_opcode_name(x->opcode),
 			 r2ccl_strerror(r));
-	exec_complete(x, r);
+	r2d_exec_complete(x, r);
 }
 
 void *r2d_comm_executor(void *arg)
@@ -427,8 +429,16 @@ void *r2d_comm_executor(void *arg)
 	for (;;) {
 		struct r2_exec *x;
 
-		while (!c->stop && (!c->exec_head || c->executing))
+		while (!c->stop && (!c->exec_head || c->executing)) {
+			if (r2_p2p_pending(c)) {
+				/* transfers across hosts in flight: pump the mailbox */
+				pthread_mutex_unlock(&d->lock);
+				r2_p2p_pump(c, 20);
+				pthread_mutex_lock(&d->lock);
+				continue;
+			}
 			pthread_cond_wait(&c->cond, &d->lock);
+		}
 		if (c->stop)
 			break;
 		x = c->exec_head;
@@ -441,12 +451,15 @@ void *r2d_comm_executor(void *arg)
 		pthread_mutex_lock(&d->lock);
 		c->executing = false;
 	}
-	/* stopping: operations matched but not run fail */
+	/* stopping: transfers in flight and operations not run fail */
+	pthread_mutex_unlock(&d->lock);
+	r2_p2p_fail_all(c, R2CCL_E_COMM_BROKEN);
+	pthread_mutex_lock(&d->lock);
 	while (c->exec_head) {
 		struct r2_exec *x = c->exec_head;
 		c->exec_head = x->next;
 		pthread_mutex_unlock(&d->lock);
-		exec_complete(x, R2CCL_E_COMM_BROKEN);
+		r2d_exec_complete(x, R2CCL_E_COMM_BROKEN);
 		pthread_mutex_lock(&d->lock);
 	}
 	c->exec_tail = NULL;

@@ -24,7 +24,19 @@ int r2_pool_threads(const struct r2_pool *p);
 void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t part),
 		 void *ctx);
 
-/* Runs x: 0 or a negative error. */
+/* r2_exec_run's answer for an operation that completes later */
+#define R2_EXEC_PENDING 1
+
+/* Completes every rank's op of x with status and frees x (engine.c). */
+void r2d_exec_complete(struct r2_exec *x, int status);
+
+/* Transfers across hosts in flight (exec_rail.c, executor thread). */
+bool r2_p2p_pending(struct r2_comm *c);
+/* Handles mailbox messages for up to timeout_ms; completes transfers. */
+void r2_p2p_pump(struct r2_comm *c, int timeout_ms);
+void r2_p2p_fail_all(struct r2_comm *c, int status);
+
+/* Runs x: 0, R2_EXEC_PENDING, or a negative error. */
 int r2_exec_run(struct r2_exec *x, struct r2_pool *pool);
 /* One host: every rank of x is local (exec_local.c). */
 int r2_exec_local(struct r2_exec *x, struct r2_pool *pool);

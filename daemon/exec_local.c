@@ -170,7 +170,8 @@ static void part_sendrecv(void *ctx, size_t part)
 
 int r2_exec_run(struct r2_exec *x, struct r2_pool *pool)
 {
-	if (x->c->nhosts > 1)
+	/* a transfer between two ranks of this host stays here */
+	if (x->c->nhosts > 1 && !(x->opcode == R2_OP_SEND && x->nops == 2))
 		return r2_exec_hier(x, pool);
 	return r2_exec_local(x, pool);
 }

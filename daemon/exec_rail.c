@@ -24,27 +24,7 @@
 #include "config.h"
 #include "exec.h"
 #include "log.h"
-/* The planner's names clash with the ring's opcodes: take its enum under
- * R2_PLAN_* (temporary until the planner's own names are prefixed). */
-#define r2_op r2_plan_op
-#define r2_params r2_plan_params
-#define R2_OP_ALLREDUCE R2_PLAN_ALLREDUCE
-#define R2_OP_ALLGATHER R2_PLAN_ALLGATHER
-#define R2_OP_REDUCESCATTER R2_PLAN_REDUCESCATTER
-#define R2_OP_BROADCAST R2_PLAN_BROADCAST
-#define R2_OP_REDUCE R2_PLAN_REDUCE
-#define R2_OP_SENDRECV R2_PLAN_SENDRECV
-#define R2_OP_COUNT R2_PLAN_COUNT
 #include "planner.h"
-#undef r2_op
-#undef r2_params
-#undef R2_OP_ALLREDUCE
-#undef R2_OP_ALLGATHER
-#undef R2_OP_REDUCESCATTER
-#undef R2_OP_BROADCAST
-#undef R2_OP_REDUCE
-#undef R2_OP_SENDRECV
-#undef R2_OP_COUNT
 #include "rails.h"
 #include "reduce.h"
 #include "util.h"
@@ -64,6 +44,7 @@ struct sendrec {
 	uint64_t peer;
 	bool posted, sent, acked;
 	bool orphan; /* its operation ended first: freed at its send completion */
+	void *owner; /* a transfer (struct p2pop), NULL for a collective's chunk */
 	int retries;
 };
 
@@ -219,6 +200,375 @@ void r2d_orphans_free(struct r2d *d)
 	d->norphans = 0;
 }
 
+/* ---- send/recv sequence numbers: one counter per (source, destination) ---- */
+
+#define P2P_CTR_MASK 0x1fffffull
+
+static uint64_t p2p_key(uint32_t src, uint32_t dst)
+{
+	return ((uint64_t)src << 32) | dst;
+}
+
+/* The pair's counter slot (executor thread only). */
+static uint64_t *p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst)
+{
+	uint64_t key = p2p_key(src, dst);
+
+	for (uint32_t i = 0; i < c->np2p; i++)
+		if (c->p2p[i].key == key)
+			return &c->p2p[i].next;
+	if (c->np2p == c->capp2p) {
+		uint32_t cap = c->capp2p ? c->capp2p * 2 : 16;
+		void *n = realloc(c->p2p, cap * sizeof(*c->p2p));
+		if (!n)
+			return NULL;
+		c->p2p = n;
+		c->capp2p = cap;
+	}
+	c->p2p[c->np2p].key = key;
+	c->p2p[c->np2p].next = 0;
+	return &c->p2p[c->np2p++].next;
+}
+
+static uint64_t p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr)
+{
+	return P2P_BIT | ((uint64_t)src << 42) | ((uint64_t)dst << 21) | (ctr & P2P_CTR_MASK);
+}
+
+/* A transfer chunk of a pair whose counter has moved past it: a duplicate. */
+static bool p2p_old(struct r2_comm *c, uint64_t seq)
+{
+	uint32_t src = (uint32_t)((seq >> 42) & 0x1fffff), dst = (uint32_t)((seq >> 21) & 0x1fffff);
+	uint64_t *slot = p2p_slot(c, src, dst);
+
+	return slot && (seq & P2P_CTR_MASK) < (*slot & P2P_CTR_MASK);
+}
+
+/* ---- transfers across hosts: asynchronous, so that independent transfers
+ * never wait on each other (a ring of sends and receives over several hosts
+ * would deadlock if each host ran its transfers one after the other) ---- */
+
+struct p2pop {
+	struct p2pop *next;
+	struct r2_exec *x;
+	uint64_t seq;
+	bool is_send;
+	char *buf;
+	uint64_t len, got;
+	uint32_t peer_host;
+	struct sendrec *sends;
+	int nsends;
+	uint64_t *seen;
+	size_t nseen, capseen;
+	uint64_t deadline;
+};
+
+static bool p2p_is(const struct r2_rmsg *m)
+{
+	if (m->cqe.type == R2_TPC_SEND) {
+		const struct sendrec *s = (const struct sendrec *)(uintptr_t)m->cqe.ctx;
+		return s && s->owner;
+	}
+	return m->cqe.type == R2_TPC_RECV && (m->cqe.hdr.opseq & P2P_BIT);
+}
+
+bool r2_p2p_pending(struct r2_comm *c)
+{
+	return c->p2p_ops != NULL;
+}
+
+static void p2p_free(struct r2d *d, struct p2pop *p)
+{
+	while (p->sends) {
+		struct sendrec *s = p->sends;
+		p->sends = s->next;
+		if (s->posted && !s->sent) {
+			s->orphan = true;
+			s->owner = NULL;
+			continue;
+		}
+		free(s->buf);
+		free(s);
+	}
+	free(p->seen);
+	free(p);
+}
+
+static void p2p_finish(struct r2_comm *c, struct p2pop *p, int status)
+{
+	struct p2pop **pp = (struct p2pop **)&c->p2p_ops;
+
+	for (; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	if (status < 0)
+		log_warn("communicator %u: transfer %s host %u failed: %s", c->id,
+			 p->is_send ? "to" : "from", p->peer_host, r2ccl_strerror(status));
+	r2d_exec_complete(p->x, status);
+	p2p_free(c->d, p);
+}
+
+static void p2p_check(struct r2_comm *c, struct p2pop *p)
+{
+	if (p->is_send ? p->nsends == 0 : p->got >= p->len)
+		p2p_finish(c, p, 0);
+}
+
+static struct p2pop *p2p_find(struct r2_comm *c, uint64_t seq, bool is_send)
+{
+	for (struct p2pop *p = c->p2p_ops; p; p = p->next)
+		if (p->seq == seq && p->is_send == is_send)
+			return p;
+	return NULL;
+}
+
+/* Applies a data chunk to its receive; false if it is not this one's. */
+static void p2p_apply(struct p2pop *p, const struct r2_chunk_hdr *h, const void *buf)
+{
+	for (size_t i = 0; i < p->nseen; i++)
+		if (p->seen[i] == h->off)
+			return; /* delivered twice: applied once */
+	if (h->off > p->len || h->len > p->len - h->off)
+		return;
+	if (p->nseen == p->capseen) {
+		size_t cap = p->capseen ? p->capseen * 2 : 64;
+		void *n = realloc(p->seen, cap * sizeof(*p->seen));
+		if (!n)
+			return;
+		p->seen = n;
+		p->capseen = cap;
+	}
+	p->seen[p->nseen++] = h->off;
+	memcpy(p->buf + h->off, buf, h->len);
+	p->got += h->len;
+}
+
+static int p2p_post(struct r2_comm *c, struct sendrec *s);
+static struct r2_rmsg *mbox_take(struct r2_comm *c, int timeout_ms);
+
+/* Handles a transfer's message; true if it was one (and m is consumed). */
+static bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+
+	if (m->cqe.type == R2_TPC_ERROR) {
+		struct r2_peer *pe;
+		bool any;
+		pthread_mutex_lock(&c->d->lock);
+		pe = r2d_rails_peer(c->d, m->cqe.peer, false);
+		any = pe && (pe->conn_mask & ~(1u << m->rail));
+		pthread_mutex_unlock(&c->d->lock);
+		if (!any) {
+			for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
+				next = p->next;
+				if (c->hosts[p->peer_host].id == m->cqe.peer)
+					p2p_finish(c, p, R2CCL_E_PEER_GONE);
+			}
+		}
+		return false; /* a collective in flight must hear of it too */
+	}
+	if (!p2p_is(m))
+		return false;
+	if (m->cqe.type == R2_TPC_SEND) {
+		struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
+		struct p2pop *p = s->owner;
+		if (m->cqe.status < 0 && !s->acked) {
+			s->posted = false;
+			if (++s->retries > (int)r2_param_int(&c->d->params, P_MAX_RETRIES) ||
+			    (p2p_post(c, s) < 0 && !s->posted))
+				p2p_finish(c, p, R2CCL_E_NO_PATH);
+		} else {
+			s->sent = true;
+			if (s->acked) {
+				for (struct sendrec **pp = &p->sends; *pp; pp = &(*pp)->next) {
+					if (*pp == s) {
+						*pp = s->next;
+						break;
+					}
+				}
+				free(s->buf);
+				free(s);
+				p->nsends--;
+				p2p_check(c, p);
+			}
+		}
+		free(m);
+		return true;
+	}
+	if (h->kind == R2_MSG_ACK) {
+		struct p2pop *p = p2p_find(c, h->opseq, true);
+		for (struct sendrec **pp = p ? &p->sends : NULL; pp && *pp; pp = &(*pp)->next) {
+			struct sendrec *s = *pp;
+			if (s->hdr.off != h->off || s->acked)
+				continue;
+			s->acked = true;
+			if (s->sent) {
+				*pp = s->next;
+				free(s->buf);
+				free(s);
+				p->nsends--;
+				p2p_check(c, p);
+			}
+			break;
+		}
+		rmsg_free(c->d, m);
+		return true;
+	}
+	/* data */
+	{
+		struct p2pop *p = p2p_find(c, h->opseq, false);
+		if (p) {
+			p2p_apply(p, h, m->cqe.buf);
+			rmsg_free(c->d, m);
+			p2p_check(c, p);
+		} else if (!p2p_old(c, h->opseq)) {
+			m->next = c->p2p_stash; /* its receive is not posted yet */
+			c->p2p_stash = m;
+		} else {
+			rmsg_free(c->d, m);
+		}
+	}
+	return true;
+}
+
+static int p2p_post(struct r2_comm *c, struct sendrec *s)
+{
+	struct r2_rails *rs = c->d->rails;
+	int r = r2d_rails_send(c->d, s->rail, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
+
+	for (int i = 0; r == -ENOTCONN && rs && i < rs->n; i++) {
+		if (i == s->rail)
+			continue;
+		r = r2d_rails_send(c->d, i, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
+		if (r == 0)
+			s->rail = i;
+	}
+	if (r == 0)
+		s->posted = true;
+	return r;
+}
+
+static int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_host,
+		     bool is_send, char *buf, uint64_t len)
+{
+	struct r2_rails *rs = c->d->rails;
+	uint64_t cs = (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE);
+	struct p2pop *p;
+	int i = 0;
+
+	if (len == 0)
+		return 0;
+	if (!rs || rs->n == 0)
+		return R2CCL_E_NO_PATH;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->x = x;
+	p->seq = seq;
+	p->is_send = is_send;
+	p->buf = buf;
+	p->len = len;
+	p->peer_host = peer_host;
+	p->deadline = r2_now_us() + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	p->next = c->p2p_ops;
+	c->p2p_ops = p;
+	if (is_send) {
+		for (uint64_t off = 0; off < len; off += cs, i++) {
+			struct sendrec *s = calloc(1, sizeof(*s));
+			uint64_t n = R2_MIN(cs, len - off);
+			if (!s || !(s->buf = malloc(n))) {
+				free(s);
+				p2p_finish(c, p, -ENOMEM);
+				return R2_EXEC_PENDING;
+			}
+			memcpy(s->buf, buf + off, n);
+			s->hdr.magic = R2_CHUNK_MAGIC;
+			s->hdr.kind = R2_MSG_DATA;
+			s->hdr.comm = c->key;
+			s->hdr.opseq = seq;
+			s->hdr.src = (uint32_t)c->my_host;
+			s->hdr.dst = peer_host;
+			s->hdr.off = off;
+			s->hdr.len = (uint32_t)n;
+			s->rail = i % rs->n; /* spread over every rail */
+			s->peer = c->hosts[peer_host].id;
+			s->owner = p;
+			s->next = p->sends;
+			p->sends = s;
+			p->nsends++;
+			if (p2p_post(c, s) < 0 && !s->posted) {
+				p2p_finish(c, p, R2CCL_E_NO_PATH);
+				return R2_EXEC_PENDING;
+			}
+		}
+		return R2_EXEC_PENDING;
+	}
+	/* a receive: what already came */
+	for (struct r2_rmsg **pp = &c->p2p_stash; *pp;) {
+		struct r2_rmsg *m = *pp;
+		if (m->cqe.hdr.opseq == seq) {
+			*pp = m->next;
+			p2p_apply(p, &m->cqe.hdr, m->cqe.buf);
+			rmsg_free(c->d, m);
+			continue;
+		}
+		pp = &m->next;
+	}
+	p2p_check(c, p);
+	return R2_EXEC_PENDING;
+}
+
+void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
+{
+	struct r2_rmsg *m = mbox_take(c, timeout_ms);
+	uint64_t now;
+
+	for (int i = 0; m && i < 1024; i++) {
+		if (!p2p_handle(c, m)) {
+			if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
+			    m->cqe.hdr.opseq > c->coll_seq) {
+				m->next = c->deferred; /* for a later collective */
+				c->deferred = m;
+			} else {
+				if (m->cqe.type == R2_TPC_SEND) {
+					struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
+					if (s && s->orphan) {
+						free(s->buf);
+						free(s);
+					}
+				}
+				rmsg_free(c->d, m);
+			}
+		}
+		m = mbox_take(c, 0);
+	}
+	now = r2_now_us();
+	for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
+		next = p->next;
+		if (now > p->deadline)
+			p2p_finish(c, p, -ETIMEDOUT);
+	}
+}
+
+void r2_p2p_fail_all(struct r2_comm *c, int status)
+{
+	while (c->p2p_ops)
+		p2p_finish(c, c->p2p_ops, status);
+	while (c->p2p_stash) {
+		struct r2_rmsg *m = c->p2p_stash;
+		c->p2p_stash = m->next;
+		rmsg_free(c->d, m);
+	}
+	while (c->deferred) {
+		struct r2_rmsg *m = c->deferred;
+		c->deferred = m->next;
+		rmsg_free(c->d, m);
+	}
+}
+
 /* ---- the rail phase (executor thread) ---- */
 
 struct railop {
@@ -274,7 +624,7 @@ static int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint3
 	od.root = root;
 	od.peer = peer;
 	od.policy = R2_POL_OURS;
-	r2_params_default(&prm);
+	r2_plan_params_default(&prm);
 	prm.recursion_thresh = r2_param_double(&o->d->params, P_RECURSION_THRESH);
 	prm.routing_algo = (int)r2_param_int(&o->d->params, P_ROUTING_ALGO);
 	r = r2_plan_build(&cl, &od, &prm, &o->plan);
@@ -479,6 +829,8 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
 	uint64_t n = 0;
 
+	if (p2p_handle(o->c, m))
+		return 0; /* a transfer's message, handled */
 	switch (m->cqe.type) {
 	case R2_TPC_SEND:
 		sent(o, (struct sendrec *)(uintptr_t)m->cqe.ctx, m->cqe.status);
@@ -507,9 +859,9 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 			n = apply(o, h, m->cqe.buf, nx);
 			break;
 		}
+		/* later: a later step of this op or a later collective */
 		if ((h->opseq == o->opseq && h->step > step) ||
-		    (!(h->opseq & P2P_BIT) && !(o->opseq & P2P_BIT) && h->opseq > o->opseq) ||
-		    ((h->opseq & P2P_BIT) && h->opseq != o->opseq)) {
+		    (!(h->opseq & P2P_BIT) && h->opseq > o->c->coll_seq)) {
 			m->next = o->stash; /* for a later step or operation */
 			o->stash = m;
 			return 0;
@@ -611,10 +963,15 @@ static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t d
 	if (size == 0)
 		return 0;
 	o.chunk = (uint32_t)R2_MAX(o.elem, cs / o.elem * o.elem);
+	o.stash = c->deferred; /* chunks that came while no collective ran */
+	c->deferred = NULL;
 	o.deadline = r2_now_us() + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
 	r = build_plan(&o, op, root, peer);
-	if (r < 0)
+	if (r < 0) {
+		log_warn("communicator %u: no plan for %u bytes (op %d, root %u, peer %u, %d hosts)",
+			 c->id, (unsigned)size, (int)op, root, peer, c->nhosts);
 		goto out;
+	}
 	for (uint32_t k = 0; k < o.plan->nsteps; k++) {
 		int nx = r2_plan_expand(o.plan, (uint32_t)c->my_host, k, o.xf, o.maxx);
 		uint64_t expect = 0;
@@ -662,17 +1019,13 @@ out:
 		free(s->buf);
 		free(s);
 	}
-	/* chunks for later operations go back to the mailbox head */
+	/* chunks for later collectives wait for them */
 	while (o.stash) {
 		struct r2_rmsg *m = o.stash;
 		o.stash = m->next;
-		if ((m->cqe.hdr.opseq & P2P_BIT) || m->cqe.hdr.opseq > opseq) {
-			pthread_mutex_lock(&c->mbox_lock);
-			m->next = c->mbox_head;
-			c->mbox_head = m;
-			if (!c->mbox_tail)
-				c->mbox_tail = m;
-			pthread_mutex_unlock(&c->mbox_lock);
+		if (m->cqe.hdr.opseq > c->coll_seq) {
+			m->next = c->deferred;
+			c->deferred = m;
 		} else {
 			rmsg_free(c->d, m);
 		}
@@ -701,14 +1054,16 @@ int r2_exec_hier(struct r2_exec *x, struct r2_pool *pool)
 	if (K > 256)
 		return -E2BIG;
 	if (x->opcode == R2_OP_SEND || x->opcode == R2_OP_RECV) {
-		int self = x->ops[0]->rank, other = q->root;
+		int self = x->ops[0]->rank, other = (int)q->root;
 		int src = x->opcode == R2_OP_SEND ? self : other;
 		int dst = x->opcode == R2_OP_SEND ? other : self;
-		seq = P2P_BIT | ((uint64_t)src << 42) | ((uint64_t)dst << 21) |
-		      (c->p2p_seq[other]++ & 0x1fffff);
+		uint64_t *slot = p2p_slot(c, (uint32_t)src, (uint32_t)dst);
+		if (!slot)
+			return -ENOMEM;
+		seq = p2p_seq((uint32_t)src, (uint32_t)dst, (*slot)++);
 		W = x->opcode == R2_OP_SEND ? x->ops[0]->sendbuf : x->ops[0]->recvbuf;
-		return rail_phase(c, W, blk, dt, op, R2_PLAN_SENDRECV,
-				  (uint32_t)c->rank_host[src], (uint32_t)c->rank_host[dst], seq);
+		return p2p_start(c, x, seq, (uint32_t)c->rank_host[other], x->opcode == R2_OP_SEND,
+				 W, blk);
 	}
 	seq = ++c->coll_seq;
 	for (int i = 0; i < K; i++)

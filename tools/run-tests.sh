@@ -20,7 +20,7 @@ echo "=== ASan + UBSan ==="
 [ -f build-asan/build.ninja ] || meson setup build-asan -Dtests=enabled \
 	-Db_sanitize=address,undefined -Db_lundef=false --buildtype=debugoptimized >/dev/null
 ninja -C build-asan -j "$JOBS"
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1:fast_unwind_on_malloc=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 meson test -C build-asan --print-errorlogs --num-processes 1 --suite unit --suite integration

@@ -107,7 +107,7 @@ uint32_t r2_comp_member(const struct r2_view *v, const struct r2_comp *c, uint32
 void r2_ring_piece(const struct r2_view *v, const struct r2_comp *c, uint32_t t, uint64_t *off,
 		   uint64_t *len)
 {
-	if (v->op == R2_OP_ALLREDUCE) {
+	if (v->op == R2_PLAN_ALLREDUCE) {
 		r2_sub_range(c->off, c->len, v->elem, t, c->nmem, off, len);
 	} else {
 		uint64_t seg = v->size / v->n;
@@ -176,7 +176,7 @@ static void expand_ring(struct out *o, const struct r2_view *v, const struct r2_
 {
 	uint32_t m = c->nmem;
 	int64_t rs = m - 1;
-	int64_t ring = v->op == R2_OP_ALLREDUCE ? 2 * rs : rs;
+	int64_t ring = v->op == R2_PLAN_ALLREDUCE ? 2 * rs : rs;
 	uint32_t p = r2_comp_pos(v, c, h);
 	uint64_t off, len;
 	if (p == UINT32_MAX) {
@@ -216,14 +216,14 @@ static void expand_ring(struct out *o, const struct r2_view *v, const struct r2_
 	if (j < 0 || j >= ring || m < 2)
 		return;
 	uint32_t next = r2_comp_member(v, c, (p + 1) % m), prev = r2_comp_member(v, c, (p + m - 1) % m);
-	bool rsphase = v->op == R2_OP_REDUCESCATTER || (v->op == R2_OP_ALLREDUCE && j < rs);
+	bool rsphase = v->op == R2_PLAN_REDUCESCATTER || (v->op == R2_PLAN_ALLREDUCE && j < rs);
 	if (rsphase) {
 		r2_ring_piece(v, c, md((int64_t)p - j - 1, m), &off, &len);
 		emit_send(o, v, h, next, c->lrail, R2_XFER_REDUCE, off, len);
 		r2_ring_piece(v, c, md((int64_t)p - j - 2, m), &off, &len);
 		emit_recv(o, v, h, prev, c->lrail, R2_XFER_REDUCE, off, len);
 	} else {
-		int64_t jj = v->op == R2_OP_ALLREDUCE ? j - rs : j;
+		int64_t jj = v->op == R2_PLAN_ALLREDUCE ? j - rs : j;
 		r2_ring_piece(v, c, md((int64_t)p - jj, m), &off, &len);
 		emit_send(o, v, h, next, c->lrail, R2_XFER_COPY, off, len);
 		r2_ring_piece(v, c, md((int64_t)p - jj - 1, m), &off, &len);
@@ -245,7 +245,7 @@ static void expand_chain(struct out *o, const struct r2_view *v, const struct r2
 	uint64_t off, len;
 	if (p == UINT32_MAX || m < 2)
 		return;
-	if (v->op == R2_OP_BROADCAST) {
+	if (v->op == R2_PLAN_BROADCAST) {
 		int64_t cs = j - p, cr = j - p + 1;
 		if (p + 1 < m && cs >= 0 && cs < K) {
 			chunk(v, c, cs, &off, &len);
@@ -278,7 +278,7 @@ static void expand_tree(struct out *o, const struct r2_view *v, const struct r2_
 		return;
 	int64_t d = r2_tree_depth(i), D = r2_tree_depth(m - 1);
 	uint32_t kids[2] = { 2 * i + 1, 2 * i + 2 };
-	if (v->op == R2_OP_BROADCAST) {
+	if (v->op == R2_PLAN_BROADCAST) {
 		int64_t cr = j - d + 1, cs = j - d;
 		if (i >= 1 && cr >= 0 && cr < K) {
 			chunk(v, c, cr, &off, &len);

@@ -11,7 +11,7 @@
 #include "planner_int.h"
 
 /*
- * Lower bound, bandwidth terms only, host level (a relaxation of the rail
+ * Lower bound: the larger of a bandwidth term and a latency term. Bandwidth, host level (a relaxation of the rail
  * structure: a host may use all its usable NICs for anything). TX_i / RX_i:
  * sum of host i's usable NIC bandwidths. allreduce: every host sends and
  * receives at least S (each byte of its result depends on the others, each
@@ -47,19 +47,19 @@ double r2_bound(const struct r2_cluster *c, const struct r2_opdesc *op)
 	}
 	double b = 0;
 	switch (op->op) {
-	case R2_OP_ALLREDUCE:
+	case R2_PLAN_ALLREDUCE:
 		b = fmax(fmax(S / mintx, S / minrx),
 			 fmax(2.0 * (n - 1) * S / sumtx, 2.0 * (n - 1) * S / sumrx));
 		break;
-	case R2_OP_REDUCESCATTER:
+	case R2_PLAN_REDUCESCATTER:
 		b = fmax(fmax((n - 1) * seg / mintx, seg / minrx),
 			 fmax((n - 1) * S / sumtx, (n - 1) * S / sumrx));
 		break;
-	case R2_OP_ALLGATHER:
+	case R2_PLAN_ALLGATHER:
 		b = fmax(fmax(seg / mintx, (n - 1) * seg / minrx),
 			 fmax((n - 1) * S / sumtx, (n - 1) * S / sumrx));
 		break;
-	case R2_OP_BROADCAST: {
+	case R2_PLAN_BROADCAST: {
 		double mr = INFINITY;
 		for (uint32_t h = 0; h < n; h++)
 			if (h != op->root)
@@ -67,7 +67,7 @@ double r2_bound(const struct r2_cluster *c, const struct r2_opdesc *op)
 		b = fmax(fmax(S / tx[op->root], S / mr), (n - 1) * S / sumtx);
 		break;
 	}
-	case R2_OP_REDUCE: {
+	case R2_PLAN_REDUCE: {
 		double mt = INFINITY;
 		for (uint32_t h = 0; h < n; h++)
 			if (h != op->root)
@@ -75,7 +75,7 @@ double r2_bound(const struct r2_cluster *c, const struct r2_opdesc *op)
 		b = fmax(fmax(S / rx[op->root], S / mt), (n - 1) * S / sumrx);
 		break;
 	}
-	case R2_OP_SENDRECV:
+	case R2_PLAN_SENDRECV:
 		b = S / fmin(tx[op->root], rx[op->peer]);
 		break;
 	default:
@@ -83,19 +83,22 @@ double r2_bound(const struct r2_cluster *c, const struct r2_opdesc *op)
 	}
 	free(tx);
 	free(rx);
-	return b;
+	/* latency: information from every host must reach every host (or the
+	 * root): at least ceil(log2 n) rounds of messages, each >= alpha */
+	double rounds = op->op == R2_PLAN_SENDRECV ? 1 : ceil(log2((double)n));
+	return fmax(b, rounds * c->cost.alpha);
 }
 
-double r2_busbw(enum r2_op op, uint32_t n, uint64_t size, double t)
+double r2_busbw(enum r2_plan_op op, uint32_t n, uint64_t size, double t)
 {
 	if (t <= 0)
 		return 0;
 	double alg = (double)size / t;
 	switch (op) {
-	case R2_OP_ALLREDUCE:
+	case R2_PLAN_ALLREDUCE:
 		return alg * 2.0 * (n - 1) / n;
-	case R2_OP_ALLGATHER:
-	case R2_OP_REDUCESCATTER:
+	case R2_PLAN_ALLGATHER:
+	case R2_PLAN_REDUCESCATTER:
 		return alg * (double)(n - 1) / n;
 	default:
 		return alg;
@@ -195,9 +198,9 @@ static const char *const op_names[] = { "allreduce", "allgather", "reducescatter
 static const char *const pol_names[] = { "ours", "plain", "hotrepair", "balance", "r2ccl" };
 static const char *const algo_names[] = { "ring", "recursive", "shard", "chain", "tree", "direct" };
 
-const char *r2_op_name(enum r2_op op)
+const char *r2_op_name(enum r2_plan_op op)
 {
-	return op < R2_OP_COUNT ? op_names[op] : "?";
+	return op < R2_PLAN_COUNT ? op_names[op] : "?";
 }
 
 const char *r2_policy_name(enum r2_policy p)
@@ -210,11 +213,11 @@ const char *r2_algo_name(enum r2_algo a)
 	return a < R2_ALGO_COUNT ? algo_names[a] : "?";
 }
 
-int r2_op_parse(const char *s, enum r2_op *op)
+int r2_op_parse(const char *s, enum r2_plan_op *op)
 {
-	for (int i = 0; i < R2_OP_COUNT; i++)
+	for (int i = 0; i < R2_PLAN_COUNT; i++)
 		if (!strcmp(s, op_names[i])) {
-			*op = (enum r2_op)i;
+			*op = (enum r2_plan_op)i;
 			return 0;
 		}
 	return -EINVAL;
@@ -238,7 +241,7 @@ enum r2_policy r2_mode_policy(enum r2_mode m)
 /* ---- precomputed plans --------------------------------------------------- */
 
 int r2_plan_table_build(const struct r2_cluster *c, const struct r2_opdesc *op,
-			const struct r2_params *prm, struct r2_plan_table *t)
+			const struct r2_plan_params *prm, struct r2_plan_table *t)
 {
 	memset(t, 0, sizeof(*t));
 	size_t N = (size_t)c->nhosts * c->nrails;

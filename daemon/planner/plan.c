@@ -14,7 +14,7 @@
 
 #define MAX_LEVELS 16
 
-void r2_params_default(struct r2_params *p)
+void r2_plan_params_default(struct r2_plan_params *p)
 {
 	p->recursion_thresh = R2_RECURSION_THRESH_DEFAULT;
 	p->routing_algo = R2_ROUTE_STEINER;
@@ -72,7 +72,7 @@ static void ctx_free(struct ctx *x)
 }
 
 static int ctx_init(struct ctx *x, const struct r2_cluster *c, const struct r2_opdesc *op,
-		    const struct r2_params *prm)
+		    const struct r2_plan_params *prm)
 {
 	memset(x, 0, sizeof(*x));
 	x->c = c;
@@ -80,7 +80,7 @@ static int ctx_init(struct ctx *x, const struct r2_cluster *c, const struct r2_o
 	if (prm)
 		x->prm = *prm;
 	else
-		r2_params_default(&x->prm);
+		r2_plan_params_default(&x->prm);
 	if (x->prm.max_chunks < 1)
 		x->prm.max_chunks = 1;
 	if (x->prm.max_chunks > 4096)
@@ -646,8 +646,14 @@ uint64_t r2_ceil_chunk(uint64_t len, uint32_t elem, uint32_t K)
 static void hop_of(struct bld *b, const struct r2_view *v, uint32_t a, uint32_t bb, uint16_t l,
 		   struct r2_hop *h)
 {
-	(void)b;
-	r2_view_route(v, a, bb, l, h);
+	(void)v;
+	int k = rhash_find(b, a, bb, l);
+	if (k >= 0) {
+		const struct r2_route *r = &b->route[k];
+		*h = (struct r2_hop){ r->rail, r->rail2, r->via };
+	} else {
+		*h = (struct r2_hop){ l, l, R2_NO_HOST };
+	}
 }
 
 
@@ -660,7 +666,7 @@ static void phase_load(struct bld *b, const struct r2_view *v, const struct phas
 	switch (ph->type) {
 	case PH_RING: {
 		double piece;
-		if (v->op == R2_OP_ALLREDUCE)
+		if (v->op == R2_PLAN_ALLREDUCE)
 			piece = (double)r2_ceil_chunk(cp->len, v->elem, m);
 		else
 			piece = (double)cp->len;
@@ -766,7 +772,7 @@ static int bld_cost(struct bld *b)
 		switch (cp->algo) {
 		case R2_ALGO_RING: {
 			uint32_t rs = m - 1;
-			uint32_t ring = v.op == R2_OP_ALLREDUCE ? 2 * rs : rs;
+			uint32_t ring = v.op == R2_PLAN_ALLREDUCE ? 2 * rs : rs;
 			err = add_phase(&ph, &nph, &cap, s, s + ring, i, PH_RING);
 			if (cp->nleaf) {
 				err = err ? err : add_phase(&ph, &nph, &cap, s - 1, s, i, PH_INJECT);
@@ -780,12 +786,12 @@ static int bld_cost(struct bld *b)
 		case R2_ALGO_CHAIN:
 			cp->nsteps = m > 1 ? K + m - 2 : 0;
 			err = add_phase(&ph, &nph, &cap, s, s + cp->nsteps, i,
-					v.op == R2_OP_REDUCE ? PH_CHAIN_R : PH_CHAIN_B);
+					v.op == R2_PLAN_REDUCE ? PH_CHAIN_R : PH_CHAIN_B);
 			break;
 		case R2_ALGO_TREE:
 			cp->nsteps = m > 1 ? K + r2_tree_depth(m - 1) - 1 : 0;
 			err = add_phase(&ph, &nph, &cap, s, s + cp->nsteps, i,
-					v.op == R2_OP_REDUCE ? PH_TREE_R : PH_TREE_B);
+					v.op == R2_PLAN_REDUCE ? PH_TREE_R : PH_TREE_B);
 			break;
 		case R2_ALGO_DIRECT:
 			cp->nsteps = 1;
@@ -967,7 +973,7 @@ static int build_rings(struct bld *b, enum share_rule rule)
 {
 	struct ctx *x = b->x;
 	const struct r2_opdesc *op = x->op;
-	uint64_t len = op->op == R2_OP_ALLREDUCE ? op->size : op->size / x->n;
+	uint64_t len = op->op == R2_PLAN_ALLREDUCE ? op->size : op->size / x->n;
 	return add_rings(b, NULL, x->n, NULL, 0, 0, len, rule, 0);
 }
 
@@ -1203,35 +1209,47 @@ static int build_shard(struct bld *b, uint32_t K)
 	c->off = 0;
 	c->len = x->op->size;
 	c->nchunks = (uint16_t)K;
-	/* bridges for pairs without a common rail */
+	/* bridges for pairs without a common rail: only pairs with a host
+	 * lacking some rail, or with a failed link, can need one */
 	struct r2_view v;
 	bld_view(b, &v);
 	double frac[R2_PLAN_MAX_RAILS];
-	for (uint32_t i = 0; i < x->n; i++) {
-		/* quick reject: only pairs involving a host lacking some rail or a
-		 * failed link can lack a common rail */
-		bool full = x->cls[x->hcls[i]].mask == (1u << x->R) - 1;
-		for (uint32_t j = i + 1; j < x->n; j++) {
-			if (full && x->cls[x->hcls[j]].mask == (1u << x->R) - 1 && !x->c->ndown)
+	uint16_t full = (uint16_t)((1u << x->R) - 1);
+	for (uint32_t q = 0; q < x->n + x->c->ndown; q++) {
+		uint32_t i, jlo, jhi;
+		if (q < x->n) {
+			i = q;
+			if (x->cls[x->hcls[i]].mask == full)
 				continue;
-			if (r2_pair_split(&v, i, j, frac))
+			jlo = 0;
+			jhi = x->n;
+		} else {
+			const struct r2_link *d = &x->c->down[q - x->n];
+			i = d->a;
+			jlo = d->b;
+			jhi = d->b + 1;
+		}
+		for (uint32_t j = jlo; j < jhi; j++) {
+			if (j == i)
+				continue;
+			uint32_t a = i < j ? i : j, bb = i < j ? j : i;
+			if (r2_pair_split(&v, a, bb, frac) || rhash_find(b, a, bb, R2_LRAIL_PAIR) >= 0)
 				continue;
 			struct r2_hop h;
 			uint32_t pa = 0, pb = 0;
 			for (uint32_t r = 0; r < x->R; r++) {
-				if (hbw_rail(x, i, r) > hbw_rail(x, i, pa))
+				if (hbw_rail(x, a, r) > hbw_rail(x, a, pa))
 					pa = r;
-				if (hbw_rail(x, j, r) > hbw_rail(x, j, pb))
+				if (hbw_rail(x, bb, r) > hbw_rail(x, bb, pb))
 					pb = r;
 			}
-			if (!find_bridge(b, i, j, pa, pb, &h))
+			if (!find_bridge(b, a, bb, pa, pb, &h))
 				return -ENETUNREACH;
-			struct r2_route rt = { i, j, R2_LRAIL_PAIR, h.rail, h.rail2, h.via };
+			struct r2_route rt = { a, bb, R2_LRAIL_PAIR, h.rail, h.rail2, h.via };
 			if (add_route(b, &rt))
 				return -ENOMEM;
 			b->nbridged++;
-			/* pair routes changed: refresh view pointers */
-			bld_view(b, &v);
+			bld_view(b, &v); /* route array may have moved */
 		}
 	}
 	b->nchunks = (uint16_t)K;
@@ -1243,18 +1261,18 @@ static int build_shard(struct bld *b, uint32_t K)
 static int validate(const struct r2_cluster *c, const struct r2_opdesc *op)
 {
 	if (!c || !op || !c->nic || c->nhosts < 1 || c->nrails < 1 ||
-	    c->nrails > R2_PLAN_MAX_RAILS || op->elem < 1 || op->op >= R2_OP_COUNT ||
+	    c->nrails > R2_PLAN_MAX_RAILS || op->elem < 1 || op->op >= R2_PLAN_COUNT ||
 	    op->policy >= R2_POL_COUNT)
 		return -EINVAL;
 	if (op->size % op->elem)
 		return -EINVAL;
-	if ((op->op == R2_OP_ALLGATHER || op->op == R2_OP_REDUCESCATTER) &&
+	if ((op->op == R2_PLAN_ALLGATHER || op->op == R2_PLAN_REDUCESCATTER) &&
 	    op->size % ((uint64_t)c->nhosts * op->elem))
 		return -EINVAL;
-	if ((op->op == R2_OP_BROADCAST || op->op == R2_OP_REDUCE || op->op == R2_OP_SENDRECV) &&
+	if ((op->op == R2_PLAN_BROADCAST || op->op == R2_PLAN_REDUCE || op->op == R2_PLAN_SENDRECV) &&
 	    op->root >= c->nhosts)
 		return -EINVAL;
-	if (op->op == R2_OP_SENDRECV && (op->peer >= c->nhosts || op->peer == op->root))
+	if (op->op == R2_PLAN_SENDRECV && (op->peer >= c->nhosts || op->peer == op->root))
 		return -EINVAL;
 	for (uint32_t i = 1; i < c->ndown; i++) {
 		const struct r2_link *p = &c->down[i - 1], *q = &c->down[i];
@@ -1306,19 +1324,23 @@ static struct r2_plan *pack(struct bld *b, const struct r2_opdesc *op)
 	p->cost = x->c->cost;
 	p->ncomp = b->ncomp;
 	p->comp = (struct r2_comp *)(mem + o_comp);
-	memcpy(p->comp, b->comp, b->ncomp * sizeof(struct r2_comp));
+	if (b->ncomp)
+		memcpy(p->comp, b->comp, b->ncomp * sizeof(struct r2_comp));
 	p->nclass = x->ncls;
 	p->cls = (struct r2_hclass *)(mem + o_cls);
 	memcpy(p->cls, b->cls, x->ncls * sizeof(struct r2_hclass));
 	p->nroute = b->nroute;
 	p->route = (struct r2_route *)(mem + o_route);
-	memcpy(p->route, b->route, b->nroute * sizeof(struct r2_route));
+	if (b->nroute)
+		memcpy(p->route, b->route, b->nroute * sizeof(struct r2_route));
 	p->nhostlist = b->nhl;
 	p->hosts = (uint32_t *)(mem + o_hosts);
-	memcpy(p->hosts, b->hosts, b->nhl * sizeof(uint32_t));
+	if (b->nhl)
+		memcpy(p->hosts, b->hosts, b->nhl * sizeof(uint32_t));
 	p->nhcx = x->nhcx;
 	p->hcx = (struct r2_hcx *)(mem + o_hcx);
-	memcpy(p->hcx, x->hcx, x->nhcx * sizeof(struct r2_hcx));
+	if (x->nhcx)
+		memcpy(p->hcx, x->hcx, x->nhcx * sizeof(struct r2_hcx));
 	p->ndown = x->c->ndown;
 	p->down = (struct r2_link *)(mem + o_down);
 	if (x->c->ndown)
@@ -1396,7 +1418,7 @@ static uint32_t k_limit(const struct ctx *x, uint64_t len)
 }
 
 int r2_plan_build(const struct r2_cluster *c, const struct r2_opdesc *op,
-		  const struct r2_params *prm, struct r2_plan **out)
+		  const struct r2_plan_params *prm, struct r2_plan **out)
 {
 	*out = NULL;
 	int e = validate(c, op);
@@ -1427,7 +1449,7 @@ int r2_plan_build(const struct r2_cluster *c, const struct r2_opdesc *op,
 	} else {
 		enum r2_policy pol = op->policy;
 		switch (op->op) {
-		case R2_OP_ALLREDUCE:
+		case R2_PLAN_ALLREDUCE:
 			if (pol == R2_POL_PLAIN || pol == R2_POL_HOTREPAIR) {
 				e = candidate(&x, &cand, R2_ALGO_RING, 0, 1);
 				if (!e) keep_best(&best, &cand, &have);
@@ -1445,26 +1467,24 @@ int r2_plan_build(const struct r2_cluster *c, const struct r2_opdesc *op,
 				if (!e2) keep_best(&best, &cand, &have);
 				else bld_free(&cand);
 				uint32_t kmax = k_limit(&x, op->size / x.n);
-				for (uint32_t K = 1; K <= kmax; K *= 2) {
+				for (uint32_t K = 1;; K = K * 2 > kmax ? kmax : K * 2) {
 					int e3 = candidate(&x, &cand, R2_ALGO_SHARD, 0, K);
 					if (!e3) keep_best(&best, &cand, &have);
 					else bld_free(&cand);
-					if (K == kmax)
+					if (K >= kmax)
 						break;
-					if (K * 2 > kmax)
-						K = kmax / 2;
 				}
 				e = have ? 0 : (e ? e : e2);
 			}
 			break;
-		case R2_OP_ALLGATHER:
-		case R2_OP_REDUCESCATTER:
+		case R2_PLAN_ALLGATHER:
+		case R2_PLAN_REDUCESCATTER:
 			e = candidate(&x, &cand, R2_ALGO_RING,
 				      (pol == R2_POL_PLAIN || pol == R2_POL_HOTREPAIR) ? 0 : 1, 1);
 			if (!e) keep_best(&best, &cand, &have);
 			break;
-		case R2_OP_BROADCAST:
-		case R2_OP_REDUCE: {
+		case R2_PLAN_BROADCAST:
+		case R2_PLAN_REDUCE: {
 			uint32_t kmax = k_limit(&x, op->size);
 			int shapes[3][2] = { { R2_ALGO_CHAIN, 1 }, { R2_ALGO_TREE, 1 }, { R2_ALGO_TREE, 2 } };
 			int lo = 0, hi = 3;
@@ -1479,22 +1499,20 @@ int r2_plan_build(const struct r2_cluster *c, const struct r2_opdesc *op,
 			}
 			int last = 0;
 			for (int s = lo; s < hi; s++)
-				for (uint32_t K = 1; K <= kmax; K *= 2) {
+				for (uint32_t K = 1;; K = K * 2 > kmax ? kmax : K * 2) {
 					int variant = shapes[s][1];
 					if (pol == R2_POL_PLAIN || pol == R2_POL_HOTREPAIR)
 						variant = 0;
 					last = candidate(&x, &cand, (enum r2_algo)shapes[s][0], variant, K);
 					if (!last) keep_best(&best, &cand, &have);
 					else bld_free(&cand);
-					if (K == kmax)
+					if (K >= kmax)
 						break;
-					if (K * 2 > kmax)
-						K = kmax / 2;
 				}
 			e = have ? 0 : last;
 			break;
 		}
-		case R2_OP_SENDRECV:
+		case R2_PLAN_SENDRECV:
 			e = candidate(&x, &cand, R2_ALGO_DIRECT, 0, 1);
 			if (!e) keep_best(&best, &cand, &have);
 			break;

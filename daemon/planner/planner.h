@@ -84,9 +84,9 @@ struct r2_cluster {
 	struct r2_cost cost;
 };
 
-enum r2_op {
-	R2_OP_ALLREDUCE = 0, R2_OP_ALLGATHER, R2_OP_REDUCESCATTER,
-	R2_OP_BROADCAST, R2_OP_REDUCE, R2_OP_SENDRECV, R2_OP_COUNT
+enum r2_plan_op {
+	R2_PLAN_ALLREDUCE = 0, R2_PLAN_ALLGATHER, R2_PLAN_REDUCESCATTER,
+	R2_PLAN_BROADCAST, R2_PLAN_REDUCE, R2_PLAN_SENDRECV, R2_PLAN_COUNT
 };
 
 /* Policies. The daemon's mode "balance" (default) is R2_POL_OURS, mode
@@ -121,7 +121,7 @@ enum r2_routing {
 	                       * still compared with the chain by cost) */
 };
 
-struct r2_params {
+struct r2_plan_params {
 	double recursion_thresh;  /* R2CCL_RECURSION_THRESH, default 0.3 */
 	int routing_algo;         /* R2CCL_ROUTING_ALGO, enum r2_routing, default 3 */
 	uint32_t max_chunks;      /* pipeline depth cap, default 64 */
@@ -129,7 +129,7 @@ struct r2_params {
 };
 
 struct r2_opdesc {
-	enum r2_op op;
+	enum r2_plan_op op;
 	uint64_t size;      /* bytes of the working buffer (see above) */
 	uint32_t elem;      /* element size: every offset/length is a multiple */
 	uint32_t root;      /* broadcast/reduce root; sendrecv sender */
@@ -189,7 +189,7 @@ struct r2_route {
 };
 
 struct r2_plan {
-	enum r2_op op;
+	enum r2_plan_op op;
 	enum r2_policy policy;
 	enum r2_algo algo;
 	uint32_t nhosts, nrails, elem, root, peer;
@@ -198,7 +198,7 @@ struct r2_plan {
 	uint16_t nchunks;   /* K of the main component */
 	uint16_t depth;     /* recursion levels - 1, + 1 if any bridge */
 	double time;        /* predicted (s), cost model, step by step */
-	double bound;       /* lower bound (s), bandwidth only */
+	double bound;       /* lower bound (s): max(bandwidth bound, alpha*ceil(log2 n)) */
 	double gap;         /* time / bound (>= 1 up to rounding) */
 	double edges_kept;  /* rings: fraction of ring edges unchanged (direct, own rail) */
 	uint32_t nbridged;  /* ring edges or pairs that go through a bridge host */
@@ -223,14 +223,14 @@ struct r2_plan {
 
 /* ---- API ---------------------------------------------------------------- */
 
-void r2_params_default(struct r2_params *p);
+void r2_plan_params_default(struct r2_plan_params *p);
 
 /* Builds a plan. Returns 0 and *out (free with r2_plan_free), or -EINVAL
  * (bad description), -ENETUNREACH (a host has no usable NIC or a pair cannot
  * be connected even through a bridge), -EHOSTDOWN (policy PLAIN with a NIC
  * down: the plain ring cannot run), -ENOMEM. */
 int r2_plan_build(const struct r2_cluster *c, const struct r2_opdesc *op,
-		  const struct r2_params *prm, struct r2_plan **out);
+		  const struct r2_plan_params *prm, struct r2_plan **out);
 void r2_plan_free(struct r2_plan *p);
 
 /* Transfers of host h in step k. Returns the count (<= r2_plan_max_xfers),
@@ -243,16 +243,17 @@ size_t r2_plan_max_xfers(const struct r2_plan *p);
  * tests and r2ccl-sim at small sizes; r2_plan_build predicts analytically). */
 double r2_plan_eval(const struct r2_plan *p, const struct r2_cluster *c);
 
-/* Lower bound (s) for an operation on a cluster (bandwidth terms only). */
+/* Lower bound (s) for an operation on a cluster: the larger of the
+ * bandwidth bound (host level cuts, docs/planner.md) and alpha*ceil(log2 n). */
 double r2_bound(const struct r2_cluster *c, const struct r2_opdesc *op);
 
 /* busbw as nccl-tests defines it (bytes/s) for time t. */
-double r2_busbw(enum r2_op op, uint32_t n, uint64_t size, double t);
+double r2_busbw(enum r2_plan_op op, uint32_t n, uint64_t size, double t);
 
-const char *r2_op_name(enum r2_op op);
+const char *r2_op_name(enum r2_plan_op op);
 const char *r2_policy_name(enum r2_policy p);
 const char *r2_algo_name(enum r2_algo a);
-int r2_op_parse(const char *s, enum r2_op *op);
+int r2_op_parse(const char *s, enum r2_plan_op *op);
 int r2_policy_parse(const char *s, enum r2_policy *p);
 enum r2_policy r2_mode_policy(enum r2_mode m);
 
@@ -271,7 +272,7 @@ struct r2_plan_table {
 	size_t bytes;           /* total memory of the table and its plans */
 };
 int r2_plan_table_build(const struct r2_cluster *c, const struct r2_opdesc *op,
-			const struct r2_params *prm, struct r2_plan_table *t);
+			const struct r2_plan_params *prm, struct r2_plan_table *t);
 const struct r2_plan *r2_plan_table_lookup(const struct r2_plan_table *t,
 					   uint32_t host, uint32_t rail);
 void r2_plan_table_free(struct r2_plan_table *t);

@@ -16,7 +16,7 @@ struct r2_hop {
 /* Read-only view used by both the builder and the expansion. */
 struct r2_view {
 	uint32_t n, R, elem;
-	enum r2_op op;
+	enum r2_plan_op op;
 	uint64_t size;
 	const struct r2_comp *comp;
 	uint32_t ncomp;
@@ -77,7 +77,7 @@ void r2_split_bytes(uint64_t len, uint32_t elem, uint32_t R, const double frac[]
 struct ctx {
 	const struct r2_cluster *c;
 	const struct r2_opdesc *op;
-	struct r2_params prm;
+	struct r2_plan_params prm;
 	uint32_t n, R, elem;
 	uint32_t *hcls;          /* class of each host */
 	struct r2_hclass *cls;

@@ -243,44 +243,36 @@ static void pair_load(struct ctx *x, uint32_t elem, uint32_t R, uint32_t a, uint
 	}
 }
 
-/* Replaces the class-level estimate of pair (a, b) by its actual loads. */
-static void pair_fix(struct ctx *x, const struct r2_view *v, uint32_t a, uint32_t b, uint32_t K,
-		     int part)
-{
-	const struct r2_hclass *ca = &v->cls[x->hcls[a]], *cb = &v->cls[x->hcls[b]];
-	double frac[R2_PLAN_MAX_RAILS];
-	uint16_t m = ca->mask & cb->mask;
-	if (m) {
-		pair_frac(ca, cb, m, v->R, frac);
-		pair_load(x, v->elem, v->R, a, b, ca->shard, cb->shard, frac, NULL, K, part, -1);
-	}
-	uint64_t sa = r2_shard_of(v, a), sb = r2_shard_of(v, b);
-	struct r2_hop h;
-	if (r2_view_route(v, a, b, R2_LRAIL_PAIR, &h))
-		pair_load(x, v->elem, v->R, a, b, sa, sb, NULL, &h, K, part, +1);
-	else if (r2_pair_split(v, a, b, frac))
-		pair_load(x, v->elem, v->R, a, b, sa, sb, frac, NULL, K, part, +1);
-}
-
 void r2_shard_phase_load(struct ctx *x, const struct r2_view *v, const struct r2_comp *cp,
 			 int part)
 {
 	uint32_t C = x->ncls, R = x->R, K = cp->nchunks;
-	const struct r2_hclass *cls = v->cls;
-	double *ctx_ = calloc((size_t)C * R * 4, sizeof(double));
-	uint32_t *cm = calloc((size_t)C * R * 4, sizeof(uint32_t));
-	double *ch = calloc(C, sizeof(double));
-	if (!ctx_ || !cm || !ch) {
-		free(ctx_); free(cm); free(ch);
+	/* extended classes: the remainder host is a class of its own */
+	uint32_t rh = v->rem_bytes ? v->rem_host : R2_NO_HOST;
+	uint32_t EC = C + (rh != R2_NO_HOST);
+	struct r2_hclass *cls = malloc(EC * sizeof(*cls));
+	double *acc = calloc((size_t)EC * R * 2, sizeof(double));
+	uint32_t *cm = calloc((size_t)EC * R * 2, sizeof(uint32_t));
+	double *ch = calloc(EC, sizeof(double));
+	if (!cls || !acc || !cm || !ch) {
+		free(cls); free(acc); free(cm); free(ch);
 		return;
 	}
-	for (uint32_t c = 0; c < C; c++)
+	memcpy(cls, v->cls, C * sizeof(*cls));
+	if (rh != R2_NO_HOST) {
+		uint32_t rc = x->hcls[rh];
+		cls[C] = cls[rc];
+		cls[C].count = 1;
+		cls[C].shard += v->rem_bytes;
+		cls[rc].count--;
+	}
+#define ECLS(h) ((h) == rh ? C : x->hcls[h])
+	for (uint32_t c = 0; c < EC; c++)
 		ch[c] = (double)r2_ceil_chunk(cls[c].shard, v->elem, K);
-	/* per class c and rail r: [0] tx bytes, [1] rx bytes; cm: msgs */
 	double frac[R2_PLAN_MAX_RAILS];
-	for (uint32_t c = 0; c < C; c++)
-		for (uint32_t d = 0; d < C; d++) {
-			double cnt = cls[d].count - (d == c);
+	for (uint32_t c = 0; c < EC; c++)
+		for (uint32_t d = 0; d < EC; d++) {
+			double cnt = (double)cls[d].count - (d == c);
 			uint16_t m = cls[c].mask & cls[d].mask;
 			if (cnt <= 0 || !m)
 				continue;
@@ -288,58 +280,65 @@ void r2_shard_phase_load(struct ctx *x, const struct r2_view *v, const struct r2
 			for (uint32_t r = 0; r < R; r++) {
 				if (frac[r] <= 0)
 					continue;
-				double *t = &ctx_[(c * R + r) * 4];
-				uint32_t *tm = &cm[(c * R + r) * 4];
+				double *t = &acc[(c * R + r) * 2];
+				uint32_t *tm = &cm[(c * R + r) * 2];
 				if (part != 2) { /* RS: send d's chunk, receive own chunk */
 					t[0] += cnt * ch[d] * frac[r];
 					t[1] += cnt * ch[c] * frac[r];
-					if (ch[d] * frac[r] > 0)
+					if (ch[d] > 0)
 						tm[0] += (uint32_t)cnt;
-					if (ch[c] * frac[r] > 0)
+					if (ch[c] > 0)
 						tm[1] += (uint32_t)cnt;
 				}
 				if (part != 0) { /* AG: send own chunk, receive d's */
 					t[0] += cnt * ch[c] * frac[r];
 					t[1] += cnt * ch[d] * frac[r];
-					if (ch[c] * frac[r] > 0)
+					if (ch[c] > 0)
 						tm[0] += (uint32_t)cnt;
-					if (ch[d] * frac[r] > 0)
+					if (ch[d] > 0)
 						tm[1] += (uint32_t)cnt;
 				}
 			}
 		}
 	for (uint32_t h = 0; h < x->n; h++) {
-		uint32_t c = x->hcls[h];
+		uint32_t c = ECLS(h);
 		for (uint32_t r = 0; r < R; r++) {
 			size_t i = (size_t)h * R + r;
-			x->tx[i] += ctx_[(c * R + r) * 4 + 0];
-			x->rx[i] += ctx_[(c * R + r) * 4 + 1];
-			x->mt[i] += cm[(c * R + r) * 4 + 0];
-			x->mr[i] += cm[(c * R + r) * 4 + 1];
+			x->tx[i] += acc[(c * R + r) * 2 + 0];
+			x->rx[i] += acc[(c * R + r) * 2 + 1];
+			x->mt[i] += cm[(c * R + r) * 2 + 0];
+			x->mr[i] += cm[(c * R + r) * 2 + 1];
 		}
 	}
-	/* corrections: the class sums above assumed every pair uses the class
-	 * split and class shard sizes. Fix the pairs of the remainder host,
-	 * pairs with failed links, and bridged pairs (each pair once). */
-	uint32_t rh = v->rem_bytes ? v->rem_host : R2_NO_HOST;
-	if (rh != R2_NO_HOST)
-		for (uint32_t j = 0; j < x->n; j++)
-			if (j != rh)
-				pair_fix(x, v, rh, j, K, part);
+	/* corrections: pairs with failed links and bridged pairs (each once):
+	 * the class sums above used the class split for them */
 	const struct r2_link *d = v->down;
-	for (uint32_t i = 0; i < v->ndown; i++) {
-		if (i && d[i].a == d[i - 1].a && d[i].b == d[i - 1].b)
-			continue;
-		if (d[i].a == rh || d[i].b == rh)
-			continue;
-		pair_fix(x, v, d[i].a, d[i].b, K, part);
+	for (uint32_t i = 0; i < v->ndown + v->nroute; i++) {
+		uint32_t a, b;
+		if (i < v->ndown) {
+			if (i && d[i].a == d[i - 1].a && d[i].b == d[i - 1].b)
+				continue;
+			a = d[i].a;
+			b = d[i].b;
+		} else {
+			const struct r2_route *rt = &v->route[i - v->ndown];
+			if (rt->lrail != R2_LRAIL_PAIR || r2_pair_down_mask(v->down, v->ndown, rt->a, rt->b))
+				continue;
+			a = rt->a;
+			b = rt->b;
+		}
+		const struct r2_hclass *ca = &cls[ECLS(a)], *cb = &cls[ECLS(b)];
+		uint16_t m = ca->mask & cb->mask;
+		if (m) {
+			pair_frac(ca, cb, m, R, frac);
+			pair_load(x, v->elem, R, a, b, ca->shard, cb->shard, frac, NULL, K, part, -1);
+		}
+		struct r2_hop h;
+		if (r2_view_route(v, a, b, R2_LRAIL_PAIR, &h))
+			pair_load(x, v->elem, R, a, b, ca->shard, cb->shard, NULL, &h, K, part, +1);
+		else if (r2_pair_split(v, a, b, frac))
+			pair_load(x, v->elem, R, a, b, ca->shard, cb->shard, frac, NULL, K, part, +1);
 	}
-	for (uint32_t i = 0; i < v->nroute; i++) {
-		const struct r2_route *rt = &v->route[i];
-		if (rt->lrail != R2_LRAIL_PAIR || rt->a == rh || rt->b == rh ||
-		    r2_pair_down_mask(v->down, v->ndown, rt->a, rt->b))
-			continue;
-		pair_fix(x, v, rt->a, rt->b, K, part);
-	}
-	free(ctx_); free(cm); free(ch);
+#undef ECLS
+	free(cls); free(acc); free(cm); free(ch);
 }

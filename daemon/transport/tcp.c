@@ -12,11 +12,13 @@
  * (0 keeps the kernel's default and its auto-tuning).
  *
  * Connections. A connection to a peer daemon has cfg->streams TCP streams
- * (default 2). Who dials: ONLY THE SIDE WITH THE LOWER self_id CONNECTS.
- * connect() on the side with the higher id is a no-op returning 0: that side
- * reports R2_TPC_CONN when the lower side's streams arrive (so the engine may
- * call connect on both sides, and reconnect on both after an error; only the
- * lower side's call does something). On the dialing side connect() returns
+ * (default 2). Who dials: either side (a daemon must reach a root that does
+ * not know it yet). When both dial each other at once, the connection dialed
+ * by the LOWER self_id wins: the higher side drops its own dial quietly (no
+ * ERROR) and accepts; the lower side refuses the higher side's streams. A
+ * dial to a lower id that fails before it is up reports no ERROR for that
+ * reason (the bootstrap timeout bounds a peer that is really unreachable).
+ * On the dialing side connect() returns
  * -EISCONN when the peer is connected, -EALREADY while a connection to it is
  * being set up (no second CONN comes then); on the other side always 0.
  * post_send() sets hdr->magic itself.
@@ -637,7 +639,10 @@ static void peer_fail(struct r2_tp *tp, struct tcp_peer *p, int status, bool rep
 		return;
 	p->failed = true;
 	peer_unhash(tp, p);
-	if (report && (p->conn_reported || p->role == ROLE_DIAL))
+	/* A dial to a lower id that fails before it is up was most likely
+	 * refused because that peer dialed us at the same time (its
+	 * connection wins): no ERROR, its connection reports CONN. */
+	if (report && (p->conn_reported || (p->role == ROLE_DIAL && p->id > tp->cfg.self_id)))
 		push_simple(tp, R2_TPC_ERROR, status, p);
 	log_debug("tcp %s: peer %llu failed (%d)", tp->cfg.ifname, (unsigned long long)p->id,
 		  status);
@@ -779,9 +784,13 @@ static int hello_in(struct r2_tp *tp, struct tcp_stream *st)
 		/* one more stream of the connection being set up */
 	} else {
 		if (p && p->role == ROLE_DIAL && !p->failed) {
-			/* We dial this peer ourselves: it should not dial us. */
-			pthread_mutex_unlock(&tp->lock);
-			return -EPROTO;
+			/* Both sides dialed: the lower id's connection wins. */
+			if (h.self_id > tp->cfg.self_id) {
+				pthread_mutex_unlock(&tp->lock);
+				return -EPROTO; /* ours wins; it drops its own quietly */
+			}
+			peer_fail(tp, p, -ECONNABORTED, false); /* theirs wins */
+			p = NULL;
 		}
 		if (p) /* the peer reconnected: the old connection is gone */
 			peer_fail(tp, p, -ECONNRESET, true);
@@ -1130,10 +1139,11 @@ static void tick(struct r2_tp *tp, struct tcp_thread *th)
 		return;
 	th->last_tick = now;
 	pthread_mutex_lock(&tp->lock);
+	now = now_ns(); /* streams made before this are older: no underflow */
 	for (struct tcp_stream *st = tp->streams; st; st = st->anext) {
 		if (st->th != th || st->state == ST_UP || atomic_load(&st->dead))
 			continue;
-		if (now - st->t_start > limit) {
+		if (now > st->t_start && now - st->t_start > limit) {
 			if (st->peer)
 				peer_fail(tp, st->peer, -ETIMEDOUT, true);
 			else
@@ -1354,8 +1364,6 @@ static int tcp_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, 
 
 	if (peer_id == tp->cfg.self_id)
 		return -EINVAL;
-	if (peer_id < tp->cfg.self_id)
-		return 0; /* the lower id dials us; CONN comes from the accept side */
 	pthread_mutex_lock(&tp->lock);
 	struct tcp_peer *p = peer_find(tp, peer_id);
 	if (p && !p->failed) {
