@@ -92,6 +92,10 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_CHUNK_SIZE] = { "chunk_size", "R2CCL_CHUNK_SIZE", "--chunk-size", R2_PT_INT, "1M",
 			   4096, 64 << 20, NULL, "bytes", true,
 			   "largest chunk of the rail phase (each is acknowledged)" },
+	[P_INJECT_DUP] = { "inject_dup", "R2CCL_INJECT_DUP", "--inject-dup", R2_PT_INT, "0", 0,
+			   1000000, NULL, NULL, true,
+			   "testing: send every Nth chunk twice and each transfer's chunks in "
+			   "reverse order (0: off)" },
 };
 
 void r2d_usage(FILE *f)

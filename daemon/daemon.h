@@ -70,6 +70,7 @@ enum r2d_param {
 	P_TCP_RCVBUF,
 	P_TCP_NODELAY,
 	P_CHUNK_SIZE,
+	P_INJECT_DUP,
 	P_COUNT
 };
 
@@ -161,6 +162,7 @@ struct r2d {
 	uint32_t norphans;
 	uint64_t start_us;
 	uint64_t ops_total, op_errors_total;
+	atomic_uint_fast64_t chunks_dup_dropped; /* delivered twice, applied once */
 	bool draining;
 	uint64_t drain_deadline_us;
 	int exit_code;

@@ -326,11 +326,17 @@ static struct p2pop *p2p_find(struct r2_comm *c, uint64_t seq, bool is_send)
 }
 
 /* Applies a data chunk to its receive; false if it is not this one's. */
-static void p2p_apply(struct p2pop *p, const struct r2_chunk_hdr *h, const void *buf)
+static void p2p_apply(struct r2d *d, struct p2pop *p, const struct r2_chunk_hdr *h,
+		      const void *buf)
 {
-	for (size_t i = 0; i < p->nseen; i++)
-		if (p->seen[i] == h->off)
+	for (size_t i = 0; i < p->nseen; i++) {
+		if (p->seen[i] == h->off) {
+			atomic_fetch_add(&d->chunks_dup_dropped, 1);
+			log_debug("transfer chunk (offset %llu) delivered twice: applied once",
+				  (unsigned long long)h->off);
 			return; /* delivered twice: applied once */
+		}
+	}
 	if (h->off > p->len || h->len > p->len - h->off)
 		return;
 	if (p->nseen == p->capseen) {
@@ -348,6 +354,7 @@ static void p2p_apply(struct p2pop *p, const struct r2_chunk_hdr *h, const void 
 
 static int p2p_post(struct r2_comm *c, struct sendrec *s);
 static struct r2_rmsg *mbox_take(struct r2_comm *c, int timeout_ms);
+static void inject_dup(struct r2d *d, const struct sendrec *s);
 
 /* Handles a transfer's message; true if it was one (and m is consumed). */
 static bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
@@ -421,7 +428,7 @@ static bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
 	{
 		struct p2pop *p = p2p_find(c, h->opseq, false);
 		if (p) {
-			p2p_apply(p, h, m->cqe.buf);
+			p2p_apply(c->d, p, h, m->cqe.buf);
 			rmsg_free(c->d, m);
 			p2p_check(c, p);
 		} else if (!p2p_old(c, h->opseq)) {
@@ -503,6 +510,7 @@ static int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_
 				p2p_finish(c, p, R2CCL_E_NO_PATH);
 				return R2_EXEC_PENDING;
 			}
+			inject_dup(c->d, s);
 		}
 		return R2_EXEC_PENDING;
 	}
@@ -511,7 +519,7 @@ static int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_
 		struct r2_rmsg *m = *pp;
 		if (m->cqe.hdr.opseq == seq) {
 			*pp = m->next;
-			p2p_apply(p, &m->cqe.hdr, m->cqe.buf);
+			p2p_apply(c->d, p, &m->cqe.hdr, m->cqe.buf);
 			rmsg_free(c->d, m);
 			continue;
 		}
@@ -654,11 +662,42 @@ static int post(struct railop *o, struct sendrec *s)
 	return r;
 }
 
+/* Testing (inject_dup = N): a copy of every Nth chunk goes out as well; the
+ * receiver must apply it once. Its completion frees it (orphan). */
+static void inject_dup(struct r2d *d, const struct sendrec *s)
+{
+	static atomic_uint_fast64_t n;
+	int64_t every = r2_param_int(&d->params, P_INJECT_DUP);
+	struct sendrec *dup;
+
+	if (!every || (atomic_fetch_add(&n, 1) + 1) % (uint64_t)every)
+		return;
+	dup = calloc(1, sizeof(*dup));
+	if (!dup || !(dup->buf = malloc(s->hdr.len ? s->hdr.len : 1))) {
+		free(dup);
+		return;
+	}
+	memcpy(dup->buf, s->buf, s->hdr.len);
+	dup->hdr = s->hdr;
+	dup->rail = s->rail;
+	dup->peer = s->peer;
+	dup->orphan = true;
+	if (r2d_rails_send(d, dup->rail, dup->peer, &dup->hdr, dup->buf,
+			   (uint64_t)(uintptr_t)dup) < 0) {
+		free(dup->buf);
+		free(dup);
+	}
+}
+
 static int send_range(struct railop *o, const struct r2_xfer *x, uint32_t step)
 {
 	struct r2_comm *c = o->c;
+	bool reverse = r2_param_int(&o->d->params, P_INJECT_DUP) > 0;
+	uint64_t nchunks = R2_DIV_UP(x->len, (uint64_t)o->chunk);
 
-	for (uint64_t done = 0; done < x->len;) {
+	for (uint64_t i = 0; i < nchunks; i++) {
+		/* reverse order when testing: the receiver sees them out of order */
+		uint64_t done = (reverse ? nchunks - 1 - i : i) * o->chunk;
 		uint64_t len = R2_MIN((uint64_t)o->chunk, x->len - done);
 		struct sendrec *s = calloc(1, sizeof(*s));
 		int r;
@@ -688,7 +727,8 @@ static int send_range(struct railop *o, const struct r2_xfer *x, uint32_t step)
 		r = post(o, s);
 		if (r < 0 && r != -EAGAIN)
 			return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
-		done += len;
+		if (r == 0)
+			inject_dup(o->d, s);
 	}
 	return 0;
 }
@@ -722,8 +762,14 @@ static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void
 {
 	const struct r2_xfer *x = NULL;
 
-	if (seen(o, h->src, h->off))
+	if (seen(o, h->src, h->off)) {
+		atomic_fetch_add(&o->d->chunks_dup_dropped, 1);
+		log_debug("communicator %u: chunk (op %llu step %u from host %u offset %llu) "
+			  "delivered twice: applied once",
+			  o->c->id, (unsigned long long)h->opseq, h->step, h->src,
+			  (unsigned long long)h->off);
 		return 0; /* delivered twice: applied once */
+	}
 	for (int i = 0; i < nx; i++) {
 		const struct r2_xfer *y = &o->xf[i];
 		if (y->dir == R2_XFER_RECV && y->peer == h->src && h->off >= y->off &&
