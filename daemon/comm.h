@@ -60,6 +60,7 @@ struct r2_host {
 	uint32_t addr[R2_COMM_MAX_RAILS]; /* IPv4, network order */
 	uint16_t port[R2_COMM_MAX_RAILS];
 	char name[64];
+	uint32_t failed_rails; /* executor: rails whose connection to it failed */
 };
 
 struct r2_rmsg; /* a message from the rails for this communicator (exec_rail.c) */

@@ -200,6 +200,21 @@ void r2d_orphans_free(struct r2d *d)
 	d->norphans = 0;
 }
 
+/* A connection to a peer failed on a rail: true if none is left to it. */
+static bool peer_lost(struct r2_comm *c, const struct r2_rmsg *m)
+{
+	struct r2_rails *rs = c->d->rails;
+	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+
+	for (int h = 0; h < c->nhosts; h++) {
+		if (c->hosts[h].id != m->cqe.peer)
+			continue;
+		c->hosts[h].failed_rails |= 1u << m->rail;
+		return (c->hosts[h].failed_rails & all) == all;
+	}
+	return false;
+}
+
 /* ---- send/recv sequence numbers: one counter per (source, destination) ---- */
 
 #define P2P_CTR_MASK 0x1fffffull
@@ -362,13 +377,7 @@ static bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
 
 	if (m->cqe.type == R2_TPC_ERROR) {
-		struct r2_peer *pe;
-		bool any;
-		pthread_mutex_lock(&c->d->lock);
-		pe = r2d_rails_peer(c->d, m->cqe.peer, false);
-		any = pe && (pe->conn_mask & ~(1u << m->rail));
-		pthread_mutex_unlock(&c->d->lock);
-		if (!any) {
+		if (peer_lost(c, m)) {
 			for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
 				next = p->next;
 				if (c->hosts[p->peer_host].id == m->cqe.peer)
@@ -882,12 +891,14 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 		sent(o, (struct sendrec *)(uintptr_t)m->cqe.ctx, m->cqe.status);
 		break;
 	case R2_TPC_ERROR: {
-		struct r2_peer *p;
-		pthread_mutex_lock(&o->d->lock);
-		p = r2d_rails_peer(o->d, m->cqe.peer, false);
-		bool any = p && (p->conn_mask & ~(1u << m->rail));
-		pthread_mutex_unlock(&o->d->lock);
-		if (!any) {
+		/* p2p_handle above already marked the rail failed */
+		struct r2_rails *rs = o->d->rails;
+		uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+		bool lost = false;
+		for (int hi = 0; hi < o->c->nhosts; hi++)
+			if (o->c->hosts[hi].id == m->cqe.peer)
+				lost = (o->c->hosts[hi].failed_rails & all) == all;
+		if (lost) {
 			log_warn("communicator %u: no rail left to peer %016llx", o->c->id,
 				 (unsigned long long)m->cqe.peer);
 			rmsg_free(o->d, m);
@@ -1011,6 +1022,16 @@ static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t d
 	o.chunk = (uint32_t)R2_MAX(o.elem, cs / o.elem * o.elem);
 	o.stash = c->deferred; /* chunks that came while no collective ran */
 	c->deferred = NULL;
+	{
+		struct r2_rails *rs = c->d->rails;
+		uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+		for (int h = 0; h < c->nhosts; h++) {
+			if (h != c->my_host && (c->hosts[h].failed_rails & all) == all) {
+				r = R2CCL_E_PEER_GONE; /* known gone: fail at once */
+				goto out;
+			}
+		}
+	}
 	o.deadline = r2_now_us() + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
 	r = build_plan(&o, op, root, peer);
 	if (r < 0) {
@@ -1084,7 +1105,22 @@ out:
 
 /* ---- the hierarchical collectives ---- */
 
+static int exec_hier(struct r2_exec *x, struct r2_pool *pool);
+
 int r2_exec_hier(struct r2_exec *x, struct r2_pool *pool)
+{
+	int r = exec_hier(x, pool);
+
+	if (r == R2CCL_E_PEER_GONE || r == R2CCL_E_NO_PATH) {
+		/* the communicator cannot go on: every waiting rank learns it now */
+		pthread_mutex_lock(&x->c->d->lock);
+		r2d_comm_break(x->c, R2CCL_E_PEER_GONE, "a peer daemon is unreachable on every rail");
+		pthread_mutex_unlock(&x->c->d->lock);
+	}
+	return r;
+}
+
+static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 {
 	struct r2_comm *c = x->c;
 	const struct r2_sqe *q = &x->ops[0]->sqe;
