@@ -599,8 +599,18 @@ struct railop {
 	uint64_t opseq;
 	uint32_t chunk;
 	struct r2_plan *plan;
-	struct r2_xfer *xf;
+	struct r2_xfer *xf, *xfn; /* this step's transfers and the next step's */
 	size_t maxx;
+	int nxn;
+	uint32_t step;
+	bool applied_since; /* a chunk was applied: try the next step's sends */
+	/* the next step's send chunks: posted early once the bytes they read
+	 * are no longer awaited in this step (chunk-level pipelining) */
+	struct pend { uint64_t off, len; uint32_t xi; bool posted; } *nsend;
+	size_t nnsend, capnsend;
+	/* this step's expected receive chunks */
+	struct rpend { uint32_t src; uint64_t off, len; bool done; } *rcv;
+	size_t nrcv, caprcv;
 	struct sendrec *sends; /* unacknowledged (or unsent) */
 	int nsends;
 	struct r2_rmsg *stash;
@@ -650,7 +660,8 @@ static int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint3
 		return r;
 	o->maxx = r2_plan_max_xfers(o->plan);
 	o->xf = calloc(o->maxx ? o->maxx : 1, sizeof(*o->xf));
-	return o->xf ? 0 : -ENOMEM;
+	o->xfn = calloc(o->maxx ? o->maxx : 1, sizeof(*o->xfn));
+	return o->xf && o->xfn ? 0 : -ENOMEM;
 }
 
 static int post(struct railop *o, struct sendrec *s)
@@ -698,46 +709,112 @@ static void inject_dup(struct r2d *d, const struct sendrec *s)
 	}
 }
 
-static int send_range(struct railop *o, const struct r2_xfer *x, uint32_t step)
+/* Posts one chunk [off, off+len) of transfer x (a copy: the sender keeps it
+ * until acknowledged). */
+static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, uint64_t len,
+		      uint32_t step)
 {
 	struct r2_comm *c = o->c;
-	bool reverse = r2_param_int(&o->d->params, P_INJECT_DUP) > 0;
-	uint64_t nchunks = R2_DIV_UP(x->len, (uint64_t)o->chunk);
+	struct sendrec *s = calloc(1, sizeof(*s));
+	int r;
 
-	for (uint64_t i = 0; i < nchunks; i++) {
-		/* reverse order when testing: the receiver sees them out of order */
-		uint64_t done = (reverse ? nchunks - 1 - i : i) * o->chunk;
-		uint64_t len = R2_MIN((uint64_t)o->chunk, x->len - done);
-		struct sendrec *s = calloc(1, sizeof(*s));
-		int r;
+	if (!s)
+		return -ENOMEM;
+	s->buf = malloc(len ? len : 1);
+	if (!s->buf) {
+		free(s);
+		return -ENOMEM;
+	}
+	memcpy(s->buf, o->W + off, len);
+	s->hdr.magic = R2_CHUNK_MAGIC;
+	s->hdr.kind = R2_MSG_DATA;
+	s->hdr.comm = c->key;
+	s->hdr.opseq = o->opseq;
+	s->hdr.step = step;
+	s->hdr.src = (uint32_t)c->my_host;
+	s->hdr.dst = x->peer;
+	s->hdr.off = off;
+	s->hdr.len = (uint32_t)len;
+	s->rail = x->rail;
+	s->peer = c->hosts[x->peer].id;
+	s->next = o->sends;
+	o->sends = s;
+	o->nsends++;
+	r = post(o, s);
+	if (r < 0 && r != -EAGAIN)
+		return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
+	if (r == 0)
+		inject_dup(o->d, s);
+	return 0;
+}
 
-		if (!s)
-			return -ENOMEM;
-		s->buf = malloc(len ? len : 1);
-		if (!s->buf) {
-			free(s);
-			return -ENOMEM;
+/* Chunks of the step's transfers in direction dir, in send order (reversed
+ * when testing with inject_dup, so receivers see them out of order). */
+static int list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int dir,
+		       bool sends)
+{
+	bool reverse = sends && r2_param_int(&o->d->params, P_INJECT_DUP) > 0;
+
+	if (sends)
+		o->nnsend = 0;
+	else
+		o->nrcv = 0;
+	for (int i = 0; i < nx; i++) {
+		const struct r2_xfer *x = &xf[i];
+		uint64_t n;
+		if (x->dir != dir || !x->len)
+			continue;
+		n = R2_DIV_UP(x->len, (uint64_t)o->chunk);
+		for (uint64_t j = 0; j < n; j++) {
+			uint64_t jj = reverse ? n - 1 - j : j;
+			uint64_t off = x->off + jj * o->chunk;
+			uint64_t len = R2_MIN((uint64_t)o->chunk, x->off + x->len - off);
+			if (sends) {
+				if (o->nnsend == o->capnsend) {
+					size_t cap = o->capnsend ? o->capnsend * 2 : 64;
+					void *p = realloc(o->nsend, cap * sizeof(*o->nsend));
+					if (!p)
+						return -ENOMEM;
+					o->nsend = p;
+					o->capnsend = cap;
+				}
+				o->nsend[o->nnsend++] = (struct pend){ off, len, (uint32_t)i, false };
+			} else {
+				if (o->nrcv == o->caprcv) {
+					size_t cap = o->caprcv ? o->caprcv * 2 : 64;
+					void *p = realloc(o->rcv, cap * sizeof(*o->rcv));
+					if (!p)
+						return -ENOMEM;
+					o->rcv = p;
+					o->caprcv = cap;
+				}
+				o->rcv[o->nrcv++] = (struct rpend){ x->peer, off, len, false };
+			}
 		}
-		memcpy(s->buf, o->W + x->off + done, len);
-		s->hdr.magic = R2_CHUNK_MAGIC;
-		s->hdr.kind = R2_MSG_DATA;
-		s->hdr.comm = c->key;
-		s->hdr.opseq = o->opseq;
-		s->hdr.step = step;
-		s->hdr.src = (uint32_t)c->my_host;
-		s->hdr.dst = x->peer;
-		s->hdr.off = x->off + done;
-		s->hdr.len = (uint32_t)len;
-		s->rail = x->rail;
-		s->peer = c->hosts[x->peer].id;
-		s->next = o->sends;
-		o->sends = s;
-		o->nsends++;
-		r = post(o, s);
-		if (r < 0 && r != -EAGAIN)
-			return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
-		if (r == 0)
-			inject_dup(o->d, s);
+	}
+	return 0;
+}
+
+/* Posts the next step's send chunks whose bytes this step no longer awaits. */
+static int send_ready(struct railop *o, bool all)
+{
+	for (size_t i = 0; i < o->nnsend; i++) {
+		struct pend *p = &o->nsend[i];
+		bool ready = true;
+		int r;
+		if (p->posted)
+			continue;
+		for (size_t j = 0; !all && ready && j < o->nrcv; j++) {
+			const struct rpend *q = &o->rcv[j];
+			if (!q->done && p->off < q->off + q->len && q->off < p->off + p->len)
+				ready = false;
+		}
+		if (!ready)
+			continue;
+		r = send_chunk(o, &o->xfn[p->xi], p->off, p->len, o->step + 1);
+		if (r < 0)
+			return r;
+		p->posted = true;
 	}
 	return 0;
 }
@@ -801,6 +878,13 @@ static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void
 			      o->redop == R2CCL_AVG ? R2CCL_SUM : o->redop);
 	else
 		memcpy(o->W + h->off, buf, h->len);
+	for (size_t i = 0; i < o->nrcv; i++) {
+		if (o->rcv[i].src == h->src && o->rcv[i].off == h->off) {
+			o->rcv[i].done = true;
+			break;
+		}
+	}
+	o->applied_since = true;
 	return h->len;
 }
 
@@ -960,6 +1044,12 @@ static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 		if (n < 0)
 			return (int)n;
 		got += (uint64_t)n;
+		if (o->applied_since) {
+			int r = send_ready(o, false);
+			if (r < 0)
+				return r;
+			o->applied_since = false;
+		}
 	}
 	return 0;
 }
@@ -1039,14 +1129,32 @@ static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t d
 			 c->id, (unsigned)size, (int)op, root, peer, c->nhosts);
 		goto out;
 	}
+	/* step 0's sends are "the next step's" of a step -1 that awaits nothing */
+	o.nxn = r2_plan_expand(o.plan, (uint32_t)c->my_host, 0, o.xfn, o.maxx);
+	o.step = UINT32_MAX; /* so that step + 1 == 0 */
+	if (o.nxn < 0) {
+		r = o.nxn;
+		goto out;
+	}
 	for (uint32_t k = 0; k < o.plan->nsteps; k++) {
-		int nx = r2_plan_expand(o.plan, (uint32_t)c->my_host, k, o.xf, o.maxx);
+		struct r2_xfer *t;
 		uint64_t expect = 0;
+		int nx;
 
-		if (nx < 0) {
-			r = nx;
-			goto out;
+		/* this step's sends: the list was made (and partly posted early)
+		 * during the previous step; step 0's is made here */
+		r = k == 0 ? list_chunks(&o, o.xfn, o.nxn, R2_XFER_SEND, true) : 0;
+		if (r == 0) {
+			o.nrcv = 0;
+			r = send_ready(&o, true); /* whatever is left of them */
 		}
+		if (r < 0)
+			goto out;
+		t = o.xf;
+		o.xf = o.xfn;
+		o.xfn = t;
+		nx = o.nxn;
+		o.step = k;
 		o.nseen = 0;
 		for (int i = 0; i < nx; i++) {
 			const struct r2_xfer *x = &o.xf[i];
@@ -1054,13 +1162,34 @@ static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t d
 				r = -EOPNOTSUPP; /* bridges come with the resilience work */
 				goto out;
 			}
-			if (x->dir == R2_XFER_SEND) {
-				r = send_range(&o, x, k);
-				if (r < 0)
-					goto out;
-			} else {
+			if (x->dir == R2_XFER_RECV)
 				expect += x->len;
+		}
+		r = list_chunks(&o, o.xf, nx, R2_XFER_RECV, false);
+		if (r < 0)
+			goto out;
+		/* the next step's sends, posted as soon as their bytes are final */
+		o.nnsend = 0;
+		o.nxn = 0;
+		if (k + 1 < o.plan->nsteps) {
+			o.nxn = r2_plan_expand(o.plan, (uint32_t)c->my_host, k + 1, o.xfn, o.maxx);
+			if (o.nxn < 0) {
+				r = o.nxn;
+				goto out;
 			}
+			for (int i = 0; i < o.nxn; i++) {
+				if (o.xfn[i].dir == R2_XFER_RELAY || o.xfn[i].via != R2_NO_HOST) {
+					r = -EOPNOTSUPP;
+					goto out;
+				}
+			}
+			r = list_chunks(&o, o.xfn, o.nxn, R2_XFER_SEND, true);
+			if (r < 0)
+				goto out;
+			/* chunks that read nothing this step awaits go at once */
+			r = send_ready(&o, false);
+			if (r < 0)
+				goto out;
 		}
 		r = repost(&o);
 		if (r < 0)
@@ -1099,6 +1228,9 @@ out:
 	}
 	free(o.seen);
 	free(o.xf);
+	free(o.xfn);
+	free(o.nsend);
+	free(o.rcv);
 	r2_plan_free(o.plan);
 	return r;
 }
