@@ -8,12 +8,20 @@ cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 JOBS=${JOBS:-$(nproc)}
 t0=$(date +%s)
+LOG=$(mktemp /tmp/r2ccl-tests.XXXXXX)
+trap 'rm -f "$LOG"' EXIT
+# runs meson test, keeps its summary for the closing line
+mtest() {
+	local rc=0
+	meson test "$@" 2>&1 | tee -a "$LOG" || rc=$?
+	return $rc
+}
 
 echo "=== build (debugoptimized) ==="
 [ -f build-test/build.ninja ] || meson setup build-test -Dtests=enabled >/dev/null
 ninja -C build-test -j "$JOBS"
 echo "=== unit, integration, cluster ==="
-meson test -C build-test --print-errorlogs --num-processes 1 \
+mtest -C build-test --print-errorlogs --num-processes 1 \
 	--suite unit --suite integration --suite cluster --suite valgrind
 
 echo "=== ASan + UBSan ==="
@@ -23,6 +31,11 @@ ninja -C build-asan -j "$JOBS"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1:fast_unwind_on_malloc=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
-meson test -C build-asan --print-errorlogs --num-processes 1 --suite unit --suite integration
+mtest -C build-asan --print-errorlogs --num-processes 1 --suite unit --suite integration
 
-echo "=== all suites passed in $(( $(date +%s) - t0 )) s ==="
+ok=$(awk '/^Ok:/ {s += $2} END {print s + 0}' "$LOG")
+fail=$(awk '/^Fail:/ {s += $2} /^Timeout:/ {s += $2} END {print s + 0}' "$LOG")
+skip=$(awk '/^Skipped:/ {s += $2} END {print s + 0}' "$LOG")
+echo "=== all suites done in $(( $(date +%s) - t0 )) s ==="
+echo "$ok passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]
