@@ -281,6 +281,22 @@ int r2d_rails_start(struct r2d *d)
 	return 0;
 }
 
+void r2d_rails_quiesce(struct r2d *d)
+{
+	struct r2_rails *rs = d->rails;
+	uint64_t one = 1;
+
+	/* join the rails thread before its uv_async handle is closed: a peer
+	 * that drops its connection now must not signal a closed handle */
+	if (!rs || !rs->started)
+		return;
+	atomic_store(&rs->stop, true);
+	if (write(rs->wake_fd, &one, sizeof(one)) < 0)
+		(void)0;
+	pthread_join(rs->thread, NULL);
+	rs->started = false;
+}
+
 void r2d_rails_stop(struct r2d *d)
 {
 	struct r2_rails *rs = d->rails;

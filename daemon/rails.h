@@ -60,6 +60,8 @@ struct r2_rails {
 
 int r2d_rails_start(struct r2d *d);
 void r2d_rails_stop(struct r2d *d);
+/* Joins the rails thread (before the loop closes its handles). */
+void r2d_rails_quiesce(struct r2d *d);
 /* Sends a message on a rail to a peer daemon. */
 int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr,
 		   const void *buf, uint64_t ctx);

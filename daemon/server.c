@@ -187,8 +187,10 @@ static void finish(struct r2d *d)
 		next = s->next;
 		r2d_session_close(s, "daemon stopping");
 	}
-	if (d->rails)
+	if (d->rails) {
+		r2d_rails_quiesce(d);
 		uv_close((uv_handle_t *)&d->rails->async, NULL);
+	}
 	uv_close((uv_handle_t *)&d->tick, NULL);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);

@@ -1,0 +1,1222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cluster_client: the rank side of the cluster tests (tests/cluster/).
+ *
+ * Run on every host of a simulated cluster (cluster.sh run), against that
+ * host's r2ccld ($R2CCL_SOCKET). The process forks --local-ranks K rank
+ * processes, ranks first_rank .. first_rank+K-1 of --nranks N. The host that
+ * holds rank 0 creates the unique id (r2ccl_get_unique_id) and writes it as
+ * one line of hex, atomically (temp file + rename), to --uid-file (default
+ * $R2CCL_CLUSTER_DIR/uid; use a fresh path for every run); the other hosts
+ * wait for it (bounded by --uid-timeout). The format is r2ccl-bench's.
+ *
+ * Every rank runs the same sequence of operations (--ops selects the kinds):
+ * allreduce, allgather, reducescatter, broadcast and reduce (roots 0 and
+ * n-1), and a send/recv ring (even ranks send first), for float32 sum, int32
+ * max, float16 sum, int8 min, float64 avg, uint64 prod (reductions) and
+ * int8/float16/float32/uint64 (copies); counts 1, 7 and ~1000 (never a
+ * multiple of n), in and out of place; then, if --max-bytes allows, 1M+3
+ * elements, and one 64 MB float32 allreduce and allgather. Every element of
+ * every result (and of every out-of-place send buffer, and guard bytes around
+ * each buffer) is checked against an expectation computed here, with the
+ * inputs and the documented semantics of tests/integration/test_collectives.c
+ * (whose value and checking code is reused below): integers wrap, avg divides
+ * the wrapped sum with C division, floats are small integers so results are
+ * exact, copies are bit exact.
+ *
+ * --loop N: instead, N float32-sum allreduces of --max-bytes each (checked),
+ * stopping at the first error (the peer-killed test).
+ * --uid-read-only: every host (also rank 0's) reads the id from the uid file
+ * (bootstrap tests with a wrong id).
+ *
+ * Output: failures (with the r2ccl error text and code and the wall-clock
+ * time, "epoch=S.mmm") on stderr, and one summary line per host:
+ *   cluster_client: PASS|FAIL ranks A..B of N: O ops, E elements checked, ...
+ * Exit: 0 every element exact; 1 a wrong element; 2 an r2ccl call failed;
+ * 3 usage or setup error (uid file); 4 a rank process died (signal, alarm).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "r2ccl.h"
+#include "reduce.h"
+
+#define GUARD 64          /* bytes checked before and after every buffer */
+#define SENTINEL 0xA5
+#define GUARD_BYTE 0x5A
+#define FAST_MIN ((size_t)1 << 16) /* closed-form patterns from this count on */
+#define MEG3 (((size_t)1 << 20) + 3)
+#define BIG_BYTES ((size_t)64 << 20)
+#define MAX_LOCAL 64
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static double epoch_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Shared between the host process and its rank processes. */
+struct rank_res {
+	uint64_t ops, elems;
+	int fails;     /* wrong elements / guard bytes / call failures */
+	int err;       /* first r2ccl error code (0: none) */
+	double err_at; /* epoch of the first error */
+	int done;
+};
+
+struct shared {
+	int nfail;    /* failures reported by all ranks (atomic) */
+	int claimed;  /* the first one writes first[] (atomic) */
+	char first[1536];
+	struct rank_res res[MAX_LOCAL];
+};
+
+static struct shared *sh;
+
+/* One rank. */
+struct rk {
+	int n;           /* ranks in the communicator */
+	int rank;        /* rank in comm */
+	int li;          /* local index */
+	r2ccl_client_t *cl;
+	r2ccl_comm_t *comm;
+	uint64_t seq;    /* operations so far: every rank runs the same sequence */
+	uint64_t elems;  /* elements checked */
+	int fails;
+	int err;         /* first r2ccl error code */
+	double err_at;
+	bool broken;     /* a call failed: stop, later calls would only cascade */
+};
+
+static void rfail(struct rk *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void rfail(struct rk *k, const char *fmt, ...)
+{
+	char msg[1400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	k->fails++;
+	__atomic_add_fetch(&sh->nfail, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_exchange_n(&sh->claimed, 1, __ATOMIC_SEQ_CST) == 0)
+		snprintf(sh->first, sizeof(sh->first), "nranks=%d rank=%d: %s", k->n, k->rank,
+			 msg);
+	if (k->fails <= 3)
+		fprintf(stderr, "cluster_client: FAIL nranks=%d rank=%d epoch=%.3f: %s\n", k->n,
+			k->rank, epoch_s(), msg);
+}
+
+static void rerr(struct rk *k, int e)
+{
+	if (!k->err) {
+		k->err = e;
+		k->err_at = epoch_s();
+	}
+}
+
+/* ---- values, expectations and checks: from tests/integration/test_collectives.c ---- */
+
+static bool is_float(r2ccl_dtype_t dt)
+{
+	return dt == R2CCL_FLOAT16 || dt == R2CCL_BFLOAT16 || dt == R2CCL_FLOAT32 ||
+	       dt == R2CCL_FLOAT64;
+}
+
+static bool is_signed(r2ccl_dtype_t dt)
+{
+	return dt == R2CCL_INT8 || dt == R2CCL_INT32 || dt == R2CCL_INT64;
+}
+
+static uint64_t type_mask(r2ccl_dtype_t dt)
+{
+	size_t es = r2ccl_dtype_size(dt);
+	return es >= 8 ? ~(uint64_t)0 : (((uint64_t)1 << (8 * es)) - 1);
+}
+
+static int64_t sext(uint64_t v, r2ccl_dtype_t dt)
+{
+	unsigned sh_bits = 64 - 8 * (unsigned)r2ccl_dtype_size(dt);
+	return (int64_t)(v << sh_bits) >> sh_bits;
+}
+
+static inline uint64_t mix64(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+static inline uint64_t getb(const void *p, size_t es, size_t i)
+{
+	switch (es) {
+	case 1: return ((const uint8_t *)p)[i];
+	case 2: return ((const uint16_t *)p)[i];
+	case 4: return ((const uint32_t *)p)[i];
+	default: return ((const uint64_t *)p)[i];
+	}
+}
+
+static inline void putb(void *p, size_t es, size_t i, uint64_t v)
+{
+	switch (es) {
+	case 1: ((uint8_t *)p)[i] = (uint8_t)v; break;
+	case 2: ((uint16_t *)p)[i] = (uint16_t)v; break;
+	case 4: ((uint32_t *)p)[i] = (uint32_t)v; break;
+	default: ((uint64_t *)p)[i] = v; break;
+	}
+}
+
+static uint32_t f32_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static uint64_t f64_bits(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, 8);
+	return u;
+}
+
+/* bits of the float type dt holding v (exact for our inputs; rounds the result) */
+static uint64_t fenc(r2ccl_dtype_t dt, float f32v, double f64v)
+{
+	switch (dt) {
+	case R2CCL_FLOAT16: return r2_float_to_half(f32v);
+	case R2CCL_BFLOAT16: return r2_float_to_bf16(f32v);
+	case R2CCL_FLOAT32: return f32_bits(f32v);
+	default: return f64_bits(f64v);
+	}
+}
+
+static double fdec(r2ccl_dtype_t dt, uint64_t b)
+{
+	float f;
+	double d;
+	uint32_t u = (uint32_t)b;
+
+	switch (dt) {
+	case R2CCL_FLOAT16: return r2_half_to_float((uint16_t)b);
+	case R2CCL_BFLOAT16: return r2_bf16_to_float((uint16_t)b);
+	case R2CCL_FLOAT32: memcpy(&f, &u, 4); return f;
+	default: memcpy(&d, &b, 8); return d;
+	}
+}
+
+static void fmt_val(char *out, size_t len, r2ccl_dtype_t dt, uint64_t b)
+{
+	if (is_float(dt))
+		snprintf(out, len, "0x%" PRIx64 " = %.9g", b, fdec(dt, b));
+	else if (is_signed(dt))
+		snprintf(out, len, "0x%" PRIx64 " = %" PRId64, b, sext(b, dt));
+	else
+		snprintf(out, len, "0x%" PRIx64 " = %" PRIu64, b, b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* One operation: its inputs and expected outputs                            */
+/* ------------------------------------------------------------------------ */
+
+enum kind { K_ALLREDUCE, K_ALLGATHER, K_REDUCESCATTER, K_BROADCAST, K_REDUCE, K_SENDRECV };
+static const char *const kind_name[] = { "allreduce", "allgather", "reducescatter",
+					 "broadcast", "reduce", "send/recv" };
+enum fast { FK_NONE, FK_I32SUM, FK_F32SUM, FK_COPY32 };
+
+struct opx {
+	enum kind kind;
+	r2ccl_dtype_t dt;
+	r2ccl_redop_t op;
+	size_t count; /* as passed to the call */
+	bool inplace;
+	int root;     /* broadcast/reduce; send/recv: the peer received from */
+	int n, rank;  /* in the communicator used */
+	uint64_t salt;
+	uint32_t salt32;
+	enum fast fk;
+	size_t es;
+};
+
+static bool is_red(enum kind k)
+{
+	return k == K_ALLREDUCE || k == K_REDUCESCATTER || k == K_REDUCE;
+}
+
+static void opx_str(char *out, size_t len, const struct opx *o)
+{
+	snprintf(out, len, "%s dtype=%s redop=%s count=%zu %s %s=%d", kind_name[o->kind],
+		 r2ccl_dtype_name(o->dt), is_red(o->kind) ? r2ccl_redop_name(o->op) : "-",
+		 o->count, o->inplace ? "in-place" : "out-of-place",
+		 o->kind == K_SENDRECV ? "from" : "root", o->root);
+}
+
+/* Float inputs of reductions: small integers, so that everything is exact. */
+static int red_fval(r2ccl_redop_t op, uint64_t h)
+{
+	static const int prod_vals[4] = { -2, -1, 1, 2 };
+
+	switch (op) {
+	case R2CCL_PROD: return prod_vals[h & 3];
+	case R2CCL_MIN:
+	case R2CCL_MAX: return (int)(h % 201) - 100;
+	default: return (int)(h % 17) - 8;
+	}
+}
+
+static inline uint64_t hash_rg(uint64_t salt, int r, size_t g)
+{
+	return mix64(salt ^ mix64(((uint64_t)(unsigned)r << 48) ^ (uint64_t)g));
+}
+
+/* Fast (closed-form) patterns for large 4-byte operations. */
+static inline int f32_base(uint32_t salt, size_t g)
+{
+	return (int)((g + salt) % 1021) - 510;
+}
+
+static inline uint32_t fast_in(enum fast fk, uint32_t salt, int r, size_t g)
+{
+	switch (fk) {
+	case FK_I32SUM: return (uint32_t)g * 2654435761u + salt + (uint32_t)r * 0x9E3779B1u;
+	case FK_F32SUM: return f32_bits((float)(f32_base(salt, g) + r));
+	default: return ((uint32_t)g * 2654435761u) ^ (salt + (uint32_t)r * 0x01000193u);
+	}
+}
+
+static inline uint32_t fast_red(enum fast fk, uint32_t salt, int n, size_t g)
+{
+	uint32_t tri = (uint32_t)(n * (n - 1) / 2);
+
+	if (fk == FK_I32SUM)
+		return (uint32_t)n * ((uint32_t)g * 2654435761u + salt) + tri * 0x9E3779B1u;
+	return f32_bits((float)(n * f32_base(salt, g) + (int)tri));
+}
+
+/* input of rank r at element g of its send buffer */
+static uint64_t in_bits(const struct opx *o, int r, size_t g)
+{
+	uint64_t h;
+
+	if (o->fk != FK_NONE)
+		return fast_in(o->fk, o->salt32, r, g);
+	h = hash_rg(o->salt, r, g);
+	if (!is_red(o->kind) || !is_float(o->dt))
+		return h & type_mask(o->dt);
+	int v = red_fval(o->op, h);
+	return fenc(o->dt, (float)v, (double)v);
+}
+
+/* the reduction over all ranks of element g */
+static uint64_t red_exp(const struct opx *o, size_t g)
+{
+	const int n = o->n;
+
+	if (o->fk != FK_NONE)
+		return fast_red(o->fk, o->salt32, n, g);
+	if (!is_float(o->dt)) {
+		const uint64_t m = type_mask(o->dt);
+		const bool sg = is_signed(o->dt);
+		uint64_t acc = o->op == R2CCL_PROD ? 1 : 0;
+		for (int r = 0; r < n; r++) {
+			uint64_t v = hash_rg(o->salt, r, g) & m;
+			switch (o->op) {
+			case R2CCL_SUM:
+			case R2CCL_AVG: acc += v; break;
+			case R2CCL_PROD: acc *= v; break;
+			case R2CCL_MIN:
+				if (r == 0 || (sg ? sext(v, o->dt) < sext(acc, o->dt) : v < acc))
+					acc = v;
+				break;
+			default:
+				if (r == 0 || (sg ? sext(v, o->dt) > sext(acc, o->dt) : v > acc))
+					acc = v;
+				break;
+			}
+		}
+		acc &= m;
+		if (o->op == R2CCL_AVG) /* the wrapped sum, C division */
+			acc = sg ? (uint64_t)(sext(acc, o->dt) / n) : acc / (uint64_t)n;
+		return acc & m;
+	}
+	double acc = 0;
+	for (int r = 0; r < n; r++) {
+		double v = red_fval(o->op, hash_rg(o->salt, r, g));
+		switch (o->op) {
+		case R2CCL_SUM:
+		case R2CCL_AVG: acc += v; break;
+		case R2CCL_PROD: acc = r ? acc * v : v; break;
+		case R2CCL_MIN: acc = (r == 0 || v < acc) ? v : acc; break;
+		default: acc = (r == 0 || v > acc) ? v : acc; break;
+		}
+	}
+	if (o->op == R2CCL_AVG)
+		return fenc(o->dt, (float)acc / (float)n, acc / (double)n);
+	return fenc(o->dt, (float)acc, acc);
+}
+
+/* what element i of this rank's receive buffer must hold after the op */
+static uint64_t expect_at(const struct opx *o, size_t i)
+{
+	switch (o->kind) {
+	case K_ALLREDUCE:
+	case K_REDUCE: return red_exp(o, i);
+	case K_REDUCESCATTER: return red_exp(o, (size_t)o->rank * o->count + i);
+	case K_ALLGATHER: return in_bits(o, (int)(i / o->count), i % o->count);
+	default: return in_bits(o, o->root, i); /* broadcast, send/recv (root = sender) */
+	}
+}
+
+static void fill_in(const struct opx *o, int r, void *p, size_t nelem)
+{
+	if (o->fk != FK_NONE) {
+		uint32_t *q = p;
+		for (size_t g = 0; g < nelem; g++)
+			q[g] = fast_in(o->fk, o->salt32, r, g);
+		return;
+	}
+	for (size_t g = 0; g < nelem; g++)
+		putb(p, o->es, g, in_bits(o, r, g));
+}
+
+/* Compares nelem elements at p (what: "recvbuff"/"sendbuff") with expected values:
+ * the op's results, or (send) this rank's own inputs. */
+static void check_elems(struct rk *k, const struct opx *o, const char *what, const void *p,
+			size_t nelem, bool send)
+{
+	size_t bad = 0, first = 0;
+	uint64_t fgot = 0, fexp = 0;
+
+	k->elems += nelem;
+	for (size_t i = 0; i < nelem; i++) {
+		uint64_t got = getb(p, o->es, i);
+		uint64_t exp = send ? in_bits(o, o->rank, i) : expect_at(o, i);
+		if (got != exp) {
+			if (!bad++) {
+				first = i;
+				fgot = got;
+				fexp = exp;
+			}
+		}
+	}
+	if (bad) {
+		char d[200], g[64], e[64];
+		opx_str(d, sizeof(d), o);
+		fmt_val(g, sizeof(g), o->dt, fgot);
+		fmt_val(e, sizeof(e), o->dt, fexp);
+		rfail(k, "%s: %s index %zu: got %s, expected %s (%zu of %zu elements wrong)", d,
+		     what, first, g, e, bad, nelem);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Buffers (shared memory from r2ccl_mem_alloc, with guards)                 */
+/* ------------------------------------------------------------------------ */
+
+struct buf {
+	unsigned char *p; /* base + GUARD */
+	size_t cap;       /* usable bytes */
+};
+
+static int balloc(struct rk *k, struct buf *b, size_t cap)
+{
+	void *base = NULL;
+	int r = r2ccl_mem_alloc(k->cl, cap + 2 * GUARD, &base);
+
+	b->p = NULL;
+	b->cap = 0;
+	if (r) {
+		rerr(k, r);
+		rfail(k, "r2ccl_mem_alloc(%zu): %s (%d)", cap + 2 * GUARD, r2ccl_strerror(r), r);
+		k->broken = true;
+		return -1;
+	}
+	b->p = (unsigned char *)base + GUARD;
+	b->cap = cap;
+	return 0;
+}
+
+static void bfree(struct rk *k, struct buf *b)
+{
+	int r;
+
+	if (!b->p)
+		return;
+	r = r2ccl_mem_free(k->cl, b->p - GUARD);
+	if (r)
+		rfail(k, "r2ccl_mem_free: %s", r2ccl_strerror(r));
+	b->p = NULL;
+}
+
+static void guard_set(struct buf *b, size_t len)
+{
+	memset(b->p - GUARD, GUARD_BYTE, GUARD);
+	memset(b->p + len, GUARD_BYTE, GUARD);
+}
+
+static void guard_check(struct rk *k, const struct opx *o, const char *what, struct buf *b,
+			size_t len)
+{
+	for (int side = 0; side < 2; side++) {
+		const unsigned char *g = side ? b->p + len : b->p - GUARD;
+		for (int i = 0; i < GUARD; i++) {
+			if (g[i] != GUARD_BYTE) {
+				char d[200];
+				opx_str(d, sizeof(d), o);
+				rfail(k, "%s: wrote %s %s (byte %d there is 0x%02x)", d,
+				     side ? "past the end of" : "before", what, i, g[i]);
+				return;
+			}
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running one operation on one rank                                         */
+/* ------------------------------------------------------------------------ */
+
+static void opx_init(struct rk *k, struct opx *o, enum kind kind, int n, int rank,
+		     r2ccl_dtype_t dt, r2ccl_redop_t op, size_t count, bool inplace, int root)
+{
+	memset(o, 0, sizeof(*o));
+	o->kind = kind;
+	o->dt = dt;
+	o->op = op;
+	o->count = count;
+	o->inplace = inplace;
+	o->root = root;
+	o->n = n;
+	o->rank = rank;
+	o->es = r2ccl_dtype_size(dt);
+	o->salt = mix64(++k->seq * 0x100000001B3ull);
+	o->salt32 = (uint32_t)(o->salt >> 7) & 0xFFFFFF;
+	o->fk = FK_NONE;
+	if (count >= FAST_MIN) {
+		if (is_red(kind) && op == R2CCL_SUM && dt == R2CCL_INT32)
+			o->fk = FK_I32SUM;
+		else if (is_red(kind) && op == R2CCL_SUM && dt == R2CCL_FLOAT32)
+			o->fk = FK_F32SUM;
+		else if (!is_red(kind) && o->es == 4)
+			o->fk = FK_COPY32;
+	}
+}
+
+static bool call_ok(struct rk *k, const struct opx *o, const char *fn, int r)
+{
+	char d[200];
+
+	if (r == 0)
+		return true;
+	rerr(k, r);
+	opx_str(d, sizeof(d), o);
+	rfail(k, "%s: %s returned %d (%s)", d, fn, r, r2ccl_strerror(r));
+	k->broken = true;
+	return false;
+}
+
+/* A collective (not send/recv) on comm, where this process is rank `rank` of n.
+ * sb/rb: buffers large enough for the op (in place uses the larger one only). */
+static void coll(struct rk *k, r2ccl_comm_t *comm, int rank, enum kind kind, r2ccl_dtype_t dt,
+		 r2ccl_redop_t op, size_t count, bool inplace, int root, struct buf *sb,
+		 struct buf *rb)
+{
+	const int n = k->n;
+	struct opx o;
+	size_t slen, rlen; /* elements */
+	unsigned char *s, *r;
+	struct buf *region = NULL; /* in place: the one buffer */
+	size_t region_len = 0;
+	int e = 0;
+	char d[200];
+
+	if (k->broken)
+		return;
+	opx_init(k, &o, kind, n, rank, dt, op, count, inplace, root);
+	slen = kind == K_REDUCESCATTER ? (size_t)n * count : count;
+	rlen = kind == K_ALLGATHER ? (size_t)n * count : count;
+	if (!inplace) {
+		if (slen * o.es > sb->cap || rlen * o.es > rb->cap)
+			goto toobig;
+		s = sb->p;
+		r = rb->p;
+		fill_in(&o, rank, s, slen);
+		memset(r, SENTINEL, rlen * o.es);
+		guard_set(sb, slen * o.es);
+		guard_set(rb, rlen * o.es);
+	} else {
+		switch (kind) {
+		case K_REDUCESCATTER:
+			region = sb;
+			region_len = slen * o.es;
+			if (region_len > region->cap)
+				goto toobig;
+			s = sb->p;
+			r = s + (size_t)rank * count * o.es;
+			fill_in(&o, rank, s, slen);
+			break;
+		case K_ALLGATHER:
+			region = rb;
+			region_len = rlen * o.es;
+			if (region_len > region->cap)
+				goto toobig;
+			r = rb->p;
+			s = r + (size_t)rank * count * o.es;
+			memset(r, SENTINEL, region_len);
+			fill_in(&o, rank, s, count);
+			break;
+		case K_BROADCAST:
+			region = rb;
+			region_len = count * o.es;
+			if (region_len > region->cap)
+				goto toobig;
+			r = s = rb->p;
+			if (rank == root)
+				fill_in(&o, rank, s, count);
+			else
+				memset(r, SENTINEL, region_len);
+			break;
+		default: /* allreduce, reduce */
+			region = rb;
+			region_len = count * o.es;
+			if (region_len > region->cap)
+				goto toobig;
+			r = s = rb->p;
+			fill_in(&o, rank, s, count);
+			break;
+		}
+		guard_set(region, region_len);
+	}
+
+	switch (kind) {
+	case K_ALLREDUCE: e = r2ccl_allreduce(comm, s, r, count, dt, op); break;
+	case K_ALLGATHER: e = r2ccl_allgather(comm, s, r, count, dt); break;
+	case K_REDUCESCATTER: e = r2ccl_reducescatter(comm, s, r, count, dt, op); break;
+	case K_BROADCAST: e = r2ccl_broadcast(comm, s, r, count, dt, root); break;
+	case K_REDUCE: e = r2ccl_reduce(comm, s, r, count, dt, op, root); break;
+	default: break;
+	}
+	if (!call_ok(k, &o, kind_name[kind], e))
+		return;
+
+	/* results */
+	if (kind != K_REDUCE || rank == root)
+		check_elems(k, &o, "recvbuff", r, rlen, false);
+	if (!inplace) {
+		check_elems(k, &o, "sendbuff (must stay unchanged)", s, slen, true);
+		guard_check(k, &o, "sendbuff", sb, slen * o.es);
+		guard_check(k, &o, "recvbuff", rb, rlen * o.es);
+	} else {
+		guard_check(k, &o, "the in-place buffer", region, region_len);
+	}
+	return;
+toobig:
+	opx_str(d, sizeof(d), &o);
+	rfail(k, "test bug: %s does not fit the test's buffers", d);
+	k->broken = true;
+}
+
+/* Ring send/recv: rank sends to rank+1 and receives from rank-1; even ranks
+ * send first, odd ranks receive first. */
+static void sendrecv_ring(struct rk *k, r2ccl_comm_t *comm, int rank, r2ccl_dtype_t dt,
+			  size_t count, struct buf *sb, struct buf *rb)
+{
+	const int n = k->n;
+	const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+	struct opx o;
+	int es, er;
+
+	if (k->broken)
+		return;
+	opx_init(k, &o, K_SENDRECV, n, rank, dt, R2CCL_SUM, count, false, prev);
+	if (count * o.es > sb->cap || count * o.es > rb->cap) {
+		rfail(k, "test bug: send/recv of %zu does not fit", count);
+		k->broken = true;
+		return;
+	}
+	fill_in(&o, rank, sb->p, count);
+	memset(rb->p, SENTINEL, count * o.es);
+	guard_set(sb, count * o.es);
+	guard_set(rb, count * o.es);
+	if (rank % 2 == 0) {
+		es = r2ccl_send(comm, sb->p, count, dt, next);
+		er = es ? 0 : r2ccl_recv(comm, rb->p, count, dt, prev);
+	} else {
+		er = r2ccl_recv(comm, rb->p, count, dt, prev);
+		es = er ? 0 : r2ccl_send(comm, sb->p, count, dt, next);
+	}
+	if (!call_ok(k, &o, "r2ccl_send", es) || !call_ok(k, &o, "r2ccl_recv", er))
+		return;
+	check_elems(k, &o, "recvbuff (from rank-1)", rb->p, count, false);
+	check_elems(k, &o, "sendbuff (must stay unchanged)", sb->p, count, true);
+	guard_check(k, &o, "sendbuff", sb, count * o.es);
+	guard_check(k, &o, "recvbuff", rb, count * o.es);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The sequence every rank runs                                              */
+/* ------------------------------------------------------------------------ */
+
+enum { OP_ALLREDUCE = 1, OP_ALLGATHER = 2, OP_REDUCESCATTER = 4, OP_BROADCAST = 8,
+       OP_REDUCE = 16, OP_SENDRECV = 32, OP_ALL = 63 };
+
+struct copts {
+	int nranks, first_rank, local;
+	const char *uid_file;
+	double uid_timeout_s;
+	bool uid_read_only;
+	unsigned ops;
+	size_t max_bytes;
+	int loop;
+	int timeout_s;
+	int conn_timeout_ms;
+};
+
+static const struct { r2ccl_dtype_t dt; r2ccl_redop_t op; } red_pairs[] = {
+	{ R2CCL_FLOAT32, R2CCL_SUM }, { R2CCL_INT32, R2CCL_MAX },  { R2CCL_FLOAT16, R2CCL_SUM },
+	{ R2CCL_INT8, R2CCL_MIN },    { R2CCL_FLOAT64, R2CCL_AVG }, { R2CCL_UINT64, R2CCL_PROD },
+	{ R2CCL_BFLOAT16, R2CCL_MAX }, { R2CCL_UINT32, R2CCL_AVG }, { R2CCL_INT64, R2CCL_SUM },
+};
+static const r2ccl_dtype_t copy_types[] = { R2CCL_INT8, R2CCL_FLOAT16, R2CCL_FLOAT32,
+					    R2CCL_UINT64 };
+
+/* ~1000 elements, never a multiple of n (n > 1) */
+static size_t odd_count(int n)
+{
+	size_t c = 1000 + (size_t)n - 1;
+	while (n > 1 && c % (size_t)n == 0)
+		c++;
+	return c;
+}
+
+static size_t buf_cap(const struct copts *o, int n)
+{
+	size_t cap = (size_t)n * (odd_count(n) + 8) * 8;
+	if (o->max_bytes >= MEG3 * 8) {
+		size_t m = MEG3 * 8 > (size_t)n * MEG3 * 4 ? MEG3 * 8 : (size_t)n * MEG3 * 4;
+		if (m > cap)
+			cap = m;
+	}
+	if (o->max_bytes >= BIG_BYTES && cap < BIG_BYTES)
+		cap = BIG_BYTES;
+	if (o->loop && cap < o->max_bytes)
+		cap = o->max_bytes;
+	return cap;
+}
+
+static void body_all(struct rk *k, const struct copts *o, struct buf *sb, struct buf *rb)
+{
+	const int n = k->n, last = n - 1;
+	const size_t counts[] = { 1, 7, odd_count(n) };
+
+	/* small: every kind, type/op, count, in and out of place */
+	for (size_t c = 0; c < ARRAY_LEN(counts); c++)
+		for (int ip = 0; ip < 2; ip++) {
+			for (size_t p = 0; p < ARRAY_LEN(red_pairs); p++) {
+				r2ccl_dtype_t dt = red_pairs[p].dt;
+				r2ccl_redop_t op = red_pairs[p].op;
+				if (o->ops & OP_ALLREDUCE)
+					coll(k, k->comm, k->rank, K_ALLREDUCE, dt, op, counts[c], ip, 0, sb, rb);
+				if (o->ops & OP_REDUCESCATTER)
+					coll(k, k->comm, k->rank, K_REDUCESCATTER, dt, op, counts[c], ip, 0, sb, rb);
+				if (o->ops & OP_REDUCE) {
+					coll(k, k->comm, k->rank, K_REDUCE, dt, op, counts[c], ip, 0, sb, rb);
+					if (last != 0)
+						coll(k, k->comm, k->rank, K_REDUCE, dt, op, counts[c], ip, last, sb, rb);
+				}
+			}
+			for (size_t t = 0; t < ARRAY_LEN(copy_types); t++) {
+				r2ccl_dtype_t dt = copy_types[t];
+				if (o->ops & OP_ALLGATHER)
+					coll(k, k->comm, k->rank, K_ALLGATHER, dt, R2CCL_SUM, counts[c], ip, 0, sb, rb);
+				if (o->ops & OP_BROADCAST) {
+					coll(k, k->comm, k->rank, K_BROADCAST, dt, R2CCL_SUM, counts[c], ip, 0, sb, rb);
+					if (last != 0)
+						coll(k, k->comm, k->rank, K_BROADCAST, dt, R2CCL_SUM, counts[c], ip, last, sb, rb);
+				}
+				if ((o->ops & OP_SENDRECV) && !ip && n > 1)
+					sendrecv_ring(k, k->comm, k->rank, dt, counts[c], sb, rb);
+			}
+		}
+
+	/* 1M+3 elements (several chunks per rail, uneven split) */
+	if (o->max_bytes >= MEG3 * 8) {
+		const size_t rs = MEG3 / (size_t)n + 1;
+		if (o->ops & OP_ALLREDUCE) {
+			coll(k, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT32, R2CCL_SUM, MEG3, false, 0, sb, rb);
+			coll(k, k->comm, k->rank, K_ALLREDUCE, R2CCL_INT32, R2CCL_MAX, MEG3, true, 0, sb, rb);
+			coll(k, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT64, R2CCL_AVG, MEG3, false, 0, sb, rb);
+		}
+		if (o->ops & OP_REDUCESCATTER) {
+			coll(k, k->comm, k->rank, K_REDUCESCATTER, R2CCL_FLOAT32, R2CCL_SUM, rs, false, 0, sb, rb);
+			coll(k, k->comm, k->rank, K_REDUCESCATTER, R2CCL_INT8, R2CCL_MIN, rs, true, 0, sb, rb);
+		}
+		if (o->ops & OP_REDUCE) {
+			coll(k, k->comm, k->rank, K_REDUCE, R2CCL_FLOAT32, R2CCL_SUM, MEG3, false, last, sb, rb);
+			coll(k, k->comm, k->rank, K_REDUCE, R2CCL_UINT64, R2CCL_PROD, MEG3, true, 0, sb, rb);
+		}
+		if (o->ops & OP_ALLGATHER) {
+			coll(k, k->comm, k->rank, K_ALLGATHER, R2CCL_FLOAT32, R2CCL_SUM, MEG3, false, 0, sb, rb);
+			coll(k, k->comm, k->rank, K_ALLGATHER, R2CCL_FLOAT16, R2CCL_SUM, MEG3, true, 0, sb, rb);
+		}
+		if (o->ops & OP_BROADCAST) {
+			coll(k, k->comm, k->rank, K_BROADCAST, R2CCL_FLOAT32, R2CCL_SUM, MEG3, true, 0, sb, rb);
+			coll(k, k->comm, k->rank, K_BROADCAST, R2CCL_UINT64, R2CCL_SUM, MEG3, false, last, sb, rb);
+		}
+		if ((o->ops & OP_SENDRECV) && n > 1) {
+			sendrecv_ring(k, k->comm, k->rank, R2CCL_FLOAT32, MEG3, sb, rb);
+			sendrecv_ring(k, k->comm, k->rank, R2CCL_INT8, MEG3, sb, rb);
+		}
+	}
+
+	/* 64 MB float32: allreduce (16M elements), allgather (64 MB gathered) */
+	if (o->max_bytes >= BIG_BYTES) {
+		if (o->ops & OP_ALLREDUCE)
+			coll(k, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT32, R2CCL_SUM, BIG_BYTES / 4,
+			     false, 0, sb, rb);
+		if (o->ops & OP_ALLGATHER)
+			coll(k, k->comm, k->rank, K_ALLGATHER, R2CCL_FLOAT32, R2CCL_SUM,
+			     BIG_BYTES / 4 / (size_t)n, true, 0, sb, rb);
+	}
+}
+
+static void body_loop(struct rk *k, const struct copts *o, struct buf *sb, struct buf *rb)
+{
+	size_t count = o->max_bytes / 4;
+	double t0 = mono_s();
+
+	for (int i = 0; i < o->loop && !k->broken; i++) {
+		coll(k, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT32, R2CCL_SUM, count, false, 0, sb,
+		     rb);
+		if (k->rank == 0 && (i == 0 || (i + 1) % 10 == 0))
+			fprintf(stderr, "cluster_client: loop %d of %d done (%.1f s) epoch=%.3f\n", i + 1,
+				o->loop, mono_s() - t0, epoch_s());
+	}
+}
+
+static int rank_main(const struct copts *o, int li, const r2ccl_unique_id_t *id)
+{
+	struct rk k = { .n = o->nranks, .rank = o->first_rank + li, .li = li };
+	r2ccl_connect_opts_t copts = R2CCL_CONNECT_OPTS_INITIALIZER;
+	struct buf sb = { 0 }, rb = { 0 };
+	struct rank_res *res = &sh->res[li];
+	double t0 = mono_s();
+	int r, v = -1;
+
+	copts.timeout_ms = o->conn_timeout_ms;
+	copts.client_name = "cluster_client";
+	r = r2ccl_connect(&copts, &k.cl);
+	if (r) {
+		rerr(&k, r);
+		rfail(&k, "r2ccl_connect: %s (%d)", r2ccl_strerror(r), r);
+		goto done;
+	}
+	r = r2ccl_comm_init_rank(k.cl, &k.comm, o->nranks, id, k.rank);
+	if (r) {
+		rerr(&k, r);
+		rfail(&k, "r2ccl_comm_init_rank(rank %d of %d): %s (%d) after %.2f s", k.rank,
+		      o->nranks, r2ccl_strerror(r), r, mono_s() - t0);
+		k.comm = NULL;
+		goto out;
+	}
+	if (r2ccl_comm_count(k.comm, &v) || v != o->nranks)
+		rfail(&k, "r2ccl_comm_count: %d, expected %d", v, o->nranks);
+	if (r2ccl_comm_user_rank(k.comm, &v) || v != k.rank)
+		rfail(&k, "r2ccl_comm_user_rank: %d, expected %d", v, k.rank);
+	{
+		size_t cap = buf_cap(o, o->nranks);
+		if (balloc(&k, &sb, cap) == 0 && balloc(&k, &rb, cap) == 0) {
+			if (o->loop)
+				body_loop(&k, o, &sb, &rb);
+			else
+				body_all(&k, o, &sb, &rb);
+		}
+	}
+	if (!k.broken) {
+		bfree(&k, &sb);
+		bfree(&k, &rb);
+	}
+	if (k.comm) {
+		r = k.broken ? r2ccl_comm_abort(k.comm) : r2ccl_comm_destroy(k.comm);
+		if (r && !k.broken) {
+			rerr(&k, r);
+			rfail(&k, "r2ccl_comm_destroy: %s (%d)", r2ccl_strerror(r), r);
+		}
+	}
+out:
+	if (!k.broken && (r = r2ccl_client_check(k.cl))) {
+		rerr(&k, r);
+		rfail(&k, "r2ccl_client_check at the end: %s (%d)", r2ccl_strerror(r), r);
+	}
+	r2ccl_disconnect(k.cl);
+done:
+	res->ops = k.seq;
+	res->elems = k.elems;
+	res->fails = k.fails;
+	res->err = k.err;
+	res->err_at = k.err_at;
+	res->done = 1;
+	if (k.err)
+		fprintf(stderr, "cluster_client: rank %d: error %d (%s) epoch=%.3f\n", k.rank, k.err,
+			r2ccl_strerror(k.err), k.err_at);
+	return k.err ? 2 : k.fails ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The unique id (r2ccl-bench's format: one line of hex)                     */
+/* ------------------------------------------------------------------------ */
+
+static void uid_to_hex(const r2ccl_unique_id_t *id, char *hex)
+{
+	static const char digits[] = "0123456789abcdef";
+	const unsigned char *b = (const unsigned char *)id->internal;
+	for (int i = 0; i < R2CCL_UNIQUE_ID_BYTES; i++) {
+		hex[2 * i] = digits[b[i] >> 4];
+		hex[2 * i + 1] = digits[b[i] & 15];
+	}
+	hex[2 * R2CCL_UNIQUE_ID_BYTES] = 0;
+}
+
+static int hexval(int ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+static int uid_from_hex(const char *hex, r2ccl_unique_id_t *id)
+{
+	for (int i = 0; i < R2CCL_UNIQUE_ID_BYTES; i++) {
+		int hi = hexval(hex[2 * i]), lo = hi < 0 ? -1 : hexval(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		id->internal[i] = (char)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+static int uid_write(const char *path, const r2ccl_unique_id_t *id)
+{
+	char tmp[PATH_MAX + 32], hex[2 * R2CCL_UNIQUE_ID_BYTES + 1];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	uid_to_hex(id, hex);
+	f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "%s\n", hex);
+	if (fflush(f) || fsync(fileno(f))) {
+		int e = -errno;
+		fclose(f);
+		unlink(tmp);
+		return e;
+	}
+	fclose(f);
+	if (rename(tmp, path)) {
+		int e = -errno;
+		unlink(tmp);
+		return e;
+	}
+	return 0;
+}
+
+/* Waits up to timeout_s for path to hold an id; -EINVAL: it holds something else. */
+static int uid_wait(const char *path, double timeout_s, r2ccl_unique_id_t *id)
+{
+	double deadline = mono_s() + timeout_s;
+
+	for (;;) {
+		FILE *f = fopen(path, "r");
+		if (f) {
+			char line[2 * R2CCL_UNIQUE_ID_BYTES + 8] = { 0 };
+			bool got = fgets(line, sizeof(line), f) != NULL;
+			fclose(f);
+			if (got && strlen(line) >= 2 * R2CCL_UNIQUE_ID_BYTES)
+				return uid_from_hex(line, id) ? -EINVAL : 0;
+		} else if (errno != ENOENT) {
+			return -errno;
+		}
+		if (mono_s() > deadline)
+			return -ETIMEDOUT;
+		usleep(20 * 1000);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: cluster_client [--nranks N] [--first-rank R] [--local-ranks K] [--uid-file PATH]\n"
+"         [--uid-timeout S] [--uid-read-only] [--ops LIST] [--max-bytes B] [--loop N]\n"
+"         [--timeout S] [--connect-timeout-ms MS]\n"
+"  --nranks N          ranks in all (default $R2CCL_NHOSTS * K)\n"
+"  --first-rank R      first rank of this host (default $R2CCL_HOST_INDEX * K)\n"
+"  --local-ranks K     rank processes on this host (default 1)\n"
+"  --uid-file PATH     unique id file (default $R2CCL_CLUSTER_DIR/uid); fresh per run\n"
+"  --uid-timeout S     wait for the uid file at most S seconds (default 30)\n"
+"  --uid-read-only     every host reads the id (none creates it)\n"
+"  --ops LIST          comma list of allreduce,allgather,reducescatter,broadcast,reduce,\n"
+"                      sendrecv, or all (default)\n"
+"  --max-bytes B       largest buffer (K/M/G suffixes; default 64M): >= 8.4M adds the\n"
+"                      1M+3-element ops, >= 64M the 64 MB ones\n"
+"  --loop N            N float32-sum allreduces of --max-bytes instead\n"
+"  --timeout S         a rank process never lives longer (default 300)\n");
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	default: break;
+	}
+	if (*end)
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+static int parse_ops(const char *s, unsigned *out)
+{
+	static const struct { const char *n; unsigned m; } names[] = {
+		{ "allreduce", OP_ALLREDUCE }, { "allgather", OP_ALLGATHER },
+		{ "reducescatter", OP_REDUCESCATTER }, { "broadcast", OP_BROADCAST },
+		{ "reduce", OP_REDUCE }, { "sendrecv", OP_SENDRECV }, { "all", OP_ALL },
+	};
+	char buf[256], *save = NULL, *t;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	*out = 0;
+	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		size_t i;
+		for (i = 0; i < ARRAY_LEN(names); i++)
+			if (!strcmp(t, names[i].n))
+				break;
+		if (i == ARRAY_LEN(names))
+			return -1;
+		*out |= names[i].m;
+	}
+	return *out ? 0 : -1;
+}
+
+static int env_int(const char *name, int def)
+{
+	const char *v = getenv(name);
+	return v && *v ? atoi(v) : def;
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_NRANKS = 256, O_FIRST, O_LOCAL, O_UID, O_UIDT, O_UIDRO, O_OPS, O_MAXB, O_LOOP,
+	       O_TIMEOUT, O_CTO };
+	static const struct option lo[] = {
+		{ "nranks", required_argument, 0, O_NRANKS },
+		{ "first-rank", required_argument, 0, O_FIRST },
+		{ "local-ranks", required_argument, 0, O_LOCAL },
+		{ "uid-file", required_argument, 0, O_UID },
+		{ "uid-timeout", required_argument, 0, O_UIDT },
+		{ "uid-read-only", no_argument, 0, O_UIDRO },
+		{ "ops", required_argument, 0, O_OPS },
+		{ "max-bytes", required_argument, 0, O_MAXB },
+		{ "loop", required_argument, 0, O_LOOP },
+		{ "timeout", required_argument, 0, O_TIMEOUT },
+		{ "connect-timeout-ms", required_argument, 0, O_CTO },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	struct copts o = { .nranks = -1, .first_rank = -1, .local = 1, .uid_timeout_s = 30,
+			   .ops = OP_ALL, .max_bytes = BIG_BYTES, .timeout_s = 300,
+			   .conn_timeout_ms = 0 };
+	char uid_default[PATH_MAX];
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (c) {
+		case O_NRANKS: o.nranks = atoi(optarg); break;
+		case O_FIRST: o.first_rank = atoi(optarg); break;
+		case O_LOCAL: o.local = atoi(optarg); break;
+		case O_UID: o.uid_file = optarg; break;
+		case O_UIDT: o.uid_timeout_s = atof(optarg); break;
+		case O_UIDRO: o.uid_read_only = true; break;
+		case O_OPS:
+			if (parse_ops(optarg, &o.ops)) {
+				fprintf(stderr, "cluster_client: bad --ops '%s'\n", optarg);
+				return 3;
+			}
+			break;
+		case O_MAXB:
+			if (parse_size(optarg, &o.max_bytes) || o.max_bytes < 4) {
+				fprintf(stderr, "cluster_client: bad --max-bytes '%s'\n", optarg);
+				return 3;
+			}
+			break;
+		case O_LOOP: o.loop = atoi(optarg); break;
+		case O_TIMEOUT: o.timeout_s = atoi(optarg); break;
+		case O_CTO: o.conn_timeout_ms = atoi(optarg); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 3;
+		}
+	}
+	if (optind < argc || o.local < 1 || o.local > MAX_LOCAL || o.timeout_s < 1) {
+		usage(stderr);
+		return 3;
+	}
+	if (o.nranks < 0)
+		o.nranks = env_int("R2CCL_NHOSTS", 1) * o.local;
+	if (o.first_rank < 0)
+		o.first_rank = env_int("R2CCL_HOST_INDEX", 0) * o.local;
+	if (o.nranks < 1 || o.first_rank < 0 || o.first_rank + o.local > o.nranks) {
+		fprintf(stderr, "cluster_client: ranks %d..%d do not fit --nranks %d\n", o.first_rank,
+			o.first_rank + o.local - 1, o.nranks);
+		return 3;
+	}
+	if (!o.uid_file && getenv("R2CCL_CLUSTER_DIR")) {
+		snprintf(uid_default, sizeof(uid_default), "%s/uid", getenv("R2CCL_CLUSTER_DIR"));
+		o.uid_file = uid_default;
+	}
+	if (!o.uid_file && o.local < o.nranks) {
+		fprintf(stderr, "cluster_client: several hosts need --uid-file (or R2CCL_CLUSTER_DIR)\n");
+		return 3;
+	}
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		perror("mmap");
+		return 3;
+	}
+	memset(sh, 0, sizeof(*sh));
+	signal(SIGPIPE, SIG_IGN);
+	alarm((unsigned)o.timeout_s + 30); /* the host process too is bounded */
+
+	/* The unique id. */
+	r2ccl_unique_id_t id;
+	r2ccl_client_t *client = NULL;
+	double t0 = mono_s();
+	int err;
+	if (o.first_rank == 0 && !o.uid_read_only) {
+		r2ccl_connect_opts_t copts = R2CCL_CONNECT_OPTS_INITIALIZER;
+		copts.timeout_ms = o.conn_timeout_ms;
+		copts.client_name = "cluster_client";
+		err = r2ccl_connect(&copts, &client);
+		if (err) {
+			fprintf(stderr, "cluster_client: cannot connect to r2ccld at %s: %s (%d)\n",
+				getenv("R2CCL_SOCKET") ? getenv("R2CCL_SOCKET") : R2CCL_DEFAULT_SOCKET,
+				r2ccl_strerror(err), err);
+			return 2;
+		}
+		err = r2ccl_get_unique_id(client, &id);
+		if (err) {
+			fprintf(stderr, "cluster_client: r2ccl_get_unique_id: %s (%d)\n",
+				r2ccl_strerror(err), err);
+			r2ccl_disconnect(client);
+			return 2;
+		}
+		if (o.uid_file && o.local < o.nranks && (err = uid_write(o.uid_file, &id))) {
+			fprintf(stderr, "cluster_client: cannot write %s: %s\n", o.uid_file,
+				strerror(-err));
+			r2ccl_disconnect(client);
+			return 3;
+		}
+	} else {
+		err = uid_wait(o.uid_file, o.uid_timeout_s, &id);
+		if (err) {
+			fprintf(stderr, "cluster_client: %s: %s\n", o.uid_file,
+				err == -ETIMEDOUT ? "no unique id (is the host with rank 0 running?)"
+				: err == -EINVAL  ? "not a unique id"
+						  : strerror(-err));
+			return 3;
+		}
+	}
+
+	/* The rank processes. */
+	pid_t pids[MAX_LOCAL];
+	int died = 0;
+	fflush(NULL);
+	for (int i = 0; i < o.local; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			alarm((unsigned)o.timeout_s);
+			_exit(rank_main(&o, i, &id));
+		}
+		if (pids[i] < 0) {
+			perror("fork");
+			died++;
+		}
+	}
+	for (int i = 0; i < o.local; i++) {
+		int st = 0;
+		if (pids[i] <= 0)
+			continue;
+		while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(st)) {
+			died++;
+			fprintf(stderr, "cluster_client: rank %d killed by signal %d%s\n",
+				o.first_rank + i, WTERMSIG(st),
+				WTERMSIG(st) == SIGALRM ? " (hung: --timeout)" : "");
+		}
+	}
+	if (client)
+		r2ccl_disconnect(client);
+	if (o.first_rank == 0 && o.uid_file && !o.uid_read_only && o.local < o.nranks &&
+	    !sh->nfail && !died)
+		unlink(o.uid_file); /* every rank joined */
+
+	uint64_t ops = 0, elems = 0;
+	int fails = 0, errs = 0;
+	for (int i = 0; i < o.local; i++) {
+		ops += sh->res[i].ops;
+		elems += sh->res[i].elems;
+		fails += sh->res[i].fails;
+		errs += sh->res[i].err != 0;
+		if (!sh->res[i].done && !died)
+			died++;
+	}
+	bool pass = !fails && !errs && !died;
+	printf("cluster_client: %s ranks %d..%d of %d: %" PRIu64 " ops, %" PRIu64
+	       " elements checked, %d failures, %d rank errors, %.2f s\n",
+	       pass ? "PASS" : "FAIL", o.first_rank, o.first_rank + o.local - 1, o.nranks, ops, elems,
+	       fails, errs, mono_s() - t0);
+	if (!pass && sh->first[0])
+		printf("cluster_client: first failure: %s\n", sh->first);
+	fflush(stdout);
+	return pass ? 0 : died ? 4 : errs ? 2 : 1;
+}

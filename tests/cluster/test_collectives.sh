@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Every collective across hosts, every element checked: for 2, 3 and 4 hosts
+# x 1 and 2 rails x 1 and 2 local ranks per host (12 clusters), start one
+# r2ccld per host, run cluster_client on every host (allreduce, allgather,
+# reducescatter, broadcast and reduce with roots 0 and n-1, a send/recv ring;
+# float32 sum, int32 max, float16 sum, int8 min, float64 avg, uint64 prod and
+# more; 1, 7 and ~1000 elements (never a multiple of the rank count), 1M+3
+# elements and 64 MB; in and out of place), then stop the daemons (each must
+# exit 0) and tear the cluster down.
+# CLUSTER_MAX_BYTES (default 64M) bounds the sizes (8M: no 64 MB ops;
+# 64K: only the small ones). Exits 77 when not root or without iproute2.
+
+set -u -o pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cluster_lib_init ccol
+
+MAXB=${CLUSTER_MAX_BYTES:-64M}
+RUN_TIMEOUT=${CLUSTER_RUN_TIMEOUT:-90}
+
+for H in 2 3 4; do
+	for R in 1 2; do
+		for L in 1 2; do
+			name="${H} hosts x ${R} rails x ${L} local ranks"
+			t0=$(now)
+			if ! "$C" up -H "$H" -R "$R" >/dev/null; then
+				fail "$name: cluster up"
+				continue
+			fi
+			if ! "$C" daemons start >/dev/null; then
+				fail "$name: daemons start"
+				dump_logs
+				"$C" down >/dev/null 2>&1
+				continue
+			fi
+			uid=$DIR/uid-$H-$R-$L-$RANDOM
+			out=$("$C" run --timeout "$RUN_TIMEOUT" -- "$CC" --local-ranks "$L" \
+				--uid-file "$uid" --max-bytes "$MAXB" --timeout $((RUN_TIMEOUT - 10)) 2>&1)
+			rc=$?
+			npass=$(grep -c "cluster_client: PASS" <<<"$out")
+			if ((rc == 0 && npass == H)); then
+				ok "$name: every op exact ($(grep -m1 -o '[0-9]* ops, [0-9]* elements' <<<"$out") per host)"
+			else
+				fail "$name: cluster_client failed (run exit $rc, $npass of $H hosts passed)"
+				grep -E "FAIL|error|failed|timed out|killed" <<<"$out" | head -n 20 | sed 's/^/# /'
+				dump_logs
+			fi
+			check_sanitizer "$name"
+			daemons_stop_ok "$name" || dump_logs
+			"$C" down >/dev/null || fail "$name: down"
+			echo "# $name: $(elapsed "$t0") s"
+		done
+	done
+done
+left=$(ip netns list | awk '{print $1}' | grep -E "^${R2C_PREFIX}(h[0-9]+|sw)\$")
+[[ -z $left ]] && ok "no namespaces left" || fail "namespaces left: $left"
+finish
