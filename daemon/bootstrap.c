@@ -352,8 +352,33 @@ static void handle_join(struct r2d *d, const R2peer__Join *j)
 			return;
 		c->root_local = true;
 	}
-	if (c->state != R2_COMM_JOINING)
+	if (c->state != R2_COMM_JOINING) {
+		/* A host joins a communicator that is already complete (or has
+		 * failed): its ranks are duplicates of ranks that are running.
+		 * The job is misconfigured: every rank hears of it, at once. */
+		R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
+		snprintf(why, sizeof(why),
+			 "host %s joined communicator %u after it was complete: its ranks were "
+			 "given twice",
+			 j->hostname, c->id);
+		f.uid = j->uid;
+		f.status = R2CCL_E_DUP_RANK;
+		f.error = why;
+		send_msg(d, j->host_id, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
+		if (c->state == R2_COMM_READY) {
+			R2peer__Abort a = R2PEER__ABORT__INIT;
+			a.uid = j->uid;
+			a.status = R2CCL_E_DUP_RANK;
+			a.error = why;
+			a.host_id = d->host_id;
+			for (int h = 0; h < c->nhosts; h++)
+				if (h != c->my_host)
+					send_msg(d, c->hosts[h].id, R2PEER__PEER_MSG__PEER_ABORT,
+						 &a.base);
+			r2d_comm_break(c, R2CCL_E_DUP_RANK, why);
+		}
 		return;
+	}
 	if ((int)j->nranks != c->nranks) {
 		snprintf(why, sizeof(why), "host %s says nranks %u, others said %d", j->hostname,
 			 j->nranks, c->nranks);
