@@ -23,6 +23,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "health.h"
 #include "log.h"
 #include "peer.pb-c.h"
 #include "rails.h"
@@ -494,6 +495,12 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev)
 {
 	const struct r2_tp_cqe *q = &ev->cqe;
 
+	if (q->type == R2_TPC_RECV && q->hdr.kind == R2_MSG_CTRL &&
+	    q->hdr.aux >= R2PEER__PEER_MSG__PEER_RAIL_EVENT &&
+	    q->hdr.aux <= R2PEER__PEER_MSG__PEER_VIEW_REQUEST) {
+		r2d_health_ctrl(d, ev); /* rail events, plan views: health.c */
+		return;
+	}
 	pthread_mutex_lock(&d->lock);
 	if (q->type == R2_TPC_CONN) {
 		for (struct r2_comm *c = d->comms; c; c = c->next) {

@@ -96,6 +96,18 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			   1000000, NULL, NULL, true,
 			   "testing: send every Nth chunk twice and each transfer's chunks in "
 			   "reverse order (0: off)" },
+	[P_HB_MISSES] = { "hb_misses", "R2CCL_HB_MISSES", "--hb-misses", R2_PT_INT, "3", 1, 1000,
+			  NULL, NULL, true,
+			  "a rail to a peer silent (no traffic, no heartbeat) for this many "
+			  "intervals is failed for that peer" },
+	[P_RECOVER_STABLE_MS] = { "recover_stable_ms", "R2CCL_RECOVER_STABLE_MS",
+				  "--recover-stable-ms", R2_PT_INT, "2000", 0, 86400000, NULL,
+				  "ms", true,
+				  "a failed rail rejoins after being up and healthy this long" },
+	[P_PEER_TIMEOUT_MS] = { "peer_timeout_ms", "R2CCL_PEER_TIMEOUT_MS", "--peer-timeout-ms",
+				R2_PT_INT, "5000", 10, 86400000, NULL, "ms", true,
+				"a peer daemon with no usable rail this long breaks its "
+				"communicators (every rank gets an error)" },
 };
 
 void r2d_usage(FILE *f)

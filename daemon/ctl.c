@@ -4,6 +4,7 @@
  * and communicators of its own uid within its own tenant (cgroup): tenants,
  * and users sharing a cgroup, never see each other.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "health.h"
 #include "log.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
@@ -169,4 +171,73 @@ send:
 	free(params);
 	free(paramp);
 	free(pval);
+}
+
+/* ---- resilience: rails, events, drain/undrain, rebalance (health.c) ---- */
+
+static void ctl_result(struct r2_session *s, uint64_t req_id, int status, const char *err)
+{
+	R2ccl__Result r = R2CCL__RESULT__INIT;
+
+	r.req_id = req_id;
+	r.status = status;
+	r.error = (char *)(err ? err : "");
+	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_RESULT, &r);
+}
+
+int r2d_ctl_rails(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__RailsRequest *m = r2ccl__rails_request__unpack(NULL, f->len, f->payload);
+
+	if (!m)
+		return -EPROTO;
+	r2d_health_ctl_rails(s, m->req_id);
+	r2ccl__rails_request__free_unpacked(m, NULL);
+	return 0;
+}
+
+int r2d_ctl_events(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__EventsRequest *m = r2ccl__events_request__unpack(NULL, f->len, f->payload);
+
+	if (!m)
+		return -EPROTO;
+	r2d_health_ctl_events(s, m->req_id, m->since_seq, m->max);
+	r2ccl__events_request__free_unpacked(m, NULL);
+	return 0;
+}
+
+int r2d_ctl_nic_admin(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__NicAdmin *m = r2ccl__nic_admin__unpack(NULL, f->len, f->payload);
+	char err[160] = "";
+	int r;
+
+	if (!m)
+		return -EPROTO;
+	if (s->uid != 0) {
+		r = -EPERM;
+		snprintf(err, sizeof(err), "only root may drain or undrain a NIC");
+	} else if (!m->nic || !m->nic[0]) {
+		r = -EINVAL;
+		snprintf(err, sizeof(err), "no NIC named");
+	} else {
+		r = r2d_health_drain(s->d, m->nic, m->drain, err, sizeof(err));
+	}
+	ctl_result(s, m->req_id, r, err);
+	r2ccl__nic_admin__free_unpacked(m, NULL);
+	return 0;
+}
+
+int r2d_ctl_rebalance(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__Rebalance *m = r2ccl__rebalance__unpack(NULL, f->len, f->payload);
+	int r;
+
+	if (!m)
+		return -EPROTO;
+	r = r2d_health_rebalance(s->d, m->comm_id, s->uid, s->tenant);
+	ctl_result(s, m->req_id, r, r == -ENOENT ? "no such communicator" : "");
+	r2ccl__rebalance__free_unpacked(m, NULL);
+	return 0;
 }

@@ -38,6 +38,7 @@ struct r2d;
 struct r2_engine;
 struct r2_comm;
 struct r2_rails;
+struct r2_health;
 
 /* Parameter indices (config.c holds the table). */
 enum r2d_param {
@@ -71,6 +72,9 @@ enum r2d_param {
 	P_TCP_NODELAY,
 	P_CHUNK_SIZE,
 	P_INJECT_DUP,
+	P_HB_MISSES,
+	P_RECOVER_STABLE_MS,
+	P_PEER_TIMEOUT_MS,
 	P_COUNT
 };
 
@@ -158,6 +162,7 @@ struct r2d {
 
 	struct r2_engine *engine;
 	struct r2_rails *rails;
+	struct r2_health *health; /* health.c */
 	void *orphans; /* rail messages for communicators not ready yet */
 	uint32_t norphans;
 	uint64_t start_us;
@@ -207,5 +212,9 @@ void r2d_mem_put(struct r2_memreg *m); /* accepts NULL; any thread */
 
 /* ctl.c: r2cclctl requests (d->lock taken inside) */
 void r2d_ctl_status(struct r2_session *s, uint64_t req_id);
+int r2d_ctl_rails(struct r2_session *s, struct r2_frame *f);
+int r2d_ctl_events(struct r2_session *s, struct r2_frame *f);
+int r2d_ctl_nic_admin(struct r2_session *s, struct r2_frame *f);
+int r2d_ctl_rebalance(struct r2_session *s, struct r2_frame *f);
 
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "gpu/gpu.h"
 #include "reduce.h"
 #include "util.h"
 
@@ -170,6 +171,13 @@ static void part_sendrecv(void *ctx, size_t part)
 
 int r2_exec_run(struct r2_exec *x, struct r2_pool *pool)
 {
+	if (r2_gpu_exec_is_gpu(x)) {
+		/* GPU buffers: the GPU worker runs it (daemon/gpu/gpu.c); across
+		 * hosts not yet (the rail phase works on host memory) */
+		if (x->c->nhosts > 1)
+			return -EOPNOTSUPP;
+		return r2_gpu_exec(x);
+	}
 	/* a transfer between two ranks of this host stays here */
 	if (x->c->nhosts > 1 && !(x->opcode == R2_OP_SEND && x->nops == 2))
 		return r2_exec_hier(x, pool);

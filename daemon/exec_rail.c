@@ -23,6 +23,7 @@
 #include "comm.h"
 #include "config.h"
 #include "exec.h"
+#include "health.h"
 #include "log.h"
 #include "planner.h"
 #include "rails.h"
@@ -105,13 +106,18 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	struct r2_rmsg *m;
 	struct r2_comm *c;
 
-	if (cqe->type == R2_TPC_CONN || (cqe->type == R2_TPC_SEND && cqe->ctx == 0))
-		return; /* acknowledgements carry no record */
+	if (cqe->type == R2_TPC_SEND && cqe->ctx == 0)
+		return; /* acknowledgements and heartbeats carry no record */
 	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA) {
 		struct r2_chunk_hdr ack = cqe->hdr;
+		struct r2_rails *rs = d->rails;
 		ack.kind = R2_MSG_ACK;
 		ack.len = 0;
-		r2d_rails_send(d, rail, cqe->peer, &ack, NULL, 0);
+		/* on the rail it came by; if that one just went, any other */
+		if (r2d_rails_send(d, rail, cqe->peer, &ack, NULL, 0) < 0)
+			for (int i = 0; rs && i < rs->n; i++)
+				if (i != rail && r2d_rails_send(d, i, cqe->peer, &ack, NULL, 0) == 0)
+					break;
 	}
 	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
 	    cqe->hdr.kind != R2_MSG_ACK) {
@@ -128,7 +134,7 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	m->cqe = *cqe;
 	m->when_us = r2_now_us();
 	pthread_mutex_lock(&d->lock);
-	if (cqe->type == R2_TPC_ERROR) {
+	if (cqe->type == R2_TPC_ERROR || cqe->type == R2_TPC_CONN) {
 		/* every communicator that spans this peer hears of it */
 		for (c = d->comms; c; c = c->next) {
 			if (c->state != R2_COMM_READY || !comm_has_host(c, cqe->peer))
@@ -200,7 +206,8 @@ void r2d_orphans_free(struct r2d *d)
 	d->norphans = 0;
 }
 
-/* A connection to a peer failed on a rail: true if none is left to it. */
+/* A connection to a peer failed on a rail: true if none is left to it.
+ * (A CONN, the rail connected again, clears the rail.) */
 static bool peer_lost(struct r2_comm *c, const struct r2_rmsg *m)
 {
 	struct r2_rails *rs = c->d->rails;
@@ -209,6 +216,10 @@ static bool peer_lost(struct r2_comm *c, const struct r2_rmsg *m)
 	for (int h = 0; h < c->nhosts; h++) {
 		if (c->hosts[h].id != m->cqe.peer)
 			continue;
+		if (m->cqe.type == R2_TPC_CONN) {
+			c->hosts[h].failed_rails &= ~(1u << m->rail);
+			return false;
+		}
 		c->hosts[h].failed_rails |= 1u << m->rail;
 		return (c->hosts[h].failed_rails & all) == all;
 	}
@@ -376,7 +387,24 @@ static bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
 {
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
 
+	if (m->cqe.type == R2_TPC_CONN) {
+		peer_lost(c, m);
+		return false;
+	}
 	if (m->cqe.type == R2_TPC_ERROR) {
+		/* a transfer's chunk that was written on that rail but not
+		 * acknowledged may be lost with it: send it again */
+		for (struct p2pop *p = c->p2p_ops; p; p = p->next) {
+			for (struct sendrec *s = p->sends; s; s = s->next) {
+				if (s->peer == m->cqe.peer && s->rail == m->rail && s->sent &&
+				    !s->acked) {
+					s->sent = false;
+					s->posted = false;
+					if (p2p_post(c, s) < 0 && !s->posted)
+						s->sent = true; /* no rail now: keep waiting */
+				}
+			}
+		}
 		if (peer_lost(c, m)) {
 			for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
 				next = p->next;
@@ -450,21 +478,11 @@ static bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
 	return true;
 }
 
+static int post_any(struct r2d *d, struct sendrec *s);
+
 static int p2p_post(struct r2_comm *c, struct sendrec *s)
 {
-	struct r2_rails *rs = c->d->rails;
-	int r = r2d_rails_send(c->d, s->rail, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
-
-	for (int i = 0; r == -ENOTCONN && rs && i < rs->n; i++) {
-		if (i == s->rail)
-			continue;
-		r = r2d_rails_send(c->d, i, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
-		if (r == 0)
-			s->rail = i;
-	}
-	if (r == 0)
-		s->posted = true;
-	return r;
+	return post_any(c->d, s);
 }
 
 static int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_host,
@@ -619,6 +637,8 @@ struct railop {
 	size_t nseen, capseen;
 	uint64_t deadline;
 	int err;
+	bool need_repost; /* a send failed or its rail went: post it again */
+	struct r2_view *view; /* the agreed view this operation plans with */
 };
 
 static int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer)
@@ -631,15 +651,30 @@ static int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint3
 	struct r2_nic *nics;
 	int r;
 
+	const struct r2_view *v = o->view;
+	bool use_view = v && v->nhosts == (uint32_t)c->nhosts && v->nrails == (uint32_t)nrails;
+
 	if (nrails < 1)
 		return R2CCL_E_NO_PATH;
 	nics = calloc((size_t)c->nhosts * (size_t)nrails, sizeof(*nics));
 	if (!nics)
 		return -ENOMEM;
+again:
 	for (int i = 0; i < c->nhosts * nrails; i++) {
 		nics[i].state = R2_NIC_UP;
 		nics[i].bw_tx = nics[i].bw_rx = 125e6;
 		nics[i].lat = 20e-6;
+		if (!use_view)
+			continue;
+		/* the view every daemon of the communicator agreed on for this
+		 * operation (health.c): failed NICs DOWN, slow ones DEGRADED */
+		if (v->down[i]) {
+			nics[i].state = R2_NIC_DOWN;
+			nics[i].bw_tx = nics[i].bw_rx = 0;
+		} else if (v->bw[i] && (double)v->bw[i] < 125e6) {
+			nics[i].state = R2_NIC_DEGRADED;
+			nics[i].bw_tx = nics[i].bw_rx = (double)v->bw[i];
+		}
 	}
 	cl.nhosts = (uint32_t)c->nhosts;
 	cl.nrails = (uint32_t)nrails;
@@ -650,11 +685,25 @@ static int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint3
 	od.elem = o->elem;
 	od.root = root;
 	od.peer = peer;
-	od.policy = R2_POL_OURS;
+	/* R2CCL_MODE: balance -> failure-optimized shares, hotrepair -> backup NIC */
+	od.policy = strcmp(r2_param_str(&o->d->params, P_MODE), "hotrepair") ? R2_POL_OURS
+									     : R2_POL_HOTREPAIR;
 	r2_plan_params_default(&prm);
 	prm.recursion_thresh = r2_param_double(&o->d->params, P_RECURSION_THRESH);
 	prm.routing_algo = (int)r2_param_int(&o->d->params, P_ROUTING_ALGO);
 	r = r2_plan_build(&cl, &od, &prm, &o->plan);
+	if (use_view && (r < 0 || o->plan->nbridged)) {
+		/* no plan without bridges for this view (the executor does not
+		 * relay yet): every daemon falls back alike to the all-up plan,
+		 * whose chunks on failed rails go by another rail (post_any) */
+		log_debug("communicator %u: view %llu needs %s; planning with every NIC up",
+			  c->id, (unsigned long long)v->epoch, r < 0 ? "an impossible plan" : "bridges");
+		if (r == 0)
+			r2_plan_free(o->plan);
+		o->plan = NULL;
+		use_view = false;
+		goto again;
+	}
 	free(nics);
 	if (r < 0)
 		return r;
@@ -664,22 +713,48 @@ static int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint3
 	return o->xf && o->xfn ? 0 : -ENOMEM;
 }
 
+/* Posts s on its planned rail if health has nothing against it, else on
+ * another healthy rail to the same peer (spread by offset), else on any
+ * connected rail. */
+static int post_any(struct r2d *d, struct sendrec *s)
+{
+	struct r2_rails *rs = d->rails;
+	uint32_t bad = r2d_rails_bad(d, s->peer);
+	int n = rs ? rs->n : 0, r = -ENOTCONN;
+
+	if (s->rail >= 0 && s->rail < n && !(bad & (1u << s->rail)))
+		r = r2d_rails_send(d, s->rail, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
+	if (r == 0 || r == -EAGAIN) {
+		if (r == 0)
+			s->posted = true;
+		return r;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		int first = n ? (int)((((s->hdr.off ^ ((uint64_t)s->hdr.step << 40)) *
+					   0x9E3779B97F4A7C15ull) >> 33) % (uint64_t)n) : 0;
+		for (int k = 0; k < n; k++) {
+			int i = (first + k) % n;
+			if (i == s->rail && pass == 0)
+				continue;
+			if (((bad >> i) & 1) != (uint32_t)pass)
+				continue;
+			int q = r2d_rails_send(d, i, s->peer, &s->hdr, s->buf,
+					       (uint64_t)(uintptr_t)s);
+			if (q == 0) {
+				s->rail = i;
+				s->posted = true;
+				return 0;
+			}
+			if (q != -ENOTCONN)
+				r = q;
+		}
+	}
+	return r;
+}
+
 static int post(struct railop *o, struct sendrec *s)
 {
-	struct r2_rails *rs = o->d->rails;
-	int r = r2d_rails_send(o->d, s->rail, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
-
-	/* the planned rail has no connection: any other rail to the peer will do */
-	for (int i = 0; r == -ENOTCONN && rs && i < rs->n; i++) {
-		if (i == s->rail)
-			continue;
-		r = r2d_rails_send(o->d, i, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
-		if (r == 0)
-			s->rail = i;
-	}
-	if (r == 0)
-		s->posted = true;
-	return r;
+	return post_any(o->d, s);
 }
 
 /* Testing (inject_dup = N): a copy of every Nth chunk goes out as well; the
@@ -916,6 +991,7 @@ static void sent(struct railop *o, struct sendrec *t, int status)
 			/* the connection failed under it: send it again elsewhere */
 			s->posted = false;
 			s->retries++;
+			o->need_repost = true;
 			return;
 		}
 		s->sent = true;
@@ -975,8 +1051,18 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 		sent(o, (struct sendrec *)(uintptr_t)m->cqe.ctx, m->cqe.status);
 		break;
 	case R2_TPC_ERROR: {
-		/* p2p_handle above already marked the rail failed */
+		/* p2p_handle above already marked the rail failed. Chunks written
+		 * on that rail but not acknowledged may be lost with it (and the
+		 * acknowledgement of one that arrived comes back by the same
+		 * rail): post them again; the receiver applies each once. */
 		struct r2_rails *rs = o->d->rails;
+		for (struct sendrec *s = o->sends; s; s = s->next) {
+			if (s->peer == m->cqe.peer && s->rail == m->rail && s->sent && !s->acked) {
+				s->sent = false;
+				s->posted = false;
+				o->need_repost = true;
+			}
+		}
 		uint32_t all = rs ? (1u << rs->n) - 1 : 0;
 		bool lost = false;
 		for (int hi = 0; hi < o->c->nhosts; hi++)
@@ -1013,6 +1099,9 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 	return (int64_t)n;
 }
 
+static int repost(struct railop *o);
+static int broken(struct r2_comm *c);
+
 static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 {
 	uint64_t got = 0;
@@ -1030,14 +1119,23 @@ static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 		pp = &m->next;
 	}
 	while (got < expect) {
-		struct r2_rmsg *m = mbox_take(o->c, 100);
+		struct r2_rmsg *m;
 		int64_t n;
+
+		if (o->need_repost) {
+			int r = repost(o);
+			if (r < 0)
+				return r;
+		}
+		m = mbox_take(o->c, o->need_repost ? 10 : 100);
 
 		if (!m) {
 			if (o->c->stop)
 				return R2CCL_E_SHUTDOWN;
 			if (r2_now_us() > o->deadline)
 				return -ETIMEDOUT;
+			if (broken(o->c))
+				return broken(o->c);
 			continue;
 		}
 		n = handle(o, m, step, nx);
@@ -1056,15 +1154,36 @@ static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 
 static int repost(struct railop *o)
 {
+	o->need_repost = false;
 	for (struct sendrec *s = o->sends; s; s = s->next) {
 		if (s->posted || s->acked)
 			continue;
-		if (s->retries > max_retries(o))
+		if (s->retries > max_retries(o)) {
+			log_warn("communicator %u: a chunk (op %llu step %u to host %u) failed %d "
+				 "times; giving up",
+				 o->c->id, (unsigned long long)s->hdr.opseq, s->hdr.step, s->hdr.dst,
+				 s->retries);
 			return R2CCL_E_NO_PATH;
+		}
 		int r = post(o, s);
-		if (r < 0 && r != -EAGAIN)
-			return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
+		if (r == -EAGAIN || r == -ENOTCONN) {
+			/* queue full, or no connection this instant (the peer may be
+			 * coming back on a rail): try again shortly; peer_lost and
+			 * the peer timeout bound the wait */
+			o->need_repost = true;
+			continue;
+		}
+		if (r < 0)
+			return r;
 	}
+	return 0;
+}
+
+/* The communicator was broken meanwhile (peer timeout, abort): stop. */
+static int broken(struct r2_comm *c)
+{
+	if (c->state == R2_COMM_BROKEN || c->state == R2_COMM_DEAD)
+		return c->broken_err ? c->broken_err : R2CCL_E_COMM_BROKEN;
 	return 0;
 }
 
@@ -1081,6 +1200,8 @@ static int wait_acks(struct railop *o)
 				return R2CCL_E_SHUTDOWN;
 			if (r2_now_us() > o->deadline)
 				return -ETIMEDOUT;
+			if (broken(o->c))
+				return broken(o->c);
 			continue;
 		}
 		int64_t n = handle(o, m, UINT32_MAX, 0);
@@ -1092,7 +1213,7 @@ static int wait_acks(struct railop *o)
 
 static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t dtype,
 		      r2ccl_redop_t redop, enum r2_plan_op op, uint32_t root, uint32_t peer,
-		      uint64_t opseq)
+		      uint64_t opseq, struct r2_view *view)
 {
 	struct railop o = {
 		.c = c,
@@ -1103,6 +1224,7 @@ static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t d
 		.dtype = dtype,
 		.redop = redop,
 		.opseq = opseq,
+		.view = view,
 	};
 	uint64_t cs = (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE);
 	int r;
@@ -1264,6 +1386,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 	int K = x->nops, r = 0;
 	uint64_t seq;
 	char *W = NULL, *scratch = NULL;
+	struct r2_view *view = NULL;
 
 	if (K > 256)
 		return -E2BIG;
@@ -1279,7 +1402,10 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		return p2p_start(c, x, seq, (uint32_t)c->rank_host[other], x->opcode == R2_OP_SEND,
 				 W, blk);
 	}
-	seq = ++c->coll_seq;
+	/* the view to plan with: agreed by every daemon for this seq */
+	seq = c->coll_seq + 1;
+	view = r2d_health_op_begin(c, seq);
+	c->coll_seq = seq;
 	for (int i = 0; i < K; i++)
 		in[i] = x->ops[i]->sendbuf;
 
@@ -1287,7 +1413,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 	case R2_OP_ALLREDUCE:
 		W = x->ops[0]->recvbuf;
 		r2_local_reduce(pool, W, in, K, count, dt, op);
-		r = rail_phase(c, W, blk, dt, op, R2_PLAN_ALLREDUCE, 0, 0, seq);
+		r = rail_phase(c, W, blk, dt, op, R2_PLAN_ALLREDUCE, 0, 0, seq, view);
 		if (r == 0 && op == R2CCL_AVG)
 			r2_reduce_finish_avg(W, count, dt, op, c->nranks);
 		for (int i = 1; r == 0 && i < K; i++)
@@ -1299,17 +1425,19 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		for (int i = K - 1; i >= 0; i--)
 			r2_local_copy(pool, W + (size_t)(me->first_rank + (uint32_t)i) * blk,
 				      x->ops[i]->sendbuf, blk);
-		r = rail_phase(c, W, blk * (size_t)c->nranks, dt, op, R2_PLAN_ALLGATHER, 0, 0, seq);
+		r = rail_phase(c, W, blk * (size_t)c->nranks, dt, op, R2_PLAN_ALLGATHER, 0, 0, seq, view);
 		for (int i = 1; r == 0 && i < K; i++)
 			r2_local_copy(pool, x->ops[i]->recvbuf, W, blk * (size_t)c->nranks);
 		break;
 	case R2_OP_REDUCESCATTER:
 		scratch = malloc(blk * (size_t)c->nranks);
-		if (!scratch)
+		if (!scratch) {
+			r2d_view_free(view);
 			return -ENOMEM;
+		}
 		r2_local_reduce(pool, scratch, in, K, count * (size_t)c->nranks, dt, op);
 		r = rail_phase(c, scratch, blk * (size_t)c->nranks, dt, op, R2_PLAN_REDUCESCATTER,
-			       0, 0, seq);
+			       0, 0, seq, view);
 		for (int i = 0; r == 0 && i < K; i++) {
 			char *seg = scratch + (size_t)(me->first_rank + (uint32_t)i) * blk;
 			if (op == R2CCL_AVG)
@@ -1326,7 +1454,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		} else {
 			W = x->ops[0]->recvbuf;
 		}
-		r = rail_phase(c, W, blk, dt, op, R2_PLAN_BROADCAST, (uint32_t)rh, 0, seq);
+		r = rail_phase(c, W, blk, dt, op, R2_PLAN_BROADCAST, (uint32_t)rh, 0, seq, view);
 		for (int i = 0; r == 0 && i < K; i++)
 			r2_local_copy(pool, x->ops[i]->recvbuf, W, blk);
 		break;
@@ -1337,11 +1465,13 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 			W = x->ops[root - (int)me->first_rank]->recvbuf;
 		} else {
 			W = scratch = malloc(blk ? blk : 1);
-			if (!scratch)
+			if (!scratch) {
+				r2d_view_free(view);
 				return -ENOMEM;
+			}
 		}
 		r2_local_reduce(pool, W, in, K, count, dt, op);
-		r = rail_phase(c, W, blk, dt, op, R2_PLAN_REDUCE, (uint32_t)rh, 0, seq);
+		r = rail_phase(c, W, blk, dt, op, R2_PLAN_REDUCE, (uint32_t)rh, 0, seq, view);
 		if (r == 0 && rh == c->my_host && op == R2CCL_AVG)
 			r2_reduce_finish_avg(W, count, dt, op, c->nranks);
 		break;
@@ -1350,5 +1480,6 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		r = -EINVAL;
 	}
 	free(scratch);
+	r2d_view_free(view);
 	return r;
 }

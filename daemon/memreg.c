@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "gpu/gpu.h"
 
 int r2d_mem_register(struct r2_session *s, int fd, uint64_t size, uint32_t *id, char *err,
 		     size_t errlen)
@@ -78,6 +79,10 @@ void r2d_mem_put(struct r2_memreg *m)
 {
 	if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
 		return;
+	if (r2_mem_is_gpu(m)) {
+		r2_gpu_region_free(m); /* closes the allocation with its last region */
+		return;
+	}
 	munmap(m->addr, m->size);
 	close(m->fd);
 	free(m);
@@ -129,4 +134,26 @@ int r2d_mem_resolve(struct r2_session *s, uint32_t id, uint64_t off, uint64_t le
 		return 0;
 	}
 	return R2CCL_E_BAD_BUFFER;
+}
+
+/* GPU memory (daemon/gpu/): a region of a CUDA IPC or cuMem allocation the
+ * daemon opened; it lives in the session's table like a memfd region and is
+ * resolved the same way (addr is the daemon's device pointer). GPU memory is
+ * not counted against max_mem_per_session: the daemon maps it, it does not
+ * hold a copy. */
+int r2d_mem_register_gpu(struct r2_session *s, const struct r2_gpu_reg_req *req, uint32_t *id,
+			 char *err, size_t errlen)
+{
+	struct r2_memreg *m = NULL;
+	int r = r2_gpu_region_new(s, req, &m, err, errlen);
+
+	if (r < 0)
+		return r;
+	m->id = s->next_mem_id++;
+	m->next = s->mem;
+	s->mem = m;
+	s->mem_bytes += m->size;
+	s->nmem++;
+	*id = m->id;
+	return 0;
 }

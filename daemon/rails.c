@@ -12,6 +12,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "health.h"
 #include "log.h"
 #include "rails.h"
 #include "util.h"
@@ -54,13 +55,35 @@ struct r2_peer *r2d_rails_peer(struct r2d *d, uint64_t id, bool create)
 {
 	struct r2_rails *rs = d->rails;
 
-	for (int i = 0; i < rs->npeers; i++)
+	int n = atomic_load(&rs->npeers);
+
+	for (int i = 0; i < n; i++)
 		if (rs->peer[i].id == id)
 			return &rs->peer[i];
-	if (!create || rs->npeers >= R2_MAX_PEERS)
+	if (!create || n >= R2_MAX_PEERS)
 		return NULL;
-	rs->peer[rs->npeers] = (struct r2_peer){ .id = id };
-	return &rs->peer[rs->npeers++];
+	memset(&rs->peer[n], 0, sizeof(rs->peer[n]));
+	rs->peer[n].id = id;
+	atomic_store(&rs->npeers, n + 1); /* published after it is filled */
+	return &rs->peer[n];
+}
+
+struct r2_peer *r2d_rails_peer_find(struct r2d *d, uint64_t id)
+{
+	struct r2_rails *rs = d->rails;
+	int n = rs ? atomic_load(&rs->npeers) : 0;
+
+	for (int i = 0; i < n; i++)
+		if (rs->peer[i].id == id)
+			return &rs->peer[i];
+	return NULL;
+}
+
+uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer)
+{
+	struct r2_peer *p = r2d_rails_peer_find(d, peer);
+
+	return p ? atomic_load_explicit(&p->bad_mask, memory_order_relaxed) : 0;
 }
 
 int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port)
@@ -75,6 +98,9 @@ int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port
 	p = r2d_rails_peer(d, peer, true);
 	if (!p)
 		return -ENOSPC;
+	p->addr[rail] = ipv4;
+	p->port[rail] = port;
+	p->link[rail].known = true;
 	if (p->want_mask & (1u << rail))
 		return 0;
 	p->want_mask |= 1u << rail;
@@ -98,19 +124,49 @@ int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void 
 	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_CTRL, .len = len,
 				  .aux = type };
 	int r = -ENOTCONN;
+	uint32_t bad = rs ? r2d_rails_bad(d, peer) : 0;
 
-	for (int i = 0; rs && i < rs->n; i++) {
-		void *copy = malloc(len ? len : 1);
-		if (!copy)
-			return -ENOMEM;
-		memcpy(copy, buf, len);
-		/* ctx = 1 marks a control copy the completion frees */
-		r = rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1);
-		if (r == 0)
-			return 0;
-		free(copy);
+	/* healthy rails first, then any connected one */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; rs && i < rs->n; i++) {
+			if (((bad >> i) & 1) != (uint32_t)pass)
+				continue;
+			void *copy = malloc(len ? len : 1);
+			if (!copy)
+				return -ENOMEM;
+			memcpy(copy, buf, len);
+			/* ctx = 1 marks a control copy the completion frees */
+			r = rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1);
+			if (r == 0)
+				return 0;
+			free(copy);
+		}
 	}
 	return r;
+}
+
+int r2d_rails_send_ctrl_all(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
+			    uint32_t len)
+{
+	struct r2_rails *rs = d->rails;
+	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_CTRL, .len = len,
+				  .aux = type };
+	uint32_t bad = rs ? r2d_rails_bad(d, peer) : 0;
+	int sent = 0;
+
+	for (int i = 0; rs && i < rs->n; i++) {
+		if (bad & (1u << i))
+			continue;
+		void *copy = malloc(len ? len : 1);
+		if (!copy)
+			break;
+		memcpy(copy, buf, len);
+		if (rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1) == 0)
+			sent++;
+		else
+			free(copy);
+	}
+	return sent ? 0 : r2d_rails_send_ctrl(d, peer, type, buf, len);
 }
 
 void r2d_rails_release(struct r2d *d, int rail, void *buf)
@@ -169,11 +225,32 @@ static void on_async(uv_async_t *h)
 				 rs->rail[ev->rail].ifname, (unsigned long long)ev->cqe.peer,
 				 strerror(-ev->cqe.status));
 		}
+		if (ev->cqe.type == R2_TPC_CONN || ev->cqe.type == R2_TPC_ERROR)
+			r2d_health_conn(rs->d, ev->rail, ev->cqe.peer, ev->cqe.type,
+					ev->cqe.status);
 		r2d_bootstrap_event(rs->d, ev);
 		if (ev->cqe.type == R2_TPC_RECV)
 			r2d_rails_release(rs->d, ev->rail, ev->cqe.buf);
 		free(ev);
 	}
+}
+
+/* A heartbeat (rails thread): flags 0 asks for an answer (flags 1) that
+ * echoes off (the sender's clock, us): the round trip. */
+static void heartbeat_in(struct r2_rails *rs, int rail, const struct r2_tp_cqe *c,
+			 struct r2_peer *p)
+{
+	if (c->hdr.flags == 0) {
+		struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_HEARTBEAT,
+					  .flags = 1, .off = c->hdr.off };
+		rs->rail[rail].ops->post_send(rs->rail[rail].tp, c->peer, &h, NULL, 0);
+	} else if (p) {
+		uint64_t now = r2_now_us();
+		if (now >= c->hdr.off)
+			atomic_store_explicit(&p->rtt_us[rail], now - c->hdr.off,
+					      memory_order_relaxed);
+	}
+	r2d_rails_release(rs->d, rail, c->buf);
 }
 
 static void *rails_thread(void *arg)
@@ -200,6 +277,18 @@ static void *rails_thread(void *arg)
 					break;
 				for (int i = 0; i < k; i++) {
 					struct r2_tp_cqe *c = &cq[i];
+					if (c->type == R2_TPC_RECV) {
+						struct r2_peer *p =
+							r2d_rails_peer_find(rs->d, c->peer);
+						if (p)
+							atomic_store_explicit(
+								&p->last_rx_us[rail], r2_now_us(),
+								memory_order_relaxed);
+						if (c->hdr.kind == R2_MSG_HEARTBEAT) {
+							heartbeat_in(rs, rail, c, p);
+							continue;
+						}
+					}
 					if (c->type == R2_TPC_SEND && c->ctx == 1) {
 						free(c->buf); /* a control copy */
 					} else if (c->type == R2_TPC_RECV &&
@@ -278,6 +367,9 @@ int r2d_rails_start(struct r2d *d)
 		return -EAGAIN;
 	}
 	rs->started = true;
+	r = r2d_health_start(d);
+	if (r < 0)
+		log_warn("health: cannot start: %s", strerror(-r));
 	return 0;
 }
 
@@ -304,6 +396,7 @@ void r2d_rails_stop(struct r2d *d)
 
 	if (!rs)
 		return;
+	r2d_health_free(d);
 	if (rs->started) {
 		atomic_store(&rs->stop, true);
 		if (write(rs->wake_fd, &one, sizeof(one)) < 0)

@@ -10,6 +10,7 @@
 #define R2CCL_RAILS_H
 
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "daemon.h"
@@ -18,6 +19,24 @@
 #define R2_MAX_RAILS 8
 #define R2_MAX_PEERS 1024
 
+/* Health states of a rail and of a (peer, rail) path (health.c). */
+enum r2_rstate { R2_RS_HEALTHY = 0, R2_RS_DEGRADED, R2_RS_FAILED, R2_RS_RECOVERING,
+		 R2_RS_DRAINED /* on the wire only (RailEvent) */ };
+
+/* Local rail health (loop thread; health.c). */
+struct r2_rhealth {
+	uint8_t state;         /* enum r2_rstate */
+	bool link_up;          /* rtnetlink / link_state */
+	bool drained;          /* r2cclctl drain */
+	uint32_t ifindex;
+	uint64_t since_us, up_since_us;
+	uint64_t errors, failovers, changes;
+	uint64_t flap_us[16];  /* recent failures (hysteresis) */
+	char cause[128];
+	uint64_t last_tx, last_rx, last_stat_us; /* throughput monitor */
+	uint64_t tx_bps, rx_bps;                 /* sliding window (EWMA), bytes/s */
+};
+
 struct r2_rail {
 	int index;
 	char ifname[64];
@@ -25,12 +44,33 @@ struct r2_rail {
 	uint16_t port;
 	const struct r2_tp_ops *ops;
 	struct r2_tp *tp;
+	struct r2_rhealth h;
+};
+
+/* Health of the path to one peer on one rail (loop thread; health.c). */
+struct r2_plink {
+	uint8_t state;         /* enum r2_rstate */
+	bool known;            /* ever connected or wanted */
+	uint64_t since_us, conn_us, stable_since_us;
+	uint64_t last_hb_tx_us, next_probe_us, backoff_ms;
+	uint32_t missed;
+	uint64_t errors, failovers;
+	char cause[128];
 };
 
 struct r2_peer {
 	uint64_t id;
 	uint32_t conn_mask; /* rails with a usable connection */
 	uint32_t want_mask; /* rails we asked to connect */
+	uint32_t addr[R2_MAX_RAILS]; /* its address on each rail (network order), 0 unknown */
+	uint16_t port[R2_MAX_RAILS];
+	struct r2_plink link[R2_MAX_RAILS];
+	uint32_t remote_down;      /* its own NICs it told us are failed or drained */
+	uint64_t remote_seq;       /* last RailEvent seq from it */
+	uint64_t nopath_since_us;  /* no connection on any rail since (0: has one) */
+	atomic_uint_fast64_t last_rx_us[R2_MAX_RAILS]; /* rails thread: any message */
+	atomic_uint_fast64_t rtt_us[R2_MAX_RAILS];     /* heartbeat round trip */
+	atomic_uint bad_mask;      /* rails the engine avoids to this peer (any thread) */
 };
 
 /* An event for the control loop. */
@@ -50,7 +90,7 @@ struct r2_rails {
 	bool started;
 	/* peers (loop thread only) */
 	struct r2_peer peer[R2_MAX_PEERS];
-	int npeers;
+	atomic_int npeers; /* grows only; entries never move (other threads read) */
 	/* events for the loop */
 	pthread_mutex_t qlock;
 	struct r2_loop_ev *qhead, *qtail;
@@ -75,5 +115,13 @@ struct r2_peer *r2d_rails_peer(struct r2d *d, uint64_t id, bool create);
 /* Rail whose subnet holds ipv4 (network order), -1 if none. */
 int r2d_rails_match(struct r2d *d, uint32_t ipv4);
 void r2d_rails_release(struct r2d *d, int rail, void *buf);
+/* Any thread: the peer entry (NULL if unknown). */
+struct r2_peer *r2d_rails_peer_find(struct r2d *d, uint64_t id);
+/* Rails the engine should not use to this peer (health), any thread. */
+uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer);
+/* Sends a control message to a peer on every healthy connected rail (at least
+ * one attempt on any connected rail); 0 if at least one accepted it. */
+int r2d_rails_send_ctrl_all(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
+			    uint32_t len);
 
 #endif

@@ -18,6 +18,7 @@
 #include "comm.h"
 #include "config.h"
 #include "daemon.h"
+#include "gpu/gpu.h"
 #include "log.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
@@ -385,6 +386,57 @@ static int handle_mem_deregister(struct r2_session *s, struct r2_frame *f)
 	return 0;
 }
 
+/* MSG_MEM_REGISTER_GPU (IPC handle, no fd) and _GPU_FD (cuMem fd). */
+static int handle_mem_register_gpu(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__MemRegisterGpu *m = r2ccl__mem_register_gpu__unpack(NULL, f->len, f->payload);
+	R2ccl__MemRegisterReply rep = R2CCL__MEM_REGISTER_REPLY__INIT;
+	struct r2_gpu_reg_req req;
+	char err[256] = "";
+	uint32_t id = 0;
+	int r;
+
+	if (!m)
+		return -EPROTO;
+	if (s->control_only) {
+		r2ccl__mem_register_gpu__free_unpacked(m, NULL);
+		return -EPROTO;
+	}
+	memset(&req, 0, sizeof(req));
+	req.kind = m->kind;
+	req.ipc_handle = m->ipc_handle.data;
+	req.ipc_handle_len = m->ipc_handle.len;
+	req.uuid = m->device_uuid.data;
+	req.uuid_len = m->device_uuid.len;
+	req.alloc_base = m->alloc_base;
+	req.alloc_size = m->alloc_size;
+	req.offset = m->offset;
+	req.size = m->size;
+	req.fd = f->nfds ? f->fds[0] : -1;
+	if ((f->type == R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD) !=
+	    (m->kind == 2 /* R2_GPU_MEM_CUMEM_FD */)) {
+		snprintf(err, sizeof(err), "GPU memory kind %u does not fit message type %u",
+			 m->kind, f->type);
+		r = -EINVAL;
+	} else {
+		pthread_mutex_lock(&s->d->lock);
+		r = r2d_mem_register_gpu(s, &req, &id, err, sizeof(err));
+		pthread_mutex_unlock(&s->d->lock);
+	}
+	if (r == 0 && f->nfds)
+		f->fds[0] = -1; /* taken */
+	if (r < 0)
+		log_warn("session %llu: GPU memory registration refused: %s",
+			 (unsigned long long)s->id, err);
+	rep.req_id = m->req_id;
+	rep.status = r;
+	rep.error = err;
+	rep.mem_id = id;
+	r2ccl__mem_register_gpu__free_unpacked(m, NULL);
+	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_REPLY, &rep);
+	return 0;
+}
+
 static int handle_unique_id(struct r2_session *s, struct r2_frame *f)
 {
 	R2ccl__GetUniqueId *m = r2ccl__get_unique_id__unpack(NULL, f->len, f->payload);
@@ -445,7 +497,8 @@ static int handle_status(struct r2_session *s, struct r2_frame *f)
 	return 0;
 }
 
-static int handle_not_supported(struct r2_session *s, struct r2_frame *f)
+__attribute__((unused)) static int handle_not_supported(struct r2_session *s,
+						     struct r2_frame *f)
 {
 	/* Known requests this daemon does not serve yet: answer, do not drop. */
 	reply_result(s, 0, -EOPNOTSUPP, "not supported by this daemon");
@@ -466,10 +519,12 @@ static const struct handler handlers[] = {
 	[R2CCL__MSG_TYPE__MSG_MEM_REGISTER] = { handle_mem_register, 1, false },
 	[R2CCL__MSG_TYPE__MSG_MEM_DEREGISTER] = { handle_mem_deregister, 0, false },
 	[R2CCL__MSG_TYPE__MSG_STATUS] = { handle_status, 0, false },
-	[R2CCL__MSG_TYPE__MSG_REBALANCE] = { handle_not_supported, 0, false },
-	[R2CCL__MSG_TYPE__MSG_NIC_ADMIN] = { handle_not_supported, 0, false },
-	[R2CCL__MSG_TYPE__MSG_RAILS] = { handle_not_supported, 0, false },
-	[R2CCL__MSG_TYPE__MSG_EVENTS] = { handle_not_supported, 0, false },
+	[R2CCL__MSG_TYPE__MSG_REBALANCE] = { r2d_ctl_rebalance, 0, false },
+	[R2CCL__MSG_TYPE__MSG_NIC_ADMIN] = { r2d_ctl_nic_admin, 0, false },
+	[R2CCL__MSG_TYPE__MSG_RAILS] = { r2d_ctl_rails, 0, false },
+	[R2CCL__MSG_TYPE__MSG_EVENTS] = { r2d_ctl_events, 0, false },
+	[R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU] = { handle_mem_register_gpu, 0, false },
+	[R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD] = { handle_mem_register_gpu, 1, false },
 };
 
 static int dispatch(struct r2_session *s, struct r2_frame *f)

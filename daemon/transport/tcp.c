@@ -18,9 +18,9 @@
  * ERROR) and accepts; the lower side refuses the higher side's streams. A
  * dial to a lower id that fails before it is up reports no ERROR for that
  * reason (the bootstrap timeout bounds a peer that is really unreachable).
- * On the dialing side connect() returns
- * -EISCONN when the peer is connected, -EALREADY while a connection to it is
- * being set up (no second CONN comes then); on the other side always 0.
+ * connect() returns -EISCONN when the peer is connected, -EALREADY while a
+ * connection with it (dialed or accepted) is being set up (no second CONN
+ * comes then).
  * post_send() sets hdr->magic itself.
  * Each stream starts with a 40-byte hello (struct tcp_hello: magic, version,
  * stream index, nstreams, rail, max_msg, sender id, intended receiver id, a

@@ -94,6 +94,19 @@ struct r2_tp_config {
 	int progress_threads;     /* per rail */
 	uint32_t user_timeout_ms; /* TCP_USER_TIMEOUT and connect/hello timeout base (0: 5000) */
 	uint64_t max_queued;      /* per-peer queued send bytes before -EAGAIN (0: 64 MiB) */
+	/* verbs provider (0 / empty: the R2CCL_IB_* environment, then the default;
+	 * see docs/transports.md) */
+	char ib_hca[128];         /* R2CCL_IB_HCA: NCCL filter (mlx5_0:1, ^mlx5_2) */
+	int ib_qps;               /* RC QPs per peer (R2CCL_IB_QPS_PER_CONN; default: streams) */
+	int ib_timeout;           /* R2CCL_IB_TIMEOUT: local ACK timeout exponent (default 14) */
+	int ib_retry_cnt;         /* R2CCL_IB_RETRY_CNT (default 7) */
+	int ib_tc;                /* traffic class (R2CCL_IB_TC, default 0) */
+	int ib_sl;                /* service level (R2CCL_IB_SL, default 0) */
+	uint32_t ib_slot_size;    /* receive/send slot bytes (R2CCL_IB_SLOT_SIZE, default 64 KiB) */
+	int ib_recv_depth;        /* shared receive queue depth (R2CCL_IB_SRQ_DEPTH, default 256) */
+	int ib_send_depth;        /* send work requests per QP (R2CCL_IB_SQ_DEPTH, default 64) */
+	uint32_t poll_busy_us;    /* progress: busy-poll slice while loaded (default 10) */
+	uint32_t poll_idle_us;    /* no completion for this long: sleep on the channel (default 100) */
 };
 
 struct r2_tp_ops {

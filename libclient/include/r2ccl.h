@@ -139,6 +139,48 @@ int r2ccl_send(r2ccl_comm_t *comm, const void *sendbuff, size_t count, r2ccl_dty
 	       int peer);
 int r2ccl_recv(r2ccl_comm_t *comm, void *recvbuff, size_t count, r2ccl_dtype_t dtype, int peer);
 
+/* ---- GPU buffers and stream-ordered collectives (NCCL's model) ----
+ * libr2ccl loads the CUDA driver (libcuda.so.1) itself when these are first
+ * used; a libr2ccl or r2ccld built without CUDA answers -EOPNOTSUPP, a host
+ * without a GPU -ENODEV.
+ *
+ * Register GPU memory once (like a memory registration for RDMA): ptr..+size
+ * must lie in one allocation, from cudaMalloc (shared through a CUDA IPC
+ * handle) or from cuMemCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+ * among its requested handle types (shared through a POSIX fd). Registering
+ * several ranges of one allocation is fine (the daemon opens it once).
+ * Deregister before freeing the memory. */
+int r2ccl_mem_register_gpu(r2ccl_client_t *client, void *ptr, size_t size);
+int r2ccl_mem_deregister_gpu(r2ccl_client_t *client, void *ptr); /* ptr as registered */
+
+/* Stream-ordered collectives over registered GPU memory: they return once the
+ * operation is queued; on `stream` (a cudaStream_t; NULL is the legacy default
+ * stream) the operation starts after the stream's earlier work and the
+ * stream's later work waits for it; the CPU never blocks (except when 256
+ * operations of the communicator are still outstanding). The thread must have
+ * the stream's CUDA context current (as with NCCL). Errors of the operation
+ * itself are reported by r2ccl_comm_get_async_error; the stream goes on. */
+int r2ccl_allreduce_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
+			   size_t count, r2ccl_dtype_t dtype, r2ccl_redop_t op, void *stream);
+int r2ccl_allgather_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
+			   size_t sendcount, r2ccl_dtype_t dtype, void *stream);
+int r2ccl_reducescatter_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
+			       size_t recvcount, r2ccl_dtype_t dtype, r2ccl_redop_t op,
+			       void *stream);
+int r2ccl_broadcast_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
+			   size_t count, r2ccl_dtype_t dtype, int root, void *stream);
+int r2ccl_reduce_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
+			r2ccl_dtype_t dtype, r2ccl_redop_t op, int root, void *stream);
+int r2ccl_send_stream(r2ccl_comm_t *comm, const void *sendbuff, size_t count,
+		      r2ccl_dtype_t dtype, int peer, void *stream);
+int r2ccl_recv_stream(r2ccl_comm_t *comm, void *recvbuff, size_t count, r2ccl_dtype_t dtype,
+		      int peer, void *stream);
+/* The first error of this communicator's stream-ordered operations (0 if
+ * none) in *async_err (ncclCommGetAsyncError). Call it while waiting for a
+ * stream: it also releases the streams of operations the daemon refused or
+ * can no longer run (daemon gone), which then carry that error. */
+int r2ccl_comm_get_async_error(r2ccl_comm_t *comm, int *async_err);
+
 #ifdef __cplusplus
 }
 #endif

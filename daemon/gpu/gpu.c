@@ -1,0 +1,1034 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * r2ccld's GPU path: registrations of client GPU memory, and the GPU worker
+ * thread that runs local collectives over it (README.md beside this file).
+ *
+ * Memory: a client names an allocation by its CUDA IPC handle (cudaMalloc
+ * memory) or by a POSIX fd from cuMemExportToShareableHandle (cuMem). The
+ * daemon opens each allocation once per session (cache keyed by the session
+ * and the handle / the client's allocation address), in the context of the
+ * GPU that holds it, with access from every peer GPU; every registration of
+ * a range of it takes a reference, the last one closes it.
+ *
+ * Work: r2_gpu_exec queues a matched operation; the worker keeps a list of
+ * them. One waits until every stream-ordered rank's sync slot says "ready",
+ * then the worker launches kernels / copies on its own stream of each GPU
+ * involved and records an event there; when every event completed it writes
+ * each slot's status and "done" and completes the operation's CQEs.
+ * Operations of one communicator run strictly in order; different
+ * communicators proceed independently. A rank whose session dies, a broken
+ * communicator or the operation timeout end a waiting operation with an
+ * error (the surviving ranks' streams are released with that error).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu.h"
+
+#if HAVE_CUDA
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "../comm.h"
+#include "../exec.h"
+#include "gpu_abi.h"
+#include "kernels.h"
+#include "log.h"
+#include "util.h"
+
+#define MAX_DEV 16
+#define MAX_OPS R2K_MAX_PTRS
+
+struct gpu_dev {
+	int ord;
+	uint8_t uuid[16];
+	int sms;
+	cudaStream_t st;
+	cudaEvent_t *evfree; /* worker only */
+	int nevfree, capevfree;
+};
+
+struct gpu_alloc {
+	struct gpu_alloc *next;
+	uint64_t sess;
+	uint32_t kind;
+	uint8_t key[64];
+	int dev;
+	char *dptr;             /* = map[dev] */
+	char *map[MAX_DEV];     /* its address for kernels/copies of each GPU */
+	uint64_t size;
+	CUmemGenericAllocationHandle h;
+	int refs;
+};
+
+struct r2_gpu_region {
+	struct r2_memreg m; /* first: r2_memreg * <-> r2_gpu_region * */
+	struct gpu_alloc *a;
+	int dev;
+};
+
+struct gjob {
+	struct gjob *next;
+	struct r2_exec *x;
+	struct r2_comm *c;
+	struct r2d *d;
+	bool running;
+	int status; /* preset error: finish at once */
+	uint64_t t0;
+	struct r2_gpu_slot *slot[MAX_OPS];
+	struct r2_memreg *slotref[MAX_OPS];
+	uint32_t seq[MAX_OPS];
+	bool used[MAX_DEV];
+	cudaEvent_t ev[MAX_DEV];
+};
+
+static struct {
+	pthread_once_t once;
+	int err;
+	char errmsg[160];
+	int ndev;
+	struct gpu_dev dev[MAX_DEV];
+	bool copy_ce;        /* copies with the copy engines (cudaMemcpyAsync) */
+	int max_blocks;      /* per launch; 0: 2 per SM */
+	uint64_t split_min;  /* bytes from which an op is spread over every GPU */
+	/* driver entry points */
+	CUresult (*memImport)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+	CUresult (*memAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+	CUresult (*memMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+			   unsigned long long);
+	CUresult (*memSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult (*memUnmap)(CUdeviceptr, size_t);
+	CUresult (*memAddressFree)(CUdeviceptr, size_t);
+	CUresult (*memRelease)(CUmemGenericAllocationHandle);
+	CUresult (*memGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
+	/* allocations */
+	pthread_mutex_t alloc_lock;
+	struct gpu_alloc *allocs;
+	/* worker */
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cond;
+	struct gjob *q_head, **q_tail;
+	bool stop, started;
+	pthread_t thread;
+} G = {
+	.once = PTHREAD_ONCE_INIT,
+	.alloc_lock = PTHREAD_MUTEX_INITIALIZER,
+	.q_lock = PTHREAD_MUTEX_INITIALIZER,
+	.q_cond = PTHREAD_COND_INITIALIZER,
+};
+
+static void *worker(void *arg);
+
+static void *entry(const char *name)
+{
+	void *fn = NULL;
+	enum cudaDriverEntryPointQueryResult qr;
+
+	if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &qr) !=
+		    cudaSuccess ||
+	    qr != cudaDriverEntryPointSuccess)
+		return NULL;
+	return fn;
+}
+
+static void gpu_init(void)
+{
+	cudaError_t e;
+	int n = 0;
+	const char *v;
+
+	e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess || n <= 0) {
+		G.err = -ENODEV;
+		snprintf(G.errmsg, sizeof(G.errmsg), "no usable GPU: %s",
+			 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+		log_warn("gpu: %s", G.errmsg);
+		return;
+	}
+	if (n > MAX_DEV)
+		n = MAX_DEV;
+	for (int i = 0; i < n; i++) {
+		struct cudaDeviceProp p;
+		struct gpu_dev *g = &G.dev[i];
+
+		g->ord = i;
+		if (cudaSetDevice(i) != cudaSuccess || cudaGetDeviceProperties(&p, i) != cudaSuccess ||
+		    cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking) != cudaSuccess) {
+			G.err = -ENODEV;
+			snprintf(G.errmsg, sizeof(G.errmsg), "GPU %d: %s", i,
+				 cudaGetErrorString(cudaGetLastError()));
+			log_warn("gpu: %s", G.errmsg);
+			return;
+		}
+		memcpy(g->uuid, p.uuid.bytes, 16);
+		g->sms = p.multiProcessorCount;
+		log_info("gpu: GPU %d: %s, %d SMs, PCI %04x:%02x:%02x", i, p.name, p.multiProcessorCount,
+			 p.pciDomainID, p.pciBusID, p.pciDeviceID);
+	}
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < n; j++) {
+			int ok = 0;
+			if (i == j || cudaDeviceCanAccessPeer(&ok, i, j) != cudaSuccess || !ok)
+				continue;
+			cudaSetDevice(i);
+			if (cudaDeviceEnablePeerAccess(j, 0) != cudaSuccess)
+				(void)cudaGetLastError(); /* already enabled */
+			log_info("gpu: peer access GPU %d -> GPU %d", i, j);
+		}
+	}
+	G.memImport = entry("cuMemImportFromShareableHandle");
+	G.memAddressReserve = entry("cuMemAddressReserve");
+	G.memMap = entry("cuMemMap");
+	G.memSetAccess = entry("cuMemSetAccess");
+	G.memUnmap = entry("cuMemUnmap");
+	G.memAddressFree = entry("cuMemAddressFree");
+	G.memRelease = entry("cuMemRelease");
+	G.memGetAddressRange = entry("cuMemGetAddressRange");
+	if (!G.memImport || !G.memAddressReserve || !G.memMap || !G.memSetAccess || !G.memUnmap ||
+	    !G.memAddressFree || !G.memRelease || !G.memGetAddressRange) {
+		G.err = -ENOSYS;
+		snprintf(G.errmsg, sizeof(G.errmsg), "the CUDA driver lacks cuMem entry points");
+		log_warn("gpu: %s", G.errmsg);
+		return;
+	}
+	v = getenv("R2CCL_GPU_COPY");
+	G.copy_ce = !(v && !strcmp(v, "kernel"));
+	v = getenv("R2CCL_GPU_BLOCKS");
+	G.max_blocks = v ? atoi(v) : 0;
+	v = getenv("R2CCL_GPU_SPLIT_MIN");
+	G.split_min = v ? strtoull(v, NULL, 0) : (256u << 10);
+	G.ndev = n;
+	G.q_tail = &G.q_head;
+	if (pthread_create(&G.thread, NULL, worker, NULL) != 0) {
+		G.err = -EAGAIN;
+		snprintf(G.errmsg, sizeof(G.errmsg), "cannot start the GPU worker");
+		return;
+	}
+	G.started = true;
+	log_info("gpu: %d GPUs, copies by %s, worker up", n, G.copy_ce ? "copy engine" : "kernel");
+}
+
+static int dev_by_uuid(const uint8_t *uuid)
+{
+	for (int i = 0; i < G.ndev; i++)
+		if (!memcmp(G.dev[i].uuid, uuid, 16))
+			return i;
+	return -1;
+}
+
+/* ---- allocations and regions ---- */
+
+static int alloc_open(struct gpu_alloc *a, const struct r2_gpu_reg_req *req, char *err,
+		      size_t errlen)
+{
+	cudaError_t e;
+	CUresult cr;
+
+	cudaSetDevice(G.dev[a->dev].ord);
+	if (a->kind == R2_GPU_MEM_IPC) {
+		cudaIpcMemHandle_t h;
+		void *p = NULL;
+		CUdeviceptr base = 0;
+		size_t sz = 0;
+
+		memcpy(&h, req->ipc_handle, sizeof(h));
+		e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+		if (e != cudaSuccess) {
+			log_warn("gpu: cudaIpcOpenMemHandle: %s", cudaGetErrorString(e));
+			snprintf(err, errlen, "cudaIpcOpenMemHandle: %s", cudaGetErrorString(e));
+			return -EINVAL;
+		}
+		/* the client's word for the size is not trusted */
+		cr = G.memGetAddressRange(&base, &sz, (CUdeviceptr)p);
+		if (cr != CUDA_SUCCESS || (uint64_t)sz < req->alloc_size) {
+			snprintf(err, errlen, "allocation holds %zu bytes, %llu declared", sz,
+				 (unsigned long long)req->alloc_size);
+			cudaIpcCloseMemHandle(p);
+			return -EINVAL;
+		}
+		a->dptr = p;
+		a->map[a->dev] = p;
+		a->size = req->alloc_size;
+		/* A legacy IPC mapping serves the context that opened it: open it
+		 * in every peer GPU's context too (one context per device may). */
+		for (int i = 0; i < G.ndev; i++) {
+			int ok = 0;
+			void *q = NULL;
+			if (i == a->dev || cudaDeviceCanAccessPeer(&ok, G.dev[i].ord,
+								   G.dev[a->dev].ord) != cudaSuccess ||
+			    !ok)
+				continue;
+			cudaSetDevice(G.dev[i].ord);
+			if (cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess)
+				a->map[i] = q;
+			else
+				log_warn("gpu: GPU %d cannot map memory of GPU %d: %s", i, a->dev,
+					 cudaGetErrorString(cudaGetLastError()));
+		}
+		return 0;
+	} else {
+		CUmemAccessDesc acc[MAX_DEV];
+		CUdeviceptr va = 0;
+		size_t nacc = 0;
+		int fd = req->fd;
+
+		cr = G.memImport(&a->h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+		if (cr != CUDA_SUCCESS) {
+			snprintf(err, errlen, "cuMemImportFromShareableHandle: error %d", (int)cr);
+			return -EINVAL;
+		}
+		/* 2 MiB: the granularity of every GPU this targets; cuMemMap
+		 * refuses a size over the allocation's own */
+		cr = G.memAddressReserve(&va, req->alloc_size, 2u << 20, 0, 0);
+		if (cr != CUDA_SUCCESS) {
+			snprintf(err, errlen, "cuMemAddressReserve(%llu): error %d",
+				 (unsigned long long)req->alloc_size, (int)cr);
+			G.memRelease(a->h);
+			return -EINVAL;
+		}
+		cr = G.memMap(va, req->alloc_size, 0, a->h, 0);
+		if (cr != CUDA_SUCCESS) {
+			snprintf(err, errlen, "cuMemMap(%llu bytes): error %d",
+				 (unsigned long long)req->alloc_size, (int)cr);
+			G.memAddressFree(va, req->alloc_size);
+			G.memRelease(a->h);
+			return -EINVAL;
+		}
+		for (int i = 0; i < G.ndev; i++) {
+			int ok = i == a->dev;
+			if (!ok && cudaDeviceCanAccessPeer(&ok, G.dev[i].ord, G.dev[a->dev].ord) !=
+					   cudaSuccess)
+				ok = 0;
+			if (!ok)
+				continue;
+			memset(&acc[nacc], 0, sizeof(acc[nacc]));
+			acc[nacc].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+			acc[nacc].location.id = G.dev[i].ord;
+			acc[nacc].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+			nacc++;
+		}
+		cr = G.memSetAccess(va, req->alloc_size, acc, nacc);
+		if (cr != CUDA_SUCCESS) {
+			snprintf(err, errlen, "cuMemSetAccess: error %d", (int)cr);
+			G.memUnmap(va, req->alloc_size);
+			G.memAddressFree(va, req->alloc_size);
+			G.memRelease(a->h);
+			return -EINVAL;
+		}
+		a->dptr = (char *)(uintptr_t)va;
+		for (size_t k = 0; k < nacc; k++)
+			for (int i = 0; i < G.ndev; i++)
+				if (G.dev[i].ord == acc[k].location.id)
+					a->map[i] = a->dptr; /* one mapping, every GPU */
+		a->size = req->alloc_size;
+		return 0;
+	}
+}
+
+static void alloc_close(struct gpu_alloc *a)
+{
+	if (a->kind == R2_GPU_MEM_IPC) {
+		for (int i = 0; i < G.ndev; i++) {
+			if (!a->map[i])
+				continue;
+			cudaSetDevice(G.dev[i].ord);
+			cudaIpcCloseMemHandle(a->map[i]);
+		}
+	} else {
+		cudaSetDevice(G.dev[a->dev].ord);
+		G.memUnmap((CUdeviceptr)(uintptr_t)a->dptr, a->size);
+		G.memAddressFree((CUdeviceptr)(uintptr_t)a->dptr, a->size);
+		G.memRelease(a->h);
+	}
+	log_info("gpu: session %llu: released %s allocation of %llu bytes on GPU %d",
+		 (unsigned long long)a->sess, a->kind == R2_GPU_MEM_IPC ? "IPC" : "cuMem",
+		 (unsigned long long)a->size, G.dev[a->dev].ord);
+	free(a);
+}
+
+int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
+		      struct r2_memreg **out, char *err, size_t errlen)
+{
+	struct gpu_alloc *a;
+	struct r2_gpu_region *g;
+	uint8_t key[64];
+	int dev, r;
+
+	pthread_once(&G.once, gpu_init);
+	if (G.err) {
+		snprintf(err, errlen, "%s", G.errmsg);
+		return G.err;
+	}
+	if (req->kind != R2_GPU_MEM_IPC && req->kind != R2_GPU_MEM_CUMEM_FD) {
+		snprintf(err, errlen, "unknown GPU memory kind %u", req->kind);
+		return -EINVAL;
+	}
+	if (req->kind == R2_GPU_MEM_IPC && req->ipc_handle_len != R2_GPU_IPC_HANDLE_BYTES) {
+		snprintf(err, errlen, "IPC handle of %zu bytes", req->ipc_handle_len);
+		return -EINVAL;
+	}
+	if (req->kind == R2_GPU_MEM_CUMEM_FD && req->fd < 0) {
+		snprintf(err, errlen, "no fd");
+		return -EINVAL;
+	}
+	if (req->uuid_len != R2_GPU_UUID_BYTES || (dev = dev_by_uuid(req->uuid)) < 0) {
+		snprintf(err, errlen, "no GPU of this host has that UUID");
+		return -ENODEV;
+	}
+	if (req->size == 0 || req->alloc_size == 0 || req->offset > req->alloc_size ||
+	    req->size > req->alloc_size - req->offset || req->alloc_size > (1ull << 44)) {
+		snprintf(err, errlen, "range %llu+%llu outside an allocation of %llu bytes",
+			 (unsigned long long)req->offset, (unsigned long long)req->size,
+			 (unsigned long long)req->alloc_size);
+		return -EINVAL;
+	}
+	memset(key, 0, sizeof(key));
+	if (req->kind == R2_GPU_MEM_IPC) {
+		memcpy(key, req->ipc_handle, 64);
+	} else {
+		memcpy(key, &req->alloc_base, 8);
+		memcpy(key + 8, &req->alloc_size, 8);
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	pthread_mutex_lock(&G.alloc_lock);
+	for (a = G.allocs; a; a = a->next)
+		if (a->sess == s->id && a->kind == req->kind && !memcmp(a->key, key, 64))
+			break;
+	if (a) {
+		if (a->dev != dev || req->alloc_size > a->size) {
+			pthread_mutex_unlock(&G.alloc_lock);
+			free(g);
+			snprintf(err, errlen, "does not match the allocation registered before");
+			return -EINVAL;
+		}
+		a->refs++;
+		if (req->kind == R2_GPU_MEM_CUMEM_FD)
+			close(req->fd); /* already imported */
+	} else {
+		a = calloc(1, sizeof(*a));
+		if (!a) {
+			pthread_mutex_unlock(&G.alloc_lock);
+			free(g);
+			return -ENOMEM;
+		}
+		a->sess = s->id;
+		a->kind = req->kind;
+		a->dev = dev;
+		memcpy(a->key, key, 64);
+		r = alloc_open(a, req, err, errlen);
+		if (r < 0) {
+			pthread_mutex_unlock(&G.alloc_lock);
+			free(a);
+			free(g);
+			return r;
+		}
+		if (req->kind == R2_GPU_MEM_CUMEM_FD)
+			close(req->fd); /* the imported handle keeps the memory */
+		a->refs = 1;
+		a->next = G.allocs;
+		G.allocs = a;
+		log_info("gpu: session %llu: opened %s allocation of %llu bytes on GPU %d",
+			 (unsigned long long)s->id, a->kind == R2_GPU_MEM_IPC ? "IPC" : "cuMem",
+			 (unsigned long long)a->size, G.dev[dev].ord);
+	}
+	pthread_mutex_unlock(&G.alloc_lock);
+	g->a = a;
+	g->dev = dev;
+	g->m.fd = R2_MEM_FD_GPU;
+	g->m.size = req->size;
+	g->m.addr = a->dptr + req->offset;
+	atomic_init(&g->m.refs, 1);
+	*out = &g->m;
+	return 0;
+}
+
+void r2_gpu_region_free(struct r2_memreg *m)
+{
+	struct r2_gpu_region *g = (struct r2_gpu_region *)m;
+	struct gpu_alloc *a = g->a, **pp;
+	bool last = false;
+
+	pthread_mutex_lock(&G.alloc_lock);
+	if (--a->refs == 0) {
+		for (pp = &G.allocs; *pp; pp = &(*pp)->next)
+			if (*pp == a) {
+				*pp = a->next;
+				break;
+			}
+		last = true;
+	}
+	pthread_mutex_unlock(&G.alloc_lock);
+	if (last)
+		alloc_close(a);
+	free(g);
+}
+
+static int dev_of(const struct r2_memreg *m)
+{
+	return ((const struct r2_gpu_region *)m)->dev;
+}
+
+/* ---- execution ---- */
+
+bool r2_gpu_exec_is_gpu(const struct r2_exec *x)
+{
+	for (int i = 0; i < x->nops; i++)
+		if (r2_mem_is_gpu(x->ops[i]->sendref) || r2_mem_is_gpu(x->ops[i]->recvref))
+			return true;
+	return false;
+}
+
+#define cuda_err(e) cuda_err_at((e), __func__, __LINE__)
+static int cuda_err_at(cudaError_t e, const char *fn, int line)
+{
+	static atomic_int nlogged;
+
+	if (e == cudaSuccess)
+		return 0;
+	if (atomic_fetch_add(&nlogged, 1) < 50)
+		log_warn("gpu: %s:%d: CUDA error %d: %s", fn, line, (int)e, cudaGetErrorString(e));
+	return -EIO;
+}
+
+static int set_dev(struct gjob *j, int dev)
+{
+	j->used[dev] = true;
+	return cuda_err(cudaSetDevice(G.dev[dev].ord));
+}
+
+static int blocks(int dev)
+{
+	return G.max_blocks > 0 ? G.max_blocks : 2 * G.dev[dev].sms;
+}
+
+static bool aligned16(const void *p)
+{
+	return ((uintptr_t)p & 15) == 0;
+}
+
+/* A buffer: the daemon's (home GPU) address and the region holding it. */
+struct buf {
+	char *p;
+	const struct r2_memreg *ref;
+};
+
+/* p + off as GPU dev addresses it (legacy IPC: each GPU has its own mapping). */
+static void *xl(int dev, struct buf b, uint64_t off)
+{
+	const struct gpu_alloc *a = ((const struct r2_gpu_region *)b.ref)->a;
+
+	if (!a->map[dev])
+		return NULL;
+	return a->map[dev] + (b.p - a->dptr) + off;
+}
+
+static int do_reduce(struct gjob *j, int dev, int dtype, int op, const struct buf *in, int nin,
+		     const struct buf *out, int nout, uint64_t n, uint64_t off_bytes, int div)
+{
+	struct r2k_reduce_args a;
+	int r = set_dev(j, dev);
+
+	if (r < 0 || n == 0)
+		return r;
+	memset(&a, 0, sizeof(a));
+	a.vec = 1;
+	for (int k = 0; k < nin; k++) {
+		a.in[k] = xl(dev, in[k], off_bytes);
+		if (!a.in[k])
+			return -EINVAL;
+		a.vec &= aligned16(a.in[k]);
+	}
+	for (int o = 0; o < nout; o++) {
+		a.out[o] = xl(dev, out[o], off_bytes);
+		if (!a.out[o])
+			return -EINVAL;
+		a.vec &= aligned16(a.out[o]);
+	}
+	a.nin = nin;
+	a.nout = nout;
+	a.n = n;
+	a.div = div;
+	return cuda_err((cudaError_t)r2k_reduce(G.dev[dev].st, dtype, op, &a, blocks(dev)));
+}
+
+static int do_copy(struct gjob *j, int dev, struct buf src, const struct buf *out, int nout,
+		   uint64_t bytes)
+{
+	struct r2k_copy_args a;
+	int r = set_dev(j, dev);
+
+	if (r < 0 || bytes == 0 || nout == 0)
+		return r;
+	memset(&a, 0, sizeof(a));
+	a.in = xl(dev, src, 0);
+	if (!a.in)
+		return -EINVAL;
+	a.vec = aligned16(a.in);
+	for (int o = 0; o < nout; o++) {
+		a.out[o] = xl(dev, out[o], 0);
+		if (!a.out[o])
+			return -EINVAL;
+		a.vec &= aligned16(a.out[o]);
+	}
+	if (G.copy_ce) {
+		for (int o = 0; o < nout && r == 0; o++)
+			r = cuda_err(cudaMemcpyAsync(a.out[o], a.in, bytes, cudaMemcpyDefault,
+						     G.dev[dev].st));
+		return r;
+	}
+	a.nout = nout;
+	a.bytes = bytes;
+	return cuda_err((cudaError_t)r2k_copy(G.dev[dev].st, &a, blocks(dev)));
+}
+
+/* Reduction over all inputs into all outputs, spread over the GPUs of devs[]
+ * (contiguous slices) when large enough. */
+static int reduce_spread(struct gjob *j, const bool *devs, int dtype, int op,
+			 const struct buf *in, int nin, const struct buf *out, int nout, uint64_t n,
+			 size_t es, int div)
+{
+	int list[MAX_DEV], nd = 0, r = 0;
+	uint64_t per, lo = 0;
+
+	for (int g = 0; g < G.ndev; g++)
+		if (devs[g])
+			list[nd++] = g;
+	if (nd == 0)
+		return -EINVAL;
+	if (n * es < G.split_min)
+		nd = 1;
+	per = (n + (uint64_t)nd - 1) / (uint64_t)nd;
+	per = (per + 4095) & ~(uint64_t)4095; /* slices stay 16-byte aligned */
+	for (int s = 0; s < nd && lo < n && r == 0; s++) {
+		uint64_t cnt = R2_MIN(per, n - lo);
+		r = do_reduce(j, list[s], dtype, op, in, nin, out, nout, cnt, lo * es, div);
+		lo += cnt;
+	}
+	return r;
+}
+
+/* Copies src to every output, each GPU pulling into its own outputs. */
+static int copy_pull(struct gjob *j, struct buf src, const struct buf *out, const int *odev,
+		     int nout, uint64_t bytes)
+{
+	int r = 0;
+
+	for (int g = 0; g < G.ndev && r == 0; g++) {
+		struct buf mine[MAX_OPS];
+		int n = 0;
+		for (int o = 0; o < nout; o++)
+			if (odev[o] == g && out[o].p != src.p)
+				mine[n++] = out[o];
+		if (n)
+			r = do_copy(j, g, src, mine, n, bytes);
+	}
+	return r;
+}
+
+static struct buf shift(struct buf b, uint64_t off)
+{
+	b.p += off;
+	return b;
+}
+
+static int launch(struct gjob *j)
+{
+	struct r2_exec *x = j->x;
+	const struct r2_sqe *q = &x->ops[0]->sqe;
+	int n = x->nops, dtype = (int)q->dtype, op = (int)q->redop, root = -1, r = 0;
+	size_t es = r2ccl_dtype_size((r2ccl_dtype_t)q->dtype);
+	uint64_t count = q->count, blk = count * es;
+	struct buf in[MAX_OPS], out[MAX_OPS];
+	int idev[MAX_OPS], odev[MAX_OPS];
+	bool devs[MAX_DEV] = { false };
+
+	if (count == 0)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		in[i].p = x->ops[i]->sendbuf;
+		in[i].ref = x->ops[i]->sendref;
+		out[i].p = x->ops[i]->recvbuf;
+		out[i].ref = x->ops[i]->recvref;
+		idev[i] = x->ops[i]->sendref ? dev_of(x->ops[i]->sendref) : -1;
+		odev[i] = x->ops[i]->recvref ? dev_of(x->ops[i]->recvref) : -1;
+		if (x->opcode == R2_OP_BROADCAST || x->opcode == R2_OP_REDUCE) {
+			/* ops[] are the local ranks in rank order; find the root */
+			if (x->ops[i]->rank == q->root)
+				root = i;
+		}
+	}
+	switch (x->opcode) {
+	case R2_OP_ALLREDUCE:
+		if (n == 1)
+			return copy_pull(j, in[0], out, odev, 1, blk);
+		for (int i = 0; i < n; i++)
+			devs[odev[i]] = true;
+		return reduce_spread(j, devs, dtype, op, in, n, out, n, count, es, n);
+	case R2_OP_REDUCE:
+		if (root < 0)
+			return -EINVAL;
+		for (int i = 0; i < n; i++)
+			devs[idev[i]] = true;
+		return reduce_spread(j, devs, dtype, op, in, n, &out[root], 1, count, es, n);
+	case R2_OP_REDUCESCATTER:
+		for (int d = 0; d < n && r == 0; d++) {
+			struct buf ins[MAX_OPS];
+			for (int k = 0; k < n; k++)
+				ins[k] = shift(in[k], (uint64_t)d * blk);
+			r = do_reduce(j, odev[d], dtype, op, ins, n, &out[d], 1, count, 0, n);
+		}
+		return r;
+	case R2_OP_ALLGATHER:
+		for (int s = 0; s < n && r == 0; s++) {
+			struct buf dst[MAX_OPS];
+			for (int d = 0; d < n; d++)
+				dst[d] = shift(out[d], (uint64_t)s * blk);
+			r = copy_pull(j, in[s], dst, odev, n, blk);
+		}
+		return r;
+	case R2_OP_BROADCAST:
+		if (root < 0)
+			return -EINVAL;
+		return copy_pull(j, in[root], out, odev, n, blk);
+	case R2_OP_SEND:
+		if (n != 2)
+			return -EINVAL;
+		return copy_pull(j, in[0], &out[1], &odev[1], 1, blk);
+	default:
+		return -EINVAL;
+	}
+}
+
+static cudaEvent_t ev_get(int dev)
+{
+	struct gpu_dev *g = &G.dev[dev];
+	cudaEvent_t e = NULL;
+
+	if (g->nevfree)
+		return g->evfree[--g->nevfree];
+	if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+		return NULL;
+	return e;
+}
+
+static void ev_put(int dev, cudaEvent_t e)
+{
+	struct gpu_dev *g = &G.dev[dev];
+
+	if (!e)
+		return;
+	if (g->nevfree == g->capevfree) {
+		int cap = g->capevfree ? 2 * g->capevfree : 16;
+		cudaEvent_t *n = realloc(g->evfree, sizeof(*n) * (size_t)cap);
+		if (!n) {
+			cudaEventDestroy(e);
+			return;
+		}
+		g->evfree = n;
+		g->capevfree = cap;
+	}
+	g->evfree[g->nevfree++] = e;
+}
+
+static int start(struct gjob *j)
+{
+	int r = launch(j);
+
+	for (int g = 0; g < G.ndev; g++) {
+		if (!j->used[g])
+			continue;
+		cudaSetDevice(G.dev[g].ord);
+		j->ev[g] = ev_get(g);
+		if (!j->ev[g] || cudaEventRecord(j->ev[g], G.dev[g].st) != cudaSuccess) {
+			/* cannot track it: wait for the stream instead */
+			cudaStreamSynchronize(G.dev[g].st);
+			ev_put(g, j->ev[g]);
+			j->ev[g] = NULL;
+		}
+	}
+	return r;
+}
+
+/* 1: all done, 0: not yet; negative: failed */
+static int poll_done(struct gjob *j)
+{
+	for (int g = 0; g < G.ndev; g++) {
+		cudaError_t e;
+		if (!j->ev[g])
+			continue;
+		e = cudaEventQuery(j->ev[g]);
+		if (e == cudaErrorNotReady) {
+			(void)cudaGetLastError(); /* "not ready" is recorded as an error */
+			return 0;
+		}
+		if (e != cudaSuccess)
+			return cuda_err(e);
+		ev_put(g, j->ev[g]);
+		j->ev[g] = NULL;
+	}
+	return 1;
+}
+
+static bool ready(struct gjob *j)
+{
+	for (int i = 0; i < j->x->nops; i++)
+		if (j->slot[i] &&
+		    (int32_t)(__atomic_load_n(&j->slot[i]->ready, __ATOMIC_ACQUIRE) - j->seq[i]) < 0)
+			return false;
+	return true;
+}
+
+static int aborted(struct gjob *j, uint64_t now)
+{
+	int64_t tmo = r2_param_int(&j->d->params, P_OP_TIMEOUT_MS);
+
+	if (G.stop)
+		return R2CCL_E_SHUTDOWN;
+	for (int i = 0; i < j->x->nops; i++) {
+		struct r2_session *s = j->x->ops[i]->s;
+		if (__atomic_load_n(&s->dead, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&s->closing, __ATOMIC_RELAXED))
+			return R2CCL_E_PEER_GONE;
+	}
+	if (__atomic_load_n(&j->c->state, __ATOMIC_RELAXED) == R2_COMM_BROKEN)
+		return R2CCL_E_COMM_BROKEN;
+	if (tmo > 0 && now - j->t0 > (uint64_t)tmo * 1000)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+static void finish(struct gjob *j, int status)
+{
+	struct r2_comm *c = j->c;
+	struct r2d *d = j->d;
+
+	if (status < 0)
+		log_warn("communicator %u: GPU %s failed: %s", c->id, r2_opcode_name(j->x->opcode),
+			 r2ccl_strerror(status));
+	for (int g = 0; g < G.ndev; g++) {
+		if (j->ev[g]) {
+			/* an error after launch: let the GPU finish with the buffers */
+			cudaEventSynchronize(j->ev[g]);
+			ev_put(g, j->ev[g]);
+		}
+	}
+	for (int i = 0; i < j->x->nops; i++) {
+		if (!j->slot[i])
+			continue;
+		__atomic_store_n(&j->slot[i]->status, status, __ATOMIC_RELAXED);
+		__atomic_store_n(&j->slot[i]->done, j->seq[i], __ATOMIC_RELEASE);
+		r2d_mem_put(j->slotref[i]);
+	}
+	r2d_exec_complete(j->x, status);
+	pthread_mutex_lock(&d->lock);
+	r2d_comm_put(c);
+	pthread_mutex_unlock(&d->lock);
+	free(j);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+static void *worker(void *arg)
+{
+	struct gjob *list = NULL, **tail = &list;
+	uint64_t last_progress = 0;
+
+	(void)arg;
+	for (;;) {
+		bool progress = false;
+		uint64_t now;
+
+		if (!list || __atomic_load_n(&G.q_head, __ATOMIC_RELAXED)) {
+			pthread_mutex_lock(&G.q_lock);
+			while (!list && !G.q_head && !G.stop)
+				pthread_cond_wait(&G.q_cond, &G.q_lock);
+			if (G.q_head) {
+				*tail = G.q_head;
+				tail = G.q_tail;
+				G.q_head = NULL;
+				G.q_tail = &G.q_head;
+			}
+			pthread_mutex_unlock(&G.q_lock);
+			if (!list && G.stop)
+				break;
+		}
+		now = r2_now_us();
+		for (struct gjob **pp = &list, *j; (j = *pp);) {
+			int r = 0;
+			bool blocked = false;
+
+			for (struct gjob *e = list; e != j; e = e->next)
+				if (e->c == j->c) {
+					blocked = true; /* an earlier op of its communicator */
+					break;
+				}
+			if (blocked) {
+				pp = &j->next;
+				continue;
+			}
+			if (j->status < 0) {
+				r = j->status;
+			} else if (!j->running) {
+				r = aborted(j, now);
+				if (r == 0 && ready(j)) {
+					r = start(j);
+					j->running = true;
+					progress = true;
+				}
+				if (r == 0) {
+					pp = &j->next;
+					continue;
+				}
+			} else {
+				r = poll_done(j);
+				if (r == 0) {
+					pp = &j->next;
+					continue;
+				}
+				if (r > 0)
+					r = 0;
+			}
+			/* finished (r: status) */
+			*pp = j->next;
+			if (tail == &j->next)
+				tail = pp;
+			finish(j, r);
+			progress = true;
+		}
+		if (progress) {
+			last_progress = now;
+		} else if (list) {
+			if (now - last_progress > 2000) {
+				struct timespec ts = { 0, 20000 };
+				nanosleep(&ts, NULL);
+			} else {
+				for (int i = 0; i < 32; i++)
+					cpu_relax();
+			}
+		}
+	}
+	return NULL;
+}
+
+int r2_gpu_exec(struct r2_exec *x)
+{
+	struct r2d *d = x->c->d;
+	struct gjob *j;
+
+	if (G.err || !G.started)
+		return -ENODEV;
+	if (x->nops > MAX_OPS)
+		return -E2BIG;
+	for (int i = 0; i < x->nops; i++) {
+		const struct r2_op *op = x->ops[i];
+		if ((op->sendref && !r2_mem_is_gpu(op->sendref)) ||
+		    (op->recvref && !r2_mem_is_gpu(op->recvref))) {
+			log_warn("communicator %u: %s mixes host and GPU buffers (not supported)",
+				 x->c->id, r2_opcode_name(x->opcode));
+			return -EOPNOTSUPP;
+		}
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->x = x;
+	j->c = x->c;
+	j->d = d;
+	j->t0 = r2_now_us();
+	pthread_mutex_lock(&d->lock);
+	for (int i = 0; i < x->nops; i++) {
+		struct r2_op *op = x->ops[i];
+		void *addr;
+		int r;
+
+		if (!(op->sqe.gflags & R2_SQE_STREAM))
+			continue;
+		if (op->sqe.sync_off % 16) {
+			j->status = -EINVAL;
+			continue;
+		}
+		r = r2d_mem_resolve(op->s, op->sqe.sync_mem, op->sqe.sync_off,
+				    sizeof(struct r2_gpu_slot), &addr, &j->slotref[i]);
+		if (r == 0 && r2_mem_is_gpu(j->slotref[i])) {
+			r2d_mem_put(j->slotref[i]);
+			j->slotref[i] = NULL;
+			r = -EINVAL;
+		}
+		if (r < 0) {
+			j->status = r;
+			continue;
+		}
+		j->slot[i] = addr;
+		j->seq[i] = op->sqe.sync_seq;
+	}
+	x->c->refs++;
+	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_lock(&G.q_lock);
+	*G.q_tail = j;
+	G.q_tail = &j->next;
+	pthread_cond_signal(&G.q_cond);
+	pthread_mutex_unlock(&G.q_lock);
+	return R2_EXEC_PENDING;
+}
+
+void r2_gpu_shutdown(void)
+{
+	if (!G.started)
+		return;
+	pthread_mutex_lock(&G.q_lock);
+	G.stop = true;
+	pthread_cond_signal(&G.q_cond);
+	pthread_mutex_unlock(&G.q_lock);
+	pthread_join(G.thread, NULL);
+	G.started = false;
+}
+
+#else /* !HAVE_CUDA */
+
+int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
+		      struct r2_memreg **out, char *err, size_t errlen)
+{
+	(void)s;
+	(void)req;
+	(void)out;
+	snprintf(err, errlen, "this r2ccld was built without CUDA");
+	return -EOPNOTSUPP;
+}
+
+void r2_gpu_region_free(struct r2_memreg *m)
+{
+	free(m);
+}
+
+bool r2_gpu_exec_is_gpu(const struct r2_exec *x)
+{
+	(void)x;
+	return false;
+}
+
+int r2_gpu_exec(struct r2_exec *x)
+{
+	(void)x;
+	return -EOPNOTSUPP;
+}
+
+void r2_gpu_shutdown(void)
+{
+}
+
+#endif

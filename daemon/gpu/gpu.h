@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * r2ccld's GPU path (README.md beside this file): GPU memory registrations
+ * (CUDA IPC handles, cuMem POSIX fds), the GPU worker that runs local
+ * collectives over GPU buffers with the kernels of kernels.cu, and stream
+ * ordering through sync slots in the client's shared memory.
+ *
+ * Every function here exists in a build without CUDA too (HAVE_CUDA 0):
+ * registration answers -EOPNOTSUPP and no region is ever a GPU region.
+ */
+#ifndef R2CCL_DAEMON_GPU_H
+#define R2CCL_DAEMON_GPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../daemon.h"
+
+struct r2_exec;
+
+/* struct r2_memreg.fd of a GPU region (the region is a struct r2_gpu_region). */
+#define R2_MEM_FD_GPU (-2)
+
+static inline bool r2_mem_is_gpu(const struct r2_memreg *m)
+{
+	return m && m->fd == R2_MEM_FD_GPU;
+}
+
+struct r2_gpu_reg_req {
+	uint32_t kind;            /* R2_GPU_MEM_IPC or R2_GPU_MEM_CUMEM_FD */
+	const uint8_t *ipc_handle; /* 64 bytes (IPC) */
+	size_t ipc_handle_len;
+	const uint8_t *uuid;      /* 16 bytes */
+	size_t uuid_len;
+	uint64_t alloc_base, alloc_size, offset, size;
+	int fd;                   /* cuMem: the POSIX fd (taken on success) */
+};
+
+/* Opens (or finds in the session's cache) the allocation and makes a region
+ * of [offset, offset+size) of it; *out->addr is the daemon's device pointer.
+ * Loop thread, under d->lock. */
+int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
+		      struct r2_memreg **out, char *err, size_t errlen);
+/* memreg.c: registers a GPU region in s's memory table (under d->lock). */
+int r2d_mem_register_gpu(struct r2_session *s, const struct r2_gpu_reg_req *req, uint32_t *id,
+			 char *err, size_t errlen);
+/* Last reference of a GPU region gone (r2d_mem_put): closes it; any thread. */
+void r2_gpu_region_free(struct r2_memreg *m);
+
+/* True if any buffer of x is GPU memory. */
+bool r2_gpu_exec_is_gpu(const struct r2_exec *x);
+/* Queues x on the GPU worker: R2_EXEC_PENDING, or a negative error. */
+int r2_gpu_exec(struct r2_exec *x);
+
+/* Daemon shutdown: stops the worker (fails what is queued). */
+void r2_gpu_shutdown(void);
+
+#endif

@@ -1,0 +1,706 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libr2ccl: GPU memory registration and stream-ordered collectives
+ * (daemon/gpu/README.md). The CUDA driver is loaded with dlopen, so
+ * libr2ccl has no link-time CUDA dependency.
+ *
+ * State the client structure has no room for (GPU registrations, each
+ * communicator's sync slots) lives in a table here, keyed by the client and
+ * its session id.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "r2ccl.h"
+
+#if HAVE_CUDA
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "../daemon/gpu/gpu_abi.h"
+#include "r2ccl.pb-c.h"
+#include "util.h"
+
+static struct {
+	pthread_once_t once;
+	int err;
+	CUresult (*pointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+	CUresult (*memGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
+	CUresult (*ipcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
+	CUresult (*memRetainAllocationHandle)(CUmemGenericAllocationHandle *, void *);
+	CUresult (*memExportToShareableHandle)(void *, CUmemGenericAllocationHandle,
+					       CUmemAllocationHandleType, unsigned long long);
+	CUresult (*memRelease)(CUmemGenericAllocationHandle);
+	CUresult (*deviceGetUuid)(CUuuid *, CUdevice);
+	CUresult (*deviceGet)(CUdevice *, int);
+	CUresult (*memHostRegister)(void *, size_t, unsigned int);
+	CUresult (*memHostUnregister)(void *);
+	CUresult (*memHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
+	CUresult (*streamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	CUresult (*streamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+} cu = { .once = PTHREAD_ONCE_INIT };
+
+static void cu_load(void)
+{
+	CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+	struct {
+		const char *name;
+		void **fn;
+	} t[] = {
+		{ "cuPointerGetAttribute", (void **)&cu.pointerGetAttribute },
+		{ "cuMemGetAddressRange", (void **)&cu.memGetAddressRange },
+		{ "cuIpcGetMemHandle", (void **)&cu.ipcGetMemHandle },
+		{ "cuMemRetainAllocationHandle", (void **)&cu.memRetainAllocationHandle },
+		{ "cuMemExportToShareableHandle", (void **)&cu.memExportToShareableHandle },
+		{ "cuMemRelease", (void **)&cu.memRelease },
+		{ "cuDeviceGetUuid", (void **)&cu.deviceGetUuid },
+		{ "cuDeviceGet", (void **)&cu.deviceGet },
+		{ "cuMemHostRegister", (void **)&cu.memHostRegister },
+		{ "cuMemHostUnregister", (void **)&cu.memHostUnregister },
+		{ "cuMemHostGetDevicePointer", (void **)&cu.memHostGetDevicePointer },
+		{ "cuStreamWriteValue32", (void **)&cu.streamWriteValue32 },
+		{ "cuStreamWaitValue32", (void **)&cu.streamWaitValue32 },
+	};
+
+	if (!h) {
+		cu.err = -ENODEV;
+		return;
+	}
+	*(void **)&gpa = dlsym(h, "cuGetProcAddress_v2");
+	if (!gpa) {
+		cu.err = -ENOSYS;
+		return;
+	}
+	for (size_t i = 0; i < R2_ARRAY_SIZE(t); i++) {
+		CUdriverProcAddressQueryResult q;
+		if (gpa(t[i].name, t[i].fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS ||
+		    !*t[i].fn) {
+			cu.err = -ENOSYS;
+			return;
+		}
+	}
+}
+
+static int cu_ready(void)
+{
+	pthread_once(&cu.once, cu_load);
+	return cu.err;
+}
+
+/* ---- per-client state ---- */
+
+struct greg {
+	struct greg *next;
+	char *ptr;
+	size_t size;
+	uint32_t id;
+};
+
+struct gcomm {
+	struct gcomm *next;
+	r2ccl_comm_t *comm;
+	uint32_t handle;
+	struct r2_gpu_slot *slots; /* host, shared with the daemon */
+	CUdeviceptr dslots;        /* the same, for the stream's memory operations */
+	uint32_t mem_id;
+	uint32_t next_seq;
+	int async_err;
+	uint64_t tag[R2_GPU_SLOTS];
+};
+
+struct gclient {
+	struct gclient *next;
+	r2ccl_client_t *c;
+	uint64_t session_id;
+	struct greg *regs;
+	struct gcomm *comms;
+};
+
+static pthread_mutex_t glock = PTHREAD_MUTEX_INITIALIZER;
+static struct gclient *gclients;
+
+static struct gclient *gclient_get(r2ccl_client_t *c, bool create)
+{
+	struct gclient **pp, *g;
+
+	for (pp = &gclients; (g = *pp); pp = &g->next) {
+		if (g->c != c)
+			continue;
+		if (g->session_id == c->session_id)
+			return g;
+		/* a new session at the address of an old one: forget the old */
+		*pp = g->next;
+		while (g->regs) {
+			struct greg *r = g->regs;
+			g->regs = r->next;
+			free(r);
+		}
+		while (g->comms) {
+			struct gcomm *m = g->comms;
+			g->comms = m->next;
+			free(m);
+		}
+		free(g);
+		break;
+	}
+	if (!create)
+		return NULL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->c = c;
+	g->session_id = c->session_id;
+	g->next = gclients;
+	gclients = g;
+	return g;
+}
+
+static int slots_setup(r2ccl_client_t *c, struct gcomm *m)
+{
+	size_t len = sizeof(struct r2_gpu_slot) * R2_GPU_SLOTS;
+	uint64_t off;
+	void *p;
+	int r;
+
+	r = r2ccl_mem_alloc(c, len, &p);
+	if (r < 0)
+		return r;
+	memset(p, 0, len);
+	if (cu.memHostRegister(p, len, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) !=
+		    CUDA_SUCCESS ||
+	    cu.memHostGetDevicePointer(&m->dslots, p, 0) != CUDA_SUCCESS) {
+		r2ccl_mem_free(c, p);
+		return -ENODEV; /* no current CUDA context? */
+	}
+	r = r2c_mem_lookup(c, p, len, &m->mem_id, &off);
+	if (r < 0 || off != 0) {
+		cu.memHostUnregister(p);
+		r2ccl_mem_free(c, p);
+		return r < 0 ? r : -EINVAL;
+	}
+	m->slots = p;
+	return 0;
+}
+
+static struct gcomm *gcomm_get(struct gclient *g, r2ccl_comm_t *comm, int *err)
+{
+	struct gcomm *m;
+
+	for (m = g->comms; m; m = m->next)
+		if (m->comm == comm && m->handle == comm->handle)
+			return m;
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	m->comm = comm;
+	m->handle = comm->handle;
+	*err = slots_setup(g->c, m);
+	if (*err < 0) {
+		free(m);
+		return NULL;
+	}
+	m->next = g->comms;
+	g->comms = m;
+	return m;
+}
+
+/* ---- completions ---- */
+
+static void slot_release(struct gcomm *m, uint32_t seq, int status)
+{
+	struct r2_gpu_slot *s = &m->slots[seq % R2_GPU_SLOTS];
+
+	if (s->seq != seq)
+		return;
+	if ((int32_t)(__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) - seq) >= 0)
+		return; /* the daemon released it already */
+	__atomic_store_n(&s->status, status, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->done, seq, __ATOMIC_RELEASE);
+}
+
+/* Consumes every CQE. A failed stream-ordered operation the daemon never ran
+ * (refused, or failed before it was matched) has no "done" from the daemon:
+ * release its stream here, with its error. */
+static void reap_all(struct gclient *g)
+{
+	r2ccl_client_t *c = g->c;
+	struct r2_ring_shm *ring = c->ring;
+	uint32_t head = atomic_load_explicit(&ring->cq_head, memory_order_relaxed);
+	uint32_t tail = atomic_load_explicit(&ring->cq_tail, memory_order_acquire);
+
+	while (head != tail) {
+		struct r2_cqe e = ring->cq[head & (R2_RING_ENTRIES - 1)];
+		head++;
+		atomic_store_explicit(&ring->cq_head, head, memory_order_release);
+		if (c->inflight)
+			c->inflight--;
+		if (e.status >= 0)
+			continue;
+		for (struct gcomm *m = g->comms; m; m = m->next) {
+			for (uint32_t i = 0; i < R2_GPU_SLOTS; i++) {
+				if (m->tag[i] != e.tag || !m->slots[i].seq)
+					continue;
+				if (!m->async_err)
+					m->async_err = e.status;
+				slot_release(m, m->slots[i].seq, e.status);
+			}
+		}
+	}
+}
+
+static void wait_cq(r2ccl_client_t *c, int ms)
+{
+	struct pollfd p = { c->cq_efd, POLLIN, 0 };
+	uint64_t v;
+
+	if (poll(&p, 1, ms) == 1 && read(c->cq_efd, &v, sizeof(v)) < 0)
+		(void)0;
+}
+
+static int post(struct gclient *g, struct r2_sqe *q)
+{
+	r2ccl_client_t *c = g->c;
+	struct r2_ring_shm *ring = c->ring;
+	uint64_t one = 1, deadline = r2_now_us() + (uint64_t)(c->op_timeout_ms + 5000) * 1000;
+	uint32_t tail;
+
+	for (;;) {
+		if (c->gone || r2ccl_client_check(c) < 0)
+			return R2CCL_E_DAEMON_GONE;
+		reap_all(g);
+		tail = atomic_load_explicit(&ring->sq_tail, memory_order_relaxed);
+		if (c->inflight < R2_RING_ENTRIES &&
+		    tail - atomic_load_explicit(&ring->sq_head, memory_order_acquire) < R2_RING_ENTRIES)
+			break;
+		if (r2_now_us() > deadline)
+			return -EBUSY;
+		wait_cq(c, 1);
+	}
+	q->tag = c->next_tag++;
+	ring->sq[tail & (R2_RING_ENTRIES - 1)] = *q;
+	atomic_store_explicit(&ring->sq_tail, tail + 1, memory_order_release);
+	c->inflight++;
+	if (write(c->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		return -errno;
+	return 0;
+}
+
+/* ---- registration ---- */
+
+static void *unpack_reg(void *a, size_t l, const uint8_t *d)
+{
+	return r2ccl__mem_register_reply__unpack(a, l, d);
+}
+
+static void *unpack_result(void *a, size_t l, const uint8_t *d)
+{
+	return r2ccl__result__unpack(a, l, d);
+}
+
+int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
+{
+	R2ccl__MemRegisterGpu req = R2CCL__MEM_REGISTER_GPU__INIT;
+	R2ccl__MemRegisterReply *rep = NULL;
+	CUmemGenericAllocationHandle h;
+	CUipcMemHandle ipc;
+	CUdeviceptr base = 0;
+	CUdevice dev;
+	CUuuid uuid;
+	size_t asize = 0;
+	int ord = -1, fd = -1, r;
+	struct gclient *g;
+	struct greg *reg;
+	uint16_t type;
+
+	if (!c || !ptr || !size)
+		return -EINVAL;
+	r = cu_ready();
+	if (r < 0)
+		return r;
+	if (cu.pointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)ptr) !=
+		    CUDA_SUCCESS ||
+	    cu.deviceGet(&dev, ord) != CUDA_SUCCESS || cu.deviceGetUuid(&uuid, dev) != CUDA_SUCCESS ||
+	    cu.memGetAddressRange(&base, &asize, (CUdeviceptr)ptr) != CUDA_SUCCESS)
+		return R2CCL_E_BAD_BUFFER; /* not GPU memory */
+	if ((CUdeviceptr)ptr + size > base + asize || (CUdeviceptr)ptr + size < (CUdeviceptr)ptr)
+		return R2CCL_E_BAD_BUFFER;
+	req.req_id = c->next_req++;
+	req.device_uuid.data = (uint8_t *)uuid.bytes;
+	req.device_uuid.len = sizeof(uuid.bytes);
+	req.alloc_base = base;
+	req.alloc_size = asize;
+	req.offset = (CUdeviceptr)ptr - base;
+	req.size = size;
+	if (cu.memRetainAllocationHandle(&h, (void *)base) == CUDA_SUCCESS) {
+		/* cuMem: an fd for the physical allocation */
+		CUresult e = cu.memExportToShareableHandle(&fd, h,
+							  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+		cu.memRelease(h);
+		if (e != CUDA_SUCCESS)
+			return -EOPNOTSUPP; /* not created exportable as a POSIX fd */
+		req.kind = R2_GPU_MEM_CUMEM_FD;
+		type = R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD;
+	} else {
+		if (cu.ipcGetMemHandle(&ipc, base) != CUDA_SUCCESS)
+			return -EOPNOTSUPP;
+		req.kind = R2_GPU_MEM_IPC;
+		req.ipc_handle.data = (uint8_t *)ipc.reserved;
+		req.ipc_handle.len = sizeof(ipc.reserved);
+		type = R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU;
+	}
+	r = r2c_rpc(c, type, &req, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_REPLY, (void **)&rep, unpack_reg,
+		    fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, NULL, 0);
+	if (fd >= 0)
+		close(fd);
+	if (r < 0)
+		return r;
+	r = rep->status;
+	reg = calloc(1, sizeof(*reg));
+	if (r == 0 && reg) {
+		reg->ptr = ptr;
+		reg->size = size;
+		reg->id = rep->mem_id;
+		pthread_mutex_lock(&glock);
+		g = gclient_get(c, true);
+		if (g) {
+			reg->next = g->regs;
+			g->regs = reg;
+			reg = NULL;
+		}
+		pthread_mutex_unlock(&glock);
+		if (reg)
+			r = -ENOMEM; /* the daemon frees it with the session */
+	}
+	free(reg);
+	r2ccl__mem_register_reply__free_unpacked(rep, NULL);
+	return r;
+}
+
+int r2ccl_mem_deregister_gpu(r2ccl_client_t *c, void *ptr)
+{
+	R2ccl__MemDeregister req = R2CCL__MEM_DEREGISTER__INIT;
+	R2ccl__Result *rep = NULL;
+	struct gclient *g;
+	struct greg **pp, *reg = NULL;
+	int r;
+
+	if (!c || !ptr)
+		return -EINVAL;
+	pthread_mutex_lock(&glock);
+	g = gclient_get(c, false);
+	for (pp = g ? &g->regs : NULL; pp && *pp; pp = &(*pp)->next)
+		if ((*pp)->ptr == ptr) {
+			reg = *pp;
+			*pp = reg->next;
+			break;
+		}
+	pthread_mutex_unlock(&glock);
+	if (!reg)
+		return R2CCL_E_BAD_BUFFER;
+	req.req_id = c->next_req++;
+	req.mem_id = reg->id;
+	free(reg);
+	r = r2c_rpc(c, R2CCL__MSG_TYPE__MSG_MEM_DEREGISTER, &req, R2CCL__MSG_TYPE__MSG_RESULT,
+		    (void **)&rep, unpack_result, NULL, 0, NULL, 0);
+	if (r == 0) {
+		r = rep->status;
+		r2ccl__result__free_unpacked(rep, NULL);
+	}
+	return r == R2CCL_E_DAEMON_GONE ? 0 : r;
+}
+
+static int lookup(struct gclient *g, const void *p, uint64_t len, uint32_t *id, uint64_t *off)
+{
+	const char *a = p;
+
+	for (struct greg *r = g->regs; r; r = r->next) {
+		if (a < r->ptr || a >= r->ptr + r->size)
+			continue;
+		if (len > r->size - (size_t)(a - r->ptr))
+			continue; /* maybe a larger registration holds it */
+		*id = r->id;
+		*off = (uint64_t)(a - r->ptr);
+		return 0;
+	}
+	return R2CCL_E_BAD_BUFFER;
+}
+
+/* ---- stream-ordered submission ---- */
+
+static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uint64_t slen,
+		  void *recvbuff, uint64_t rlen, size_t count, r2ccl_dtype_t dtype,
+		  r2ccl_redop_t op, int root, void *stream)
+{
+	r2ccl_client_t *c;
+	struct gclient *g;
+	struct gcomm *m;
+	struct r2_gpu_slot *s;
+	struct r2_sqe q;
+	uint32_t seq, idx;
+	int r;
+
+	if (!comm)
+		return -EINVAL;
+	if ((unsigned)dtype >= R2CCL_NUM_DTYPES || (unsigned)op >= R2CCL_NUM_OPS)
+		return -EINVAL;
+	r = cu_ready();
+	if (r < 0)
+		return r;
+	c = comm->client;
+	memset(&q, 0, sizeof(q));
+	q.opcode = opcode;
+	q.comm_id = comm->handle;
+	q.rank = (uint32_t)comm->rank;
+	q.count = count;
+	q.dtype = (uint32_t)dtype;
+	q.redop = (uint32_t)op;
+	q.root = root;
+	pthread_mutex_lock(&glock);
+	g = gclient_get(c, true);
+	if (!g) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (slen && (r = lookup(g, sendbuff, slen, &q.send_mem, &q.send_off)) < 0)
+		goto out;
+	if (rlen && (r = lookup(g, recvbuff, rlen, &q.recv_mem, &q.recv_off)) < 0)
+		goto out;
+	m = gcomm_get(g, comm, &r);
+	if (!m)
+		goto out;
+	seq = ++m->next_seq;
+	if (seq == 0)
+		seq = m->next_seq = 1;
+	idx = seq % R2_GPU_SLOTS;
+	s = &m->slots[idx];
+	/* the slot's previous operation must be over (256 outstanding) */
+	if (s->seq) {
+		uint64_t deadline = r2_now_us() + (uint64_t)(c->op_timeout_ms + 5000) * 1000;
+		while ((int32_t)(__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) - s->seq) < 0) {
+			reap_all(g);
+			if (r2ccl_client_check(c) < 0) {
+				slot_release(m, s->seq, R2CCL_E_DAEMON_GONE);
+				break;
+			}
+			if (r2_now_us() > deadline) {
+				r = -EBUSY;
+				goto out;
+			}
+			wait_cq(c, 1);
+		}
+	}
+	s->seq = seq;
+	s->status = 0;
+	q.gflags = R2_SQE_STREAM;
+	q.sync_mem = m->mem_id;
+	q.sync_off = (uint64_t)idx * sizeof(*s);
+	q.sync_seq = seq;
+	r = post(g, &q);
+	if (r < 0) {
+		slot_release(m, seq, r); /* nothing to wait for */
+		goto out;
+	}
+	m->tag[idx] = q.tag;
+	/* the stream: ready = seq after its earlier work, then wait done >= seq */
+	if (cu.streamWriteValue32((CUstream)stream, m->dslots + (uint64_t)idx * sizeof(*s) +
+							   offsetof(struct r2_gpu_slot, ready),
+				  seq, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
+	    cu.streamWaitValue32((CUstream)stream, m->dslots + (uint64_t)idx * sizeof(*s) +
+							  offsetof(struct r2_gpu_slot, done),
+				 seq, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
+		/* the daemon will time the op out; tell the caller now */
+		__atomic_store_n(&s->ready, seq, __ATOMIC_RELEASE);
+		r = -EIO;
+	}
+out:
+	pthread_mutex_unlock(&glock);
+	return r;
+}
+
+int r2ccl_comm_get_async_error(r2ccl_comm_t *comm, int *async_err)
+{
+	struct gclient *g;
+	struct gcomm *m = NULL;
+	bool gone;
+
+	if (!comm || !async_err)
+		return -EINVAL;
+	*async_err = 0;
+	if (cu_ready() < 0)
+		return 0;
+	gone = r2ccl_client_check(comm->client) < 0;
+	pthread_mutex_lock(&glock);
+	g = gclient_get(comm->client, false);
+	if (g) {
+		reap_all(g);
+		for (m = g->comms; m; m = m->next)
+			if (m->comm == comm && m->handle == comm->handle)
+				break;
+	}
+	if (m) {
+		for (uint32_t i = 0; i < R2_GPU_SLOTS; i++) {
+			struct r2_gpu_slot *s = &m->slots[i];
+			if (!s->seq)
+				continue;
+			if (gone)
+				slot_release(m, s->seq, R2CCL_E_DAEMON_GONE);
+			if ((int32_t)(__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) - s->seq) >= 0 &&
+			    __atomic_load_n(&s->status, __ATOMIC_RELAXED) < 0 && !m->async_err)
+				m->async_err = s->status;
+		}
+		*async_err = m->async_err;
+	}
+	pthread_mutex_unlock(&glock);
+	return 0;
+}
+
+#else /* !HAVE_CUDA */
+
+int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
+{
+	(void)c, (void)ptr, (void)size;
+	return -EOPNOTSUPP;
+}
+
+int r2ccl_mem_deregister_gpu(r2ccl_client_t *c, void *ptr)
+{
+	(void)c, (void)ptr;
+	return -EOPNOTSUPP;
+}
+
+static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uint64_t slen,
+		  void *recvbuff, uint64_t rlen, size_t count, r2ccl_dtype_t dtype,
+		  r2ccl_redop_t op, int root, void *stream)
+{
+	(void)comm, (void)opcode, (void)sendbuff, (void)slen, (void)recvbuff, (void)rlen;
+	(void)count, (void)dtype, (void)op, (void)root, (void)stream;
+	return -EOPNOTSUPP;
+}
+
+int r2ccl_comm_get_async_error(r2ccl_comm_t *comm, int *async_err)
+{
+	if (!comm || !async_err)
+		return -EINVAL;
+	*async_err = 0;
+	return 0;
+}
+
+#endif
+
+/* ---- the collectives (argument checks as the blocking ones) ---- */
+
+static int bytes(size_t count, r2ccl_dtype_t dtype, uint64_t mult, uint64_t *out)
+{
+	uint64_t es = r2ccl_dtype_size(dtype);
+
+	if (!es)
+		return -EINVAL;
+	if (count && (uint64_t)count > UINT64_MAX / es / mult)
+		return -EOVERFLOW;
+	*out = (uint64_t)count * es * mult;
+	return 0;
+}
+
+int r2ccl_allreduce_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
+			   size_t count, r2ccl_dtype_t dtype, r2ccl_redop_t op, void *stream)
+{
+	uint64_t n;
+	int r = bytes(count, dtype, 1, &n);
+
+	return r ? r : submit(comm, R2_OP_ALLREDUCE, sendbuff, n, recvbuff, n, count, dtype, op, 0,
+			      stream);
+}
+
+int r2ccl_allgather_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
+			   size_t sendcount, r2ccl_dtype_t dtype, void *stream)
+{
+	uint64_t n, t;
+	int r;
+
+	if (!comm)
+		return -EINVAL;
+	r = bytes(sendcount, dtype, 1, &n);
+	if (!r)
+		r = bytes(sendcount, dtype, (uint64_t)comm->nranks, &t);
+	return r ? r : submit(comm, R2_OP_ALLGATHER, sendbuff, n, recvbuff, t, sendcount, dtype,
+			      R2CCL_SUM, 0, stream);
+}
+
+int r2ccl_reducescatter_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
+			       size_t recvcount, r2ccl_dtype_t dtype, r2ccl_redop_t op,
+			       void *stream)
+{
+	uint64_t n, t;
+	int r;
+
+	if (!comm)
+		return -EINVAL;
+	r = bytes(recvcount, dtype, 1, &n);
+	if (!r)
+		r = bytes(recvcount, dtype, (uint64_t)comm->nranks, &t);
+	return r ? r : submit(comm, R2_OP_REDUCESCATTER, sendbuff, t, recvbuff, n, recvcount,
+			      dtype, op, 0, stream);
+}
+
+int r2ccl_broadcast_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
+			   size_t count, r2ccl_dtype_t dtype, int root, void *stream)
+{
+	uint64_t n;
+	int r;
+
+	if (!comm || root < 0 || root >= comm->nranks)
+		return -EINVAL;
+	r = bytes(count, dtype, 1, &n);
+	return r ? r : submit(comm, R2_OP_BROADCAST, sendbuff, comm->rank == root ? n : 0,
+			      recvbuff, n, count, dtype, R2CCL_SUM, root, stream);
+}
+
+int r2ccl_reduce_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
+			r2ccl_dtype_t dtype, r2ccl_redop_t op, int root, void *stream)
+{
+	uint64_t n;
+	int r;
+
+	if (!comm || root < 0 || root >= comm->nranks)
+		return -EINVAL;
+	r = bytes(count, dtype, 1, &n);
+	return r ? r : submit(comm, R2_OP_REDUCE, sendbuff, n, recvbuff,
+			      comm->rank == root ? n : 0, count, dtype, op, root, stream);
+}
+
+int r2ccl_send_stream(r2ccl_comm_t *comm, const void *sendbuff, size_t count,
+		      r2ccl_dtype_t dtype, int peer, void *stream)
+{
+	uint64_t n;
+	int r;
+
+	if (!comm || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+		return -EINVAL;
+	r = bytes(count, dtype, 1, &n);
+	return r ? r : submit(comm, R2_OP_SEND, sendbuff, n, NULL, 0, count, dtype, R2CCL_SUM,
+			      peer, stream);
+}
+
+int r2ccl_recv_stream(r2ccl_comm_t *comm, void *recvbuff, size_t count, r2ccl_dtype_t dtype,
+		      int peer, void *stream)
+{
+	uint64_t n;
+	int r;
+
+	if (!comm || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+		return -EINVAL;
+	r = bytes(count, dtype, 1, &n);
+	return r ? r : submit(comm, R2_OP_RECV, NULL, 0, recvbuff, n, count, dtype, R2CCL_SUM,
+			      peer, stream);
+}

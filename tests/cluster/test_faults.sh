@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Fault injection (docs/resilience.md): on FAULT_HOSTS x 2 rails (default 3)
+# capped at FAULT_RATE (default 1gbit), r2ccl-bench runs a long AllReduce
+# loop (FAULT_SIZE, default 4M; every element checked, --trace) while one
+# fault is injected; each scenario checks exact results and no hang, and
+# reports the longest gap between completed iterations from the trace
+# against the median iteration time:
+#   linkdown     host 2's rail 0 set down (stays down)
+#   linkup       down, then up again 3 s later (rejoins after the stable time)
+#   flap         host 1's rail 1 down/up 10 times in 5 s
+#   blackhole    host 2's rail 1 drops everything silently (tbf), no link event
+#   throttle     host 1's rail 0 capped at 25% of FAULT_RATE
+#   peerkill     host 2's daemon SIGKILLed: the others fail with an error
+#                within the peer timeout, their daemons stay up
+#   clientkill   host 2's rank SIGKILLed: the others get an error, daemons up
+# FAULT_SCENARIOS (space separated) picks some; FAULT_ITERS the loop length.
+# Figures go to stdout and to $FAULT_REPORT if set. Exits 77 when not root.
+
+set -u -o pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cluster_lib_init cflt
+
+H=${FAULT_HOSTS:-3}
+RATE=${FAULT_RATE:-1gbit}
+SIZE=${FAULT_SIZE:-4M}
+ITERS=${FAULT_ITERS:-150}
+SCEN=${FAULT_SCENARIOS:-linkdown linkup flap blackhole throttle peerkill clientkill}
+BENCH=${R2CCL_BENCH:-$HERE/../../build/tools/r2ccl-bench}
+CTL=${R2CCLCTL:-$HERE/../../build/tools/r2cclctl}
+REPORT=${FAULT_REPORT:-/dev/null}
+[[ -x $BENCH ]] || { echo "SKIP: r2ccl-bench not built (set R2CCL_BENCH)"; exit 77; }
+
+# 25% of the rate (tc syntax: NUMBERunit)
+quarter() { awk -v r="$1" 'BEGIN { match(r, /^[0-9.]+/); n = substr(r, 1, RLENGTH);
+	u = substr(r, RLENGTH + 1); k = (u == "gbit") ? 1e6 : (u == "mbit") ? 1e3 : 1;
+	printf "%dkbit", n * k / 4 }'; }
+
+cluster_up() {
+	"$C" up -H "$H" -R 2 --rate "$RATE" >/dev/null || return 1
+	"$C" daemons start >/dev/null || return 1
+}
+
+# bench NAME: the loop on every host, in the background; rank pids in $DIR
+bench_start() {
+	local name=$1
+	TRACE=$DIR/trace-$name.csv
+	OUT=$DIR/run-$name.out
+	rm -f "$TRACE"
+	"$C" run --timeout 150 -- sh -c "echo \$\$ > $DIR/bench-\$R2CCL_HOST_INDEX.pid; exec $BENCH \
+		allreduce -b $SIZE -e $SIZE -n $ITERS -w 3 --nranks \$R2CCL_NHOSTS \
+		--first-rank \$R2CCL_HOST_INDEX --uid-file $DIR/uid-$name --trace $TRACE" \
+		>"$OUT" 2>&1 &
+	BPID=$!
+}
+
+# wait until the trace has N iterations (or 60 s)
+wait_iters() {
+	local n=$1 t=0
+	while ((t < 600)); do
+		[[ -r $TRACE ]] && (($(wc -l <"$TRACE") > n)) && return 0
+		sleep 0.1
+		t=$((t + 1))
+	done
+	return 1
+}
+
+# gap stats of the trace: "median_ms max_gap_ms iterations"
+gaps() {
+	local med mx n
+	n=$(($(wc -l <"$TRACE") - 1))
+	med=$(awk -F, 'NR > 1 { print $3 - $2 }' "$TRACE" | sort -n |
+		awk '{ d[NR] = $1 } END { printf "%.1f", NR ? d[int((NR + 1) / 2)] / 1000 : 0 }')
+	mx=$(awk -F, 'NR > 1 { print $3 }' "$TRACE" | sort -n |
+		awk 'NR > 1 && $1 - p > mx { mx = $1 - p } { p = $1 } END { printf "%.1f", mx / 1000 }')
+	echo "$med $mx $n"
+}
+
+report() {
+	echo "# $*"
+	echo "$*" >>"$REPORT"
+}
+
+# scenario NAME: runs a loop with the fault injected by inject_NAME; the
+# loop must end with every host ok
+run_ok() {
+	local name=$1 t0 rc st
+	bench_start "$name"
+	if ! wait_iters 20; then
+		fail "$name: the loop did not start"
+		wait "$BPID"
+		sed 's/^/# /' "$OUT" | tail -n 20
+		dump_logs
+		return
+	fi
+	t0=$(now)
+	"inject_$name"
+	wait "$BPID"
+	rc=$?
+	read -r med mx n < <(gaps)
+	if ((rc == 0)) && grep -q "Out of bounds values : 0 OK" "$DIR"/h0/out.log; then
+		ok "$name: $n iterations exact; median ${med} ms, longest gap ${mx} ms"
+		report "$name: hosts $H rails 2 rate $RATE size $SIZE: median_ms $med max_gap_ms $mx iterations $n"
+	else
+		fail "$name: the loop failed (exit $rc)"
+		sed 's/^/# /' "$OUT" | tail -n 20
+		grep -h "wrong\|error\|failed" "$DIR"/h*/out.log | head -n 10 | sed 's/^/# /'
+		dump_logs 25
+	fi
+	st=$("$CTL" --socket "$DIR/h2/r2ccld.sock" events 2>&1 | tail -n 6)
+	sed 's/^/#   /' <<<"$st"
+}
+
+inject_linkdown() { "$C" link 2 0 down >/dev/null; }
+restore_linkdown() { "$C" link 2 0 up >/dev/null; }
+inject_linkup() { "$C" link 2 0 down >/dev/null; sleep 3; "$C" link 2 0 up >/dev/null; }
+inject_flap() {
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		"$C" link 1 1 down >/dev/null; sleep 0.25; "$C" link 1 1 up >/dev/null; sleep 0.25
+	done
+}
+inject_blackhole() { "$C" rate 2 1 blackhole >/dev/null; }
+restore_blackhole() { "$C" rate 2 1 "$RATE" >/dev/null; }
+inject_throttle() { "$C" rate 1 0 "$(quarter "$RATE")" >/dev/null; }
+restore_throttle() { "$C" rate 1 0 "$RATE" >/dev/null; }
+
+# A host's process is killed: every other host must fail (not hang), soon.
+run_killed() {
+	local name=$1 t0 rc end
+	bench_start "$name"
+	if ! wait_iters 20; then
+		fail "$name: the loop did not start"
+		wait "$BPID"
+		return
+	fi
+	t0=$(now)
+	if [[ $name == peerkill ]]; then
+		kill -KILL "$(cat "$DIR/h2/r2ccld.pid")"
+	else
+		# the rank processes are children of r2ccl-bench on host 2
+		local bp
+		bp=$(cat "$DIR/bench-2.pid")
+		kill -KILL $(pgrep -P "$bp") "$bp" 2>/dev/null
+	fi
+	wait "$BPID"
+	end=$(elapsed "$t0")
+	if grep -q "^h0: failed\|^h0: ok" "$OUT" && grep -q "^h1: failed\|^h1: ok" "$OUT" &&
+		! grep -q "^h[01]: timed out" "$OUT" && lt "$end" 45; then
+		ok "$name: the other hosts' ranks ended ${end} s after the kill (no hang)"
+		report "$name: hosts $H: other ranks ended ${end} s after SIGKILL"
+	else
+		fail "$name: the other hosts did not end cleanly (${end} s)"
+		sed 's/^/# /' "$OUT"
+		dump_logs 25
+	fi
+	local hh
+	for hh in 0 1; do
+		"$CTL" --socket "$DIR/h$hh/r2ccld.sock" status >/dev/null 2>&1 ||
+			fail "$name: the daemon of host $hh does not answer"
+	done
+}
+
+cluster_up || { fail "cluster up"; dump_logs; finish; }
+for s in $SCEN; do
+	t0=$(now)
+	case $s in
+	peerkill | clientkill)
+		run_killed "$s"
+		check_sanitizer "$s"
+		"$C" daemons stop >/dev/null 2>&1
+		"$C" down >/dev/null 2>&1
+		cluster_up || { fail "cluster up"; dump_logs; finish; }
+		;;
+	*)
+		run_ok "$s"
+		check_sanitizer "$s"
+		if declare -F "restore_$s" >/dev/null; then
+			"restore_$s"
+			# wait until every rail is healthy again everywhere (or 30 s)
+			for _ in $(seq 60); do
+				bad=0
+				for hh in $(seq 0 $((H - 1))); do
+					"$CTL" --socket "$DIR/h$hh/r2ccld.sock" rails 2>/dev/null |
+						grep -q "failed\|recovering" && bad=1
+				done
+				((bad)) || break
+				sleep 0.5
+			done
+		fi
+		;;
+	esac
+	echo "# $s: $(elapsed "$t0") s"
+done
+daemons_stop_ok "faults" || dump_logs
+"$C" down >/dev/null || fail "down"
+finish
