@@ -330,6 +330,20 @@ static struct r2_comm *comm_for(struct r2d *d, ProtobufCBinaryData uid)
 	return r2d_comm_by_uid(d, &u);
 }
 
+void r2d_bootstrap_abort(struct r2_comm *c, int status, const char *why)
+{
+	R2peer__Abort a = R2PEER__ABORT__INIT;
+
+	a.uid.data = (uint8_t *)&c->uid;
+	a.uid.len = sizeof(c->uid);
+	a.status = status;
+	a.error = (char *)why;
+	a.host_id = c->d->host_id;
+	for (int h = 0; h < c->nhosts; h++)
+		if (h != c->my_host)
+			send_msg(c->d, c->hosts[h].id, R2PEER__PEER_MSG__PEER_ABORT, &a.base);
+}
+
 static void handle_join(struct r2d *d, const R2peer__Join *j)
 {
 	struct r2_uid u;
@@ -354,10 +368,14 @@ static void handle_join(struct r2d *d, const R2peer__Join *j)
 		c->root_local = true;
 	}
 	if (c->state != R2_COMM_JOINING) {
-		/* A host joins a communicator that is already complete (or has
-		 * failed): its ranks are duplicates of ranks that are running.
-		 * The job is misconfigured: every rank hears of it, at once. */
+		/* A member's JOIN sent again (one per rail that came up) is
+		 * harmless; a host that is not a member joins a communicator that
+		 * is already complete: its ranks are duplicates of ranks that are
+		 * running. The job is misconfigured: every rank hears of it. */
 		R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
+		for (int h = 0; h < c->nhosts && c->hosts; h++)
+			if (c->hosts[h].id == j->host_id)
+				return;
 		snprintf(why, sizeof(why),
 			 "host %s joined communicator %u after it was complete: its ranks were "
 			 "given twice",
@@ -560,7 +578,8 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev)
 			R2peer__Abort *a = r2peer__abort__unpack(NULL, len, p);
 			struct r2_comm *c = a ? comm_for(d, a->uid) : NULL;
 			if (c && c->state != R2_COMM_DEAD)
-				r2d_comm_break(c, R2CCL_E_PEER_GONE, a->error);
+				r2d_comm_break(c, a->status < 0 ? a->status : R2CCL_E_PEER_GONE,
+					       a->error);
 			if (a)
 				r2peer__abort__free_unpacked(a, NULL);
 			break;

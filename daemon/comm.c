@@ -112,12 +112,16 @@ void r2d_comm_break(struct r2_comm *c, int err, const char *why)
 		}
 	}
 	fail_pending(c, err == R2CCL_E_MISMATCH || err == -ETIMEDOUT || err == R2CCL_E_PEER_GONE ||
-				err == R2CCL_E_SHUTDOWN
+				err == R2CCL_E_SHUTDOWN || err == R2CCL_E_DUP_RANK ||
+				err == R2CCL_E_BOOTSTRAP || err == R2CCL_E_NO_PATH
 			    ? err
 			    : R2CCL_E_COMM_BROKEN);
 	c->state = R2_COMM_BROKEN;
 	if (!c->broken_err)
 		c->broken_err = err;
+	if (!c->abort_err)
+		c->abort_err = err;
+	pthread_cond_signal(&c->mbox_cond); /* an executor waiting on peers */
 }
 
 static void comm_unlink(struct r2d *d, struct r2_comm *c)
@@ -177,6 +181,14 @@ static void member_leave(struct r2_comm *c, int rank, bool died)
 	c->joined--;
 	for (int r = 0; r < c->nranks; r++)
 		others += c->m[r].s != NULL;
+	if (died && c->nhosts > 1 && c->hosts && c->state == R2_COMM_READY) {
+		char why[128];
+		snprintf(why, sizeof(why), "rank %d on host %s died (its client went away)", rank,
+			 c->d->hostname);
+		r2d_bootstrap_abort(c, R2CCL_E_PEER_GONE, why);
+		if (!others)
+			r2d_comm_break(c, R2CCL_E_PEER_GONE, why);
+	}
 	if (others && (died || c->state == R2_COMM_JOINING)) {
 		char why[128];
 		snprintf(why, sizeof(why), "rank %d %s", rank,

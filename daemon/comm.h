@@ -88,6 +88,7 @@ struct r2_comm {
 	struct r2_rmsg *mbox_head, *mbox_tail;
 	enum r2_comm_state state;
 	int broken_err;
+	_Atomic int abort_err;  /* set when broken: executors stop waiting for peers */
 	char tenant[256];
 	uint32_t owner_uid; /* uid of the first local rank's process */
 	int nranks;
@@ -136,6 +137,8 @@ void r2d_op_free(struct r2_op *op, int status);
 void r2d_uid_fill(struct r2d *d, struct r2_uid *uid);
 /* Called after a local rank joined c (under d->lock). */
 void r2d_bootstrap_joined(struct r2_comm *c);
+/* Tells every other host of c that it is broken (PEER_ABORT). */
+void r2d_bootstrap_abort(struct r2_comm *c, int status, const char *why);
 void r2d_comm_ready(struct r2_comm *c); /* comm.c, under d->lock */
 struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks,
 			     const char *tenant);

@@ -121,7 +121,11 @@ static int validate(struct r2d *d, struct r2_session *s, const struct r2_sqe *q,
 	if (!c || rank >= c->nranks || c->m[rank].s != s || (uint32_t)rank != q->rank)
 		return -ENOENT; /* not a communicator of this session: nothing to see */
 	if (c->state == R2_COMM_BROKEN)
-		return c->broken_err == R2CCL_E_SHUTDOWN ? R2CCL_E_SHUTDOWN : R2CCL_E_COMM_BROKEN;
+		/* say why when the reason is the caller's to know */
+		return c->broken_err == R2CCL_E_SHUTDOWN || c->broken_err == R2CCL_E_PEER_GONE ||
+				       c->broken_err == R2CCL_E_DUP_RANK
+			       ? c->broken_err
+			       : R2CCL_E_COMM_BROKEN;
 	if (c->state != R2_COMM_READY)
 		return -EAGAIN;
 	if ((q->opcode == R2_OP_BROADCAST || q->opcode == R2_OP_REDUCE ||

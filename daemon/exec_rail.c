@@ -583,7 +583,9 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 	now = r2_now_us();
 	for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
 		next = p->next;
-		if (now > p->deadline)
+		if (c->abort_err)
+			p2p_finish(c, p, c->abort_err);
+		else if (now > p->deadline)
 			p2p_finish(c, p, -ETIMEDOUT);
 	}
 }
@@ -1132,6 +1134,8 @@ static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 		if (!m) {
 			if (o->c->stop)
 				return R2CCL_E_SHUTDOWN;
+			if (o->c->abort_err)
+				return o->c->abort_err; /* broken elsewhere: stop waiting */
 			if (r2_now_us() > o->deadline)
 				return -ETIMEDOUT;
 			if (broken(o->c))
@@ -1198,6 +1202,8 @@ static int wait_acks(struct railop *o)
 		if (!m) {
 			if (o->c->stop)
 				return R2CCL_E_SHUTDOWN;
+			if (o->c->abort_err)
+				return o->c->abort_err; /* broken elsewhere: stop waiting */
 			if (r2_now_us() > o->deadline)
 				return -ETIMEDOUT;
 			if (broken(o->c))
