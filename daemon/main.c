@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "rails.h"
+#include "gpu/gpu.h"
 #include "util.h"
 
 static int discover(struct r2d *d)
@@ -122,6 +123,7 @@ int main(int argc, char **argv)
 	r2d_server_stop(&d);
 	r2d_rails_stop(&d);
 	r2d_orphans_free(&d);
+	r2_gpu_shutdown();
 	r = d.exit_code;
 	goto out_params;
 out_engine:

@@ -147,6 +147,9 @@ static struct gclient *gclient_get(r2ccl_client_t *c, bool create)
 		while (g->comms) {
 			struct gcomm *m = g->comms;
 			g->comms = m->next;
+			/* the old session's slot memory was unmapped with it: drop
+			 * CUDA's registration of that range too */
+			cu.memHostUnregister(m->slots);
 			free(m);
 		}
 		free(g);
@@ -168,6 +171,7 @@ static int slots_setup(r2ccl_client_t *c, struct gcomm *m)
 {
 	size_t len = sizeof(struct r2_gpu_slot) * R2_GPU_SLOTS;
 	uint64_t off;
+	CUresult e;
 	void *p;
 	int r;
 
@@ -175,8 +179,15 @@ static int slots_setup(r2ccl_client_t *c, struct gcomm *m)
 	if (r < 0)
 		return r;
 	memset(p, 0, len);
-	if (cu.memHostRegister(p, len, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) !=
-		    CUDA_SUCCESS ||
+	e = cu.memHostRegister(p, len, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+	if (e == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
+		/* left over from memory unmapped while registered (a client
+		 * disconnected without this library seeing it) */
+		cu.memHostUnregister(p);
+		e = cu.memHostRegister(p, len,
+				       CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+	}
+	if (e != CUDA_SUCCESS ||
 	    cu.memHostGetDevicePointer(&m->dslots, p, 0) != CUDA_SUCCESS) {
 		r2ccl_mem_free(c, p);
 		return -ENODEV; /* no current CUDA context? */

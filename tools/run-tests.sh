@@ -22,7 +22,7 @@ echo "=== build (debugoptimized) ==="
 ninja -C build-test -j "$JOBS"
 echo "=== unit, integration, cluster ==="
 mtest -C build-test --print-errorlogs --num-processes 1 \
-	--suite unit --suite integration --suite cluster --suite valgrind
+	--suite unit --suite integration --suite cluster --suite valgrind --suite gpu
 
 echo "=== ASan + UBSan ==="
 [ -f build-asan/build.ninja ] || meson setup build-asan -Dtests=enabled \

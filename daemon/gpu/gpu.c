@@ -35,6 +35,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include "../comm.h"
@@ -847,6 +848,7 @@ static void *worker(void *arg)
 {
 	struct gjob *list = NULL, **tail = &list;
 	uint64_t last_progress = 0;
+	unsigned spins = 0;
 
 	(void)arg;
 	for (;;) {
@@ -912,10 +914,16 @@ static void *worker(void *arg)
 		}
 		if (progress) {
 			last_progress = now;
+			spins = 0;
 		} else if (list) {
-			if (now - last_progress > 2000) {
-				struct timespec ts = { 0, 20000 };
+			/* spin while work is near (latency: the client's "ready"
+			 * and the GPU's completion are polled); yield now and
+			 * then; sleep only after 100 ms without progress */
+			if (now - last_progress > 100000) {
+				struct timespec ts = { 0, 50000 };
 				nanosleep(&ts, NULL);
+			} else if (++spins % 64 == 0) {
+				sched_yield();
 			} else {
 				for (int i = 0; i < 32; i++)
 					cpu_relax();
