@@ -55,12 +55,13 @@ int r2c_rpc(r2ccl_client_t *c, uint16_t type, const void *msg, uint16_t reply_ty
 {
 	const ProtobufCMessage *m = msg;
 	size_t len = protobuf_c_message_get_packed_size(m);
-	uint8_t *buf = malloc(len ? len : 1);
+	uint8_t *buf;
 	struct r2_frame f;
 	int r;
 
 	if (c->gone)
 		return R2CCL_E_DAEMON_GONE;
+	buf = malloc(len ? len : 1);
 	if (!buf)
 		return -ENOMEM;
 	protobuf_c_message_pack(m, buf);
