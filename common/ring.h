@@ -70,6 +70,11 @@ struct r2_ring_shm {
 	_Alignas(64) _Atomic uint32_t cq_head; /* client consumes */
 	_Alignas(64) _Atomic uint32_t cq_tail; /* daemon produces */
 	_Alignas(64) _Atomic uint32_t client_waiting; /* client sleeps on cq_efd */
+	/* The dispatcher busy-polls this ring: the client may skip the sq
+	 * doorbell. Both flags follow the same pattern (Dekker): publish, then
+	 * read the other side's flag, all sequentially consistent; the side
+	 * that goes to sleep clears/sets its flag and then checks once more. */
+	_Alignas(64) _Atomic uint32_t daemon_spinning;
 	_Alignas(64) struct r2_sqe sq[R2_RING_ENTRIES];
 	_Alignas(64) struct r2_cqe cq[R2_RING_ENTRIES];
 };

@@ -92,6 +92,9 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_CHUNK_SIZE] = { "chunk_size", "R2CCL_CHUNK_SIZE", "--chunk-size", R2_PT_INT, "1M",
 			   4096, 64 << 20, NULL, "bytes", true,
 			   "largest chunk of the rail phase (each is acknowledged)" },
+	[P_SPIN_US] = { "spin_us", "R2CCL_SPIN_US", "--spin-us", R2_PT_INT, "50", 0, 1000000, NULL,
+			"us", true,
+			"the dispatcher busy-polls the rings this long after activity (0: never)" },
 	[P_INJECT_DUP] = { "inject_dup", "R2CCL_INJECT_DUP", "--inject-dup", R2_PT_INT, "0", 0,
 			   1000000, NULL, NULL, true,
 			   "testing: send every Nth chunk twice and each transfer's chunks in "

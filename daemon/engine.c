@@ -12,6 +12,7 @@
  * (lowest latency); larger ones go to the communicator's executor thread.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,10 @@ struct r2_engine {
 	atomic_uint_fast64_t heartbeat;
 	uint64_t last_seen_heartbeat;
 	struct r2_pool *pool;
+	/* sessions the dispatcher busy-polls after activity (spin_us) */
+	pthread_mutex_t slock;
+	struct r2_session **spin;
+	int nspin, capspin;
 };
 
 bool r2d_engine_alive(struct r2d *d)
@@ -493,12 +498,12 @@ static void run_inline(struct r2d *d)
 
 /* ---- the dispatcher ---- */
 
-static void drain_ring(struct r2d *d, struct r2_session *s)
+static void drain_ring(struct r2d *d, struct r2_session *s, bool doorbell)
 {
 	struct r2_ring_shm *ring = s->ring;
 	uint64_t v;
 
-	if (read(s->sq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+	if (doorbell && read(s->sq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return;
 	pthread_mutex_lock(&d->lock);
 	if (!s->dead && !s->closing) {
@@ -520,6 +525,53 @@ static void drain_ring(struct r2d *d, struct r2_session *s)
 	run_inline(d);
 }
 
+static void set_spinning(struct r2_engine *e, uint32_t v)
+{
+	for (int i = 0; i < e->nspin; i++)
+		atomic_store(&e->spin[i]->ring->daemon_spinning, v);
+}
+
+/* Work in any ring? Drains it (caller holds e->slock). */
+static bool poll_rings(struct r2_engine *e)
+{
+	bool found = false;
+
+	for (int i = 0; i < e->nspin; i++) {
+		struct r2_session *s = e->spin[i];
+		if (atomic_load(&s->ring->sq_tail) != s->sq_seen) {
+			drain_ring(e->d, s, false);
+			found = true;
+		}
+	}
+	return found;
+}
+
+/* After activity, busy-poll every ring for spin_us (yielding the CPU on each
+ * pass): a collective's other ranks usually arrive within microseconds, and
+ * they need no doorbell (no syscall, no wake-up) while we poll. */
+static void spin(struct r2_engine *e)
+{
+	int64_t spin_us = r2_param_int(&e->d->params, P_SPIN_US);
+	uint64_t until;
+
+	if (spin_us <= 0)
+		return;
+	pthread_mutex_lock(&e->slock);
+	set_spinning(e, 1);
+	until = r2_now_us() + (uint64_t)spin_us;
+	while (r2_now_us() < until && !atomic_load(&e->stop)) {
+		if (poll_rings(e))
+			until = r2_now_us() + (uint64_t)spin_us;
+		pthread_mutex_unlock(&e->slock);
+		sched_yield();
+		pthread_mutex_lock(&e->slock);
+	}
+	set_spinning(e, 0);
+	/* a client that saw us spinning skipped its doorbell: look once more */
+	poll_rings(e);
+	pthread_mutex_unlock(&e->slock);
+}
+
 static void *dispatcher(void *arg)
 {
 	struct r2_engine *e = arg;
@@ -539,19 +591,50 @@ static void *dispatcher(void *arg)
 					(void)0;
 				continue;
 			}
-			drain_ring(e->d, s);
+			drain_ring(e->d, s, true);
 		}
+		if (n > 0)
+			spin(e);
 	}
 	return NULL;
+}
+
+static void spin_remove(struct r2_engine *e, struct r2_session *s)
+{
+	pthread_mutex_lock(&e->slock);
+	for (int i = 0; i < e->nspin; i++) {
+		if (e->spin[i] == s) {
+			e->spin[i] = e->spin[--e->nspin];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->slock);
 }
 
 int r2d_engine_add_session(struct r2d *d, struct r2_session *s)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
 
+	struct r2_engine *e = d->engine;
+
 	r2d_session_get(s); /* the engine's reference, dropped in remove */
-	if (epoll_ctl(d->engine->epfd, EPOLL_CTL_ADD, s->sq_efd, &ev) < 0) {
+	pthread_mutex_lock(&e->slock);
+	if (e->nspin == e->capspin) {
+		int cap = e->capspin ? e->capspin * 2 : 16;
+		void *n = realloc(e->spin, (size_t)cap * sizeof(*e->spin));
+		if (!n) {
+			pthread_mutex_unlock(&e->slock);
+			r2d_session_put(s);
+			return -ENOMEM;
+		}
+		e->spin = n;
+		e->capspin = cap;
+	}
+	e->spin[e->nspin++] = s;
+	pthread_mutex_unlock(&e->slock);
+	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, s->sq_efd, &ev) < 0) {
 		int r = -errno;
+		spin_remove(e, s);
 		r2d_session_put(s);
 		return r;
 	}
@@ -566,6 +649,7 @@ void r2d_engine_remove_session(struct r2d *d, struct r2_session *s)
 		return;
 	if (epoll_ctl(d->engine->epfd, EPOLL_CTL_DEL, s->sq_efd, NULL) < 0)
 		return; /* was never added */
+	spin_remove(d->engine, s);
 	/* The dispatcher may hold s from an epoll batch taken before the DEL:
 	 * it checks s->dead/closing under d->lock, and the reference below is
 	 * dropped only after it went round once more. */
@@ -589,6 +673,7 @@ int r2d_engine_start(struct r2d *d)
 	if (!e)
 		return -ENOMEM;
 	e->d = d;
+	pthread_mutex_init(&e->slock, NULL);
 	e->epfd = epoll_create1(EPOLL_CLOEXEC);
 	e->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->epfd < 0 || e->wake_fd < 0) {
@@ -632,6 +717,8 @@ void r2d_engine_stop(struct r2d *d)
 	r2_pool_destroy(e->pool);
 	r2_closep(&e->epfd);
 	r2_closep(&e->wake_fd);
+	pthread_mutex_destroy(&e->slock);
+	free(e->spin);
 	free(e);
 	d->engine = NULL;
 }

@@ -72,8 +72,11 @@ void r2d_session_complete(struct r2_session *s, uint64_t tag, int status)
 	ring->cq[tail & (R2_RING_ENTRIES - 1)].tag = tag;
 	ring->cq[tail & (R2_RING_ENTRIES - 1)].status = status;
 	ring->cq[tail & (R2_RING_ENTRIES - 1)].reserved = 0;
-	atomic_store_explicit(&ring->cq_tail, tail + 1, memory_order_release);
+	atomic_store(&ring->cq_tail, tail + 1);
 	pthread_mutex_unlock(&s->cq_lock);
+	/* a client still polling its CQ needs no wake-up (ring.h) */
+	if (!atomic_load(&ring->client_waiting))
+		return;
 	if (write(s->cq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		log_debug("session %llu: completion signal: %s", (unsigned long long)s->id,
 			  strerror(errno));

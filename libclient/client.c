@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,22 @@
 #include "util.h"
 
 #define DEFAULT_TIMEOUT_MS 30000
+#define DEFAULT_SPIN_US 50
+
+/* R2CCL_SPIN_US: how long a waiting client polls its CQ before sleeping. */
+static int spin_us(void)
+{
+	static int v = -1;
+	const char *e;
+
+	if (v < 0) {
+		e = getenv("R2CCL_SPIN_US");
+		v = e && *e ? atoi(e) : DEFAULT_SPIN_US;
+		if (v < 0)
+			v = 0;
+	}
+	return v;
+}
 #define OP_GRACE_MS 5000
 
 extern const char *__progname;
@@ -259,10 +276,18 @@ int r2c_submit_wait(r2ccl_client_t *c, struct r2_sqe *q)
 	if (tail - atomic_load_explicit(&ring->sq_head, memory_order_acquire) >= R2_RING_ENTRIES)
 		return -EBUSY;
 	ring->sq[tail & (R2_RING_ENTRIES - 1)] = *q;
-	atomic_store_explicit(&ring->sq_tail, tail + 1, memory_order_release);
+	atomic_store(&ring->sq_tail, tail + 1);
 	c->inflight++;
-	if (write(c->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+	/* the dispatcher busy-polling the ring needs no doorbell (ring.h) */
+	if (!atomic_load(&ring->daemon_spinning) &&
+	    write(c->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		return -errno;
+	/* poll the CQ a little before sleeping: most answers come in microseconds */
+	for (uint64_t until = r2_now_us() + (uint64_t)spin_us(); r2_now_us() < until;) {
+		if (reap(c, q->tag, &status))
+			return status;
+		sched_yield();
+	}
 
 	deadline = r2_now_us() + (uint64_t)(c->op_timeout_ms + OP_GRACE_MS) * 1000;
 	for (;;) {
@@ -274,7 +299,13 @@ int r2c_submit_wait(r2ccl_client_t *c, struct r2_sqe *q)
 		now = r2_now_us();
 		if (now >= deadline)
 			return -ETIMEDOUT; /* the daemon should have answered by now */
+		atomic_store(&ring->client_waiting, 1);
+		if (reap(c, q->tag, &status)) { /* posted before it saw the flag */
+			atomic_store(&ring->client_waiting, 0);
+			return status;
+		}
 		r = poll(p, 2, (int)R2_MIN((deadline - now) / 1000 + 1, 1000));
+		atomic_store(&ring->client_waiting, 0);
 		if (r < 0 && errno != EINTR)
 			return -errno;
 		if (p[0].revents & POLLIN) {
