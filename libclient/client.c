@@ -21,6 +21,7 @@
 
 #define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_SPIN_US 50
+#define SPIN_MAX_BYTES (64u << 10)
 
 /* R2CCL_SPIN_US: how long a waiting client polls its CQ before sleeping. */
 static int spin_us(void)
@@ -282,8 +283,11 @@ int r2c_submit_wait(r2ccl_client_t *c, struct r2_sqe *q)
 	if (!atomic_load(&ring->daemon_spinning) &&
 	    write(c->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		return -errno;
-	/* poll the CQ a little before sleeping: most answers come in microseconds */
-	for (uint64_t until = r2_now_us() + (uint64_t)spin_us(); r2_now_us() < until;) {
+	/* poll the CQ a little before sleeping: small operations are answered in
+	 * microseconds (large ones need the CPUs for the reduction instead) */
+	uint64_t bytes = q->count * r2ccl_dtype_size((r2ccl_dtype_t)q->dtype);
+	uint64_t spin = bytes <= SPIN_MAX_BYTES ? (uint64_t)spin_us() : 0;
+	for (uint64_t until = r2_now_us() + spin; r2_now_us() < until;) {
 		if (reap(c, q->tag, &status))
 			return status;
 		sched_yield();
