@@ -18,11 +18,11 @@
  * multiple of n), in and out of place; then, if --max-bytes allows, 1M+3
  * elements, and one 64 MB float32 allreduce and allgather. Every element of
  * every result (and of every out-of-place send buffer, and guard bytes around
- * each buffer) is checked against an expectation computed here, with the
- * inputs and the documented semantics of tests/integration/test_collectives.c
- * (whose value and checking code is reused below): integers wrap, avg divides
- * the wrapped sum with C division, floats are small integers so results are
- * exact, copies are bit exact.
+ * each buffer) is checked against an expectation computed independently of
+ * the daemon, with the inputs and the documented semantics of
+ * tests/lib/expect.h (shared with tests/integration/test_collectives.c):
+ * integers wrap, avg divides the wrapped sum with C division, floats are small
+ * integers so results are exact, copies are bit exact.
  *
  * --loop N: instead, N float32-sum allreduces of --max-bytes each (checked),
  * stopping at the first error (the peer-killed test).
@@ -40,8 +40,8 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,13 +50,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "expect.h"
 #include "r2ccl.h"
-#include "reduce.h"
 
-#define GUARD 64          /* bytes checked before and after every buffer */
-#define SENTINEL 0xA5
-#define GUARD_BYTE 0x5A
-#define FAST_MIN ((size_t)1 << 16) /* closed-form patterns from this count on */
 #define MEG3 (((size_t)1 << 20) + 3)
 #define BIG_BYTES ((size_t)64 << 20)
 #define MAX_LOCAL 64
@@ -87,9 +83,7 @@ struct rank_res {
 };
 
 struct shared {
-	int nfail;    /* failures reported by all ranks (atomic) */
-	int claimed;  /* the first one writes first[] (atomic) */
-	char first[1536];
+	struct ex_failures f; /* all ranks' */
 	struct rank_res res[MAX_LOCAL];
 };
 
@@ -97,38 +91,19 @@ static struct shared *sh;
 
 /* One rank. */
 struct rk {
-	int n;           /* ranks in the communicator */
+	struct ex_rank x; /* n, client, operations, elements checked, broken */
 	int rank;        /* rank in comm */
 	int li;          /* local index */
-	r2ccl_client_t *cl;
 	r2ccl_comm_t *comm;
-	uint64_t seq;    /* operations so far: every rank runs the same sequence */
-	uint64_t elems;  /* elements checked */
 	int fails;
 	int err;         /* first r2ccl error code */
 	double err_at;
-	bool broken;     /* a call failed: stop, later calls would only cascade */
 };
 
-static void rfail(struct rk *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define RK(xp) ((struct rk *)(void *)((char *)(xp) - offsetof(struct rk, x)))
 
-static void rfail(struct rk *k, const char *fmt, ...)
-{
-	char msg[1400];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	k->fails++;
-	__atomic_add_fetch(&sh->nfail, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_exchange_n(&sh->claimed, 1, __ATOMIC_SEQ_CST) == 0)
-		snprintf(sh->first, sizeof(sh->first), "nranks=%d rank=%d: %s", k->n, k->rank,
-			 msg);
-	if (k->fails <= 3)
-		fprintf(stderr, "cluster_client: FAIL nranks=%d rank=%d epoch=%.3f: %s\n", k->n,
-			k->rank, epoch_s(), msg);
-}
+/* Every failure, the checks' (tests/lib/expect.c) and the test's own. */
+#define rfail(k, ...) ex_failf(&(k)->x, __VA_ARGS__)
 
 static void rerr(struct rk *k, int e)
 {
@@ -138,543 +113,33 @@ static void rerr(struct rk *k, int e)
 	}
 }
 
-/* ---- values, expectations and checks: from tests/integration/test_collectives.c ---- */
-
-static bool is_float(r2ccl_dtype_t dt)
+static void on_fail(struct ex_rank *x, const char *msg)
 {
-	return dt == R2CCL_FLOAT16 || dt == R2CCL_BFLOAT16 || dt == R2CCL_FLOAT32 ||
-	       dt == R2CCL_FLOAT64;
+	struct rk *k = RK(x);
+
+	k->fails++;
+	ex_record(&sh->f, k->x.n, k->rank, msg);
+	if (k->fails <= 3)
+		fprintf(stderr, "cluster_client: FAIL nranks=%d rank=%d epoch=%.3f: %s\n", k->x.n,
+			k->rank, epoch_s(), msg);
 }
 
-static bool is_signed(r2ccl_dtype_t dt)
+static void on_err(struct ex_rank *x, int code)
 {
-	return dt == R2CCL_INT8 || dt == R2CCL_INT32 || dt == R2CCL_INT64;
+	rerr(RK(x), code);
 }
-
-static uint64_t type_mask(r2ccl_dtype_t dt)
-{
-	size_t es = r2ccl_dtype_size(dt);
-	return es >= 8 ? ~(uint64_t)0 : (((uint64_t)1 << (8 * es)) - 1);
-}
-
-static int64_t sext(uint64_t v, r2ccl_dtype_t dt)
-{
-	unsigned sh_bits = 64 - 8 * (unsigned)r2ccl_dtype_size(dt);
-	return (int64_t)(v << sh_bits) >> sh_bits;
-}
-
-static inline uint64_t mix64(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
-static inline uint64_t getb(const void *p, size_t es, size_t i)
-{
-	switch (es) {
-	case 1: return ((const uint8_t *)p)[i];
-	case 2: return ((const uint16_t *)p)[i];
-	case 4: return ((const uint32_t *)p)[i];
-	default: return ((const uint64_t *)p)[i];
-	}
-}
-
-static inline void putb(void *p, size_t es, size_t i, uint64_t v)
-{
-	switch (es) {
-	case 1: ((uint8_t *)p)[i] = (uint8_t)v; break;
-	case 2: ((uint16_t *)p)[i] = (uint16_t)v; break;
-	case 4: ((uint32_t *)p)[i] = (uint32_t)v; break;
-	default: ((uint64_t *)p)[i] = v; break;
-	}
-}
-
-static uint32_t f32_bits(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static uint64_t f64_bits(double d)
-{
-	uint64_t u;
-	memcpy(&u, &d, 8);
-	return u;
-}
-
-/* bits of the float type dt holding v (exact for our inputs; rounds the result) */
-static uint64_t fenc(r2ccl_dtype_t dt, float f32v, double f64v)
-{
-	switch (dt) {
-	case R2CCL_FLOAT16: return r2_float_to_half(f32v);
-	case R2CCL_BFLOAT16: return r2_float_to_bf16(f32v);
-	case R2CCL_FLOAT32: return f32_bits(f32v);
-	default: return f64_bits(f64v);
-	}
-}
-
-static double fdec(r2ccl_dtype_t dt, uint64_t b)
-{
-	float f;
-	double d;
-	uint32_t u = (uint32_t)b;
-
-	switch (dt) {
-	case R2CCL_FLOAT16: return r2_half_to_float((uint16_t)b);
-	case R2CCL_BFLOAT16: return r2_bf16_to_float((uint16_t)b);
-	case R2CCL_FLOAT32: memcpy(&f, &u, 4); return f;
-	default: memcpy(&d, &b, 8); return d;
-	}
-}
-
-static void fmt_val(char *out, size_t len, r2ccl_dtype_t dt, uint64_t b)
-{
-	if (is_float(dt))
-		snprintf(out, len, "0x%" PRIx64 " = %.9g", b, fdec(dt, b));
-	else if (is_signed(dt))
-		snprintf(out, len, "0x%" PRIx64 " = %" PRId64, b, sext(b, dt));
-	else
-		snprintf(out, len, "0x%" PRIx64 " = %" PRIu64, b, b);
-}
-
-/* ------------------------------------------------------------------------ */
-/* One operation: its inputs and expected outputs                            */
-/* ------------------------------------------------------------------------ */
-
-enum kind { K_ALLREDUCE, K_ALLGATHER, K_REDUCESCATTER, K_BROADCAST, K_REDUCE, K_SENDRECV };
-static const char *const kind_name[] = { "allreduce", "allgather", "reducescatter",
-					 "broadcast", "reduce", "send/recv" };
-enum fast { FK_NONE, FK_I32SUM, FK_F32SUM, FK_COPY32 };
-
-struct opx {
-	enum kind kind;
-	r2ccl_dtype_t dt;
-	r2ccl_redop_t op;
-	size_t count; /* as passed to the call */
-	bool inplace;
-	int root;     /* broadcast/reduce; send/recv: the peer received from */
-	int n, rank;  /* in the communicator used */
-	uint64_t salt;
-	uint32_t salt32;
-	enum fast fk;
-	size_t es;
-};
-
-static bool is_red(enum kind k)
-{
-	return k == K_ALLREDUCE || k == K_REDUCESCATTER || k == K_REDUCE;
-}
-
-static void opx_str(char *out, size_t len, const struct opx *o)
-{
-	snprintf(out, len, "%s dtype=%s redop=%s count=%zu %s %s=%d", kind_name[o->kind],
-		 r2ccl_dtype_name(o->dt), is_red(o->kind) ? r2ccl_redop_name(o->op) : "-",
-		 o->count, o->inplace ? "in-place" : "out-of-place",
-		 o->kind == K_SENDRECV ? "from" : "root", o->root);
-}
-
-/* Float inputs of reductions: small integers, so that everything is exact. */
-static int red_fval(r2ccl_redop_t op, uint64_t h)
-{
-	static const int prod_vals[4] = { -2, -1, 1, 2 };
-
-	switch (op) {
-	case R2CCL_PROD: return prod_vals[h & 3];
-	case R2CCL_MIN:
-	case R2CCL_MAX: return (int)(h % 201) - 100;
-	default: return (int)(h % 17) - 8;
-	}
-}
-
-static inline uint64_t hash_rg(uint64_t salt, int r, size_t g)
-{
-	return mix64(salt ^ mix64(((uint64_t)(unsigned)r << 48) ^ (uint64_t)g));
-}
-
-/* Fast (closed-form) patterns for large 4-byte operations. */
-static inline int f32_base(uint32_t salt, size_t g)
-{
-	return (int)((g + salt) % 1021) - 510;
-}
-
-static inline uint32_t fast_in(enum fast fk, uint32_t salt, int r, size_t g)
-{
-	switch (fk) {
-	case FK_I32SUM: return (uint32_t)g * 2654435761u + salt + (uint32_t)r * 0x9E3779B1u;
-	case FK_F32SUM: return f32_bits((float)(f32_base(salt, g) + r));
-	default: return ((uint32_t)g * 2654435761u) ^ (salt + (uint32_t)r * 0x01000193u);
-	}
-}
-
-static inline uint32_t fast_red(enum fast fk, uint32_t salt, int n, size_t g)
-{
-	uint32_t tri = (uint32_t)(n * (n - 1) / 2);
-
-	if (fk == FK_I32SUM)
-		return (uint32_t)n * ((uint32_t)g * 2654435761u + salt) + tri * 0x9E3779B1u;
-	return f32_bits((float)(n * f32_base(salt, g) + (int)tri));
-}
-
-/* input of rank r at element g of its send buffer */
-static uint64_t in_bits(const struct opx *o, int r, size_t g)
-{
-	uint64_t h;
-
-	if (o->fk != FK_NONE)
-		return fast_in(o->fk, o->salt32, r, g);
-	h = hash_rg(o->salt, r, g);
-	if (!is_red(o->kind) || !is_float(o->dt))
-		return h & type_mask(o->dt);
-	int v = red_fval(o->op, h);
-	return fenc(o->dt, (float)v, (double)v);
-}
-
-/* the reduction over all ranks of element g */
-static uint64_t red_exp(const struct opx *o, size_t g)
-{
-	const int n = o->n;
-
-	if (o->fk != FK_NONE)
-		return fast_red(o->fk, o->salt32, n, g);
-	if (!is_float(o->dt)) {
-		const uint64_t m = type_mask(o->dt);
-		const bool sg = is_signed(o->dt);
-		uint64_t acc = o->op == R2CCL_PROD ? 1 : 0;
-		for (int r = 0; r < n; r++) {
-			uint64_t v = hash_rg(o->salt, r, g) & m;
-			switch (o->op) {
-			case R2CCL_SUM:
-			case R2CCL_AVG: acc += v; break;
-			case R2CCL_PROD: acc *= v; break;
-			case R2CCL_MIN:
-				if (r == 0 || (sg ? sext(v, o->dt) < sext(acc, o->dt) : v < acc))
-					acc = v;
-				break;
-			default:
-				if (r == 0 || (sg ? sext(v, o->dt) > sext(acc, o->dt) : v > acc))
-					acc = v;
-				break;
-			}
-		}
-		acc &= m;
-		if (o->op == R2CCL_AVG) /* the wrapped sum, C division */
-			acc = sg ? (uint64_t)(sext(acc, o->dt) / n) : acc / (uint64_t)n;
-		return acc & m;
-	}
-	double acc = 0;
-	for (int r = 0; r < n; r++) {
-		double v = red_fval(o->op, hash_rg(o->salt, r, g));
-		switch (o->op) {
-		case R2CCL_SUM:
-		case R2CCL_AVG: acc += v; break;
-		case R2CCL_PROD: acc = r ? acc * v : v; break;
-		case R2CCL_MIN: acc = (r == 0 || v < acc) ? v : acc; break;
-		default: acc = (r == 0 || v > acc) ? v : acc; break;
-		}
-	}
-	if (o->op == R2CCL_AVG)
-		return fenc(o->dt, (float)acc / (float)n, acc / (double)n);
-	return fenc(o->dt, (float)acc, acc);
-}
-
-/* what element i of this rank's receive buffer must hold after the op */
-static uint64_t expect_at(const struct opx *o, size_t i)
-{
-	switch (o->kind) {
-	case K_ALLREDUCE:
-	case K_REDUCE: return red_exp(o, i);
-	case K_REDUCESCATTER: return red_exp(o, (size_t)o->rank * o->count + i);
-	case K_ALLGATHER: return in_bits(o, (int)(i / o->count), i % o->count);
-	default: return in_bits(o, o->root, i); /* broadcast, send/recv (root = sender) */
-	}
-}
-
-static void fill_in(const struct opx *o, int r, void *p, size_t nelem)
-{
-	if (o->fk != FK_NONE) {
-		uint32_t *q = p;
-		for (size_t g = 0; g < nelem; g++)
-			q[g] = fast_in(o->fk, o->salt32, r, g);
-		return;
-	}
-	for (size_t g = 0; g < nelem; g++)
-		putb(p, o->es, g, in_bits(o, r, g));
-}
-
-/* Compares nelem elements at p (what: "recvbuff"/"sendbuff") with expected values:
- * the op's results, or (send) this rank's own inputs. */
-static void check_elems(struct rk *k, const struct opx *o, const char *what, const void *p,
-			size_t nelem, bool send)
-{
-	size_t bad = 0, first = 0;
-	uint64_t fgot = 0, fexp = 0;
-
-	k->elems += nelem;
-	for (size_t i = 0; i < nelem; i++) {
-		uint64_t got = getb(p, o->es, i);
-		uint64_t exp = send ? in_bits(o, o->rank, i) : expect_at(o, i);
-		if (got != exp) {
-			if (!bad++) {
-				first = i;
-				fgot = got;
-				fexp = exp;
-			}
-		}
-	}
-	if (bad) {
-		char d[200], g[64], e[64];
-		opx_str(d, sizeof(d), o);
-		fmt_val(g, sizeof(g), o->dt, fgot);
-		fmt_val(e, sizeof(e), o->dt, fexp);
-		rfail(k, "%s: %s index %zu: got %s, expected %s (%zu of %zu elements wrong)", d,
-		     what, first, g, e, bad, nelem);
-	}
-}
-
-/* ------------------------------------------------------------------------ */
-/* Buffers (shared memory from r2ccl_mem_alloc, with guards)                 */
-/* ------------------------------------------------------------------------ */
-
-struct buf {
-	unsigned char *p; /* base + GUARD */
-	size_t cap;       /* usable bytes */
-};
 
 static int balloc(struct rk *k, struct buf *b, size_t cap)
 {
-	void *base = NULL;
-	int r = r2ccl_mem_alloc(k->cl, cap + 2 * GUARD, &base);
+	int r = ex_balloc(&k->x, b, cap);
 
-	b->p = NULL;
-	b->cap = 0;
 	if (r) {
 		rerr(k, r);
 		rfail(k, "r2ccl_mem_alloc(%zu): %s (%d)", cap + 2 * GUARD, r2ccl_strerror(r), r);
-		k->broken = true;
+		k->x.broken = true;
 		return -1;
 	}
-	b->p = (unsigned char *)base + GUARD;
-	b->cap = cap;
 	return 0;
-}
-
-static void bfree(struct rk *k, struct buf *b)
-{
-	int r;
-
-	if (!b->p)
-		return;
-	r = r2ccl_mem_free(k->cl, b->p - GUARD);
-	if (r)
-		rfail(k, "r2ccl_mem_free: %s", r2ccl_strerror(r));
-	b->p = NULL;
-}
-
-static void guard_set(struct buf *b, size_t len)
-{
-	memset(b->p - GUARD, GUARD_BYTE, GUARD);
-	memset(b->p + len, GUARD_BYTE, GUARD);
-}
-
-static void guard_check(struct rk *k, const struct opx *o, const char *what, struct buf *b,
-			size_t len)
-{
-	for (int side = 0; side < 2; side++) {
-		const unsigned char *g = side ? b->p + len : b->p - GUARD;
-		for (int i = 0; i < GUARD; i++) {
-			if (g[i] != GUARD_BYTE) {
-				char d[200];
-				opx_str(d, sizeof(d), o);
-				rfail(k, "%s: wrote %s %s (byte %d there is 0x%02x)", d,
-				     side ? "past the end of" : "before", what, i, g[i]);
-				return;
-			}
-		}
-	}
-}
-
-/* ------------------------------------------------------------------------ */
-/* Running one operation on one rank                                         */
-/* ------------------------------------------------------------------------ */
-
-static void opx_init(struct rk *k, struct opx *o, enum kind kind, int n, int rank,
-		     r2ccl_dtype_t dt, r2ccl_redop_t op, size_t count, bool inplace, int root)
-{
-	memset(o, 0, sizeof(*o));
-	o->kind = kind;
-	o->dt = dt;
-	o->op = op;
-	o->count = count;
-	o->inplace = inplace;
-	o->root = root;
-	o->n = n;
-	o->rank = rank;
-	o->es = r2ccl_dtype_size(dt);
-	o->salt = mix64(++k->seq * 0x100000001B3ull);
-	o->salt32 = (uint32_t)(o->salt >> 7) & 0xFFFFFF;
-	o->fk = FK_NONE;
-	if (count >= FAST_MIN) {
-		if (is_red(kind) && op == R2CCL_SUM && dt == R2CCL_INT32)
-			o->fk = FK_I32SUM;
-		else if (is_red(kind) && op == R2CCL_SUM && dt == R2CCL_FLOAT32)
-			o->fk = FK_F32SUM;
-		else if (!is_red(kind) && o->es == 4)
-			o->fk = FK_COPY32;
-	}
-}
-
-static bool call_ok(struct rk *k, const struct opx *o, const char *fn, int r)
-{
-	char d[200];
-
-	if (r == 0)
-		return true;
-	rerr(k, r);
-	opx_str(d, sizeof(d), o);
-	rfail(k, "%s: %s returned %d (%s)", d, fn, r, r2ccl_strerror(r));
-	k->broken = true;
-	return false;
-}
-
-/* A collective (not send/recv) on comm, where this process is rank `rank` of n.
- * sb/rb: buffers large enough for the op (in place uses the larger one only). */
-static void coll(struct rk *k, r2ccl_comm_t *comm, int rank, enum kind kind, r2ccl_dtype_t dt,
-		 r2ccl_redop_t op, size_t count, bool inplace, int root, struct buf *sb,
-		 struct buf *rb)
-{
-	const int n = k->n;
-	struct opx o;
-	size_t slen, rlen; /* elements */
-	unsigned char *s, *r;
-	struct buf *region = NULL; /* in place: the one buffer */
-	size_t region_len = 0;
-	int e = 0;
-	char d[200];
-
-	if (k->broken)
-		return;
-	opx_init(k, &o, kind, n, rank, dt, op, count, inplace, root);
-	slen = kind == K_REDUCESCATTER ? (size_t)n * count : count;
-	rlen = kind == K_ALLGATHER ? (size_t)n * count : count;
-	if (!inplace) {
-		if (slen * o.es > sb->cap || rlen * o.es > rb->cap)
-			goto toobig;
-		s = sb->p;
-		r = rb->p;
-		fill_in(&o, rank, s, slen);
-		memset(r, SENTINEL, rlen * o.es);
-		guard_set(sb, slen * o.es);
-		guard_set(rb, rlen * o.es);
-	} else {
-		switch (kind) {
-		case K_REDUCESCATTER:
-			region = sb;
-			region_len = slen * o.es;
-			if (region_len > region->cap)
-				goto toobig;
-			s = sb->p;
-			r = s + (size_t)rank * count * o.es;
-			fill_in(&o, rank, s, slen);
-			break;
-		case K_ALLGATHER:
-			region = rb;
-			region_len = rlen * o.es;
-			if (region_len > region->cap)
-				goto toobig;
-			r = rb->p;
-			s = r + (size_t)rank * count * o.es;
-			memset(r, SENTINEL, region_len);
-			fill_in(&o, rank, s, count);
-			break;
-		case K_BROADCAST:
-			region = rb;
-			region_len = count * o.es;
-			if (region_len > region->cap)
-				goto toobig;
-			r = s = rb->p;
-			if (rank == root)
-				fill_in(&o, rank, s, count);
-			else
-				memset(r, SENTINEL, region_len);
-			break;
-		default: /* allreduce, reduce */
-			region = rb;
-			region_len = count * o.es;
-			if (region_len > region->cap)
-				goto toobig;
-			r = s = rb->p;
-			fill_in(&o, rank, s, count);
-			break;
-		}
-		guard_set(region, region_len);
-	}
-
-	switch (kind) {
-	case K_ALLREDUCE: e = r2ccl_allreduce(comm, s, r, count, dt, op); break;
-	case K_ALLGATHER: e = r2ccl_allgather(comm, s, r, count, dt); break;
-	case K_REDUCESCATTER: e = r2ccl_reducescatter(comm, s, r, count, dt, op); break;
-	case K_BROADCAST: e = r2ccl_broadcast(comm, s, r, count, dt, root); break;
-	case K_REDUCE: e = r2ccl_reduce(comm, s, r, count, dt, op, root); break;
-	default: break;
-	}
-	if (!call_ok(k, &o, kind_name[kind], e))
-		return;
-
-	/* results */
-	if (kind != K_REDUCE || rank == root)
-		check_elems(k, &o, "recvbuff", r, rlen, false);
-	if (!inplace) {
-		check_elems(k, &o, "sendbuff (must stay unchanged)", s, slen, true);
-		guard_check(k, &o, "sendbuff", sb, slen * o.es);
-		guard_check(k, &o, "recvbuff", rb, rlen * o.es);
-	} else {
-		guard_check(k, &o, "the in-place buffer", region, region_len);
-	}
-	return;
-toobig:
-	opx_str(d, sizeof(d), &o);
-	rfail(k, "test bug: %s does not fit the test's buffers", d);
-	k->broken = true;
-}
-
-/* Ring send/recv: rank sends to rank+1 and receives from rank-1; even ranks
- * send first, odd ranks receive first. */
-static void sendrecv_ring(struct rk *k, r2ccl_comm_t *comm, int rank, r2ccl_dtype_t dt,
-			  size_t count, struct buf *sb, struct buf *rb)
-{
-	const int n = k->n;
-	const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-	struct opx o;
-	int es, er;
-
-	if (k->broken)
-		return;
-	opx_init(k, &o, K_SENDRECV, n, rank, dt, R2CCL_SUM, count, false, prev);
-	if (count * o.es > sb->cap || count * o.es > rb->cap) {
-		rfail(k, "test bug: send/recv of %zu does not fit", count);
-		k->broken = true;
-		return;
-	}
-	fill_in(&o, rank, sb->p, count);
-	memset(rb->p, SENTINEL, count * o.es);
-	guard_set(sb, count * o.es);
-	guard_set(rb, count * o.es);
-	if (rank % 2 == 0) {
-		es = r2ccl_send(comm, sb->p, count, dt, next);
-		er = es ? 0 : r2ccl_recv(comm, rb->p, count, dt, prev);
-	} else {
-		er = r2ccl_recv(comm, rb->p, count, dt, prev);
-		es = er ? 0 : r2ccl_send(comm, sb->p, count, dt, next);
-	}
-	if (!call_ok(k, &o, "r2ccl_send", es) || !call_ok(k, &o, "r2ccl_recv", er))
-		return;
-	check_elems(k, &o, "recvbuff (from rank-1)", rb->p, count, false);
-	check_elems(k, &o, "sendbuff (must stay unchanged)", sb->p, count, true);
-	guard_check(k, &o, "sendbuff", sb, count * o.es);
-	guard_check(k, &o, "recvbuff", rb, count * o.es);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -730,7 +195,7 @@ static size_t buf_cap(const struct copts *o, int n)
 
 static void body_all(struct rk *k, const struct copts *o, struct buf *sb, struct buf *rb)
 {
-	const int n = k->n, last = n - 1;
+	const int n = k->x.n, last = n - 1;
 	const size_t counts[] = { 1, 7, odd_count(n) };
 
 	/* small: every kind, type/op, count, in and out of place */
@@ -740,26 +205,26 @@ static void body_all(struct rk *k, const struct copts *o, struct buf *sb, struct
 				r2ccl_dtype_t dt = red_pairs[p].dt;
 				r2ccl_redop_t op = red_pairs[p].op;
 				if (o->ops & OP_ALLREDUCE)
-					coll(k, k->comm, k->rank, K_ALLREDUCE, dt, op, counts[c], ip, 0, sb, rb);
+					ex_coll(&k->x, k->comm, k->rank, K_ALLREDUCE, dt, op, counts[c], ip, 0, sb, rb);
 				if (o->ops & OP_REDUCESCATTER)
-					coll(k, k->comm, k->rank, K_REDUCESCATTER, dt, op, counts[c], ip, 0, sb, rb);
+					ex_coll(&k->x, k->comm, k->rank, K_REDUCESCATTER, dt, op, counts[c], ip, 0, sb, rb);
 				if (o->ops & OP_REDUCE) {
-					coll(k, k->comm, k->rank, K_REDUCE, dt, op, counts[c], ip, 0, sb, rb);
+					ex_coll(&k->x, k->comm, k->rank, K_REDUCE, dt, op, counts[c], ip, 0, sb, rb);
 					if (last != 0)
-						coll(k, k->comm, k->rank, K_REDUCE, dt, op, counts[c], ip, last, sb, rb);
+						ex_coll(&k->x, k->comm, k->rank, K_REDUCE, dt, op, counts[c], ip, last, sb, rb);
 				}
 			}
 			for (size_t t = 0; t < ARRAY_LEN(copy_types); t++) {
 				r2ccl_dtype_t dt = copy_types[t];
 				if (o->ops & OP_ALLGATHER)
-					coll(k, k->comm, k->rank, K_ALLGATHER, dt, R2CCL_SUM, counts[c], ip, 0, sb, rb);
+					ex_coll(&k->x, k->comm, k->rank, K_ALLGATHER, dt, R2CCL_SUM, counts[c], ip, 0, sb, rb);
 				if (o->ops & OP_BROADCAST) {
-					coll(k, k->comm, k->rank, K_BROADCAST, dt, R2CCL_SUM, counts[c], ip, 0, sb, rb);
+					ex_coll(&k->x, k->comm, k->rank, K_BROADCAST, dt, R2CCL_SUM, counts[c], ip, 0, sb, rb);
 					if (last != 0)
-						coll(k, k->comm, k->rank, K_BROADCAST, dt, R2CCL_SUM, counts[c], ip, last, sb, rb);
+						ex_coll(&k->x, k->comm, k->rank, K_BROADCAST, dt, R2CCL_SUM, counts[c], ip, last, sb, rb);
 				}
 				if ((o->ops & OP_SENDRECV) && !ip && n > 1)
-					sendrecv_ring(k, k->comm, k->rank, dt, counts[c], sb, rb);
+					ex_sendrecv_ring(&k->x, k->comm, k->rank, dt, counts[c], sb, rb);
 			}
 		}
 
@@ -767,39 +232,39 @@ static void body_all(struct rk *k, const struct copts *o, struct buf *sb, struct
 	if (o->max_bytes >= MEG3 * 8) {
 		const size_t rs = MEG3 / (size_t)n + 1;
 		if (o->ops & OP_ALLREDUCE) {
-			coll(k, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT32, R2CCL_SUM, MEG3, false, 0, sb, rb);
-			coll(k, k->comm, k->rank, K_ALLREDUCE, R2CCL_INT32, R2CCL_MAX, MEG3, true, 0, sb, rb);
-			coll(k, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT64, R2CCL_AVG, MEG3, false, 0, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT32, R2CCL_SUM, MEG3, false, 0, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_ALLREDUCE, R2CCL_INT32, R2CCL_MAX, MEG3, true, 0, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT64, R2CCL_AVG, MEG3, false, 0, sb, rb);
 		}
 		if (o->ops & OP_REDUCESCATTER) {
-			coll(k, k->comm, k->rank, K_REDUCESCATTER, R2CCL_FLOAT32, R2CCL_SUM, rs, false, 0, sb, rb);
-			coll(k, k->comm, k->rank, K_REDUCESCATTER, R2CCL_INT8, R2CCL_MIN, rs, true, 0, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_REDUCESCATTER, R2CCL_FLOAT32, R2CCL_SUM, rs, false, 0, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_REDUCESCATTER, R2CCL_INT8, R2CCL_MIN, rs, true, 0, sb, rb);
 		}
 		if (o->ops & OP_REDUCE) {
-			coll(k, k->comm, k->rank, K_REDUCE, R2CCL_FLOAT32, R2CCL_SUM, MEG3, false, last, sb, rb);
-			coll(k, k->comm, k->rank, K_REDUCE, R2CCL_UINT64, R2CCL_PROD, MEG3, true, 0, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_REDUCE, R2CCL_FLOAT32, R2CCL_SUM, MEG3, false, last, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_REDUCE, R2CCL_UINT64, R2CCL_PROD, MEG3, true, 0, sb, rb);
 		}
 		if (o->ops & OP_ALLGATHER) {
-			coll(k, k->comm, k->rank, K_ALLGATHER, R2CCL_FLOAT32, R2CCL_SUM, MEG3, false, 0, sb, rb);
-			coll(k, k->comm, k->rank, K_ALLGATHER, R2CCL_FLOAT16, R2CCL_SUM, MEG3, true, 0, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_ALLGATHER, R2CCL_FLOAT32, R2CCL_SUM, MEG3, false, 0, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_ALLGATHER, R2CCL_FLOAT16, R2CCL_SUM, MEG3, true, 0, sb, rb);
 		}
 		if (o->ops & OP_BROADCAST) {
-			coll(k, k->comm, k->rank, K_BROADCAST, R2CCL_FLOAT32, R2CCL_SUM, MEG3, true, 0, sb, rb);
-			coll(k, k->comm, k->rank, K_BROADCAST, R2CCL_UINT64, R2CCL_SUM, MEG3, false, last, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_BROADCAST, R2CCL_FLOAT32, R2CCL_SUM, MEG3, true, 0, sb, rb);
+			ex_coll(&k->x, k->comm, k->rank, K_BROADCAST, R2CCL_UINT64, R2CCL_SUM, MEG3, false, last, sb, rb);
 		}
 		if ((o->ops & OP_SENDRECV) && n > 1) {
-			sendrecv_ring(k, k->comm, k->rank, R2CCL_FLOAT32, MEG3, sb, rb);
-			sendrecv_ring(k, k->comm, k->rank, R2CCL_INT8, MEG3, sb, rb);
+			ex_sendrecv_ring(&k->x, k->comm, k->rank, R2CCL_FLOAT32, MEG3, sb, rb);
+			ex_sendrecv_ring(&k->x, k->comm, k->rank, R2CCL_INT8, MEG3, sb, rb);
 		}
 	}
 
 	/* 64 MB float32: allreduce (16M elements), allgather (64 MB gathered) */
 	if (o->max_bytes >= BIG_BYTES) {
 		if (o->ops & OP_ALLREDUCE)
-			coll(k, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT32, R2CCL_SUM, BIG_BYTES / 4,
+			ex_coll(&k->x, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT32, R2CCL_SUM, BIG_BYTES / 4,
 			     false, 0, sb, rb);
 		if (o->ops & OP_ALLGATHER)
-			coll(k, k->comm, k->rank, K_ALLGATHER, R2CCL_FLOAT32, R2CCL_SUM,
+			ex_coll(&k->x, k->comm, k->rank, K_ALLGATHER, R2CCL_FLOAT32, R2CCL_SUM,
 			     BIG_BYTES / 4 / (size_t)n, true, 0, sb, rb);
 	}
 }
@@ -809,8 +274,8 @@ static void body_loop(struct rk *k, const struct copts *o, struct buf *sb, struc
 	size_t count = o->max_bytes / 4;
 	double t0 = mono_s();
 
-	for (int i = 0; i < o->loop && !k->broken; i++) {
-		coll(k, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT32, R2CCL_SUM, count, false, 0, sb,
+	for (int i = 0; i < o->loop && !k->x.broken; i++) {
+		ex_coll(&k->x, k->comm, k->rank, K_ALLREDUCE, R2CCL_FLOAT32, R2CCL_SUM, count, false, 0, sb,
 		     rb);
 		if (k->rank == 0 && (i == 0 || (i + 1) % 10 == 0))
 			fprintf(stderr, "cluster_client: loop %d of %d done (%.1f s) epoch=%.3f\n", i + 1,
@@ -820,7 +285,8 @@ static void body_loop(struct rk *k, const struct copts *o, struct buf *sb, struc
 
 static int rank_main(const struct copts *o, int li, const r2ccl_unique_id_t *id)
 {
-	struct rk k = { .n = o->nranks, .rank = o->first_rank + li, .li = li };
+	struct rk k = { .x = { .n = o->nranks, .fail = on_fail, .err = on_err },
+			 .rank = o->first_rank + li, .li = li };
 	r2ccl_connect_opts_t copts = R2CCL_CONNECT_OPTS_INITIALIZER;
 	struct buf sb = { 0 }, rb = { 0 };
 	struct rank_res *res = &sh->res[li];
@@ -829,13 +295,13 @@ static int rank_main(const struct copts *o, int li, const r2ccl_unique_id_t *id)
 
 	copts.timeout_ms = o->conn_timeout_ms;
 	copts.client_name = "cluster_client";
-	r = r2ccl_connect(&copts, &k.cl);
+	r = r2ccl_connect(&copts, &k.x.cl);
 	if (r) {
 		rerr(&k, r);
 		rfail(&k, "r2ccl_connect: %s (%d)", r2ccl_strerror(r), r);
 		goto done;
 	}
-	r = r2ccl_comm_init_rank(k.cl, &k.comm, o->nranks, id, k.rank);
+	r = r2ccl_comm_init_rank(k.x.cl, &k.comm, o->nranks, id, k.rank);
 	if (r) {
 		rerr(&k, r);
 		rfail(&k, "r2ccl_comm_init_rank(rank %d of %d): %s (%d) after %.2f s", k.rank,
@@ -856,26 +322,26 @@ static int rank_main(const struct copts *o, int li, const r2ccl_unique_id_t *id)
 				body_all(&k, o, &sb, &rb);
 		}
 	}
-	if (!k.broken) {
-		bfree(&k, &sb);
-		bfree(&k, &rb);
+	if (!k.x.broken) {
+		ex_bfree(&k.x, &sb);
+		ex_bfree(&k.x, &rb);
 	}
 	if (k.comm) {
-		r = k.broken ? r2ccl_comm_abort(k.comm) : r2ccl_comm_destroy(k.comm);
-		if (r && !k.broken) {
+		r = k.x.broken ? r2ccl_comm_abort(k.comm) : r2ccl_comm_destroy(k.comm);
+		if (r && !k.x.broken) {
 			rerr(&k, r);
 			rfail(&k, "r2ccl_comm_destroy: %s (%d)", r2ccl_strerror(r), r);
 		}
 	}
 out:
-	if (!k.broken && (r = r2ccl_client_check(k.cl))) {
+	if (!k.x.broken && (r = r2ccl_client_check(k.x.cl))) {
 		rerr(&k, r);
 		rfail(&k, "r2ccl_client_check at the end: %s (%d)", r2ccl_strerror(r), r);
 	}
-	r2ccl_disconnect(k.cl);
+	r2ccl_disconnect(k.x.cl);
 done:
-	res->ops = k.seq;
-	res->elems = k.elems;
+	res->ops = k.x.seq;
+	res->elems = k.x.elems;
 	res->fails = k.fails;
 	res->err = k.err;
 	res->err_at = k.err_at;
@@ -1197,7 +663,7 @@ int main(int argc, char **argv)
 	if (client)
 		r2ccl_disconnect(client);
 	if (o.first_rank == 0 && o.uid_file && !o.uid_read_only && o.local < o.nranks &&
-	    !sh->nfail && !died)
+	    !sh->f.nfail && !died)
 		unlink(o.uid_file); /* every rank joined */
 
 	uint64_t ops = 0, elems = 0;
@@ -1215,8 +681,8 @@ int main(int argc, char **argv)
 	       " elements checked, %d failures, %d rank errors, %.2f s\n",
 	       pass ? "PASS" : "FAIL", o.first_rank, o.first_rank + o.local - 1, o.nranks, ops, elems,
 	       fails, errs, mono_s() - t0);
-	if (!pass && sh->first[0])
-		printf("cluster_client: first failure: %s\n", sh->first);
+	if (!pass && sh->f.first[0])
+		printf("cluster_client: first failure: %s\n", sh->f.first);
 	fflush(stdout);
 	return pass ? 0 : died ? 4 : errs ? 2 : 1;
 }
