@@ -107,6 +107,10 @@ static bool connected_to(struct r2d *d, uint64_t peer)
 }
 
 /* Every peer reachable on every rail it shares with us? */
+#define BOOT_RAIL_GRACE_US 2000000ull
+
+static void try_ready(struct r2_comm *c);
+
 static bool all_connected(struct r2_comm *c)
 {
 	struct r2d *d = c->d;
@@ -122,10 +126,23 @@ static bool all_connected(struct r2_comm *c)
 				need |= 1u << rail;
 		}
 		p = r2d_rails_peer(d, c->hosts[h].id, false);
-		if (!need || !p || (p->conn_mask & need) != need)
+		if (!need || !p || !(p->conn_mask & need))
+			return false;
+		/* every shared rail, or at least one once the grace time passed:
+		 * a communicator formed while a NIC is down starts on the others */
+		if ((p->conn_mask & need) != need &&
+		    r2_now_us() - c->membership_us < BOOT_RAIL_GRACE_US)
 			return false;
 	}
 	return true;
+}
+
+/* Loop tick: communicators waiting for connections (grace time). */
+void r2d_bootstrap_tick(struct r2d *d)
+{
+	for (struct r2_comm *c = d->comms; c; c = c->next)
+		if (c->state == R2_COMM_JOINING && c->have_membership)
+			try_ready(c);
 }
 
 static void try_ready(struct r2_comm *c)
@@ -243,6 +260,7 @@ static void root_check(struct r2_comm *c)
 	c->hosts = hosts;
 	c->nhosts = nh;
 	c->have_membership = true;
+	c->membership_us = r2_now_us();
 	log_info("communicator %u: all %d ranks present on %d hosts; publishing the membership",
 		 c->id, c->nranks, nh);
 	{
@@ -307,6 +325,7 @@ void r2d_bootstrap_joined(struct r2_comm *c)
 		if (c->joined == c->nranks) { /* everyone is here: one host */
 			c->nhosts = 1;
 			c->have_membership = true;
+	c->membership_us = r2_now_us();
 			r2d_comm_ready(c);
 			return;
 		}
@@ -500,6 +519,7 @@ static void handle_membership(struct r2d *d, const R2peer__Membership *m)
 		return;
 	}
 	c->have_membership = true;
+	c->membership_us = r2_now_us();
 	for (int h = 0; h < nh; h++)
 		if (h != c->my_host)
 			for (int a = 0; a < hosts[h].naddrs; a++)

@@ -414,6 +414,7 @@ void r2d_comm_tick(struct r2d *d)
 	char why[192];
 
 	pthread_mutex_lock(&d->lock);
+	r2d_bootstrap_tick(d);
 	/* read the clock under the lock: an op stamped by the dispatcher while
 	 * we waited for it is never "older" than now (signed differences too) */
 	now = r2_now_us();

@@ -73,6 +73,7 @@ struct r2_comm {
 	bool root_local;       /* this daemon is the root (bootstrap) */
 	bool joined_sent;      /* non-root: JOIN sent to the root */
 	bool have_membership;
+	uint64_t membership_us; /* when the membership became known */
 	int my_host;
 	struct r2_host *hosts; /* [nhosts] once the membership is known */
 	int *rank_host;        /* [nranks] */
@@ -137,6 +138,7 @@ void r2d_op_free(struct r2_op *op, int status);
 void r2d_uid_fill(struct r2d *d, struct r2_uid *uid);
 /* Called after a local rank joined c (under d->lock). */
 void r2d_bootstrap_joined(struct r2_comm *c);
+void r2d_bootstrap_tick(struct r2d *d); /* loop thread, under d->lock */
 /* Tells every other host of c that it is broken (PEER_ABORT). */
 void r2d_bootstrap_abort(struct r2_comm *c, int status, const char *why);
 void r2d_comm_ready(struct r2_comm *c); /* comm.c, under d->lock */
