@@ -681,7 +681,9 @@ again:
 	cl.nhosts = (uint32_t)c->nhosts;
 	cl.nrails = (uint32_t)nrails;
 	cl.nic = nics;
-	cl.cost.alpha = 20e-6;
+	/* alpha: the per-message cost of the live rails (R2CCL_COST_ALPHA_US,
+	 * fitted with r2_cost_fit; docs/planner.md) */
+	cl.cost.alpha = (double)r2_param_int(&o->d->params, P_COST_ALPHA_US) * 1e-6;
 	od.op = op;
 	od.size = o->size;
 	od.elem = o->elem;
