@@ -116,6 +116,11 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 				R2_PT_INT, "5000", 10, 86400000, NULL, "ms", true,
 				"a peer daemon with no usable rail this long breaks its "
 				"communicators (every rank gets an error)" },
+	[P_DEGRADED_PCT] = { "degraded_pct", "R2CCL_DEGRADED_PCT", "--degraded-pct", R2_PT_INT,
+			     "40", 0, 95, NULL, "%", true,
+			     "throughput monitor: a path delivering less than this percentage "
+			     "of the best path while it has work queued is slow; its NIC is "
+			     "planned degraded (0: off)" },
 };
 
 void r2d_usage(FILE *f)

@@ -77,6 +77,7 @@ enum r2d_param {
 	P_HB_MISSES,
 	P_RECOVER_STABLE_MS,
 	P_PEER_TIMEOUT_MS,
+	P_DEGRADED_PCT,
 	P_COUNT
 };
 

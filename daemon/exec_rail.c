@@ -113,6 +113,7 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		struct r2_rails *rs = d->rails;
 		ack.kind = R2_MSG_ACK;
 		ack.len = 0;
+		ack.aux = cqe->hdr.len; /* the sender's throughput monitor counts it */
 		/* on the rail it came by; if that one just went, any other */
 		if (r2d_rails_send(d, rail, cqe->peer, &ack, NULL, 0) < 0)
 			for (int i = 0; rs && i < rs->n; i++)

@@ -87,6 +87,31 @@ struct linkrep {
 	int rail;
 };
 
+/* A slow path a -> b on a rail (throughput monitor; a's own or reported by
+ * a), with the bandwidth to plan it at (nominal scale). */
+struct slowrep {
+	uint64_t a, b;
+	int rail;
+	uint64_t bw;
+};
+
+/* Throughput monitor of one (peer, rail) path, sender side: bytes
+ * acknowledged while chunks were outstanding, over the time they were
+ * outstanding. An idle path measures nothing (not "slow"). */
+struct pmon {
+	/* any thread, under mon_lock[rail] */
+	int64_t out;            /* data bytes posted, not yet acknowledged */
+	uint64_t busy_from, busy_us, acked, last_ack_us;
+	/* loop thread */
+	double rate;            /* EWMA of bytes/s while busy; 0: none yet */
+	uint64_t rate_us;       /* last valid sample */
+	bool fresh;             /* this round's sample was valid */
+	bool slow;
+	int below;              /* consecutive samples under the threshold */
+	uint64_t ok_since_us;   /* slow, but measuring fine since */
+	uint64_t bw;            /* reported planning bandwidth while slow */
+};
+
 struct r2_health {
 	struct r2d *d;
 	uv_timer_t timer;
@@ -101,8 +126,12 @@ struct r2_health {
 	uint64_t my_seq;
 	struct linkrep *reps;
 	size_t nreps, capreps;
-	uint64_t last_hb_us, last_stat_us, last_link_poll_us;
+	uint64_t last_hb_us, last_stat_us, last_link_poll_us, last_mon_us;
 	bool view_dirty;
+	struct slowrep *slow;
+	size_t nslow, capslow;
+	pthread_mutex_t mon_lock[R2_MAX_RAILS];
+	struct pmon *mon; /* [peer index * R2_MAX_RAILS + rail] */
 };
 
 const char *r2d_rstate_name(int st)
@@ -288,9 +317,10 @@ static void send_peer_msg(struct r2d *d, uint64_t peer, uint32_t type, const Pro
 	free(buf);
 }
 
-/* Tells every connected peer daemon about (this host, rail[, peer]). */
-static void broadcast_rail(struct r2d *d, int rail, int state, uint64_t peer_host,
-			   const char *cause)
+/* Tells every connected peer daemon about (this host, rail[, peer]); bw: a
+ * slow path's planning bandwidth (state DEGRADED; 0: no longer slow). */
+static void broadcast_ev(struct r2d *d, int rail, int state, uint64_t peer_host, uint64_t bw,
+			 const char *cause)
 {
 	struct r2_rails *rs = d->rails;
 	R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
@@ -299,11 +329,18 @@ static void broadcast_rail(struct r2d *d, int rail, int state, uint64_t peer_hos
 	e.rail = (uint32_t)rail;
 	e.state = (uint32_t)state;
 	e.peer_host = peer_host;
+	e.bw = bw;
 	e.cause = (char *)(cause ? cause : "");
 	e.seq = ++d->health->my_seq;
 	for (int i = 0; i < atomic_load(&rs->npeers); i++)
 		if (rs->peer[i].conn_mask)
 			send_peer_msg(d, rs->peer[i].id, R2PEER__PEER_MSG__PEER_RAIL_EVENT, &e.base);
+}
+
+static void broadcast_rail(struct r2d *d, int rail, int state, uint64_t peer_host,
+			   const char *cause)
+{
+	broadcast_ev(d, rail, state, peer_host, 0, cause);
 }
 
 static void link_state(struct r2d *d, struct r2_peer *p, int r, int st, const char *cause)
@@ -323,6 +360,255 @@ static void link_state(struct r2d *d, struct r2_peer *p, int r, int st, const ch
 		snprintf(l->cause, sizeof(l->cause), "%s", cause);
 }
 
+/* ---- throughput monitor (slow paths -> degraded NICs) ----
+ *
+ * Per (peer, rail) path, on the sending side: the bytes of data chunks
+ * acknowledged while at least one was outstanding, over the time one was
+ * outstanding: what the path delivers while it has work, so an idle rail is
+ * never "slow". Every MON_PERIOD_US the loop samples each path (a sample
+ * needs MON_MIN_BUSY_US of work and MON_MIN_BYTES acknowledged) and compares
+ * its rate with the best other path of this host measured recently. Below
+ * degraded_pct for MON_SLOW_SAMPLES samples in a row: the path is slow, told
+ * to every peer (RailEvent DEGRADED with the planning bandwidth); the
+ * communicator's coordinator turns slow paths into a degraded NIC (the
+ * endpoint most slow paths share, like failed paths) in its view, and every
+ * daemon plans with that NIC's bandwidth (balance: smaller shares on it).
+ * Back above 1.5 x degraded_pct (at most 90%) for recover_stable_ms, or not
+ * measured for MON_EXPIRE_US (traffic returns to it: measured again): normal. */
+#define MON_PERIOD_US 500000ull
+#define MON_MIN_BUSY_US 50000ull
+#define MON_MIN_BYTES (1ull << 20)
+#define MON_SLOW_SAMPLES 3
+#define MON_RECENT_US 5000000ull
+#define MON_EXPIRE_US 10000000ull
+
+static struct pmon *pmon_of(struct r2d *d, int rail, uint64_t peer)
+{
+	struct r2_health *h = d->health;
+	struct r2_rails *rs = d->rails;
+	struct r2_peer *p;
+
+	if (!h || !h->mon || !rs || rail < 0 || rail >= rs->n)
+		return NULL;
+	p = r2d_rails_peer_find(d, peer);
+	return p ? &h->mon[(size_t)(p - rs->peer) * R2_MAX_RAILS + (size_t)rail] : NULL;
+}
+
+void r2d_health_data_posted(struct r2d *d, int rail, uint64_t peer, int64_t len)
+{
+	struct pmon *m = pmon_of(d, rail, peer);
+	uint64_t now;
+
+	if (!m || !len)
+		return;
+	now = r2_now_us();
+	pthread_mutex_lock(&d->health->mon_lock[rail]);
+	if (len > 0 && m->out <= 0) {
+		m->out = 0;
+		m->busy_from = now;
+	}
+	m->out += len;
+	if (len < 0 && m->out <= 0) { /* a post that failed, undone */
+		m->out = 0;
+		m->busy_us += now - m->busy_from;
+	}
+	pthread_mutex_unlock(&d->health->mon_lock[rail]);
+}
+
+void r2d_health_data_acked(struct r2d *d, int rail, uint64_t peer, uint32_t len)
+{
+	struct pmon *m = pmon_of(d, rail, peer);
+	uint64_t now;
+
+	if (!m || !len)
+		return;
+	now = r2_now_us();
+	pthread_mutex_lock(&d->health->mon_lock[rail]);
+	if (m->out > 0) {
+		m->acked += len;
+		m->last_ack_us = now;
+		m->out -= len;
+		if (m->out <= 0) {
+			m->out = 0;
+			m->busy_us += now - m->busy_from;
+		}
+	}
+	pthread_mutex_unlock(&d->health->mon_lock[rail]);
+}
+
+static void slow_set(struct r2_health *h, uint64_t a, uint64_t b, int rail, uint64_t bw)
+{
+	for (size_t i = 0; i < h->nslow; i++) {
+		struct slowrep *x = &h->slow[i];
+		if (x->a != a || x->b != b || x->rail != rail)
+			continue;
+		if (!bw)
+			*x = h->slow[--h->nslow];
+		else
+			x->bw = bw;
+		h->view_dirty = true;
+		return;
+	}
+	if (!bw)
+		return;
+	if (h->nslow == h->capslow) {
+		size_t cap = h->capslow ? h->capslow * 2 : 16;
+		void *n = realloc(h->slow, cap * sizeof(*h->slow));
+		if (!n)
+			return;
+		h->slow = n;
+		h->capslow = cap;
+	}
+	h->slow[h->nslow++] = (struct slowrep){ a, b, rail, bw };
+	h->view_dirty = true;
+}
+
+static void link_state(struct r2d *d, struct r2_peer *p, int r, int st, const char *cause);
+
+/* The path (this host -> p, rail r) is slow (bw > 0, planning bandwidth)
+ * or normal again (bw 0): record, mark the path, tell every peer. */
+static void path_slow(struct r2d *d, struct r2_peer *p, int r, uint64_t bw, const char *cause)
+{
+	struct pmon *m = &d->health->mon[(size_t)(p - d->rails->peer) * R2_MAX_RAILS + (size_t)r];
+
+	m->slow = bw != 0;
+	m->bw = bw;
+	m->below = 0;
+	m->ok_since_us = 0;
+	slow_set(d->health, d->host_id, p->id, r, bw);
+	if (bw)
+		link_state(d, p, r, R2_RS_DEGRADED, cause);
+	else if (p->link[r].state == R2_RS_DEGRADED)
+		link_state(d, p, r, R2_RS_HEALTHY, cause);
+	broadcast_ev(d, r, R2_RS_DEGRADED, p->id, bw, cause);
+}
+
+/* A failed or reconnected path measures afresh. */
+static void pmon_reset(struct r2d *d, struct r2_peer *p, int r)
+{
+	struct r2_health *h = d->health;
+	struct pmon *m;
+
+	if (!h || !h->mon)
+		return;
+	m = &h->mon[(size_t)(p - d->rails->peer) * R2_MAX_RAILS + (size_t)r];
+	pthread_mutex_lock(&h->mon_lock[r]);
+	m->out = 0;
+	m->busy_us = 0;
+	m->acked = 0;
+	pthread_mutex_unlock(&h->mon_lock[r]);
+	m->rate = 0;
+	m->rate_us = 0;
+	m->fresh = false;
+	m->below = 0;
+	if (m->slow) {
+		m->slow = false;
+		m->bw = 0;
+		m->ok_since_us = 0;
+		slow_set(h, d->host_id, p->id, r, 0);
+		broadcast_ev(d, r, R2_RS_DEGRADED, p->id, 0, "path failed");
+	}
+}
+
+static void tick_monitor(struct r2d *d, uint64_t now)
+{
+	struct r2_health *h = d->health;
+	struct r2_rails *rs = d->rails;
+	int np = atomic_load(&rs->npeers), nr = rs->n;
+	double thr = (double)r2_param_int(&d->params, P_DEGRADED_PCT) / 100.0;
+	double rec = thr * 1.5 > 0.9 ? 0.9 : thr * 1.5;
+	uint64_t stable = p_us(d, P_RECOVER_STABLE_MS) * 1000;
+	char cause[160], name[64];
+
+	if (!h->mon || now - h->last_mon_us < MON_PERIOD_US)
+		return;
+	h->last_mon_us = now;
+	for (int i = 0; i < np; i++) {
+		for (int r = 0; r < nr; r++) {
+			struct pmon *m = &h->mon[(size_t)i * R2_MAX_RAILS + (size_t)r];
+			uint64_t db, da;
+			pthread_mutex_lock(&h->mon_lock[r]);
+			if (m->out > 0) {
+				m->busy_us += now - m->busy_from;
+				m->busy_from = now;
+				/* nothing acknowledged for a second while work is out:
+				 * its chunks went by another rail or were lost with a
+				 * connection; count afresh */
+				if (now - m->last_ack_us > 1000000 && !m->acked)
+					m->out = 0;
+			}
+			db = m->busy_us;
+			da = m->acked;
+			m->busy_us = m->acked = 0;
+			pthread_mutex_unlock(&h->mon_lock[r]);
+			m->fresh = false;
+			if (db >= MON_MIN_BUSY_US && da >= MON_MIN_BYTES) {
+				double x = (double)da * 1e6 / (double)db;
+				m->rate = m->rate > 0 ? 0.5 * m->rate + 0.5 * x : x;
+				m->rate_us = now;
+				m->fresh = true;
+			}
+		}
+	}
+	for (int i = 0; i < np; i++) {
+		struct r2_peer *p = &rs->peer[i];
+		for (int r = 0; r < nr; r++) {
+			struct pmon *m = &h->mon[(size_t)i * R2_MAX_RAILS + (size_t)r];
+			double ref = 0;
+			if (m->slow && (thr <= 0 || now - m->rate_us > MON_EXPIRE_US)) {
+				path_slow(d, p, r, 0,
+					  thr <= 0 ? "throughput monitor off"
+						   : "not measured for 10 s: planned at full speed again");
+				continue;
+			}
+			if (!m->fresh || thr <= 0)
+				continue;
+			/* the best other path measured recently */
+			for (int j = 0; j < np; j++) {
+				for (int q = 0; q < nr; q++) {
+					const struct pmon *o = &h->mon[(size_t)j * R2_MAX_RAILS + (size_t)q];
+					if ((j == i && q == r) || o->rate <= 0 ||
+					    now - o->rate_us > MON_RECENT_US)
+						continue;
+					if (o->rate > ref)
+						ref = o->rate;
+				}
+			}
+			if (ref <= 0)
+				continue;
+			double ratio = m->rate / ref;
+			if (ratio > 1)
+				ratio = 1;
+			if (ratio < 0.02)
+				ratio = 0.02;
+			uint64_t bw = (uint64_t)(ratio * 1000) * (R2_PLAN_NOMINAL_BPS / 1000);
+			snprintf(cause, sizeof(cause),
+				 "throughput %.0f MB/s while busy, %.0f%% of the best path (%.0f MB/s)",
+				 m->rate / 1e6, ratio * 100, ref / 1e6);
+			if (!m->slow) {
+				m->below = ratio < thr ? m->below + 1 : 0;
+				if (m->below >= MON_SLOW_SAMPLES) {
+					r2d_health_event(d, 2, "slow_path",
+							 peer_name(d, p->id, name, sizeof(name)),
+							 "%s: %s", rs->rail[r].ifname, cause);
+					path_slow(d, p, r, bw, cause);
+				}
+				continue;
+			}
+			if (ratio >= rec) {
+				if (!m->ok_since_us)
+					m->ok_since_us = now;
+				if (now - m->ok_since_us >= stable)
+					path_slow(d, p, r, 0, cause);
+				continue;
+			}
+			m->ok_since_us = 0;
+			if ((double)bw > 1.25 * (double)m->bw || 1.25 * (double)bw < (double)m->bw)
+				path_slow(d, p, r, bw, cause); /* a new figure */
+		}
+	}
+}
+
 /* Fails the path to p on rail r. report: tell the peers (a path failure
  * only; NIC failures are told by the caller). deliver: tell the executors
  * (the transport did not already). */
@@ -339,6 +625,7 @@ static void link_fail(struct r2d *d, struct r2_peer *p, int r, const char *cause
 		set_bad(d, p);
 		return;
 	}
+	pmon_reset(d, p, r);
 	link_state(d, p, r, R2_RS_FAILED, cause);
 	l->failovers++;
 	rs->rail[r].h.failovers++;
@@ -561,6 +848,78 @@ static struct r2_peer *peer_of(struct r2d *d, uint64_t id)
 	return r2d_rails_peer_find(d, id);
 }
 
+/* Slow paths (throughput monitor) as degraded NICs: on each rail, the NIC
+ * of the endpoint that most slow paths share is planned at the slowest of
+ * their bandwidths; its paths are then accounted for; repeat. (A NIC capped
+ * in both directions slows the paths into and out of its host, so it is the
+ * endpoint both share; ties: the higher host index, as for failed paths.) */
+static void degraded_nics(struct r2d *d, const struct hcomm *hc, struct r2_view *v)
+{
+	struct r2_health *h = d->health;
+	uint32_t nr = v->nrails, nh = v->nhosts;
+	size_t n = h->nslow;
+	int *ia = calloc(n + 1, sizeof(int)), *ib = calloc(n + 1, sizeof(int));
+	uint32_t *cnt = calloc((size_t)nh * nr + 1, sizeof(uint32_t));
+	const struct r2_view *l = hc->last;
+	const uint64_t *was = l && l->nhosts == nh && l->nrails == nr ? l->bw : NULL;
+
+	if (!ia || !ib || !cnt)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct slowrep *x = &h->slow[i];
+		uint32_t r = (uint32_t)x->rail;
+		ia[i] = ib[i] = -1;
+		for (uint32_t k = 0; k < nh; k++) {
+			if (hc->host_ids[k] == x->a)
+				ia[i] = (int)k;
+			if (hc->host_ids[k] == x->b)
+				ib[i] = (int)k;
+		}
+		if (ia[i] < 0 || ib[i] < 0 || r >= nr || v->down[(uint32_t)ia[i] * nr + r] ||
+		    v->down[(uint32_t)ib[i] * nr + r]) {
+			ia[i] = -1;
+			continue;
+		}
+		cnt[(uint32_t)ia[i] * nr + r]++;
+		cnt[(uint32_t)ib[i] * nr + r]++;
+	}
+	for (uint32_t r = 0; r < nr; r++) {
+		for (;;) {
+			uint32_t best = UINT32_MAX, bc = 0;
+			uint64_t bw = 0;
+			for (uint32_t a = 0; a < nh; a++) {
+				uint32_t x = cnt[a * nr + r];
+				/* a tie goes to the NIC the last view already
+				 * degraded (one path of two cleared first does not
+				 * move the blame), else to the higher index */
+				if (x && (x > bc || (x == bc && (!was || !was[best * nr + r] ||
+								  was[a * nr + r])))) {
+					bc = x;
+					best = a;
+				}
+			}
+			if (best == UINT32_MAX)
+				break;
+			for (size_t i = 0; i < n; i++) {
+				if (ia[i] < 0 || (uint32_t)h->slow[i].rail != r ||
+				    ((uint32_t)ia[i] != best && (uint32_t)ib[i] != best))
+					continue;
+				if (!bw || h->slow[i].bw < bw)
+					bw = h->slow[i].bw;
+				cnt[(uint32_t)ia[i] * nr + r]--;
+				cnt[(uint32_t)ib[i] * nr + r]--;
+				ia[i] = -1;
+			}
+			if (bw)
+				v->bw[best * nr + r] = bw;
+		}
+	}
+out:
+	free(ia);
+	free(ib);
+	free(cnt);
+}
+
 /* The view this daemon would propose for hc now. */
 static struct r2_view *compute_view(struct r2d *d, struct hcomm *hc)
 {
@@ -644,6 +1003,7 @@ static struct r2_view *compute_view(struct r2d *d, struct hcomm *hc)
 		}
 	}
 	free(cnt);
+	degraded_nics(d, hc, v);
 	return v;
 }
 
@@ -733,9 +1093,40 @@ static void describe(const struct r2_view *v, struct r2d *d, char *buf, size_t l
 		if (v->down[i])
 			o += (size_t)snprintf(buf + o, len - o, "%shost %u rail %u", o ? ", " : "",
 					      i / v->nrails, i % v->nrails);
+		else if (v->bw[i])
+			o += (size_t)snprintf(buf + o, len - o, "%shost %u rail %u degraded (%llu%%)",
+					      o ? ", " : "", i / v->nrails, i % v->nrails,
+					      (unsigned long long)(v->bw[i] * 100 / R2_PLAN_NOMINAL_BPS));
 	if (!o)
 		snprintf(buf, len, "every NIC up");
 	(void)d;
+}
+
+static void rail_state(struct r2d *d, int r, int st, const char *cause);
+
+/* A committed view plans some of this host's NICs degraded: the rails show
+ * it (and healthy again once a view no longer does). */
+static void view_local(struct r2d *d, const struct hcomm *hc, const struct r2_view *v)
+{
+	struct r2_rails *rs = d->rails;
+	char cause[160];
+
+	for (int r = 0; rs && r < rs->n; r++) {
+		struct r2_rail *rl = &rs->rail[r];
+		size_t i = (size_t)hc->my_host * (v ? v->nrails : 0) + (size_t)r;
+		bool slow = v && (uint32_t)r < v->nrails && v->bw[i] && !v->down[i];
+		if (slow && rl->h.state == R2_RS_HEALTHY) {
+			snprintf(cause, sizeof(cause),
+				 "slow paths (throughput monitor): planned at %llu%% by view %llu",
+				 (unsigned long long)(v->bw[i] * 100 / R2_PLAN_NOMINAL_BPS),
+				 (unsigned long long)v->epoch);
+			rail_state(d, r, R2_RS_DEGRADED, cause);
+		} else if (!slow && rl->h.state == R2_RS_DEGRADED) {
+			snprintf(cause, sizeof(cause), "throughput normal again (view %llu)",
+				 v ? (unsigned long long)v->epoch : 0ull);
+			rail_state(d, r, R2_RS_HEALTHY, cause);
+		}
+	}
 }
 
 static void commit(struct r2d *d, struct hcomm *hc)
@@ -752,6 +1143,7 @@ static void commit(struct r2d *d, struct hcomm *hc)
 	snprintf(subj, sizeof(subj), "comm %u", hc->id);
 	r2d_health_event(d, 3, "replan", subj, "view %llu from collective %llu: %s",
 			 (unsigned long long)v->epoch, (unsigned long long)v->start, what);
+	view_local(d, hc, v);
 	add_view(d->health, hc, v);
 }
 
@@ -824,6 +1216,15 @@ static void rail_event_in(struct r2d *d, const R2peer__RailEvent *e, uint64_t fr
 	if (e->seq && e->seq <= p->remote_seq)
 		return; /* a copy that came by another rail, or older */
 	p->remote_seq = e->seq;
+	if (e->state == R2_RS_DEGRADED && e->peer_host) {
+		/* its throughput monitor: the path to peer_host is slow (bw) or
+		 * normal again (bw 0) */
+		slow_set(d->health, e->host_id, e->peer_host, r, e->bw);
+		r2d_health_event(d, 3, "peer_path", peer_name(d, p->id, name, sizeof(name)),
+				 "rail %d to %016llx %s (%s)", r, (unsigned long long)e->peer_host,
+				 e->bw ? "slow" : "normal again", e->cause);
+		return;
+	}
 	if (e->peer_host && e->peer_host != d->host_id) {
 		linkrep_set(d->health, e->host_id, e->peer_host, r, e->state == R2_RS_FAILED);
 		return;
@@ -940,6 +1341,7 @@ void r2d_health_ctrl(struct r2d *d, const struct r2_loop_ev *ev)
 					 (unsigned long long)v->epoch,
 					 (unsigned long long)v->start, what);
 		}
+		view_local(d, hc, v);
 		add_view(h, hc, v);
 		break;
 	}
@@ -1058,7 +1460,8 @@ static void tick_rails(struct r2d *d, uint64_t now)
 				       "link stable");
 			for (int i = 0; i < atomic_load(&rs->npeers); i++)
 				set_bad(d, &rs->peer[i]);
-		} else if (rl->h.state == R2_RS_HEALTHY && nknown && nfailed == nknown) {
+		} else if ((rl->h.state == R2_RS_HEALTHY || rl->h.state == R2_RS_DEGRADED) &&
+			   nknown && nfailed == nknown) {
 			char cause[160];
 			snprintf(cause, sizeof(cause), "no peer reachable: %s", first);
 			rl->h.flap_us[rl->h.changes % 16] = now;
@@ -1260,6 +1663,7 @@ static void on_tick(uv_timer_t *t)
 	}
 	tick_rails(d, now);
 	tick_paths(d, now);
+	tick_monitor(d, now);
 	d->health->view_dirty = false;
 	tick_comms(d, now);
 }
@@ -1281,6 +1685,11 @@ int r2d_health_start(struct r2d *d)
 	h->nlfd = -1;
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->cond, NULL);
+	for (int i = 0; i < R2_MAX_RAILS; i++)
+		pthread_mutex_init(&h->mon_lock[i], NULL);
+	h->mon = calloc((size_t)R2_MAX_PEERS * R2_MAX_RAILS, sizeof(*h->mon));
+	if (!h->mon)
+		log_warn("health: no memory for the throughput monitor; it is off");
 	d->health = h;
 	for (int i = 0; i < rs->n; i++) {
 		struct r2_rail *rl = &rs->rail[i];
@@ -1354,6 +1763,10 @@ void r2d_health_free(struct r2d *d)
 		free(hc);
 	}
 	free(h->reps);
+	free(h->slow);
+	free(h->mon);
+	for (int i = 0; i < R2_MAX_RAILS; i++)
+		pthread_mutex_destroy(&h->mon_lock[i]);
 	pthread_mutex_destroy(&h->lock);
 	pthread_cond_destroy(&h->cond);
 	free(h);

@@ -56,4 +56,13 @@ void r2d_health_event(struct r2d *d, int sev, const char *kind, const char *subj
 
 const char *r2d_rstate_name(int st);
 
+/* The bandwidth the planner assumes for a NIC it knows nothing against
+ * (exec_rail.c build_plan); a degraded NIC is planned at a fraction of it. */
+#define R2_PLAN_NOMINAL_BPS 125000000ull
+
+/* Throughput monitor (any thread): a data chunk of len bytes posted to peer
+ * on rail (len < 0: a post that failed, undone), and one acknowledged. */
+void r2d_health_data_posted(struct r2d *d, int rail, uint64_t peer, int64_t len);
+void r2d_health_data_acked(struct r2d *d, int rail, uint64_t peer, uint32_t len);
+
 #endif

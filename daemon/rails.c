@@ -111,10 +111,18 @@ int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk
 		   const void *buf, uint64_t ctx)
 {
 	struct r2_rails *rs = d->rails;
+	bool data = hdr->kind == R2_MSG_DATA && hdr->len;
+	int r;
 
 	if (!rs || rail < 0 || rail >= rs->n)
 		return -EINVAL;
-	return rs->rail[rail].ops->post_send(rs->rail[rail].tp, peer, hdr, buf, ctx);
+	/* throughput monitor: counted before the post (its ACK may come first) */
+	if (data)
+		r2d_health_data_posted(d, rail, peer, hdr->len);
+	r = rs->rail[rail].ops->post_send(rs->rail[rail].tp, peer, hdr, buf, ctx);
+	if (r < 0 && data)
+		r2d_health_data_posted(d, rail, peer, -(int64_t)hdr->len);
+	return r;
 }
 
 int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
@@ -299,6 +307,10 @@ static void *rails_thread(void *arg)
 						to_loop(rs, rail, c);
 						r2d_comm_deliver(rs->d, rail, c);
 					} else {
+						if (c->type == R2_TPC_RECV &&
+						    c->hdr.kind == R2_MSG_ACK)
+							r2d_health_data_acked(rs->d, rail, c->peer,
+									      c->hdr.aux);
 						r2d_comm_deliver(rs->d, rail, c);
 					}
 				}

@@ -57,7 +57,7 @@ struct r2_chunk_hdr {
 	uint32_t src, dst;  /* host indices in the communicator */
 	uint64_t off;       /* byte offset in the working buffer */
 	uint32_t len;       /* payload bytes following the header */
-	uint32_t aux;       /* kind-specific (CTRL: message type; ACK: 0) */
+	uint32_t aux;       /* kind-specific (CTRL: message type; ACK: bytes acknowledged) */
 };
 #define R2_CHUNK_MAGIC 0x4b484332u /* "2CHK" */
 _Static_assert(sizeof(struct r2_chunk_hdr) == 56,

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # Sourced by the cluster tests (test_*.sh): cluster_lib_init PREFIX_STEM checks
 # that the test can run (else exit 77), picks a cluster prefix of its own
-# (STEM + pid digits, at most 8 characters), sets C (cluster.sh), CC
+# (STEM + pid digits, at most 8 characters; R2C_PREFIX from the environment
+# goes first), sets C (cluster.sh), CC
 # (cluster_client), DIR (/tmp/PREFIX), and tears the cluster down on exit.
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,6 +19,10 @@ cluster_lib_init() {
 	[[ -x $CC ]] || { echo "ERROR: no cluster_client at $CC (set CLUSTER_CLIENT)"; exit 1; }
 	[[ -x ${R2CCLD:-$HERE/../../build/daemon/r2ccld} ]] ||
 		{ echo "ERROR: no r2ccld at ${R2CCLD:-build/daemon/r2ccld} (set R2CCLD)"; exit 1; }
+	# R2C_PREFIX from the environment (up to 4 characters) replaces all but
+	# the first letter of the stem: several people's clusters on one machine
+	# stay apart and recognisable
+	[[ ${R2C_PREFIX:-} =~ ^[a-z][a-z0-9]{0,3}$ ]] && stem=$R2C_PREFIX${stem:0:1}
 	local digits=$((8 - ${#stem}))
 	R2C_PREFIX=$stem$(($$ % (10 ** digits)))
 	export R2C_PREFIX

@@ -11,7 +11,10 @@
 #   linkup       down, then up again 3 s later (rejoins after the stable time)
 #   flap         host 1's rail 1 down/up 10 times in 5 s
 #   blackhole    host 2's rail 1 drops everything silently (tbf), no link event
-#   throttle     host 1's rail 0 capped at 25% of FAULT_RATE
+#   throttle     host 1's rail 0 capped at 25% of FAULT_RATE: its rail must
+#                show degraded (throughput monitor), the loop must run faster
+#                once re-planned than before, and after the cap is lifted
+#                the rail must be healthy again (loop of FAULT_THROTTLE_ITERS)
 #   peerkill     host 2's daemon SIGKILLed: the others fail with an error
 #                within the peer timeout, their daemons stay up
 #   clientkill   host 2's rank SIGKILLed: the others get an error, daemons up
@@ -42,14 +45,14 @@ cluster_up() {
 	"$C" daemons start >/dev/null || return 1
 }
 
-# bench NAME: the loop on every host, in the background; rank pids in $DIR
+# bench NAME [ITERS]: the loop on every host, in the background; rank pids in $DIR
 bench_start() {
-	local name=$1
+	local name=$1 iters=${2:-$ITERS}
 	TRACE=$DIR/trace-$name.csv
 	OUT=$DIR/run-$name.out
 	rm -f "$TRACE"
 	"$C" run --timeout 150 -- sh -c "echo \$\$ > $DIR/bench-\$R2CCL_HOST_INDEX.pid; exec $BENCH \
-		allreduce -b $SIZE -e $SIZE -n $ITERS -w 3 --nranks \$R2CCL_NHOSTS \
+		allreduce -b $SIZE -e $SIZE -n $iters -w 3 --nranks \$R2CCL_NHOSTS \
 		--first-rank \$R2CCL_HOST_INDEX --uid-file $DIR/uid-$name --trace $TRACE" \
 		>"$OUT" 2>&1 &
 	BPID=$!
@@ -82,11 +85,39 @@ report() {
 	echo "$*" >>"$REPORT"
 }
 
+# CLOCK_MONOTONIC in seconds (the trace's clock)
+mono() { python3 -c 'import time; print("%.6f" % time.monotonic())' 2>/dev/null ||
+	cut -d' ' -f1 /proc/uptime; }
+
+# median iteration time (ms) of the trace's iterations that start after A
+# and end before B (monotonic seconds), "-" if fewer than 3
+median_in() {
+	awk -F, -v a="$1" -v b="$2" 'NR > 1 && $2 / 1e6 >= a && $3 / 1e6 <= b { print $3 - $2 }' \
+		"$TRACE" | sort -n | awk '{ d[NR] = $1 } END {
+		if (NR < 3) print "-"; else printf "%.1f\n", d[int((NR + 1) / 2)] / 1000 }'
+}
+
+# rail_state HOST RAIL: the rail's STATE in `r2cclctl rails`
+rail_state() {
+	"$CTL" --socket "$DIR/h$1/r2ccld.sock" rails 2>/dev/null | awk -v n="rail$2" '$1 == n { print $2 }'
+}
+
+# wait_rail HOST RAIL STATE SECONDS: true once the rail shows STATE
+wait_rail() {
+	local i
+	for ((i = 0; i < $4 * 10; i++)); do
+		[[ $(rail_state "$1" "$2") == "$3" ]] && return 0
+		kill -0 "$BPID" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
 # scenario NAME: runs a loop with the fault injected by inject_NAME; the
 # loop must end with every host ok
 run_ok() {
 	local name=$1 t0 rc st
-	bench_start "$name"
+	bench_start "$name" "$(iters_of "$name")"
 	if ! wait_iters 20; then
 		fail "$name: the loop did not start"
 		wait "$BPID"
@@ -102,6 +133,7 @@ run_ok() {
 	if ((rc == 0)) && grep -q "Out of bounds values : 0 OK" "$DIR"/h0/out.log; then
 		ok "$name: $n iterations exact; median ${med} ms, longest gap ${mx} ms"
 		report "$name: hosts $H rails 2 rate $RATE size $SIZE: median_ms $med max_gap_ms $mx iterations $n"
+		if declare -F "check_$name" >/dev/null; then "check_$name"; fi
 	else
 		fail "$name: the loop failed (exit $rc)"
 		sed 's/^/# /' "$OUT" | tail -n 20
@@ -122,8 +154,46 @@ inject_flap() {
 }
 inject_blackhole() { "$C" rate 2 1 blackhole >/dev/null; }
 restore_blackhole() { "$C" rate 2 1 "$RATE" >/dev/null; }
-inject_throttle() { "$C" rate 1 0 "$(quarter "$RATE")" >/dev/null; }
+iters_of() { if [[ $1 == throttle ]]; then echo "${FAULT_THROTTLE_ITERS:-450}"; else echo "$ITERS"; fi; }
+# host 1's rail 0 at 25%: degraded within 15 s (throughput monitor, then a
+# re-plan), 3 s of the re-planned loop, the cap lifted: healthy within 20 s
+inject_throttle() {
+	T_INJ=$(mono) T_DEG='' T_REST='' T_OK=''
+	"$C" rate 1 0 "$(quarter "$RATE")" >/dev/null
+	wait_rail 1 0 degraded 15 && T_DEG=$(mono)
+	sleep 3
+	T_REST=$(mono)
+	"$C" rate 1 0 "$RATE" >/dev/null
+	wait_rail 1 0 healthy 20 && T_OK=$(mono)
+	sleep 2
+}
 restore_throttle() { "$C" rate 1 0 "$RATE" >/dev/null; }
+check_throttle() {
+	local healthy slow rebal back detect
+	if [[ -z $T_DEG ]]; then
+		fail "throttle: host 1's rail0 never showed degraded"
+		"$CTL" --socket "$DIR/h0/r2ccld.sock" events 2>&1 | tail -n 12 | sed 's/^/#   /'
+		return
+	fi
+	detect=$(awk -v a="$T_INJ" -v b="$T_DEG" 'BEGIN { printf "%.2f", b - a }')
+	healthy=$(median_in 0 "$T_INJ")
+	slow=$(median_in "$(awk -v a="$T_INJ" 'BEGIN { print a + 0.3 }')" "$T_DEG")
+	rebal=$(median_in "$(awk -v a="$T_DEG" 'BEGIN { print a + 0.5 }')" "$T_REST")
+	back=$(median_in "$(awk -v a="${T_OK:-1e12}" 'BEGIN { print a + 0.5 }')" 1e12)
+	report "throttle: host 1 rail 0 at 25%: degraded after ${detect} s; median iteration ms: healthy $healthy, throttled before re-plan $slow, re-planned $rebal, cap lifted and healthy again $back"
+	if [[ $slow == - || $rebal == - ]]; then
+		fail "throttle: too few iterations to compare (throttled $slow, re-planned $rebal)"
+	elif lt "$rebal" "$slow"; then
+		ok "throttle: re-planned around the degraded NIC: $rebal ms per iteration vs $slow ms before (healthy $healthy)"
+	else
+		fail "throttle: re-planned loop not faster: $rebal ms vs $slow ms before"
+	fi
+	if [[ -n $T_OK ]]; then
+		ok "throttle: cap lifted: rail0 of host 1 healthy again after $(awk -v a="$T_REST" -v b="$T_OK" 'BEGIN { printf "%.2f", b - a }') s (median $back ms)"
+	else
+		fail "throttle: cap lifted but host 1's rail0 still $(rail_state 1 0) after 20 s"
+	fi
+}
 
 # A host's process is killed: every other host must fail (not hang), soon.
 run_killed() {
@@ -182,7 +252,7 @@ for s in $SCEN; do
 				bad=0
 				for hh in $(seq 0 $((H - 1))); do
 					"$CTL" --socket "$DIR/h$hh/r2ccld.sock" rails 2>/dev/null |
-						grep -q "failed\|recovering" && bad=1
+						grep -q "failed\|recovering\|degraded" && bad=1
 				done
 				((bad)) || break
 				sleep 0.5
