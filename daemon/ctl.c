@@ -10,11 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bufpool.h"
 #include "comm.h"
 #include "config.h"
 #include "health.h"
 #include "log.h"
 #include "r2ccl.pb-c.h"
+#include "rails.h"
 #include "util.h"
 
 static bool mps_running(void)
@@ -53,6 +55,34 @@ void r2d_ctl_status(struct r2_session *s, uint64_t req_id)
 	rep.mps = mps_running();
 	rep.ops_total = d->ops_total;
 	rep.op_errors_total = d->op_errors_total;
+	/* proxy buffer pools (bufpool.c), one per rail */
+	R2ccl__PoolInfo pools[R2_MAX_RAILS], *poolp[R2_MAX_RAILS];
+	char pool_nic[R2_MAX_RAILS][64];
+	for (int i = 0; d->rails && i < d->rails->n; i++) {
+		struct r2_bufpool_stats st;
+		if (!d->rails->rail[i].pool)
+			continue;
+		r2_bufpool_stats(d->rails->rail[i].pool, &st);
+		R2ccl__PoolInfo *pi = &pools[rep.n_pools];
+		r2ccl__pool_info__init(pi);
+		snprintf(pool_nic[rep.n_pools], sizeof(pool_nic[0]), "%s", st.name);
+		pi->nic = pool_nic[rep.n_pools];
+		pi->numa_node = st.numa_node;
+		pi->bytes = st.bytes;
+		pi->max_bytes = st.max_bytes;
+		pi->in_use_bytes = st.in_use;
+		pi->high_water_bytes = st.high_water;
+		pi->buf_size = st.buf_size;
+		pi->slab_size = st.slab_size;
+		pi->gets_total = st.gets;
+		pi->waits_total = st.waits;
+		pi->timeouts_total = st.timeouts;
+		pi->registrations = st.registrations;
+		rep.pool_bytes += st.bytes;
+		rep.pool_used_bytes += st.in_use;
+		poolp[rep.n_pools++] = pi;
+	}
+	rep.pools = poolp;
 
 	nics = calloc((size_t)d->topo.nnics + 1, sizeof(*nics));
 	nicp = calloc((size_t)d->topo.nnics + 1, sizeof(*nicp));
@@ -89,6 +119,11 @@ void r2d_ctl_status(struct r2_session *s, uint64_t req_id)
 		ni->address = addrs[i];
 		ni->pci = (char *)t->pci;
 		ni->mtu = t->mtu;
+		for (int r = 0; d->rails && r < d->rails->n; r++)
+			if (!strcmp(d->rails->rail[r].ifname, t->name)) {
+				ni->transport = (char *)d->rails->rail[r].ops->name;
+				ni->rdma_device = d->rails->rail[r].rdma_dev;
+			}
 		nicp[i] = ni;
 	}
 	rep.n_nics = (size_t)d->topo.nnics;

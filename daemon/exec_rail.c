@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bufpool.h"
 #include "comm.h"
 #include "config.h"
 #include "exec.h"
@@ -47,7 +48,40 @@ struct sendrec {
 	bool orphan; /* its operation ended first: freed at its send completion */
 	void *owner; /* a transfer (struct p2pop), NULL for a collective's chunk */
 	int retries;
+	struct r2_bufpool *pool; /* where buf comes from (NULL: the heap) */
 };
+
+static void sendrec_free(struct sendrec *s)
+{
+	if (s->pool)
+		r2_bufpool_put(s->pool, s->buf);
+	else
+		free(s->buf);
+	free(s);
+}
+
+/* s->buf: a proxy buffer of s's rail (or the heap when the daemon has no
+ * pool) holding a copy of [src, src+len): the sender keeps it until the
+ * chunk is acknowledged, and a failover re-sends it from there. -ENOBUFS
+ * when the pool is exhausted (its cap reached): try again after acks. */
+static int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len)
+{
+	struct r2_bufpool *bp = r2d_bufpool_for(d, s->rail);
+	int err;
+
+	if (bp && len <= r2_bufpool_buf_size(bp)) {
+		s->buf = r2_bufpool_get(bp, 0, &err);
+		if (!s->buf)
+			return err;
+		s->pool = bp;
+	} else {
+		s->buf = malloc(len ? len : 1);
+		if (!s->buf)
+			return -ENOMEM;
+	}
+	memcpy(s->buf, src, len);
+	return 0;
+}
 
 #define P2P_BIT (1ull << 63)
 
@@ -85,8 +119,7 @@ void r2d_comm_mbox_flush(struct r2_comm *c)
 		if (m->cqe.type == R2_TPC_SEND && m->cqe.ctx > 1) {
 			struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
 			if (s->orphan) {
-				free(s->buf);
-				free(s);
+				sendrec_free(s);
 			}
 		}
 		rmsg_free(c->d, m);
@@ -168,8 +201,7 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	} else {
 		if (cqe->type == R2_TPC_SEND) {
 			struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
-			free(s->buf);
-			free(s);
+			sendrec_free(s);
 		}
 		rmsg_free(d, m);
 	}
@@ -288,6 +320,9 @@ struct p2pop {
 	uint64_t *seen;
 	size_t nseen, capseen;
 	uint64_t deadline;
+	bool blocked;           /* sends wait for a proxy buffer or queue room */
+	uint64_t pool_since;    /* waiting for a proxy buffer since (0: not) */
+	struct r2_bufpool *pool_wait;
 };
 
 static bool p2p_is(const struct r2_rmsg *m)
@@ -314,8 +349,7 @@ static void p2p_free(struct r2d *d, struct p2pop *p)
 			s->owner = NULL;
 			continue;
 		}
-		free(s->buf);
-		free(s);
+		sendrec_free(s);
 	}
 	free(p->seen);
 	free(p);
@@ -434,8 +468,7 @@ static bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
 						break;
 					}
 				}
-				free(s->buf);
-				free(s);
+				sendrec_free(s);
 				p->nsends--;
 				p2p_check(c, p);
 			}
@@ -452,8 +485,7 @@ static bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
 			s->acked = true;
 			if (s->sent) {
 				*pp = s->next;
-				free(s->buf);
-				free(s);
+				sendrec_free(s);
 				p->nsends--;
 				p2p_check(c, p);
 			}
@@ -486,13 +518,50 @@ static int p2p_post(struct r2_comm *c, struct sendrec *s)
 	return post_any(c->d, s);
 }
 
+/* Posts a transfer's chunks not posted yet, in order, each from a proxy
+ * buffer; stops (p->blocked) when the pool is exhausted or the send queue
+ * is full: r2_p2p_pump calls again. */
+static int p2p_fill(struct r2_comm *c, struct p2pop *p)
+{
+	p->blocked = false;
+	for (struct sendrec *s = p->sends; s; s = s->next) {
+		int r;
+		if (s->posted || s->sent || s->acked)
+			continue;
+		if (!s->buf) {
+			r = chunk_buf(c->d, s, p->buf + s->hdr.off, s->hdr.len);
+			if (r == -ENOBUFS) {
+				if (!p->pool_since) {
+					p->pool_since = r2_now_us();
+					p->pool_wait = r2d_bufpool_for(c->d, s->rail);
+					r2_bufpool_note_wait(p->pool_wait, false);
+				}
+				p->blocked = true;
+				return 0;
+			}
+			if (r < 0)
+				return r;
+		}
+		r = p2p_post(c, s);
+		if (r == -EAGAIN) {
+			p->blocked = true; /* the queue is full: later */
+			return 0;
+		}
+		if (r < 0 && !s->posted)
+			return R2CCL_E_NO_PATH;
+		inject_dup(c->d, s);
+	}
+	p->pool_since = 0;
+	return 0;
+}
+
 static int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_host,
 		     bool is_send, char *buf, uint64_t len)
 {
 	struct r2_rails *rs = c->d->rails;
 	uint64_t cs = (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE);
 	struct p2pop *p;
-	int i = 0;
+	int i = 0, r;
 
 	if (len == 0)
 		return 0;
@@ -511,15 +580,17 @@ static int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_
 	p->next = c->p2p_ops;
 	c->p2p_ops = p;
 	if (is_send) {
+		struct sendrec **tail = &p->sends;
+		struct r2_bufpool *bp = r2d_bufpool_for(c->d, 0);
+		if (bp && cs > r2_bufpool_buf_size(bp))
+			cs = r2_bufpool_buf_size(bp);
 		for (uint64_t off = 0; off < len; off += cs, i++) {
 			struct sendrec *s = calloc(1, sizeof(*s));
 			uint64_t n = R2_MIN(cs, len - off);
-			if (!s || !(s->buf = malloc(n))) {
-				free(s);
+			if (!s) {
 				p2p_finish(c, p, -ENOMEM);
 				return R2_EXEC_PENDING;
 			}
-			memcpy(s->buf, buf + off, n);
 			s->hdr.magic = R2_CHUNK_MAGIC;
 			s->hdr.kind = R2_MSG_DATA;
 			s->hdr.comm = c->key;
@@ -531,15 +602,13 @@ static int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_
 			s->rail = i % rs->n; /* spread over every rail */
 			s->peer = c->hosts[peer_host].id;
 			s->owner = p;
-			s->next = p->sends;
-			p->sends = s;
+			*tail = s; /* in order: buffers are taken and posted so */
+			tail = &s->next;
 			p->nsends++;
-			if (p2p_post(c, s) < 0 && !s->posted) {
-				p2p_finish(c, p, R2CCL_E_NO_PATH);
-				return R2_EXEC_PENDING;
-			}
-			inject_dup(c->d, s);
 		}
+		r = p2p_fill(c, p);
+		if (r < 0)
+			p2p_finish(c, p, r);
 		return R2_EXEC_PENDING;
 	}
 	/* a receive: what already came */
@@ -572,8 +641,7 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 				if (m->cqe.type == R2_TPC_SEND) {
 					struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
 					if (s && s->orphan) {
-						free(s->buf);
-						free(s);
+						sendrec_free(s);
 					}
 				}
 				rmsg_free(c->d, m);
@@ -583,11 +651,23 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 	}
 	now = r2_now_us();
 	for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
+		int r = 0;
 		next = p->next;
-		if (c->abort_err)
+		if (c->abort_err) {
 			p2p_finish(c, p, c->abort_err);
-		else if (now > p->deadline)
-			p2p_finish(c, p, -ETIMEDOUT);
+		} else if (now > p->deadline) {
+			if (p->pool_since) {
+				r2_bufpool_note_wait(p->pool_wait, true);
+				log_warn("communicator %u: transfer to host %u waited %llu ms for a "
+					 "proxy buffer (proxy_pool_max): giving up",
+					 c->id, p->peer_host,
+					 (unsigned long long)((now - p->pool_since) / 1000));
+				r = -ENOBUFS;
+			}
+			p2p_finish(c, p, r ? r : -ETIMEDOUT);
+		} else if (p->blocked && (r = p2p_fill(c, p)) < 0) {
+			p2p_finish(c, p, r);
+		}
 	}
 }
 
@@ -641,6 +721,9 @@ struct railop {
 	uint64_t deadline;
 	int err;
 	bool need_repost; /* a send failed or its rail went: post it again */
+	/* the proxy buffer pool is exhausted: sends wait for acknowledgements */
+	struct r2_bufpool *pool_wait;
+	uint64_t pool_wait_since;
 	struct r2_view *view; /* the agreed view this operation plans with */
 };
 
@@ -773,20 +856,19 @@ static void inject_dup(struct r2d *d, const struct sendrec *s)
 	if (!every || (atomic_fetch_add(&n, 1) + 1) % (uint64_t)every)
 		return;
 	dup = calloc(1, sizeof(*dup));
-	if (!dup || !(dup->buf = malloc(s->hdr.len ? s->hdr.len : 1))) {
-		free(dup);
+	if (!dup)
 		return;
-	}
-	memcpy(dup->buf, s->buf, s->hdr.len);
-	dup->hdr = s->hdr;
 	dup->rail = s->rail;
+	if (chunk_buf(d, dup, s->buf, s->hdr.len) < 0) {
+		free(dup);
+		return; /* no buffer free: no duplicate this time */
+	}
+	dup->hdr = s->hdr;
 	dup->peer = s->peer;
 	dup->orphan = true;
 	if (r2d_rails_send(d, dup->rail, dup->peer, &dup->hdr, dup->buf,
-			   (uint64_t)(uintptr_t)dup) < 0) {
-		free(dup->buf);
-		free(dup);
-	}
+			   (uint64_t)(uintptr_t)dup) < 0)
+		sendrec_free(dup);
 }
 
 /* Posts one chunk [off, off+len) of transfer x (a copy: the sender keeps it
@@ -800,12 +882,12 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 
 	if (!s)
 		return -ENOMEM;
-	s->buf = malloc(len ? len : 1);
-	if (!s->buf) {
+	s->rail = x->rail;
+	r = chunk_buf(o->d, s, o->W + off, len);
+	if (r < 0) {
 		free(s);
-		return -ENOMEM;
+		return r; /* -ENOBUFS: the caller waits for acknowledgements */
 	}
-	memcpy(s->buf, o->W + off, len);
 	s->hdr.magic = R2_CHUNK_MAGIC;
 	s->hdr.kind = R2_MSG_DATA;
 	s->hdr.comm = c->key;
@@ -875,9 +957,14 @@ static int list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int d
 	return 0;
 }
 
-/* Posts the next step's send chunks whose bytes this step no longer awaits. */
+/* Posts the next step's send chunks whose bytes this step no longer awaits.
+ * Without a free proxy buffer it stops there (o->pool_wait set): the
+ * acknowledgements of what is in flight free buffers, and the caller calls
+ * again. */
 static int send_ready(struct railop *o, bool all)
 {
+	struct r2_bufpool *blocked = NULL;
+
 	for (size_t i = 0; i < o->nnsend; i++) {
 		struct pend *p = &o->nsend[i];
 		bool ready = true;
@@ -892,11 +979,35 @@ static int send_ready(struct railop *o, bool all)
 		if (!ready)
 			continue;
 		r = send_chunk(o, &o->xfn[p->xi], p->off, p->len, o->step + 1);
+		if (r == -ENOBUFS) {
+			blocked = r2d_bufpool_for(o->d, o->xfn[p->xi].rail);
+			break;
+		}
 		if (r < 0)
 			return r;
 		p->posted = true;
 	}
+	if (blocked && !o->pool_wait) {
+		r2_bufpool_note_wait(blocked, false);
+		o->pool_wait_since = r2_now_us();
+	}
+	o->pool_wait = blocked;
 	return 0;
+}
+
+/* The operation's deadline passed while it waited for a proxy buffer. */
+static int pool_timeout(struct railop *o)
+{
+	struct r2_bufpool_stats st;
+
+	r2_bufpool_note_wait(o->pool_wait, true);
+	r2_bufpool_stats(o->pool_wait, &st);
+	log_warn("communicator %u: operation %llu waited %llu ms for a proxy buffer of %s "
+		 "(%llu of %llu MiB in use, proxy_pool_max): giving up",
+		 o->c->id, (unsigned long long)o->opseq,
+		 (unsigned long long)((r2_now_us() - o->pool_wait_since) / 1000), st.name,
+		 (unsigned long long)(st.in_use >> 20), (unsigned long long)(st.max_bytes >> 20));
+	return -ENOBUFS;
 }
 
 static bool seen(struct railop *o, uint32_t src, uint64_t off)
@@ -977,8 +1088,7 @@ static void ack(struct railop *o, const struct r2_chunk_hdr *h)
 			s->acked = true;
 			if (s->sent) {
 				*pp = s->next;
-				free(s->buf);
-				free(s);
+				sendrec_free(s);
 				o->nsends--;
 			}
 			return;
@@ -1002,15 +1112,13 @@ static void sent(struct railop *o, struct sendrec *t, int status)
 		s->sent = true;
 		if (s->acked) {
 			*pp = s->next;
-			free(s->buf);
-			free(s);
+			sendrec_free(s);
 			o->nsends--;
 		}
 		return;
 	}
 	if (t->orphan) {
-		free(t->buf);
-		free(t);
+		sendrec_free(t);
 	}
 }
 
@@ -1132,7 +1240,7 @@ static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 			if (r < 0)
 				return r;
 		}
-		m = mbox_take(o->c, o->need_repost ? 10 : 100);
+		m = mbox_take(o->c, o->pool_wait ? 1 : o->need_repost ? 10 : 100);
 
 		if (!m) {
 			if (o->c->stop)
@@ -1140,16 +1248,21 @@ static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 			if (o->c->abort_err)
 				return o->c->abort_err; /* broken elsewhere: stop waiting */
 			if (r2_now_us() > o->deadline)
-				return -ETIMEDOUT;
+				return o->pool_wait ? pool_timeout(o) : -ETIMEDOUT;
 			if (broken(o->c))
 				return broken(o->c);
+			if (o->pool_wait) {
+				int r = send_ready(o, false);
+				if (r < 0)
+					return r;
+			}
 			continue;
 		}
 		n = handle(o, m, step, nx);
 		if (n < 0)
 			return (int)n;
 		got += (uint64_t)n;
-		if (o->applied_since) {
+		if (o->applied_since || o->pool_wait) {
 			int r = send_ready(o, false);
 			if (r < 0)
 				return r;
@@ -1192,6 +1305,44 @@ static int broken(struct r2_comm *c)
 	if (c->state == R2_COMM_BROKEN || c->state == R2_COMM_DEAD)
 		return c->broken_err ? c->broken_err : R2CCL_E_COMM_BROKEN;
 	return 0;
+}
+
+/* Posts every listed send chunk (send_ready(all)), waiting for proxy
+ * buffers if the pool is exhausted. Meanwhile data of this operation's
+ * coming steps waits in the stash; acknowledgements free buffers. */
+static int send_all(struct railop *o)
+{
+	int r = send_ready(o, true);
+
+	while (r == 0 && o->pool_wait) {
+		struct r2_rmsg *m = mbox_take(o->c, 1);
+		if (!m) {
+			if (o->c->stop)
+				return R2CCL_E_SHUTDOWN;
+			if (o->c->abort_err)
+				return o->c->abort_err;
+			if (r2_now_us() > o->deadline)
+				return pool_timeout(o);
+			if (broken(o->c))
+				return broken(o->c);
+		} else if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
+			   m->cqe.hdr.opseq == o->opseq &&
+			   (o->step == UINT32_MAX || m->cqe.hdr.step > o->step)) {
+			m->next = o->stash; /* a coming step's */
+			o->stash = m;
+		} else {
+			int64_t n = handle(o, m, o->step, 0);
+			if (n < 0)
+				return (int)n;
+		}
+		if (o->need_repost) {
+			r = repost(o);
+			if (r < 0)
+				return r;
+		}
+		r = send_ready(o, true);
+	}
+	return r;
 }
 
 static int wait_acks(struct railop *o)
@@ -1240,6 +1391,11 @@ static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t d
 
 	if (size == 0)
 		return 0;
+	{
+		struct r2_bufpool *bp = r2d_bufpool_for(c->d, 0);
+		if (bp && cs > r2_bufpool_buf_size(bp))
+			cs = r2_bufpool_buf_size(bp); /* chunk_size raised since start-up */
+	}
 	o.chunk = (uint32_t)R2_MAX(o.elem, cs / o.elem * o.elem);
 	o.stash = c->deferred; /* chunks that came while no collective ran */
 	c->deferred = NULL;
@@ -1277,7 +1433,7 @@ static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t d
 		r = k == 0 ? list_chunks(&o, o.xfn, o.nxn, R2_XFER_SEND, true) : 0;
 		if (r == 0) {
 			o.nrcv = 0;
-			r = send_ready(&o, true); /* whatever is left of them */
+			r = send_all(&o); /* whatever is left of them */
 		}
 		if (r < 0)
 			goto out;
@@ -1343,8 +1499,7 @@ out:
 			s->orphan = true; /* freed at its send completion */
 			continue;
 		}
-		free(s->buf);
-		free(s);
+		sendrec_free(s);
 	}
 	/* chunks for later collectives wait for them */
 	while (o.stash) {

@@ -764,7 +764,12 @@ static void print_nics(struct ctl *c, const R2ccl__StatusReply *st)
 		tbl_cell(&t, "%s", or_dash(n->state));
 		tbl_cell(&t, "%s", fmt_speed(n->speed_mbps, b1, sizeof(b1)));
 		tbl_cell(&t, "%s", fmt_numa(n->numa_node, b2, sizeof(b2)));
-		tbl_cell(&t, "%s", n->selected ? "yes" : "-");
+		/* a rail shows its transport (and RDMA device), "yes" if it has none open */
+		if (n->transport && n->transport[0])
+			tbl_cell(&t, "%s%s%s", n->transport, n->rdma_device[0] ? " " : "",
+				 n->rdma_device);
+		else
+			tbl_cell(&t, "%s", n->selected ? "yes" : "-");
 		tbl_cell(&t, "%s", or_dash(n->address));
 		if (c->verbose) {
 			if (n->mtu)
@@ -794,6 +799,8 @@ static void json_nics(struct jw *j, const R2ccl__StatusReply *st)
 		jw_str(j, "address", n->address);
 		jw_str(j, "pci", n->pci);
 		jw_u64(j, "mtu", n->mtu);
+		jw_str(j, "transport", n->transport);
+		jw_str(j, "rdma_device", n->rdma_device);
 		jw_close(j, '}');
 	}
 	jw_close(j, ']');
@@ -928,6 +935,56 @@ static void json_comms(struct jw *j, const R2ccl__StatusReply *st)
 	jw_close(j, ']');
 }
 
+/* Proxy buffer pools, one per rail (daemon/bufpool.c). */
+static void print_pools(const R2ccl__StatusReply *st)
+{
+	static const char *const hdr[] = { "NIC", ">NUMA", ">SIZE", ">MAX", ">IN USE", ">HIGH",
+					   ">BUFFER", ">WAITS", ">TIMEOUTS", NULL };
+	char b[6][32];
+	struct table t;
+
+	tbl_init(&t, hdr);
+	for (size_t i = 0; i < st->n_pools; i++) {
+		const R2ccl__PoolInfo *p = st->pools[i];
+
+		tbl_cell(&t, "%s", or_dash(p->nic));
+		tbl_cell(&t, "%s", fmt_numa(p->numa_node, b[0], sizeof(b[0])));
+		tbl_cell(&t, "%s", fmt_bytes(p->bytes, b[1], sizeof(b[1])));
+		tbl_cell(&t, "%s", fmt_bytes(p->max_bytes, b[2], sizeof(b[2])));
+		tbl_cell(&t, "%s", fmt_bytes(p->in_use_bytes, b[3], sizeof(b[3])));
+		tbl_cell(&t, "%s", fmt_bytes(p->high_water_bytes, b[4], sizeof(b[4])));
+		tbl_cell(&t, "%s", fmt_bytes(p->buf_size, b[5], sizeof(b[5])));
+		tbl_cell(&t, "%" PRIu64, p->waits_total);
+		tbl_cell(&t, "%" PRIu64, p->timeouts_total);
+	}
+	tbl_print(&t, stdout);
+	tbl_free(&t);
+}
+
+static void json_pools(struct jw *j, const R2ccl__StatusReply *st)
+{
+	jw_open(j, "pools", '[');
+	for (size_t i = 0; i < st->n_pools; i++) {
+		const R2ccl__PoolInfo *p = st->pools[i];
+
+		jw_open(j, NULL, '{');
+		jw_str(j, "nic", p->nic);
+		jw_i64(j, "numa_node", p->numa_node);
+		jw_u64(j, "bytes", p->bytes);
+		jw_u64(j, "max_bytes", p->max_bytes);
+		jw_u64(j, "in_use_bytes", p->in_use_bytes);
+		jw_u64(j, "high_water_bytes", p->high_water_bytes);
+		jw_u64(j, "buf_size", p->buf_size);
+		jw_u64(j, "slab_size", p->slab_size);
+		jw_u64(j, "gets_total", p->gets_total);
+		jw_u64(j, "waits_total", p->waits_total);
+		jw_u64(j, "timeouts_total", p->timeouts_total);
+		jw_u64(j, "registrations", p->registrations);
+		jw_close(j, '}');
+	}
+	jw_close(j, ']');
+}
+
 static void print_params(const R2ccl__StatusReply *st)
 {
 	static const char *const hdr[] = { "PARAMETER", "VALUE", "SOURCE", NULL };
@@ -990,6 +1047,7 @@ static int cmd_status(struct ctl *c, int argc, char **argv)
 		json_gpus(&j, st);
 		json_sessions(&j, st);
 		json_comms(&j, st);
+		json_pools(&j, st);
 		json_params(&j, st);
 		jw_end(&j);
 		goto out;
@@ -1033,6 +1091,10 @@ static int cmd_status(struct ctl *c, int argc, char **argv)
 	if (st->n_comms) {
 		printf("\nCommunicators:\n");
 		print_comms(st);
+	}
+	if (st->n_pools) {
+		printf("\nProxy buffer pools:\n");
+		print_pools(st);
 	}
 	if (c->verbose) {
 		printf("\nParameters:\n");
