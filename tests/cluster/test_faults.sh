@@ -18,7 +18,10 @@
 #   peerkill     host 2's daemon SIGKILLed: the others fail with an error
 #                within the peer timeout, their daemons stay up
 #   clientkill   host 2's rank SIGKILLed: the others get an error, daemons up
-# FAULT_SCENARIOS (space separated) picks some; FAULT_ITERS the loop length.
+# FAULT_SCENARIOS (space separated) picks some; FAULT_ITERS the loop length;
+# FAULT_REPEAT runs them all that many times (the summary gives the median,
+# p99 and max of the gap after each injection: the by-hand 4 x 2 variant is
+# FAULT_HOSTS=4 FAULT_REPEAT=10, see docs/resilience.md).
 # Figures go to stdout and to $FAULT_REPORT if set. Exits 77 when not root.
 
 set -u -o pipefail
@@ -69,20 +72,52 @@ wait_iters() {
 	return 1
 }
 
-# gap stats of the trace: "median_ms max_gap_ms iterations"
+# gap stats of the trace: "median_ms max_gap_ms iterations fault_gap_ms
+# healthy_p99_ms". Gaps are between consecutive completions of one pass
+# (r2ccl-bench runs out-of-place then in-place, with checks and warm-up in
+# between: that pause is not an interruption). fault_gap: the longest gap
+# ending in the 1.5 s after T_INJ (monotonic s); healthy_p99: the 99th
+# percentile iteration time before T_INJ.
 gaps() {
-	local med mx n
-	n=$(($(wc -l <"$TRACE") - 1))
-	med=$(awk -F, 'NR > 1 { print $3 - $2 }' "$TRACE" | sort -n |
-		awk '{ d[NR] = $1 } END { printf "%.1f", NR ? d[int((NR + 1) / 2)] / 1000 : 0 }')
-	mx=$(awk -F, 'NR > 1 { print $3 }' "$TRACE" | sort -n |
-		awk 'NR > 1 && $1 - p > mx { mx = $1 - p } { p = $1 } END { printf "%.1f", mx / 1000 }')
-	echo "$med $mx $n"
+	awk -F, -v ti="${T_INJ:-0}" '
+	NR > 1 { n++; d[n] = $3 - $2; if ($3 / 1e6 < ti) h[++nh] = $3 - $2
+		 e[$5] = e[$5] " " $3 }
+	function sortnum(a, k,   i, j, t) { for (i = 2; i <= k; i++) { t = a[i]
+		for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
+	END {
+		sortnum(d, n); sortnum(h, nh)
+		mx = 0; fg = 0
+		for (p in e) {
+			k = split(e[p], v, " "); sortnum(v, k)
+			for (i = 2; i <= k; i++) {
+				g = v[i] - v[i - 1]
+				if (g > mx) mx = g
+				if (ti > 0 && v[i] / 1e6 >= ti && v[i] / 1e6 <= ti + 1.5 && g > fg) fg = g
+			}
+		}
+		p99 = nh ? h[int(nh * 0.99 + 0.999)] : 0
+		printf "%.1f %.1f %d %.1f %.1f\n", n ? d[int((n + 1) / 2)] / 1000 : 0, mx / 1000, n,
+			fg / 1000, p99 / 1000 }' "$TRACE"
 }
 
+SUMMARY=$(mktemp /tmp/r2-faults.XXXXXX)
 report() {
 	echo "# $*"
 	echo "$*" >>"$REPORT"
+	echo "$*" >>"$SUMMARY"
+}
+
+# Over every repetition of each scenario: the fault gaps' median, p99 and
+# max, against the healthy iterations' median and p99 (FAULT_REPEAT > 1).
+summary() {
+	awk '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1); s = $1
+		if (!("fault_gap_ms" in v)) next
+		n[s]++; g[s, n[s]] = v["fault_gap_ms"]; m[s, n[s]] = v["median_ms"]; q[s, n[s]] = v["healthy_p99_ms"] }
+	function pct(a, s, k, p,   i, j, t, x) { for (i = 1; i <= k; i++) x[i] = a[s, i]
+		for (i = 2; i <= k; i++) { t = x[i]; for (j = i - 1; j >= 1 && x[j] > t; j--) x[j + 1] = x[j]; x[j + 1] = t }
+		return x[int(k * p + 0.999) < 1 ? 1 : int(k * p + 0.999)] }
+	END { for (s in n) printf "summary %s %d injections: fault gap ms median %s p99 %s max %s; healthy iteration ms median %s, p99 %s (median over runs)\n",
+		s, n[s], pct(g, s, n[s], 0.5), pct(g, s, n[s], 0.99), pct(g, s, n[s], 1), pct(m, s, n[s], 0.5), pct(q, s, n[s], 0.5) }' "$SUMMARY"
 }
 
 # CLOCK_MONOTONIC in seconds (the trace's clock)
@@ -126,13 +161,14 @@ run_ok() {
 		return
 	fi
 	t0=$(now)
+	T_INJ=$(mono)
 	"inject_$name"
 	wait "$BPID"
 	rc=$?
-	read -r med mx n < <(gaps)
+	read -r med mx n fg p99 < <(gaps)
 	if ((rc == 0)) && grep -q "Out of bounds values : 0 OK" "$DIR"/h0/out.log; then
-		ok "$name: $n iterations exact; median ${med} ms, longest gap ${mx} ms"
-		report "$name: hosts $H rails 2 rate $RATE size $SIZE: median_ms $med max_gap_ms $mx iterations $n"
+		ok "$name: $n iterations exact; median ${med} ms, longest gap ${mx} ms, after the fault ${fg} ms (healthy p99 ${p99} ms)"
+		report "$name: hosts $H rails 2 rate $RATE size $SIZE: median_ms $med max_gap_ms $mx fault_gap_ms $fg healthy_p99_ms $p99 iterations $n"
 		if declare -F "check_$name" >/dev/null; then "check_$name"; fi
 	else
 		fail "$name: the loop failed (exit $rc)"
@@ -232,7 +268,7 @@ run_killed() {
 }
 
 cluster_up || { fail "cluster up"; dump_logs; finish; }
-for s in $SCEN; do
+for s in $(for _ in $(seq "${FAULT_REPEAT:-1}"); do echo $SCEN; done); do
 	t0=$(now)
 	case $s in
 	peerkill | clientkill)
@@ -264,4 +300,6 @@ for s in $SCEN; do
 done
 daemons_stop_ok "faults" || dump_logs
 "$C" down >/dev/null || fail "down"
+summary | while read -r l; do report "$l"; done
+rm -f "$SUMMARY"
 finish
