@@ -414,6 +414,7 @@ static void p2p_apply(struct r2d *d, struct p2pop *p, const struct r2_chunk_hdr 
 }
 
 static int p2p_post(struct r2_comm *c, struct sendrec *s);
+static bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s);
 static struct r2_rmsg *mbox_take(struct r2_comm *c, int timeout_ms);
 static void inject_dup(struct r2d *d, const struct sendrec *s);
 
@@ -454,7 +455,7 @@ static bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
 	if (m->cqe.type == R2_TPC_SEND) {
 		struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
 		struct p2pop *p = s->owner;
-		if (m->cqe.status < 0 && !s->acked) {
+		if ((m->cqe.status < 0 || sent_on_failed(c, s)) && !s->acked) {
 			s->posted = false;
 			if (++s->retries > (int)r2_param_int(&c->d->params, P_MAX_RETRIES) ||
 			    (p2p_post(c, s) < 0 && !s->posted))
@@ -1096,13 +1097,25 @@ static void ack(struct railop *o, const struct r2_chunk_hdr *h)
 	}
 }
 
+/* A chunk the transport wrote on a rail whose connection to its peer failed
+ * meanwhile: the ERROR came before this completion, so its re-post did not
+ * take this chunk (not written yet then), and the chunk may be lost with the
+ * connection: it must go again (the receiver applies it once). Without
+ * this, a loaded executor that sees the ERROR first waited for an ACK that
+ * never came until op_timeout_ms (docs/resilience.md, Known problems). */
+static bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
+{
+	return s->hdr.dst < (uint32_t)c->nhosts && s->rail >= 0 && s->rail < 32 &&
+	       (c->hosts[s->hdr.dst].failed_rails & (1u << s->rail));
+}
+
 static void sent(struct railop *o, struct sendrec *t, int status)
 {
 	for (struct sendrec **pp = &o->sends; *pp; pp = &(*pp)->next) {
 		struct sendrec *s = *pp;
 		if (s != t)
 			continue;
-		if (status < 0 && !s->acked) {
+		if ((status < 0 || sent_on_failed(o->c, s)) && !s->acked) {
 			/* the connection failed under it: send it again elsewhere */
 			s->posted = false;
 			s->retries++;

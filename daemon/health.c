@@ -603,8 +603,10 @@ static void tick_monitor(struct r2d *d, uint64_t now)
 				continue;
 			}
 			m->ok_since_us = 0;
-			if ((double)bw > 1.25 * (double)m->bw || 1.25 * (double)bw < (double)m->bw)
-				path_slow(d, p, r, bw, cause); /* a new figure */
+			/* a new figure only when it is off by 2x: every new figure
+			 * may re-plan, and busy rates on a loaded host vary */
+			if ((double)bw > 2 * (double)m->bw || 2 * (double)bw < (double)m->bw)
+				path_slow(d, p, r, bw, cause);
 		}
 	}
 }
