@@ -124,6 +124,27 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			     "throughput monitor: a path delivering less than this percentage "
 			     "of the best path while it has work queued is slow; its NIC is "
 			     "planned degraded (0: off)" },
+	/* transports per rail (docs/transports.md) */
+	[P_TRANSPORT] = { "transport", "R2CCL_TRANSPORT", "--transport", R2_PT_ENUM, "auto", 0, 0,
+			  "auto|tcp", NULL, false,
+			  "rail transport: auto (verbs where the NIC has an RDMA port, else "
+			  "tcp) or tcp on every rail" },
+	[P_IB_HCA] = { "ib_hca", "R2CCL_IB_HCA", "--ib-hca", R2_PT_STRING, "", 0, 0, NULL, NULL,
+		       false, "RDMA devices the verbs transport may use, NCCL filter syntax "
+		       "(mlx5_0:1, ^mlx5_2; empty: any)" },
+	[P_IB_TIMEOUT] = { "ib_timeout", "R2CCL_IB_TIMEOUT", "--ib-timeout", R2_PT_INT, "14", 1,
+			   31, NULL, NULL, false,
+			   "verbs: local ACK timeout exponent (4.096 us << N per try)" },
+	[P_IB_RETRY_CNT] = { "ib_retry_cnt", "R2CCL_IB_RETRY_CNT", "--ib-retry-cnt", R2_PT_INT,
+			     "7", 1, 7, NULL, NULL, false,
+			     "verbs: transport retries before a send fails its connection" },
+	[P_IB_QPS_PER_CONN] = { "ib_qps_per_conn", "R2CCL_IB_QPS_PER_CONN", "--ib-qps-per-conn",
+				R2_PT_INT, "0", 0, 16, NULL, NULL, false,
+				"verbs: RC queue pairs per peer per rail (0: tcp_streams)" },
+	[P_IB_TC] = { "ib_tc", "R2CCL_IB_TC", "--ib-tc", R2_PT_INT, "0", 0, 255, NULL, NULL, false,
+		      "verbs: traffic class of every QP (set by the daemon, never by a client)" },
+	[P_IB_SL] = { "ib_sl", "R2CCL_IB_SL", "--ib-sl", R2_PT_INT, "0", 0, 15, NULL, NULL, false,
+		      "verbs: service level of every QP" },
 };
 
 void r2d_usage(FILE *f)

@@ -119,6 +119,11 @@ void r2d_ctl_status(struct r2_session *s, uint64_t req_id)
 		ni->address = addrs[i];
 		ni->pci = (char *)t->pci;
 		ni->mtu = t->mtu;
+		for (int r = 0; d->rails && r < d->rails->n; r++)
+			if (!strcmp(d->rails->rail[r].ifname, t->name)) {
+				ni->transport = (char *)d->rails->rail[r].ops->name;
+				ni->rdma_device = d->rails->rail[r].rdma_dev;
+			}
 		nicp[i] = ni;
 	}
 	rep.n_nics = (size_t)d->topo.nnics;

@@ -17,6 +17,9 @@
 #include "log.h"
 #include "rails.h"
 #include "util.h"
+#if HAVE_IBVERBS
+#include "transport/verbs_util.h" /* r2_verbs_probe() */
+#endif
 
 void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev); /* bootstrap.c */
 void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe); /* exec_rail.c */
@@ -321,6 +324,46 @@ static void *rails_thread(void *arg)
 	return NULL;
 }
 
+/* The provider of a rail: verbs where the NIC (netdev) has an RDMA port that
+ * passes ib_hca (RoCE: a GID of the port on this netdev; IB: the netdev's
+ * device/infiniband/), tcp elsewhere, or everywhere with transport = tcp; a
+ * verbs rail that fails to open falls back to tcp. Both ends of a rail must
+ * use the same provider (docs/transports.md): a rail is all RDMA or all tcp. */
+static int open_rail(struct r2d *d, struct r2_rail *rl, const struct r2_tp_config *cfg)
+{
+	int r;
+
+	rl->ops = &r2_tp_tcp_ops;
+	rl->rdma_dev[0] = 0;
+#if HAVE_IBVERBS
+	char ibdev[48];
+	int ibport = 0;
+
+	r = strcmp(r2_param_str(&d->params, P_TRANSPORT), "tcp") == 0 ? -ENODEV :
+		r2_verbs_probe(rl->ifname, cfg->ib_hca, ibdev, sizeof(ibdev), &ibport);
+	if (r == -EINVAL)
+		log_warn("rail %s: ib_hca '%s' is not a valid filter; the rail uses tcp", rl->ifname,
+			 cfg->ib_hca);
+	if (r == 0) {
+		r = r2_tp_verbs_ops.open(cfg, &rl->tp);
+		if (r == 0) {
+			rl->ops = &r2_tp_verbs_ops;
+			snprintf(rl->rdma_dev, sizeof(rl->rdma_dev), "%s:%d", ibdev, ibport);
+			return 0;
+		}
+		log_warn("rail %s: %s port %d: verbs transport failed to open (%s), using tcp",
+			 rl->ifname, ibdev, ibport, strerror(-r));
+	}
+#else
+	(void)d;
+#endif
+	r = rl->ops->open(cfg, &rl->tp);
+	if (r < 0)
+		log_warn("rail %s (%s): tcp transport failed to open: %s", rl->ifname,
+			 inet_ntoa(rl->addr), strerror(-r));
+	return r;
+}
+
 int r2d_rails_start(struct r2d *d)
 {
 	struct r2_rails *rs = calloc(1, sizeof(*rs));
@@ -347,7 +390,6 @@ int r2d_rails_start(struct r2d *d)
 			continue; /* no IPv4 address: not usable by tcp */
 		snprintf(rl->ifname, sizeof(rl->ifname), "%s", nic->name);
 		rl->index = rs->n;
-		rl->ops = &r2_tp_tcp_ops;
 		snprintf(cfg.ifname, sizeof(cfg.ifname), "%s", nic->name);
 		cfg.addr = rl->addr;
 		cfg.port = (uint16_t)r2_param_int(&d->params, P_PORT);
@@ -360,17 +402,25 @@ int r2d_rails_start(struct r2d *d)
 		cfg.bind_device = true;
 		cfg.max_msg = (uint32_t)r2_param_int(&d->params, P_CHUNK_SIZE) + (1u << 20);
 		cfg.progress_threads = 1;
-		r = rl->ops->open(&cfg, &rl->tp);
-		if (r < 0) {
-			log_warn("rail %s (%s): tcp transport failed to open: %s", nic->name,
-				 inet_ntoa(rl->addr), strerror(-r));
+		snprintf(cfg.ib_hca, sizeof(cfg.ib_hca), "%s", r2_param_str(&d->params, P_IB_HCA));
+		cfg.ib_timeout = (int)r2_param_int(&d->params, P_IB_TIMEOUT);
+		cfg.ib_retry_cnt = (int)r2_param_int(&d->params, P_IB_RETRY_CNT);
+		cfg.ib_qps = (int)r2_param_int(&d->params, P_IB_QPS_PER_CONN);
+		cfg.ib_tc = (int)r2_param_int(&d->params, P_IB_TC);
+		cfg.ib_sl = (int)r2_param_int(&d->params, P_IB_SL);
+		r = open_rail(d, rl, &cfg);
+		if (r < 0)
 			continue;
-		}
 		rl->ops->listen_port(rl->tp, &rl->port);
 		ev.data.u32 = (uint32_t)rs->n;
 		epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rl->ops->event_fd(rl->tp), &ev);
-		log_info("rail %d: %s %s:%u (tcp, %d streams per peer)", rs->n, nic->name,
-			 inet_ntoa(rl->addr), rl->port, cfg.streams);
+		if (rl->rdma_dev[0])
+			log_info("rail %d: %s %s:%u (verbs on %s, %d QPs per peer)", rs->n, nic->name,
+				 inet_ntoa(rl->addr), rl->port, rl->rdma_dev,
+				 cfg.ib_qps ? cfg.ib_qps : cfg.streams);
+		else
+			log_info("rail %d: %s %s:%u (tcp, %d streams per peer)", rs->n, nic->name,
+				 inet_ntoa(rl->addr), rl->port, cfg.streams);
 		rs->n++;
 	}
 	r2d_bufpools_start(d);

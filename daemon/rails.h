@@ -42,8 +42,9 @@ struct r2_rail {
 	char ifname[64];
 	struct in_addr addr, mask;
 	uint16_t port;
-	const struct r2_tp_ops *ops;
+	const struct r2_tp_ops *ops;  /* tcp, or verbs where the NIC has an RDMA port */
 	struct r2_tp *tp;
+	char rdma_dev[64];            /* verbs: "rxe0:1" (device:port); "" for tcp */
 	struct r2_rhealth h;
 	struct r2_bufpool *pool; /* proxy buffers on this NIC's node (bufpool.c) */
 };

@@ -764,7 +764,12 @@ static void print_nics(struct ctl *c, const R2ccl__StatusReply *st)
 		tbl_cell(&t, "%s", or_dash(n->state));
 		tbl_cell(&t, "%s", fmt_speed(n->speed_mbps, b1, sizeof(b1)));
 		tbl_cell(&t, "%s", fmt_numa(n->numa_node, b2, sizeof(b2)));
-		tbl_cell(&t, "%s", n->selected ? "yes" : "-");
+		/* a rail shows its transport (and RDMA device), "yes" if it has none open */
+		if (n->transport && n->transport[0])
+			tbl_cell(&t, "%s%s%s", n->transport, n->rdma_device[0] ? " " : "",
+				 n->rdma_device);
+		else
+			tbl_cell(&t, "%s", n->selected ? "yes" : "-");
 		tbl_cell(&t, "%s", or_dash(n->address));
 		if (c->verbose) {
 			if (n->mtu)
@@ -794,6 +799,8 @@ static void json_nics(struct jw *j, const R2ccl__StatusReply *st)
 		jw_str(j, "address", n->address);
 		jw_str(j, "pci", n->pci);
 		jw_u64(j, "mtu", n->mtu);
+		jw_str(j, "transport", n->transport);
+		jw_str(j, "rdma_device", n->rdma_device);
 		jw_close(j, '}');
 	}
 	jw_close(j, ']');

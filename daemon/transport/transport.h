@@ -35,6 +35,8 @@
 #include <stdint.h>
 #include <netinet/in.h>
 
+#include "config.h" /* HAVE_IBVERBS */
+
 /* Message kinds carried in r2_chunk_hdr.kind */
 enum r2_msg_kind {
 	R2_MSG_DATA = 1,    /* a chunk of a collective's data */
