@@ -117,6 +117,7 @@ struct r2_exec {
 	struct r2_comm *c;
 	uint32_t opcode;
 	int nops;
+	void *gpu_stage; /* GPU buffers staged through host memory (gpu/gpu.c) */
 	struct r2_op *ops[]; /* indexed by rank for collectives; [0]=send,[1]=recv for p2p */
 };
 

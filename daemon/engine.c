@@ -23,6 +23,7 @@
 #include "comm.h"
 #include "config.h"
 #include "exec.h"
+#include "gpu/gpu.h"
 #include "log.h"
 #include "util.h"
 
@@ -69,9 +70,8 @@ static bool is_collective(uint32_t opcode)
 	return opcode >= R2_OP_ALLREDUCE && opcode <= R2_OP_REDUCE;
 }
 
-/* Bytes each buffer must span for this op; false if the sizes overflow. */
-static bool op_extents(const struct r2_sqe *q, int nranks, int rank, uint64_t *send_len,
-		       uint64_t *recv_len)
+bool r2d_op_extents(const struct r2_sqe *q, int nranks, int rank, uint64_t *send_len,
+		    uint64_t *recv_len)
 {
 	uint64_t es = r2ccl_dtype_size((r2ccl_dtype_t)q->dtype);
 	uint64_t n = q->count;
@@ -146,7 +146,7 @@ static int validate(struct r2d *d, struct r2_session *s, const struct r2_sqe *q,
 	} else if (c->m[q->root].left) {
 		return R2CCL_E_PEER_GONE;
 	}
-	if (!op_extents(q, c->nranks, rank, &slen, &rlen))
+	if (!r2d_op_extents(q, c->nranks, rank, &slen, &rlen))
 		return -EOVERFLOW;
 	if (slen) {
 		r = r2d_mem_resolve(s, q->send_mem, q->send_off, slen, &op->sendbuf, &op->sendref);
@@ -405,6 +405,8 @@ void r2d_exec_complete(struct r2_exec *x, int status)
 	struct r2_comm *c = x->c;
 	struct r2d *d = c->d;
 
+	if (x->gpu_stage) /* GPU buffers staged for the rails: copy back first */
+		status = r2_gpu_stage_end(x, status);
 	pthread_mutex_lock(&d->lock);
 	for (int i = 0; i < x->nops; i++)
 		r2d_op_free(x->ops[i], status);

@@ -27,6 +27,10 @@ void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t 
 /* r2_exec_run's answer for an operation that completes later */
 #define R2_EXEC_PENDING 1
 
+/* Bytes each buffer of an op must span (0: none); false if they overflow. */
+bool r2d_op_extents(const struct r2_sqe *q, int nranks, int rank, uint64_t *send_len,
+		    uint64_t *recv_len);
+
 /* Completes every rank's op of x with status and frees x (engine.c). */
 void r2d_exec_complete(struct r2_exec *x, int status);
 

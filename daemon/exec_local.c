@@ -173,9 +173,9 @@ int r2_exec_run(struct r2_exec *x, struct r2_pool *pool)
 {
 	if (r2_gpu_exec_is_gpu(x)) {
 		/* GPU buffers: the GPU worker runs it (daemon/gpu/gpu.c); across
-		 * hosts not yet (the rail phase works on host memory) */
+		 * hosts, staged through pinned host memory for the rails */
 		if (x->c->nhosts > 1)
-			return -EOPNOTSUPP;
+			return r2_gpu_exec_rail(x, pool);
 		return r2_gpu_exec(x);
 	}
 	/* a transfer between two ranks of this host stays here */

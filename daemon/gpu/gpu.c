@@ -33,7 +33,9 @@
 #if HAVE_CUDA
 
 #include <cuda.h>
+#include <ctype.h>
 #include <cuda_runtime_api.h>
+#include <numa.h>
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -780,32 +782,94 @@ static int poll_done(struct gjob *j)
 	return 1;
 }
 
-static bool ready(struct gjob *j)
+/* ---- sync slots of stream-ordered operations ---- */
+
+/* Resolves the sync slot of every stream-ordered op of x (under d->lock);
+ * the first error, 0 if none. */
+static int slots_resolve(struct r2_exec *x, struct r2_gpu_slot **slot, struct r2_memreg **slotref,
+			 uint32_t *seq)
 {
-	for (int i = 0; i < j->x->nops; i++)
-		if (j->slot[i] &&
-		    (int32_t)(__atomic_load_n(&j->slot[i]->ready, __ATOMIC_ACQUIRE) - j->seq[i]) < 0)
+	int status = 0;
+
+	for (int i = 0; i < x->nops; i++) {
+		struct r2_op *op = x->ops[i];
+		void *addr;
+		int r;
+
+		if (!(op->sqe.gflags & R2_SQE_STREAM))
+			continue;
+		if (op->sqe.sync_off % 16) {
+			status = -EINVAL;
+			continue;
+		}
+		r = r2d_mem_resolve(op->s, op->sqe.sync_mem, op->sqe.sync_off,
+				    sizeof(struct r2_gpu_slot), &addr, &slotref[i]);
+		if (r == 0 && r2_mem_is_gpu(slotref[i])) {
+			r2d_mem_put(slotref[i]);
+			slotref[i] = NULL;
+			r = -EINVAL;
+		}
+		if (r < 0) {
+			status = r;
+			continue;
+		}
+		slot[i] = addr;
+		seq[i] = op->sqe.sync_seq;
+	}
+	return status;
+}
+
+/* True once every stream-ordered op's stream has reached it. */
+static bool slots_ready(int n, struct r2_gpu_slot *const *slot, const uint32_t *seq)
+{
+	for (int i = 0; i < n; i++)
+		if (slot[i] && (int32_t)(__atomic_load_n(&slot[i]->ready, __ATOMIC_ACQUIRE) - seq[i]) < 0)
 			return false;
 	return true;
 }
 
-static int aborted(struct gjob *j, uint64_t now)
+/* Releases the streams: status, then done (the stream waits on done). */
+static void slots_release(int n, struct r2_gpu_slot **slot, struct r2_memreg **slotref,
+			  const uint32_t *seq, int status)
 {
-	int64_t tmo = r2_param_int(&j->d->params, P_OP_TIMEOUT_MS);
+	for (int i = 0; i < n; i++) {
+		if (!slot[i])
+			continue;
+		__atomic_store_n(&slot[i]->status, status, __ATOMIC_RELAXED);
+		__atomic_store_n(&slot[i]->done, seq[i], __ATOMIC_RELEASE);
+		r2d_mem_put(slotref[i]);
+		slot[i] = NULL;
+	}
+}
+
+/* Why an operation of c begun at t0 must stop now (0: it may go on). */
+static int op_aborted(struct r2_exec *x, uint64_t t0, uint64_t now)
+{
+	int64_t tmo = r2_param_int(&x->c->d->params, P_OP_TIMEOUT_MS);
 
 	if (G.stop)
 		return R2CCL_E_SHUTDOWN;
-	for (int i = 0; i < j->x->nops; i++) {
-		struct r2_session *s = j->x->ops[i]->s;
+	for (int i = 0; i < x->nops; i++) {
+		struct r2_session *s = x->ops[i]->s;
 		if (__atomic_load_n(&s->dead, __ATOMIC_RELAXED) ||
 		    __atomic_load_n(&s->closing, __ATOMIC_RELAXED))
 			return R2CCL_E_PEER_GONE;
 	}
-	if (__atomic_load_n(&j->c->state, __ATOMIC_RELAXED) == R2_COMM_BROKEN)
+	if (__atomic_load_n(&x->c->state, __ATOMIC_RELAXED) == R2_COMM_BROKEN)
 		return R2CCL_E_COMM_BROKEN;
-	if (tmo > 0 && now - j->t0 > (uint64_t)tmo * 1000)
+	if (tmo > 0 && now - t0 > (uint64_t)tmo * 1000)
 		return -ETIMEDOUT;
 	return 0;
+}
+
+static bool ready(struct gjob *j)
+{
+	return slots_ready(j->x->nops, j->slot, j->seq);
+}
+
+static int aborted(struct gjob *j, uint64_t now)
+{
+	return op_aborted(j->x, j->t0, now);
 }
 
 static void finish(struct gjob *j, int status)
@@ -823,13 +887,7 @@ static void finish(struct gjob *j, int status)
 			ev_put(g, j->ev[g]);
 		}
 	}
-	for (int i = 0; i < j->x->nops; i++) {
-		if (!j->slot[i])
-			continue;
-		__atomic_store_n(&j->slot[i]->status, status, __ATOMIC_RELAXED);
-		__atomic_store_n(&j->slot[i]->done, j->seq[i], __ATOMIC_RELEASE);
-		r2d_mem_put(j->slotref[i]);
-	}
+	slots_release(j->x->nops, j->slot, j->slotref, j->seq, status);
 	r2d_exec_complete(j->x, status);
 	pthread_mutex_lock(&d->lock);
 	r2d_comm_put(c);
@@ -855,6 +913,15 @@ static void *worker(void *arg)
 		bool progress = false;
 		uint64_t now;
 
+		if (!list) {
+			/* idle: poll the queue a little before sleeping (the next
+			 * operation often follows at once; a wake-up costs more) */
+			uint64_t t = r2_now_us();
+			while (!__atomic_load_n(&G.q_head, __ATOMIC_ACQUIRE) &&
+			       !__atomic_load_n(&G.stop, __ATOMIC_RELAXED) && r2_now_us() - t < 200)
+				for (int i = 0; i < 16; i++)
+					cpu_relax();
+		}
 		if (!list || __atomic_load_n(&G.q_head, __ATOMIC_RELAXED)) {
 			pthread_mutex_lock(&G.q_lock);
 			while (!list && !G.q_head && !G.stop)
@@ -959,31 +1026,7 @@ int r2_gpu_exec(struct r2_exec *x)
 	j->d = d;
 	j->t0 = r2_now_us();
 	pthread_mutex_lock(&d->lock);
-	for (int i = 0; i < x->nops; i++) {
-		struct r2_op *op = x->ops[i];
-		void *addr;
-		int r;
-
-		if (!(op->sqe.gflags & R2_SQE_STREAM))
-			continue;
-		if (op->sqe.sync_off % 16) {
-			j->status = -EINVAL;
-			continue;
-		}
-		r = r2d_mem_resolve(op->s, op->sqe.sync_mem, op->sqe.sync_off,
-				    sizeof(struct r2_gpu_slot), &addr, &j->slotref[i]);
-		if (r == 0 && r2_mem_is_gpu(j->slotref[i])) {
-			r2d_mem_put(j->slotref[i]);
-			j->slotref[i] = NULL;
-			r = -EINVAL;
-		}
-		if (r < 0) {
-			j->status = r;
-			continue;
-		}
-		j->slot[i] = addr;
-		j->seq[i] = op->sqe.sync_seq;
-	}
+	j->status = slots_resolve(x, j->slot, j->slotref, j->seq);
 	x->c->refs++;
 	pthread_mutex_unlock(&d->lock);
 	pthread_mutex_lock(&G.q_lock);
@@ -992,6 +1035,311 @@ int r2_gpu_exec(struct r2_exec *x)
 	pthread_cond_signal(&G.q_cond);
 	pthread_mutex_unlock(&G.q_lock);
 	return R2_EXEC_PENDING;
+}
+
+/* ---- GPU buffers across hosts ----
+ *
+ * The rail phase (exec_rail.c) works on host memory: each GPU buffer of an
+ * operation that spans hosts is staged through pinned host memory on the
+ * GPU's NUMA node (device-to-host copy of the inputs, the host path with its
+ * planner, chunk protocol and failover unchanged, host-to-device copy of the
+ * outputs). Staging buffers are pinned once (cudaHostRegister) and reused. */
+
+#define STAGE_MIN ((size_t)1 << 20)
+
+struct pinned {
+	struct pinned *next;
+	char *p;
+	size_t size;
+	int node; /* -1: not from libnuma */
+};
+
+struct stage_op {
+	char *gsend, *grecv; /* the op's buffers as the client gave them */
+	int sdev, rdev;      /* their GPUs; -1: host memory (not staged) */
+	uint64_t slen, rlen;
+	struct pinned *hs, *hr;
+};
+
+struct stage {
+	uint64_t t0;
+	struct r2_gpu_slot *slot[MAX_OPS];
+	struct r2_memreg *slotref[MAX_OPS];
+	uint32_t seq[MAX_OPS];
+	struct stage_op op[MAX_OPS];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct pinned *free;
+	uint64_t cached, cache_max;
+	int node[MAX_DEV]; /* each GPU's NUMA node, -1 unknown */
+	cudaStream_t st[MAX_DEV];
+	bool init;
+} S = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Each GPU's NUMA node (sysfs of its PCI function) and a copy stream. */
+static int stage_init(void)
+{
+	const char *v = getenv("R2CCL_GPU_STAGE_CACHE");
+
+	if (S.init)
+		return 0;
+	S.cache_max = v ? strtoull(v, NULL, 0) : ((uint64_t)8 << 30);
+	for (int g = 0; g < G.ndev; g++) {
+		char bus[32], path[96];
+		FILE *f;
+
+		S.node[g] = -1;
+		if (cudaDeviceGetPCIBusId(bus, sizeof(bus), G.dev[g].ord) == cudaSuccess) {
+			for (char *c = bus; *c; c++)
+				*c = (char)tolower((unsigned char)*c);
+			snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/numa_node", bus);
+			if ((f = fopen(path, "r"))) {
+				if (fscanf(f, "%d", &S.node[g]) != 1)
+					S.node[g] = -1;
+				fclose(f);
+			}
+		}
+		if (cudaSetDevice(G.dev[g].ord) != cudaSuccess ||
+		    cudaStreamCreateWithFlags(&S.st[g], cudaStreamNonBlocking) != cudaSuccess)
+			return cuda_err(cudaGetLastError());
+		log_info("gpu: GPU %d: staging buffers on NUMA node %d", g, S.node[g]);
+	}
+	S.init = true;
+	return 0;
+}
+
+static void pinned_free(struct pinned *b)
+{
+	cudaHostUnregister(b->p);
+	if (b->node >= 0)
+		numa_free(b->p, b->size);
+	else
+		free(b->p);
+	free(b);
+}
+
+/* A pinned buffer of at least size bytes on node (cached ones first). */
+static struct pinned *pinned_get(size_t size, int node)
+{
+	struct pinned **pp, **best = NULL, *b;
+	size_t sz = STAGE_MIN;
+
+	pthread_mutex_lock(&S.lock);
+	for (pp = &S.free; *pp; pp = &(*pp)->next)
+		if ((*pp)->size >= size && (*pp)->node == node &&
+		    (!best || (*pp)->size < (*best)->size))
+			best = pp;
+	if (best) {
+		b = *best;
+		*best = b->next;
+		S.cached -= b->size;
+		pthread_mutex_unlock(&S.lock);
+		return b;
+	}
+	pthread_mutex_unlock(&S.lock);
+	while (sz < size)
+		sz *= 2;
+	if (!(b = calloc(1, sizeof(*b))))
+		return NULL;
+	b->size = sz;
+	b->node = node >= 0 && numa_available() >= 0 ? node : -1;
+	b->p = b->node >= 0 ? numa_alloc_onnode(sz, b->node) : NULL;
+	if (!b->p) {
+		b->node = -1;
+		if (posix_memalign((void **)&b->p, 4096, sz))
+			b->p = NULL;
+	}
+	if (!b->p || cudaHostRegister(b->p, sz, cudaHostRegisterPortable) != cudaSuccess) {
+		if (b->p)
+			log_warn("gpu: cannot pin %zu B of staging memory: %s", sz,
+				 cudaGetErrorString(cudaGetLastError()));
+		b->p ? (b->node >= 0 ? numa_free(b->p, sz) : free(b->p)) : (void)0;
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void pinned_put(struct pinned *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&S.lock);
+	if (S.cached + b->size <= S.cache_max) {
+		b->next = S.free;
+		S.free = b;
+		S.cached += b->size;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&S.lock);
+	if (b)
+		pinned_free(b);
+}
+
+/* Copies n bytes on GPU dev's copy stream (cudaMemcpyDefault: UVA). */
+static int stage_copy(int dev, void *dst, const void *src, uint64_t n, bool *used)
+{
+	if (!n)
+		return 0;
+	used[dev] = true;
+	if (cudaSetDevice(G.dev[dev].ord) != cudaSuccess)
+		return cuda_err(cudaGetLastError());
+	return cuda_err(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, S.st[dev]));
+}
+
+static int stage_sync(const bool *used)
+{
+	int r = 0;
+
+	for (int g = 0; g < G.ndev; g++)
+		if (used[g] && cudaSetDevice(G.dev[g].ord) == cudaSuccess && r == 0)
+			r = cuda_err(cudaStreamSynchronize(S.st[g]));
+	return r;
+}
+
+/* Stages op i: pinned buffers for its GPU buffers (in place: one buffer),
+ * device-to-host copy of its input; op->sendbuf/recvbuf point to them. */
+static int stage_in(struct r2_exec *x, struct stage *st, int i, bool *used)
+{
+	struct r2_op *op = x->ops[i];
+	struct stage_op *so = &st->op[i];
+	char *hs, *hr;
+
+	so->gsend = op->sendbuf;
+	so->grecv = op->recvbuf;
+	so->sdev = r2_mem_is_gpu(op->sendref) ? dev_of(op->sendref) : -1;
+	so->rdev = r2_mem_is_gpu(op->recvref) ? dev_of(op->recvref) : -1;
+	if (!r2d_op_extents(&op->sqe, x->c->nranks, op->rank, &so->slen, &so->rlen))
+		return -EOVERFLOW;
+	if (so->sdev < 0 || !so->slen)
+		so->sdev = -1;
+	if (so->rdev < 0 || !so->rlen)
+		so->rdev = -1;
+	hs = op->sendbuf;
+	hr = op->recvbuf;
+	if (so->rdev >= 0 && so->sdev >= 0 && op->sendref == op->recvref &&
+	    so->gsend >= so->grecv && so->gsend + so->slen <= so->grecv + so->rlen) {
+		/* input inside the output (in place) */
+		if (!(so->hr = pinned_get(so->rlen, S.node[so->rdev])))
+			return -ENOMEM;
+		hr = so->hr->p;
+		hs = hr + (so->gsend - so->grecv);
+	} else if (so->rdev >= 0 && so->sdev >= 0 && op->sendref == op->recvref &&
+		   so->grecv >= so->gsend && so->grecv + so->rlen <= so->gsend + so->slen) {
+		/* output inside the input (in-place reduce-scatter) */
+		if (!(so->hs = pinned_get(so->slen, S.node[so->sdev])))
+			return -ENOMEM;
+		hs = so->hs->p;
+		hr = hs + (so->grecv - so->gsend);
+	} else {
+		if (so->sdev >= 0) {
+			if (!(so->hs = pinned_get(so->slen, S.node[so->sdev])))
+				return -ENOMEM;
+			hs = so->hs->p;
+		}
+		if (so->rdev >= 0) {
+			if (!(so->hr = pinned_get(so->rlen, S.node[so->rdev])))
+				return -ENOMEM;
+			hr = so->hr->p;
+		}
+	}
+	op->sendbuf = hs;
+	op->recvbuf = hr;
+	if (so->sdev >= 0)
+		return stage_copy(so->sdev, hs, so->gsend, so->slen, used);
+	return 0;
+}
+
+int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
+{
+	struct stage *st;
+	bool used[MAX_DEV] = { false };
+	unsigned spins = 0;
+	int r;
+
+	if (G.err || !G.started)
+		return -ENODEV;
+	if (x->nops > MAX_OPS)
+		return -E2BIG;
+	if (!(st = calloc(1, sizeof(*st))))
+		return -ENOMEM;
+	st->t0 = r2_now_us();
+	/* from here r2d_exec_complete calls r2_gpu_stage_end, which releases
+	 * the streams whatever happens */
+	x->gpu_stage = st;
+	pthread_mutex_lock(&x->c->d->lock);
+	r = slots_resolve(x, st->slot, st->slotref, st->seq);
+	pthread_mutex_unlock(&x->c->d->lock);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&S.lock);
+	r = stage_init();
+	pthread_mutex_unlock(&S.lock);
+	if (r < 0)
+		return r;
+	/* the clients' streams reach the operation (bounded: op timeout) */
+	while (!slots_ready(x->nops, st->slot, st->seq)) {
+		if ((r = op_aborted(x, st->t0, r2_now_us())))
+			return r;
+		if (++spins % 64 == 0) {
+			struct timespec ts = { 0, spins > 100000 ? 50000 : 2000 };
+			nanosleep(&ts, NULL);
+		} else {
+			cpu_relax();
+		}
+	}
+	for (int i = 0; i < x->nops; i++)
+		if ((r = stage_in(x, st, i, used)) < 0)
+			return r;
+	if ((r = stage_sync(used)) < 0)
+		return r;
+	return r2_exec_hier(x, pool);
+}
+
+int r2_gpu_stage_end(struct r2_exec *x, int status)
+{
+	struct stage *st = x->gpu_stage;
+	bool used[MAX_DEV] = { false };
+
+	x->gpu_stage = NULL;
+	for (int i = 0; i < x->nops; i++) {
+		struct stage_op *so = &st->op[i];
+		if (status == 0 && so->rdev >= 0) {
+			int r = stage_copy(so->rdev, so->grecv, x->ops[i]->recvbuf, so->rlen, used);
+			if (r < 0)
+				status = r;
+		}
+	}
+	if (status == 0)
+		status = stage_sync(used);
+	else
+		(void)stage_sync(used); /* the copies already queued end first */
+	for (int i = 0; i < x->nops; i++) {
+		struct stage_op *so = &st->op[i];
+		if (so->gsend || so->grecv) {
+			x->ops[i]->sendbuf = so->gsend;
+			x->ops[i]->recvbuf = so->grecv;
+		}
+		pinned_put(so->hs);
+		pinned_put(so->hr);
+	}
+	slots_release(x->nops, st->slot, st->slotref, st->seq, status);
+	free(st);
+	return status;
+}
+
+static void stage_shutdown(void)
+{
+	pthread_mutex_lock(&S.lock);
+	while (S.free) {
+		struct pinned *b = S.free;
+		S.free = b->next;
+		pinned_free(b);
+	}
+	S.cached = 0;
+	pthread_mutex_unlock(&S.lock);
 }
 
 void r2_gpu_shutdown(void)
@@ -1004,6 +1352,7 @@ void r2_gpu_shutdown(void)
 	pthread_mutex_unlock(&G.q_lock);
 	pthread_join(G.thread, NULL);
 	G.started = false;
+	stage_shutdown();
 }
 
 #else /* !HAVE_CUDA */
@@ -1033,6 +1382,19 @@ int r2_gpu_exec(struct r2_exec *x)
 {
 	(void)x;
 	return -EOPNOTSUPP;
+}
+
+int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
+{
+	(void)x;
+	(void)pool;
+	return -EOPNOTSUPP;
+}
+
+int r2_gpu_stage_end(struct r2_exec *x, int status)
+{
+	x->gpu_stage = NULL;
+	return status;
 }
 
 void r2_gpu_shutdown(void)

@@ -52,6 +52,14 @@ bool r2_gpu_exec_is_gpu(const struct r2_exec *x);
 /* Queues x on the GPU worker: R2_EXEC_PENDING, or a negative error. */
 int r2_gpu_exec(struct r2_exec *x);
 
+/* Across hosts (executor thread): stages x's GPU buffers through pinned host
+ * memory and runs the host path (r2_exec_hier). Every outcome passes through
+ * r2d_exec_complete, which calls r2_gpu_stage_end (x->gpu_stage set): it
+ * copies the outputs back, releases the streams and returns the status. */
+struct r2_pool;
+int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool);
+int r2_gpu_stage_end(struct r2_exec *x, int status);
+
 /* Daemon shutdown: stops the worker (fails what is queued). */
 void r2_gpu_shutdown(void);
 

@@ -1,18 +1,30 @@
 #!/bin/bash
-# Runs the gpu suite and the GPU benchmarks on the GPU machine, building
-# nothing there. Build here first:
-#   meson setup build-gpu -Dcuda=enabled && ninja -C build-gpu
-#   ../shared/device/bundle.sh build-gpu/bundle     (libuv, protobuf-c, ...)
-# then run this script there with the build folder carried (carry: build-gpu).
-# Logs go to $OUT (or ./gpu-logs); the short table comes last.
+# Runs on the GPU machine, building nothing there: the gpu suite, and every
+# GPU benchmark with NCCL in the same command. Build here first:
+#   bash tests/gpu/make-bundle.sh          (bundle/gpu: programs + libraries)
+# then run(command="bash tests/gpu/run-on-device.sh [what]", carry=["bundle/gpu"]).
+#   what: suite | ar | copies | ns | all (default)
+#   suite   the gpu suite (tests/gpu/gpu_test.cu)
+#   ar      AllReduce float32 on 2 GPUs, 8 B .. 4 GB: r2ccl and nccl-tests
+#   copies  AllGather, ReduceScatter, Broadcast at 1 GB: r2ccl and nccl-tests
+#   nstune  the ns AllReduce with daemon options: NS_ARGS="set1;set2;..."
+#   ns      2 namespace hosts x 1 GPU, 2 TCP rails: r2ccl-bench --gpu and
+#           PyTorch's NCCL (socket transport, 4 threads x 4 sockets), then a
+#           rail set down in the middle of a loop (exact results required)
+# Logs go to $OUT (or ./gpu-logs); the short tables come last.
 set -u
-B=${B:-build-gpu}
-OUT=${OUT:-$PWD/gpu-logs}
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BD=$ROOT/bundle/gpu
+OUT=${OUT:-$ROOT/gpu-logs}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/$B/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export R2CCLD=$PWD/$B/daemon/r2ccld
+export PATH=$BD/bin:$PATH
 export NCCL_NVLS_ENABLE=0
-T=$PWD/$B/tests/gpu/gpu_test
+NCCL_LIB=$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],"lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH=$BD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export R2CCLD=$BD/libexec/r2ccld
+T=$BD/libexec/gpu_test
+NT=$BD/nccl-tests
 summary=$OUT/summary.txt
 : > "$summary"
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
@@ -20,42 +32,116 @@ nvidia-smi topo -m >> "$OUT/gpus.txt" 2>&1
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 
 step() { # name timeout cmd...
-  local name=$1 tmo=$2; shift 2
-  local t0=$(date +%s%N)
-  timeout "$tmo" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-  printf '%-28s rc=%-3d %6d ms\n' "$name" "$rc" "$ms" >> "$summary"
-  return $rc
+	local name=$1 tmo=$2; shift 2
+	local t0=$(date +%s%N)
+	timeout "$tmo" "$@" > "$OUT/$name.log" 2>&1
+	local rc=$?
+	local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	printf '%-28s rc=%-3d %6d ms\n' "$name" "$rc" "$ms" >> "$summary"
+	return $rc
+}
+nccl() { # name timeout binary args...: nccl-tests with PyTorch's NCCL
+	local name=$1 tmo=$2 bin=$3; shift 3
+	[ -x "$NT/$bin" ] || { echo "$name: no $NT/$bin (make-bundle.sh)" >> "$summary"; return 1; }
+	step "$name" "$tmo" env LD_LIBRARY_PATH="$NCCL_LIB:$LD_LIBRARY_PATH" "$NT/$bin" "$@"
+}
+# cmp R2LOG NCCLLOG TITLE: out-of-place time and busbw side by side
+cmp() {
+	echo "== $3 (out-of-place; ratio = r2ccl/NCCL busbw, time ratio = r2ccl/NCCL time)"
+	awk 'FNR == 1 { f++ }
+	     /^ *[0-9]/ && NF >= 9 { t[f, $1] = $6; b[f, $1] = $8; if (f == 1) s[++n] = $1 }
+	     END {
+		printf "%12s %10s %10s %9s %9s %7s %7s\n", "size", "r2 us", "nccl us", "r2 GB/s", "nccl GB/s", "ratio", "t-ratio"
+		for (i = 1; i <= n; i++) {
+			k = s[i]; if (!((2, k) in b)) continue
+			printf "%12.0f %10.1f %10.1f %9.2f %9.2f %7.2f %7.2f\n", k, t[1, k], t[2, k], b[1, k], b[2, k],
+			       (b[2, k] > 0 ? b[1, k] / b[2, k] : 0), (t[2, k] > 0 ? t[1, k] / t[2, k] : 0)
+		}
+	     }' "$1" "$2"
 }
 
-what=${1:-all}   # suite | bench | copies | all
-if [ "$what" = suite ] || [ "$what" = all ]; then
-  step gpu-suite 300 env R2CCL_GPU_TEST_LOG="$OUT/daemon-suite.log" "$T"
+what=${1:-all}
+has() { [ "$what" = all ] || [ "$what" = "$1" ]; }
+
+if has suite; then
+	step gpu-suite 300 env R2CCL_GPU_TEST_LOG="$OUT/daemon-suite.log" "$T"
 fi
-if [ "$what" = bench ] || [ "$what" = all ]; then
-  step bench-allreduce-g$ngpu 200 env R2CCL_GPU_TEST_LOG="$OUT/daemon-bench.log" "$T" --bench -c allreduce -g "$ngpu"
-  if [ "$ngpu" -ge 2 ]; then
-    step bench-allreduce-g1 100 "$T" --bench -c allreduce -g 1 -e $((1<<30))
-  fi
+if has ar; then
+	step r2-allreduce 240 env R2CCL_GPU_TEST_LOG="$OUT/daemon-bench.log" "$T" --bench -c allreduce -g "$ngpu"
+	nccl nccl-allreduce 240 all_reduce_perf -b 8 -e 4G -f 2 -g "$ngpu" -n 20 -w 5
 fi
-if [ "$what" = copies ] || [ "$what" = all ]; then
-  for c in allgather reducescatter broadcast; do
-    step bench-$c-ce 120 env R2CCL_GPU_COPY=ce "$T" --bench -c $c -g "$ngpu" -e $((1<<30))
-  done
-  step bench-allgather-kernel 120 env R2CCL_GPU_COPY=kernel "$T" --bench -c allgather -g "$ngpu" -e $((1<<30))
-  step bench-broadcast-kernel 120 env R2CCL_GPU_COPY=kernel "$T" --bench -c broadcast -g "$ngpu" -e $((1<<30))
+if has copies; then
+	for c in allgather:all_gather reducescatter:reduce_scatter broadcast:broadcast; do
+		r=${c%%:*} n=${c##*:}
+		if [ "$r" = allgather ]; then cp=kernel; else cp=ce; fi
+		step "r2-$r" 120 env R2CCL_GPU_COPY=$cp "$T" --bench -c "$r" -g "$ngpu" -e $((1 << 30))
+		nccl "nccl-$r" 120 "${n}_perf" -b 1G -e 1G -g "$ngpu" -n 20 -w 5
+	done
+fi
+if has ns; then
+	C="bash $ROOT/tests/cluster/cluster.sh --prefix gpuns"
+	B=$BD/libexec/r2ccl-bench
+	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	$C daemons start --log-level info >> "$OUT/ns-up.log" 2>&1
+	bench() { # name timeout args...
+		local name=$1 tmo=$2; shift 2
+		rm -f /tmp/gpuns/uid
+		step "$name" "$tmo" $C run --timeout $((tmo - 5)) -- sh -c "$B allreduce --gpu=\$R2CCL_HOST_INDEX \
+			--nranks 2 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file /tmp/gpuns/uid $*"
+	}
+	bench ns-r2-allreduce 200 -b 64M -e 1G -f 4 -n 10 -w 3
+	step ns-nccl-allreduce 200 $C run --timeout 190 -- env NCCL_SOCKET_IFNAME=rail NCCL_IB_DISABLE=1 \
+		NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 \
+		NCCL_DEBUG=WARN sh -c "python3 $ROOT/tools/peers/torch_nccl_peer.py --rank \$R2CCL_HOST_INDEX \
+		--nranks 2 --addr 198.18.0.1 --gpu \$R2CCL_HOST_INDEX -b 64M -e 1G -f 4 -n 10 -w 3"
+	# a rail set down while 64 MB AllReduces run: the loop must finish, exact
+	( sleep 4; $C link 1 1 down; echo "rail 1 of host 1 down at $(date +%T.%N)" ) > "$OUT/ns-linkdown-event.log" 2>&1 &
+	bench ns-r2-linkdown 200 -b 64M -e 64M -n 150 -w 2 --trace /tmp/gpuns/trace.csv
+	wait
+	cp /tmp/gpuns/trace.csv "$OUT/ns-linkdown-trace.csv" 2>/dev/null
+	$C exec 0 "$BD/libexec/r2cclctl" rails > "$OUT/ns-rails-after.txt" 2>&1
+	bench ns-r2-after 200 -b 1M -e 256M -f 16 -n 5 -w 1
+	$C daemons stop >> "$OUT/ns-up.log" 2>&1
+	for i in 0 1; do cp "/tmp/gpuns/h$i/r2ccld.log" "$OUT/ns-r2ccld-h$i.log" 2>/dev/null; done
+	$C down >> "$OUT/ns-up.log" 2>&1
+fi
+if [ "$what" = nstune ]; then
+	# the two-namespace AllReduce with daemon options ($NS_ARGS, e.g.
+	# "--tcp-streams 8 --chunk-size 4M"), one run per ';'-separated set
+	C="bash $ROOT/tests/cluster/cluster.sh --prefix gpuns"
+	B=$BD/libexec/r2ccl-bench
+	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	k=0
+	IFS=';' read -ra sets <<< "${NS_ARGS:-}"
+	for a in "${sets[@]}"; do
+		k=$((k + 1))
+		# shellcheck disable=SC2086
+		$C daemons start $a >> "$OUT/ns-up.log" 2>&1
+		echo "ns-tune-$k: $a" >> "$summary"
+		rm -f /tmp/gpuns/uid
+		step "ns-tune-$k" 150 $C run --timeout 145 -- sh -c "$B allreduce --gpu=\$R2CCL_HOST_INDEX \
+			--nranks 2 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file /tmp/gpuns/uid \
+			-b 64M -e 1G -f 4 -n 5 -w 2"
+		$C daemons stop >> "$OUT/ns-up.log" 2>&1
+	done
+	$C down >> "$OUT/ns-up.log" 2>&1
 fi
 
-i=0
-for f in /tmp/r2ccl-test-*/r2ccld.log; do
-  [ -f "$f" ] && cp "$f" "$OUT/daemon-left-$((i++)).log"
-done
 {
-  echo "== steps"; cat "$summary"
-  [ -f "$OUT/gpu-suite.log" ] && echo "== gpu suite" && grep -E "^(matrix|order|cuMem|client killed|PASSED|FAILED|FAIL )" "$OUT/gpu-suite.log" | head -40
-  for f in "$OUT"/bench-*.log; do
-    echo "== $(basename "$f" .log)"
-    grep -E "^#|^ *[0-9]" "$f" | grep -vE "^#\s+\(B\)" | awk '{ if ($1 ~ /^#/ || $1==8 || $1==32768 || $1>=1048576) print }'
-  done
+	echo "== steps"; cat "$summary"
+	[ -f "$OUT/gpu-suite.log" ] && echo "== gpu suite" &&
+		grep -E "^(matrix|order|cuMem|client killed|PASSED|FAILED|FAIL )" "$OUT/gpu-suite.log" | head -40
+	[ -f "$OUT/nccl-allreduce.log" ] && cmp "$OUT/r2-allreduce.log" "$OUT/nccl-allreduce.log" "AllReduce 2 GPUs"
+	for c in allgather reducescatter broadcast; do
+		[ -f "$OUT/nccl-$c.log" ] && cmp "$OUT/r2-$c.log" "$OUT/nccl-$c.log" "$c 2 GPUs"
+	done
+	for f in ns-r2-allreduce ns-nccl-allreduce ns-r2-linkdown ns-r2-after ns-tune-1 ns-tune-2 ns-tune-3 ns-tune-4; do
+		[ -f "$OUT/$f.log" ] && echo "== $f" && grep -E "^\[h0\] *([0-9]|# Out|# torch)" "$OUT/$f.log"
+	done
+	[ -f "$OUT/ns-linkdown-trace.csv" ] && awk -F, 'NR > 2 { g = $3 - p; if (g > m) m = g } NR > 1 { p = $3; n++ }
+		END { printf "linkdown loop: %d iterations, longest gap between completions %.1f ms\n", n, m / 1000 }' \
+		"$OUT/ns-linkdown-trace.csv"
 } | tee "$OUT/table.txt"
+# few files come back from the GPU machine: the logs travel as one archive
+tar -C "$OUT" -czf "$OUT/../logs-${what}.tgz" --exclude=table.txt . 2>/dev/null && \
+	find "$OUT" -type f ! -name table.txt -delete

@@ -47,6 +47,8 @@ struct bench_opts {
 	const char *peer_store; /* gloo: shared rendezvous directory, or NULL */
 	double peer_timeout_s;
 	int timeout_ms; /* r2ccl_connect_opts_t.timeout_ms */
+	bool gpu;       /* GPU buffers, stream-ordered calls (--gpu) */
+	int gpu_dev;    /* --gpu=D, or -1: the local rank index */
 };
 
 /* One printed row (one size), as rank 0 measured it. */

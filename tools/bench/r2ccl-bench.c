@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "gpumem.h"
 #include "r2ccl.h"
 
 #define EXIT_WRONG 1 /* wrong values, or a rank failed */
@@ -529,6 +530,9 @@ struct rank_ctx {
 	r2ccl_comm_t *comm;
 	uint8_t *sendbuf, *recvbuf, *scratch;
 	size_t sendcap, recvcap;
+	/* --gpu: sendbuf/recvbuf are host mirrors of these GPU buffers */
+	uint8_t *gsend, *grecv;
+	void *stream;
 	FILE *trace;
 	uint64_t *t_start, *t_end;
 };
@@ -553,31 +557,57 @@ static int barrier(struct rank_ctx *c)
 	return r2ccl_allreduce(c->comm, b, b, 1, R2CCL_INT32, R2CCL_SUM);
 }
 
+/* --gpu: one stream-ordered call, then the stream and the async error. */
+#define GPU_CALL(fn, ...)                                                           \
+	do {                                                                        \
+		int e_ = fn##_stream(__VA_ARGS__, c->stream), ae_ = 0;              \
+		if (!e_)                                                            \
+			e_ = bgpu_sync() ? -EIO : 0;                                \
+		if (!e_ && !(e_ = r2ccl_comm_get_async_error(c->comm, &ae_)))       \
+			e_ = ae_;                                                   \
+		return e_;                                                          \
+	} while (0)
+#define CALL(fn, ...)                                      \
+	do {                                               \
+		if (c->stream)                             \
+			GPU_CALL(fn, __VA_ARGS__);         \
+		return fn(__VA_ARGS__);                    \
+	} while (0)
+
+/* A send or receive of the ring of run_once. */
+static int p2p(struct rank_ctx *c, bool send, uint8_t *buf, size_t count, int peer)
+{
+	if (send)
+		CALL(r2ccl_send, c->comm, buf, count, c->o->dtype, peer);
+	CALL(r2ccl_recv, c->comm, buf, count, c->o->dtype, peer);
+}
+
 /* Runs one operation of the step described by s (in place or not). */
 static int run_once(struct rank_ctx *c, const struct bench_sizes *s, int in_place)
 {
 	const struct bench_opts *o = c->o;
 	size_t es = type_size(o->dtype);
-	uint8_t *sb = in_place ? c->recvbuf : c->sendbuf, *rb = c->recvbuf;
+	uint8_t *rbase = c->stream ? c->grecv : c->recvbuf;
+	uint8_t *sb = in_place ? rbase : (c->stream ? c->gsend : c->sendbuf), *rb = rbase;
 	int r = c->rank, n = c->n;
 
 	switch (o->op) {
 	case BOP_ALLREDUCE:
-		return r2ccl_allreduce(c->comm, sb, rb, s->count, o->dtype, o->redop);
+		CALL(r2ccl_allreduce, c->comm, sb, rb, s->count, o->dtype, o->redop);
 	case BOP_ALLGATHER:
 		if (in_place)
 			sb = rb + (size_t)r * s->count * es;
-		return r2ccl_allgather(c->comm, sb, rb, s->count, o->dtype);
+		CALL(r2ccl_allgather, c->comm, sb, rb, s->count, o->dtype);
 	case BOP_REDUCESCATTER:
 		if (in_place) {
 			sb = rb;
 			rb = rb + (size_t)r * s->count * es;
 		}
-		return r2ccl_reducescatter(c->comm, sb, rb, s->count, o->dtype, o->redop);
+		CALL(r2ccl_reducescatter, c->comm, sb, rb, s->count, o->dtype, o->redop);
 	case BOP_BROADCAST:
-		return r2ccl_broadcast(c->comm, sb, rb, s->count, o->dtype, o->root);
+		CALL(r2ccl_broadcast, c->comm, sb, rb, s->count, o->dtype, o->root);
 	case BOP_REDUCE:
-		return r2ccl_reduce(c->comm, sb, rb, s->count, o->dtype, o->redop, o->root);
+		CALL(r2ccl_reduce, c->comm, sb, rb, s->count, o->dtype, o->redop, o->root);
 	case BOP_SENDRECV: {
 		/* Blocking send/recv round a ring: even ranks send first, odd ranks
 		 * receive first. With n odd, ranks n-1 and 0 both send first; rank 0's
@@ -588,13 +618,13 @@ static int run_once(struct rank_ctx *c, const struct bench_sizes *s, int in_plac
 		 * nccl-tests. */
 		int to = (r + 1) % n, from = (r - 1 + n) % n, err;
 		if (r % 2 == 0) {
-			err = r2ccl_send(c->comm, sb, s->count, o->dtype, to);
+			err = p2p(c, true, sb, s->count, to);
 			if (!err)
-				err = r2ccl_recv(c->comm, rb, s->count, o->dtype, from);
+				err = p2p(c, false, rb, s->count, from);
 		} else {
-			err = r2ccl_recv(c->comm, rb, s->count, o->dtype, from);
+			err = p2p(c, false, rb, s->count, from);
 			if (!err)
-				err = r2ccl_send(c->comm, sb, s->count, o->dtype, to);
+				err = p2p(c, true, sb, s->count, to);
 		}
 		return err;
 	}
@@ -630,6 +660,12 @@ static void fill_inputs(struct rank_ctx *c, const struct pattern *p, const struc
 		fill(p, in, s->count, r, 0);
 		break;
 	}
+	if (c->stream) {
+		size_t rl = s->recv_bytes > s->send_bytes ? s->recv_bytes : s->send_bytes;
+		if (bgpu_h2d(c->grecv, c->recvbuf, rl) ||
+		    (!in_place && bgpu_h2d(c->gsend, c->sendbuf, s->send_bytes)))
+			fprintf(stderr, "r2ccl-bench: rank %d: copy to the GPU failed\n", r);
+	}
 }
 
 static long long check_outputs(struct rank_ctx *c, const struct pattern *p,
@@ -643,6 +679,13 @@ static long long check_outputs(struct rank_ctx *c, const struct pattern *p,
 		 in_place ? "in-place" : "out-of-place");
 	struct checker ck = { .p = p, .rank = r, .what = what, .wrong = 0 };
 	const uint8_t *rb = c->recvbuf;
+
+	if (c->stream &&
+	    bgpu_d2h(c->recvbuf, c->grecv,
+		     s->recv_bytes > s->send_bytes ? s->recv_bytes : s->send_bytes)) {
+		fprintf(stderr, "r2ccl-bench: rank %d: copy from the GPU failed\n", r);
+		return (long long)s->count;
+	}
 
 	switch (o->op) {
 	case BOP_ALLREDUCE:
@@ -771,9 +814,39 @@ static int rank_main(const struct bench_opts *o, int rank, const r2ccl_unique_id
 		rc = EXIT_WRONG;
 		goto out;
 	}
-	if ((err = r2ccl_mem_alloc(c.client, c.sendcap, (void **)&c.sendbuf)) ||
-	    (err = r2ccl_mem_alloc(c.client, c.recvcap, (void **)&c.recvbuf)) ||
-	    (err = r2ccl_mem_alloc(c.client, 4096, (void **)&c.scratch))) {
+	if (o->gpu) {
+		char msg[160];
+		int ord;
+		if (bgpu_open(o->gpu_dev >= 0 ? o->gpu_dev : rank - o->first_rank, &ord, msg,
+			      sizeof(msg))) {
+			fprintf(stderr, "r2ccl-bench: rank %d: --gpu: %s\n", rank, msg);
+			rc = EXIT_WRONG;
+			goto out;
+		}
+		if (!(c.sendbuf = malloc(c.sendcap)) || !(c.recvbuf = malloc(c.recvcap)) ||
+		    bgpu_alloc((void **)&c.gsend, c.sendcap) ||
+		    bgpu_alloc((void **)&c.grecv, c.recvcap)) {
+			fprintf(stderr, "r2ccl-bench: rank %d: out of host or GPU %d memory\n", rank,
+				ord);
+			rc = EXIT_WRONG;
+			goto out;
+		}
+		if ((err = r2ccl_mem_register_gpu(c.client, c.gsend, c.sendcap)) ||
+		    (err = r2ccl_mem_register_gpu(c.client, c.grecv, c.recvcap))) {
+			rank_fail(&c, "r2ccl_mem_register_gpu", err);
+			rc = EXIT_WRONG;
+			goto out;
+		}
+		c.stream = bgpu_stream();
+		if (rank == 0)
+			printf("# GPU buffers on GPU %d (rank 0), stream-ordered calls\n", ord);
+	} else if ((err = r2ccl_mem_alloc(c.client, c.sendcap, (void **)&c.sendbuf)) ||
+		   (err = r2ccl_mem_alloc(c.client, c.recvcap, (void **)&c.recvbuf))) {
+		rank_fail(&c, "r2ccl_mem_alloc", err);
+		rc = EXIT_WRONG;
+		goto out;
+	}
+	if ((err = r2ccl_mem_alloc(c.client, 4096, (void **)&c.scratch))) {
 		rank_fail(&c, "r2ccl_mem_alloc", err);
 		rc = EXIT_WRONG;
 		goto out;
@@ -900,6 +973,18 @@ out:
 		r2ccl_comm_abort(c.comm);
 	else if (c.comm && (err = r2ccl_comm_destroy(c.comm)))
 		rank_fail(&c, "r2ccl_comm_destroy", err);
+	if (o->gpu) {
+		if (c.client && c.gsend)
+			r2ccl_mem_deregister_gpu(c.client, c.gsend);
+		if (c.client && c.grecv)
+			r2ccl_mem_deregister_gpu(c.client, c.grecv);
+		bgpu_free(c.gsend);
+		bgpu_free(c.grecv);
+		bgpu_close();
+		free(c.sendbuf);
+		free(c.recvbuf);
+		c.sendbuf = c.recvbuf = NULL;
+	}
 	if (c.client) {
 		if (c.sendbuf)
 			r2ccl_mem_free(c.client, c.sendbuf);
@@ -1033,6 +1118,9 @@ static void usage(FILE *f)
 "  --peer-store DIR       Gloo: rendezvous directory shared by all hosts (default: a temp\n"
 "                         directory; with --uid-file, one next to the uid file)\n"
 "  --peer-timeout S       kill the peer run after S seconds (default 600)\n"
+"  --gpu[=D]              GPU buffers (cuMemAlloc, registered with r2ccl_mem_register_gpu),\n"
+"                         stream-ordered calls, the stream synchronized after each; GPU D,\n"
+"                         else local rank index, modulo the GPU count\n"
 "The table has nccl-tests' columns; time is rank 0's average in us; algbw = size/time and\n"
 "busbw = algbw * (allreduce 2(n-1)/n, allgather/reducescatter (n-1)/n, others 1), in GB/s\n"
 "(1e9 B/s). '# Out of bounds values' counts the results with wrong elements. Exit status:\n"
@@ -1053,6 +1141,7 @@ enum {
 	OPT_PEER_ADDR,
 	OPT_PEER_STORE,
 	OPT_PEER_TIMEOUT,
+	OPT_GPU,
 	OPT_CONNECT_TIMEOUT,
 };
 
@@ -1082,6 +1171,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		{ "peer-addr", required_argument, 0, OPT_PEER_ADDR },
 		{ "peer-store", required_argument, 0, OPT_PEER_STORE },
 		{ "peer-timeout", required_argument, 0, OPT_PEER_TIMEOUT },
+		{ "gpu", optional_argument, 0, OPT_GPU },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -1222,6 +1312,14 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 			if (parse_double(optarg, 1, 1e7, &d))
 				BAD("invalid --peer-timeout '%s'", optarg);
 			o->peer_timeout_s = d;
+			break;
+		case OPT_GPU:
+			o->gpu = true;
+			o->gpu_dev = -1;
+			if (optarg && parse_int(optarg, 0, 1023, &v))
+				BAD("invalid --gpu device '%s'", optarg);
+			if (optarg)
+				o->gpu_dev = (int)v;
 			break;
 		case 'h':
 			usage(stdout);

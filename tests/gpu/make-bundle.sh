@@ -1,0 +1,28 @@
+#!/bin/bash
+# Builds here what tests/gpu/run-on-device.sh runs on the GPU machine (which
+# builds nothing and has no libuv/protobuf-c/ip/tc) into bundle/gpu (ignored):
+#   bundle/gpu/libexec  r2ccld r2ccl-bench r2cclctl gpu_test, ip, tc
+#   bundle/gpu/lib      their shared libraries (not glibc's, not CUDA's)
+#   bundle/gpu/nccl-tests  NCCL's own benchmarks, when built beside:
+#       fetched/nccl-tests (public source, never committed), built with
+#       make CUDA_HOME=/usr/local/cuda NCCL_HOME=<nccl.h + libnccl.so.2 to link>
+#            NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90"
+# Then: run(command="bash tests/gpu/run-on-device.sh all", carry=["bundle/gpu"]).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+B=${B:-build-gpu}
+SHARED=${SHARED:-../shared}
+[ -f "$B/build.ninja" ] || meson setup "$B" -Dcuda=enabled -Dtests=enabled >/dev/null
+ninja -C "$B" daemon/r2ccld tools/r2ccl-bench tools/r2cclctl tests/gpu/gpu_test
+O=bundle/gpu
+rm -rf "$O"
+bash "$SHARED/device/bundle.sh" "$O" "$B/daemon/r2ccld" "$B/tools/r2ccl-bench" \
+	"$B/tools/r2cclctl" "$B/tests/gpu/gpu_test" >/dev/null
+NT=fetched/nccl-tests/build
+if [ -x "$NT/all_reduce_perf" ]; then
+	mkdir -p "$O/nccl-tests"
+	for t in all_reduce all_gather reduce_scatter broadcast; do
+		cp "$NT/${t}_perf" "$O/nccl-tests/"
+	done
+fi
+du -sh "$O"
