@@ -726,6 +726,10 @@ struct railop {
 	struct r2_bufpool *pool_wait;
 	uint64_t pool_wait_since;
 	struct r2_view *view; /* the agreed view this operation plans with */
+	/* chunks of the current step relayed for other hosts (bridge):
+	 * (src, dst, off) */
+	struct { uint32_t src, dst; uint64_t off; } *rseen;
+	size_t nrseen, caprseen;
 };
 
 static int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer)
@@ -781,12 +785,12 @@ again:
 	prm.recursion_thresh = r2_param_double(&o->d->params, P_RECURSION_THRESH);
 	prm.routing_algo = (int)r2_param_int(&o->d->params, P_ROUTING_ALGO);
 	r = r2_plan_build(&cl, &od, &prm, &o->plan);
-	if (use_view && (r < 0 || o->plan->nbridged)) {
-		/* no plan without bridges for this view (the executor does not
-		 * relay yet): every daemon falls back alike to the all-up plan,
-		 * whose chunks on failed rails go by another rail (post_any) */
-		log_debug("communicator %u: view %llu needs %s; planning with every NIC up",
-			  c->id, (unsigned long long)v->epoch, r < 0 ? "an impossible plan" : "bridges");
+	if (use_view && r < 0) {
+		/* no plan for this view: every daemon falls back alike to the
+		 * all-up plan, whose chunks on failed rails go by another rail
+		 * (post_any). (Plans with bridges run: relay() below.) */
+		log_debug("communicator %u: view %llu needs an impossible plan; planning with "
+			  "every NIC up", c->id, (unsigned long long)v->epoch);
 		if (r == 0)
 			r2_plan_free(o->plan);
 		o->plan = NULL;
@@ -899,7 +903,9 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	s->hdr.off = off;
 	s->hdr.len = (uint32_t)len;
 	s->rail = x->rail;
-	s->peer = c->hosts[x->peer].id;
+	/* bridged: to the bridge host on the first hop's rail; the header
+	 * names the destination, the bridge forwards (relay()) */
+	s->peer = c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via : x->peer].id;
 	s->next = o->sends;
 	o->sends = s;
 	o->nsends++;
@@ -1080,12 +1086,82 @@ static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void
 	return h->len;
 }
 
+/* A bridge host: a chunk of the current step from h->src for h->dst (the
+ * planner's R2_XFER_RELAY entry) goes on to its destination, on the entry's
+ * outgoing rail (or any, post_any), from a copy the bridge keeps until the
+ * destination acknowledges it (the source already had the bridge's ACK), so
+ * a failure of the second hop re-sends it too. Each chunk is forwarded
+ * once; returns the bytes forwarded (0: a duplicate or not expected). */
+static uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx)
+{
+	struct r2_comm *c = o->c;
+	const struct r2_xfer *x = NULL;
+	struct sendrec *s;
+	int r;
+
+	for (size_t i = 0; i < o->nrseen; i++)
+		if (o->rseen[i].src == h->src && o->rseen[i].dst == h->dst &&
+		    o->rseen[i].off == h->off)
+			return 0; /* delivered twice: forwarded once */
+	for (int i = 0; i < nx; i++) {
+		const struct r2_xfer *y = &o->xf[i];
+		if (y->dir == R2_XFER_RELAY && y->peer == h->src && y->via == h->dst &&
+		    h->off >= y->off && h->off + h->len <= y->off + y->len) {
+			x = y;
+			break;
+		}
+	}
+	if (!x || h->dst >= (uint32_t)c->nhosts) {
+		log_warn("communicator %u: unexpected chunk to relay (op %llu step %u, host %u to "
+			 "%u, offset %llu); dropped",
+			 c->id, (unsigned long long)h->opseq, h->step, h->src, h->dst,
+			 (unsigned long long)h->off);
+		return 0;
+	}
+	if (o->nrseen == o->caprseen) {
+		size_t cap = o->caprseen ? o->caprseen * 2 : 64;
+		void *n = realloc(o->rseen, cap * sizeof(*o->rseen));
+		if (!n)
+			return 0;
+		o->rseen = n;
+		o->caprseen = cap;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->buf = malloc(h->len ? h->len : 1))) {
+		free(s);
+		return 0; /* the source re-sends nothing (acknowledged): fails by timeout */
+	}
+	o->rseen[o->nrseen].src = h->src;
+	o->rseen[o->nrseen].dst = h->dst;
+	o->rseen[o->nrseen].off = h->off;
+	o->nrseen++;
+	memcpy(s->buf, buf, h->len);
+	s->hdr = *h;
+	s->hdr.kind = R2_MSG_DATA;
+	s->rail = x->rail2;
+	s->peer = c->hosts[h->dst].id;
+	s->next = o->sends;
+	o->sends = s;
+	o->nsends++;
+	r = post(o, s);
+	if (r < 0 && r != -EAGAIN && !s->posted)
+		o->need_repost = true; /* no connection this instant: repost() retries */
+	{
+		static atomic_uint_fast64_t relayed;
+		uint64_t n = atomic_fetch_add(&relayed, 1) + 1;
+		if (n == 1 || n % 10000 == 0)
+			log_info("communicator %u: bridge for host %u -> %u: %llu chunks relayed "
+				 "so far", c->id, h->src, h->dst, (unsigned long long)n);
+	}
+	return h->len;
+}
+
 static void ack(struct railop *o, const struct r2_chunk_hdr *h)
 {
 	for (struct sendrec **pp = &o->sends; *pp; pp = &(*pp)->next) {
 		struct sendrec *s = *pp;
 		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
-		    s->hdr.dst == h->dst && !s->acked) {
+		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked) {
 			s->acked = true;
 			if (s->sent) {
 				*pp = s->next;
@@ -1105,8 +1181,12 @@ static void ack(struct railop *o, const struct r2_chunk_hdr *h)
  * never came until op_timeout_ms (docs/resilience.md, Known problems). */
 static bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
 {
-	return s->hdr.dst < (uint32_t)c->nhosts && s->rail >= 0 && s->rail < 32 &&
-	       (c->hosts[s->hdr.dst].failed_rails & (1u << s->rail));
+	if (s->rail < 0 || s->rail >= 32)
+		return false;
+	for (int h = 0; h < c->nhosts; h++)
+		if (c->hosts[h].id == s->peer)
+			return (c->hosts[h].failed_rails & (1u << s->rail)) != 0;
+	return false;
 }
 
 static void sent(struct railop *o, struct sendrec *t, int status)
@@ -1209,7 +1289,8 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 			break;
 		}
 		if (h->opseq == o->opseq && h->step == step) {
-			n = apply(o, h, m->cqe.buf, nx);
+			n = h->dst != (uint32_t)o->c->my_host ? relay(o, h, m->cqe.buf, nx)
+							      : apply(o, h, m->cqe.buf, nx);
 			break;
 		}
 		/* later: a later step of this op or a later collective */
@@ -1238,7 +1319,9 @@ static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 		struct r2_rmsg *m = *pp;
 		if (m->cqe.hdr.opseq == o->opseq && m->cqe.hdr.step == step) {
 			*pp = m->next;
-			got += apply(o, &m->cqe.hdr, m->cqe.buf, nx);
+			got += m->cqe.hdr.dst != (uint32_t)o->c->my_host
+				       ? relay(o, &m->cqe.hdr, m->cqe.buf, nx)
+				       : apply(o, &m->cqe.hdr, m->cqe.buf, nx);
 			rmsg_free(o->d, m);
 			continue;
 		}
@@ -1456,13 +1539,11 @@ static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t d
 		nx = o.nxn;
 		o.step = k;
 		o.nseen = 0;
+		o.nrseen = 0;
 		for (int i = 0; i < nx; i++) {
 			const struct r2_xfer *x = &o.xf[i];
-			if (x->dir == R2_XFER_RELAY || x->via != R2_NO_HOST) {
-				r = -EOPNOTSUPP; /* bridges come with the resilience work */
-				goto out;
-			}
-			if (x->dir == R2_XFER_RECV)
+			/* a bridge waits for what it relays as for what it receives */
+			if (x->dir == R2_XFER_RECV || x->dir == R2_XFER_RELAY)
 				expect += x->len;
 		}
 		r = list_chunks(&o, o.xf, nx, R2_XFER_RECV, false);
@@ -1526,6 +1607,7 @@ out:
 		}
 	}
 	free(o.seen);
+	free(o.rseen);
 	free(o.xf);
 	free(o.xfn);
 	free(o.nsend);

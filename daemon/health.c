@@ -101,7 +101,9 @@ struct slowrep {
 struct pmon {
 	/* any thread, under mon_lock[rail] */
 	int64_t out;            /* data bytes posted, not yet acknowledged */
-	uint64_t busy_from, busy_us, acked, last_ack_us;
+	uint64_t busy_us;       /* its share of the rail's busy time (below) */
+	uint64_t acked, last_ack_us;
+	int bslot;              /* index in its rail's busy list, -1: idle */
 	/* loop thread */
 	double rate;            /* EWMA of bytes/s while busy; 0: none yet */
 	uint64_t rate_us;       /* last valid sample */
@@ -132,6 +134,11 @@ struct r2_health {
 	size_t nslow, capslow;
 	pthread_mutex_t mon_lock[R2_MAX_RAILS];
 	struct pmon *mon; /* [peer index * R2_MAX_RAILS + rail] */
+	struct rmon {     /* per rail, under mon_lock[rail] */
+		uint64_t last_us;
+		int nbusy;
+		struct pmon *busy[R2_MAX_PEERS];
+	} *rmon;
 };
 
 const char *r2d_rstate_name(int st)
@@ -364,8 +371,9 @@ static void link_state(struct r2d *d, struct r2_peer *p, int r, int st, const ch
  *
  * Per (peer, rail) path, on the sending side: the bytes of data chunks
  * acknowledged while at least one was outstanding, over the time one was
- * outstanding: what the path delivers while it has work, so an idle rail is
- * never "slow". Every MON_PERIOD_US the loop samples each path (a sample
+ * outstanding (shared among the paths of the rail busy at the same time):
+ * what the path delivers while it has work, so an idle rail is never
+ * "slow", nor a path that shares its NIC with others. Every MON_PERIOD_US the loop samples each path (a sample
  * needs MON_MIN_BUSY_US of work and MON_MIN_BYTES acknowledged) and compares
  * its rate with the best other path of this host measured recently. Below
  * degraded_pct for MON_SLOW_SAMPLES samples in a row: the path is slow, told
@@ -394,46 +402,72 @@ static struct pmon *pmon_of(struct r2d *d, int rail, uint64_t peer)
 	return p ? &h->mon[(size_t)(p - rs->peer) * R2_MAX_RAILS + (size_t)rail] : NULL;
 }
 
+/* Under mon_lock[rail]: the time since the last call is shared among the
+ * paths of the rail that had work (k paths at once get 1/k each), so a path
+ * that shares its NIC with others is not "slow" for it: its rate is what it
+ * would deliver alone. */
+static void rmon_advance(struct r2_health *h, int rail, uint64_t now)
+{
+	struct rmon *x = &h->rmon[rail];
+
+	if (x->nbusy && now > x->last_us) {
+		uint64_t share = (now - x->last_us) / (uint64_t)x->nbusy;
+		for (int i = 0; i < x->nbusy; i++)
+			x->busy[i]->busy_us += share;
+	}
+	x->last_us = now;
+}
+
+static void rmon_idle(struct r2_health *h, int rail, struct pmon *m)
+{
+	struct rmon *x = &h->rmon[rail];
+
+	m->out = 0;
+	if (m->bslot < 0 || m->bslot >= x->nbusy || x->busy[m->bslot] != m)
+		return;
+	x->busy[m->bslot] = x->busy[--x->nbusy];
+	x->busy[m->bslot]->bslot = m->bslot;
+	m->bslot = -1;
+}
+
 void r2d_health_data_posted(struct r2d *d, int rail, uint64_t peer, int64_t len)
 {
 	struct pmon *m = pmon_of(d, rail, peer);
-	uint64_t now;
+	struct r2_health *h = d->health;
 
 	if (!m || !len)
 		return;
-	now = r2_now_us();
-	pthread_mutex_lock(&d->health->mon_lock[rail]);
-	if (len > 0 && m->out <= 0) {
-		m->out = 0;
-		m->busy_from = now;
+	pthread_mutex_lock(&h->mon_lock[rail]);
+	rmon_advance(h, rail, r2_now_us());
+	if (len > 0 && m->out <= 0 && m->bslot < 0) {
+		m->bslot = h->rmon[rail].nbusy;
+		h->rmon[rail].busy[h->rmon[rail].nbusy++] = m;
 	}
 	m->out += len;
-	if (len < 0 && m->out <= 0) { /* a post that failed, undone */
-		m->out = 0;
-		m->busy_us += now - m->busy_from;
-	}
-	pthread_mutex_unlock(&d->health->mon_lock[rail]);
+	if (m->out <= 0) /* a post that failed, undone */
+		rmon_idle(h, rail, m);
+	pthread_mutex_unlock(&h->mon_lock[rail]);
 }
 
 void r2d_health_data_acked(struct r2d *d, int rail, uint64_t peer, uint32_t len)
 {
 	struct pmon *m = pmon_of(d, rail, peer);
+	struct r2_health *h = d->health;
 	uint64_t now;
 
 	if (!m || !len)
 		return;
 	now = r2_now_us();
-	pthread_mutex_lock(&d->health->mon_lock[rail]);
+	pthread_mutex_lock(&h->mon_lock[rail]);
 	if (m->out > 0) {
+		rmon_advance(h, rail, now);
 		m->acked += len;
 		m->last_ack_us = now;
 		m->out -= len;
-		if (m->out <= 0) {
-			m->out = 0;
-			m->busy_us += now - m->busy_from;
-		}
+		if (m->out <= 0)
+			rmon_idle(h, rail, m);
 	}
-	pthread_mutex_unlock(&d->health->mon_lock[rail]);
+	pthread_mutex_unlock(&h->mon_lock[rail]);
 }
 
 static void slow_set(struct r2_health *h, uint64_t a, uint64_t b, int rail, uint64_t bw)
@@ -493,7 +527,8 @@ static void pmon_reset(struct r2d *d, struct r2_peer *p, int r)
 		return;
 	m = &h->mon[(size_t)(p - d->rails->peer) * R2_MAX_RAILS + (size_t)r];
 	pthread_mutex_lock(&h->mon_lock[r]);
-	m->out = 0;
+	rmon_advance(h, r, r2_now_us());
+	rmon_idle(h, r, m);
 	m->busy_us = 0;
 	m->acked = 0;
 	pthread_mutex_unlock(&h->mon_lock[r]);
@@ -523,19 +558,22 @@ static void tick_monitor(struct r2d *d, uint64_t now)
 	if (!h->mon || now - h->last_mon_us < MON_PERIOD_US)
 		return;
 	h->last_mon_us = now;
+	for (int r = 0; r < nr; r++) {
+		pthread_mutex_lock(&h->mon_lock[r]);
+		rmon_advance(h, r, now);
+		pthread_mutex_unlock(&h->mon_lock[r]);
+	}
 	for (int i = 0; i < np; i++) {
 		for (int r = 0; r < nr; r++) {
 			struct pmon *m = &h->mon[(size_t)i * R2_MAX_RAILS + (size_t)r];
 			uint64_t db, da;
 			pthread_mutex_lock(&h->mon_lock[r]);
-			if (m->out > 0) {
-				m->busy_us += now - m->busy_from;
-				m->busy_from = now;
-				/* nothing acknowledged for a second while work is out:
-				 * its chunks went by another rail or were lost with a
-				 * connection; count afresh */
-				if (now - m->last_ack_us > 1000000 && !m->acked)
-					m->out = 0;
+			/* nothing acknowledged for a second while work is out: its
+			 * chunks went by another rail or were lost with a
+			 * connection; count afresh */
+			if (m->out > 0 && now - m->last_ack_us > 1000000 && !m->acked) {
+				rmon_idle(h, r, m);
+				m->busy_us = 0;
 			}
 			db = m->busy_us;
 			da = m->acked;
@@ -1643,6 +1681,41 @@ static void tick_comms(struct r2d *d, uint64_t now)
 	pthread_mutex_unlock(&d->lock);
 }
 
+/* A NIC shown degraded stays so while the latest committed view of a live
+ * communicator plans it degraded: when its communicators end, or their
+ * views no longer do (the slow paths measured normal, nothing re-planned
+ * because the view is then "every NIC up" again), it is healthy again. */
+static void tick_degraded(struct r2d *d)
+{
+	struct r2_health *h = d->health;
+	struct r2_rails *rs = d->rails;
+	uint32_t mask = 0;
+	bool any = false;
+
+	for (int r = 0; r < rs->n; r++)
+		any |= rs->rail[r].h.state == R2_RS_DEGRADED;
+	if (!any)
+		return;
+	pthread_mutex_lock(&h->lock);
+	for (const struct hcomm *hc = h->comms; hc; hc = hc->next) {
+		const struct r2_view *v = NULL;
+		if (!hc->known)
+			continue;
+		for (const struct hview_node *n = hc->views; n; n = n->next)
+			v = n->v;
+		for (uint32_t r = 0; v && (int)r < rs->n && r < v->nrails; r++) {
+			size_t i = (size_t)hc->my_host * v->nrails + r;
+			if (v->bw[i] && !v->down[i])
+				mask |= 1u << r;
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	for (int r = 0; r < rs->n; r++)
+		if (rs->rail[r].h.state == R2_RS_DEGRADED && !(mask & (1u << r)))
+			rail_state(d, r, R2_RS_HEALTHY,
+				   "throughput normal again (no communicator plans it degraded)");
+}
+
 /* A change that may change a view: propose at once, not at the next tick. */
 static void kick(struct r2d *d)
 {
@@ -1668,6 +1741,7 @@ static void on_tick(uv_timer_t *t)
 	tick_monitor(d, now);
 	d->health->view_dirty = false;
 	tick_comms(d, now);
+	tick_degraded(d);
 }
 
 int r2d_health_start(struct r2d *d)
@@ -1690,8 +1764,14 @@ int r2d_health_start(struct r2d *d)
 	for (int i = 0; i < R2_MAX_RAILS; i++)
 		pthread_mutex_init(&h->mon_lock[i], NULL);
 	h->mon = calloc((size_t)R2_MAX_PEERS * R2_MAX_RAILS, sizeof(*h->mon));
-	if (!h->mon)
+	h->rmon = calloc(R2_MAX_RAILS, sizeof(*h->rmon));
+	if (!h->mon || !h->rmon) {
+		free(h->mon);
+		h->mon = NULL;
 		log_warn("health: no memory for the throughput monitor; it is off");
+	}
+	for (size_t i = 0; h->mon && i < (size_t)R2_MAX_PEERS * R2_MAX_RAILS; i++)
+		h->mon[i].bslot = -1;
 	d->health = h;
 	for (int i = 0; i < rs->n; i++) {
 		struct r2_rail *rl = &rs->rail[i];
@@ -1767,6 +1847,7 @@ void r2d_health_free(struct r2d *d)
 	free(h->reps);
 	free(h->slow);
 	free(h->mon);
+	free(h->rmon);
 	for (int i = 0; i < R2_MAX_RAILS; i++)
 		pthread_mutex_destroy(&h->mon_lock[i]);
 	pthread_mutex_destroy(&h->lock);

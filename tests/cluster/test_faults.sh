@@ -15,6 +15,10 @@
 #                show degraded (throughput monitor), the loop must run faster
 #                once re-planned than before, and after the cap is lifted
 #                the rail must be healthy again (loop of FAULT_THROTTLE_ITERS)
+#   bridge       daemons in hotrepair mode; host 0's rail 0 and host 1's
+#                rail 1 drained: those two hosts share no usable rail, the
+#                plan relays their chunks through host 2 (a bridge). (In
+#                balance mode the plan for this view needs no relay.)
 #   peerkill     host 2's daemon SIGKILLed: the others fail with an error
 #                within the peer timeout, their daemons stay up
 #   clientkill   host 2's rank SIGKILLed: the others get an error, daemons up
@@ -32,7 +36,7 @@ H=${FAULT_HOSTS:-3}
 RATE=${FAULT_RATE:-1gbit}
 SIZE=${FAULT_SIZE:-4M}
 ITERS=${FAULT_ITERS:-150}
-SCEN=${FAULT_SCENARIOS:-linkdown linkup flap blackhole throttle peerkill clientkill}
+SCEN=${FAULT_SCENARIOS:-linkdown linkup flap blackhole throttle bridge peerkill clientkill}
 BENCH=${R2CCL_BENCH:-$HERE/../../build/tools/r2ccl-bench}
 CTL=${R2CCLCTL:-$HERE/../../build/tools/r2cclctl}
 REPORT=${FAULT_REPORT:-/dev/null}
@@ -110,7 +114,7 @@ report() {
 # Over every repetition of each scenario: the fault gaps' median, p99 and
 # max, against the healthy iterations' median and p99 (FAULT_REPEAT > 1).
 summary() {
-	awk '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1); s = $1
+	awk '{ delete v; for (i = 1; i < NF; i++) v[$i] = $(i + 1); s = $1
 		if (!("fault_gap_ms" in v)) next
 		n[s]++; g[s, n[s]] = v["fault_gap_ms"]; m[s, n[s]] = v["median_ms"]; q[s, n[s]] = v["healthy_p99_ms"] }
 	function pct(a, s, k, p,   i, j, t, x) { for (i = 1; i <= k; i++) x[i] = a[s, i]
@@ -204,6 +208,24 @@ inject_throttle() {
 	sleep 2
 }
 restore_throttle() { "$C" rate 1 0 "$RATE" >/dev/null; }
+inject_bridge() {
+	"$CTL" --socket "$DIR/h0/r2ccld.sock" drain rail0 >/dev/null
+	"$CTL" --socket "$DIR/h1/r2ccld.sock" drain rail1 >/dev/null
+}
+restore_bridge() {
+	"$CTL" --socket "$DIR/h0/r2ccld.sock" undrain rail0 >/dev/null
+	"$CTL" --socket "$DIR/h1/r2ccld.sock" undrain rail1 >/dev/null
+}
+check_bridge() {
+	if "$CTL" --socket "$DIR/h0/r2ccld.sock" events 2>/dev/null |
+		grep -q "replan.*host 0 rail 0, host 1 rail 1" &&
+		grep -q "bridge for host [01] -> [01]: .* chunks relayed" "$DIR"/h2/r2ccld.log; then
+		ok "bridge: hosts 0 and 1 without a common rail: re-planned, host 2 relayed their chunks"
+	else
+		fail "bridge: no re-plan with both NICs out, or host 2 relayed nothing"
+		"$CTL" --socket "$DIR/h0/r2ccld.sock" events 2>&1 | tail -n 6 | sed 's/^/#   /'
+	fi
+}
 check_throttle() {
 	local healthy slow rebal back detect
 	if [[ -z $T_DEG ]]; then
@@ -277,6 +299,15 @@ for s in $(for _ in $(seq "${FAULT_REPEAT:-1}"); do echo $SCEN; done); do
 		"$C" daemons stop >/dev/null 2>&1
 		"$C" down >/dev/null 2>&1
 		cluster_up || { fail "cluster up"; dump_logs; finish; }
+		;;
+	bridge)
+		"$C" daemons stop >/dev/null 2>&1
+		"$C" daemons start --mode hotrepair >/dev/null || { fail "daemons start"; dump_logs; finish; }
+		run_ok "$s"
+		check_sanitizer "$s"
+		restore_bridge
+		"$C" daemons stop >/dev/null 2>&1
+		"$C" daemons start >/dev/null || { fail "daemons start"; dump_logs; finish; }
 		;;
 	*)
 		run_ok "$s"
