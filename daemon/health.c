@@ -811,6 +811,24 @@ static int netlink_open(struct r2d *d)
 
 /* ---- transport events ---- */
 
+static void tell_local_state(struct r2d *d, struct r2_peer *p)
+{
+	struct r2_rails *rs = d->rails;
+
+	for (int r = 0; r < rs->n; r++) {
+		struct r2_rail *rl = &rs->rail[r];
+		R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
+		if (!rl->h.drained && rl->h.link_up)
+			continue;
+		e.host_id = d->host_id;
+		e.rail = (uint32_t)r;
+		e.state = rl->h.drained ? R2_RS_DRAINED : R2_RS_FAILED;
+		e.cause = rl->h.drained ? "drained by the operator" : rl->h.cause;
+		e.seq = ++d->health->my_seq;
+		send_peer_msg(d, p->id, R2PEER__PEER_MSG__PEER_RAIL_EVENT, &e.base);
+	}
+}
+
 void r2d_health_conn(struct r2d *d, int rail, uint64_t peer, int type, int status)
 {
 	struct r2_rails *rs = d->rails;
@@ -834,6 +852,11 @@ void r2d_health_conn(struct r2d *d, int rail, uint64_t peer, int type, int statu
 			link_state(d, p, rail, R2_RS_RECOVERING, "connected again (probe)");
 		}
 		set_bad(d, p);
+		/* a peer that connects first now learns of NICs of ours that were
+		 * drained or failed before (their events went to the peers
+		 * connected then): once per peer, on its first connection */
+		if (!p->conn_mask || (p->conn_mask & ~(1u << rail)) == 0)
+			tell_local_state(d, p);
 		return;
 	}
 	snprintf(cause, sizeof(cause), "connection error: %s", strerror(-status));
