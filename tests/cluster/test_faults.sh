@@ -239,12 +239,17 @@ check_throttle() {
 	rebal=$(median_in "$(awk -v a="$T_DEG" 'BEGIN { print a + 0.5 }')" "$T_REST")
 	back=$(median_in "$(awk -v a="${T_OK:-1e12}" 'BEGIN { print a + 0.5 }')" 1e12)
 	report "throttle: host 1 rail 0 at 25%: degraded after ${detect} s; median iteration ms: healthy $healthy, throttled before re-plan $slow, re-planned $rebal, cap lifted and healthy again $back"
-	if [[ $slow == - || $rebal == - ]]; then
-		fail "throttle: too few iterations to compare (throttled $slow, re-planned $rebal)"
-	elif lt "$rebal" "$slow"; then
-		ok "throttle: re-planned around the degraded NIC: $rebal ms per iteration vs $slow ms before (healthy $healthy)"
+	# Without rebalancing a ring at 25% on one rail takes 3-4x the healthy
+	# time (measured 3.3-4.1x; planner 3.2x); re-planned 1.4-1.5x (planner
+	# 1.44x). The check is against the healthy time of the same run (the
+	# throttled window before the re-plan is short and may hold iterations
+	# of a first, partial re-plan): a shared machine slows both alike.
+	if [[ $rebal == - || $healthy == - ]]; then
+		fail "throttle: too few iterations to compare (healthy $healthy, re-planned $rebal)"
+	elif lt "$rebal" "$(awk -v h="$healthy" 'BEGIN { print 2.2 * h }')"; then
+		ok "throttle: re-planned around the degraded NIC: $rebal ms per iteration, healthy $healthy, throttled before the re-plan $slow"
 	else
-		fail "throttle: re-planned loop not faster: $rebal ms vs $slow ms before"
+		fail "throttle: re-planned loop too slow: $rebal ms vs healthy $healthy ms (throttled before: $slow)"
 	fi
 	if [[ -n $T_OK ]]; then
 		ok "throttle: cap lifted: rail0 of host 1 healthy again after $(awk -v a="$T_REST" -v b="$T_OK" 'BEGIN { printf "%.2f", b - a }') s (median $back ms)"
