@@ -129,6 +129,7 @@ struct r2_health {
 	struct linkrep *reps;
 	size_t nreps, capreps;
 	uint64_t last_hb_us, last_stat_us, last_link_poll_us, last_mon_us;
+	uint64_t last_tick_us, stall_until_us; /* this daemon not scheduled */
 	bool view_dirty;
 	struct slowrep *slow;
 	size_t nslow, capslow;
@@ -1561,7 +1562,7 @@ static void tick_paths(struct r2d *d, uint64_t now)
 					rl->ops->post_send(rl->tp, p->id, &hh, NULL, 0);
 				}
 				l->missed = now > last ? (uint32_t)((now - last) / iv) : 0;
-				if (now > last && now - last > silent) {
+				if (now > last && now - last > silent && now >= h->stall_until_us) {
 					char cause[128];
 					snprintf(cause, sizeof(cause),
 						 "no message for %llu ms (%u heartbeats missed): "
@@ -1758,6 +1759,22 @@ static void on_tick(uv_timer_t *t)
 	if (uv_is_closing((uv_handle_t *)&d->rails->async)) {
 		r2d_health_close(d); /* the daemon is stopping */
 		return;
+	}
+	/* This tick comes late by more than a heartbeat interval: this daemon
+	 * was not running (an overloaded host, a VM paused): its own threads
+	 * did not see the messages that came meanwhile, so silence is no
+	 * evidence until the rails thread has caught up (one interval). */
+	{
+		struct r2_health *h = d->health;
+		uint64_t iv = p_us(d, P_HB_INTERVAL);
+		if (h->last_tick_us && now - h->last_tick_us > iv + 100000) {
+			h->stall_until_us = now + iv;
+			log_warn("health: no tick for %llu ms (this daemon was not scheduled); "
+				 "silent paths are not judged for %llu ms",
+				 (unsigned long long)(now - h->last_tick_us) / 1000,
+				 (unsigned long long)iv / 1000);
+		}
+		h->last_tick_us = now;
 	}
 	tick_rails(d, now);
 	tick_paths(d, now);
