@@ -8,6 +8,7 @@ PKGS=(build-essential g++ meson ninja-build pkg-config
       libibverbs-dev rdma-core ibverbs-providers
       check libsubunit-dev valgrind
       iproute2 procps kmod
+      qemu-system-x86 debootstrap e2fsprogs
       openmpi-bin libopenmpi-dev libgloo-dev)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -34,6 +34,13 @@ if ! mtest -C build-test --print-errorlogs --num-processes 1 --suite faults; the
 	mtest -C build-test --print-errorlogs --num-processes 1 --suite faults
 fi
 
+echo "=== rdma (two soft-RoCE qemu guests) ==="
+# The guest image (debootstrap, about 2 minutes) is built once per recipe and
+# kept outside the build folder, so a fresh clone on the same machine reuses
+# it; the suite skips (77) only where qemu cannot run.
+export R2_RDMA_VM_CACHE=${R2_RDMA_VM_CACHE:-/var/cache/r2ccl/rdma-vm}
+mtest -C build-test --print-errorlogs --num-processes 1 --suite rdma
+
 echo "=== ASan + UBSan ==="
 [ -f build-asan/build.ninja ] || meson setup build-asan -Dtests=enabled \
 	-Db_sanitize=address,undefined -Db_lundef=false --buildtype=debugoptimized >/dev/null

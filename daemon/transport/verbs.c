@@ -1706,8 +1706,18 @@ static int verbs_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		goto fail;
 	}
 	union ibv_gid g;
-	if (ibv_query_gid(tp->dev->ctx, tp->port, tp->gid_index, &g)) {
-		ret = -EIO;
+	static const uint8_t zero_gid[16];
+	if (tp->gid_index >= pa.gid_tbl_len || ibv_query_gid(tp->dev->ctx, tp->port, tp->gid_index, &g)) {
+		log_err("verbs %s: %s port %d has no GID index %d (table of %d)", c->ifname, devname,
+			port, tp->gid_index, pa.gid_tbl_len);
+		ret = -EINVAL;
+		goto fail;
+	}
+	/* an unused entry reads as zeros (rxe answers any index): no address */
+	if (!memcmp(g.raw, zero_gid, 16)) {
+		log_err("verbs %s: %s port %d GID[%d] is empty", c->ifname, devname, port,
+			tp->gid_index);
+		ret = -EADDRNOTAVAIL;
 		goto fail;
 	}
 	memcpy(tp->gid, g.raw, 16);

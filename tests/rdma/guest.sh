@@ -17,4 +17,9 @@ pingpong)
 fail)
   ./r2-vpingpong fail "$ROLE" "$RAIL1_NETDEV" "$RAIL1_ADDR" "$RAIL1_PEER"
   ;;
+cluster|mixed)
+  # r2ccld on both rails (mixed: rail 1 without RDMA, so tcp) and the
+  # cluster client (daemon-guest.sh)
+  bash ./daemon-guest.sh
+  ;;
 esac

@@ -15,8 +15,14 @@ cmd=${1:-}
 packages="linux-image-amd64 rdma-core ibverbs-utils ibverbs-providers iproute2 kmod udev procps
           libuv1 libprotobuf-c1 libhwloc15 libnuma1 libsystemd0 libcjson1 python3-minimal"
 
+# the image's key: this script's build recipe (packages, init); a cache built
+# from another recipe is rebuilt
+key() { { echo "$packages"; declare -f build; } | sha256sum | cut -c1-16; }
+
 build() {
-  [ -f "$cache/root.img" ] && { echo "cached: $cache"; return; }
+  [ -f "$cache/root.img" ] && [ "$(cat "$cache/key" 2>/dev/null)" = "$(key)" ] &&
+    { echo "cached: $cache"; return; }
+  rm -f "$cache/root.img" "$cache/key"
   command -v debootstrap >/dev/null && command -v qemu-system-x86_64 >/dev/null ||
     apt-get install -y -qq debootstrap qemu-system-x86 e2fsprogs >/dev/null
   local mirror root=$cache/root
@@ -43,7 +49,7 @@ sed "s/^/[$ROLE] /" /tmp/out; echo "[$ROLE] exit $rc"; sync; echo o > /proc/sysr
 INIT
   chmod +x "$root/r2-init"; rm -f "$root/etc/resolv.conf"
   mkfs.ext4 -q -d "$root" "$cache/root.img" 2G
-  rm -rf "$root"; echo "built: $cache"
+  rm -rf "$root"; key >"$cache/key"; echo "built: $cache"
 }
 
 vm() {  # vm ROLE WORKIMG NETARGS...
@@ -69,11 +75,19 @@ run() {
       -netdev socket,id=r1,connect=127.0.0.1:$((p+1)) -device virtio-net-pci,netdev=r1,mac=52:54:00:00:0a:01 >$tmp/a.log 2>&1
     wait" || true
   grep -haE '^\[(a|b)\] ' "$tmp/a.log" "$tmp/b.log" | tr -d '\r'
-  grep -qa '^\[a\] exit 0' "$tmp/a.log" && grep -qa '^\[b\] exit 0' "$tmp/b.log"
+  if grep -qa '^\[a\] exit 0' "$tmp/a.log" && grep -qa '^\[b\] exit 0' "$tmp/b.log"; then
+    return 0
+  fi
+  # a guest that ran out of time printed nothing above: what it wrote to its
+  # console as it went ("live:" lines)
+  grep -qa '^\[a\] exit' "$tmp/a.log" || grep -ha '^live: ' "$tmp/a.log" | tr -d '\r' | sed 's/^/[a, timed out] /'
+  grep -qa '^\[b\] exit' "$tmp/b.log" || grep -ha '^live: ' "$tmp/b.log" | tr -d '\r' | sed 's/^/[b, timed out] /'
+  return 1
 }
 
 case $cmd in
   build) build ;;
+  key) key ;;     # the recipe's key (what build writes to $cache/key)
   run) shift; run "$@" ;;
   *) sed -n '2,12p' "$0"; exit 2 ;;
 esac

@@ -1,0 +1,311 @@
+#!/bin/bash
+# Runs inside each soft-RoCE guest (guest.sh modes cluster and mixed): r2ccld
+# on both rails, the cluster client against it, the two guests one host each.
+#   cluster: rails rxe0 and rxe1: both rails verbs
+#   mixed:   rxe1 removed first: rail 0 verbs, rail 1 tcp (on both guests)
+# Phases (each guest checks its own side; the test passes when both exit 0):
+#   1. the daemon reports the provider of each rail (log, r2cclctl rails,
+#      status --json);
+#   2. every collective at small sizes, exact (cluster_client), with 1 and
+#      then 2 local ranks per guest;
+#   3. a loop of allreduces; guest a sets rail 1 down mid-run, then up: every
+#      result exact, no failed operation; rail 1 healthy again on both sides
+#      (r2cclctl rails, a rail_state event) and carrying traffic again;
+#   4. a loop; guest b SIGKILLs its r2ccld: every rank on a gets an error
+#      within KILL_BOUND s of the kill, a's daemon stays up and exits 0 on
+#      SIGTERM.
+# The guests talk through a small mailbox (python3, TCP on rail 0) for
+# unique ids and notices; rail 0 is never failed here.
+set -u
+cd /work
+mode=$(cat mode)
+SOCK=/tmp/r2/r2ccld.sock CTL="./r2cclctl --socket /tmp/r2/r2ccld.sock --timeout 20000"
+export LD_LIBRARY_PATH=/work R2CCL_SPIN_US=0 R2CCL_SOCKET=$SOCK
+KILL_BOUND=${KILL_BOUND:-15}
+IDX=0; [ "$ROLE" = b ] && IDX=1
+fails=0
+# results also go to the serial console as they happen (the guest's log,
+# kept with R2_RDMA_VM_KEEP=1), prefixed "live:"
+live() { echo "live: $*" >/dev/ttyS0 2>/dev/null || true; }
+ok() { echo "ok - $*"; live "ok - $*"; }
+fail() { echo "FAIL - $*"; live "FAIL - $*"; fails=$((fails + 1)); }
+jflat() { $CTL --json "$@" | tr -d ' \n'; } # JSON on one line, no blanks
+now() { date +%s.%N | cut -c1-14; }
+dlog() { sed 's/^/#   /' /tmp/r2/d.log | tail -n "${1:-40}"; }
+finish() {
+	[ $fails = 0 ] || dlog 80
+	echo "$fails failure(s)"
+	exit $((fails > 0))
+}
+
+# ---- mailbox: put NAME FILE (to the peer), wait_box NAME SECS ----
+mkdir -p /tmp/mbox /tmp/r2
+python3 - "$RAIL0_ADDR" <<'PY' >/tmp/mbox.log 2>&1 &
+import os, socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 7777))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    data = b""
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        data += b
+    c.close()
+    name, _, body = data.partition(b"\n")
+    name = os.path.basename(name.decode())
+    with open("/tmp/mbox/." + name, "wb") as f:
+        f.write(body)
+    os.rename("/tmp/mbox/." + name, "/tmp/mbox/" + name)
+PY
+put() {
+	for _ in $(seq 300); do
+		{ printf '%s\n' "$1"; cat "$2"; } 2>/dev/null >"/dev/tcp/$RAIL0_PEER/7777" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+wait_box() { # NAME SECS
+	local t=0
+	while [ ! -e "/tmp/mbox/$1" ]; do
+		[ $t -ge $(($2 * 5)) ] && return 1
+		sleep 0.2; t=$((t + 1))
+	done
+}
+wait_file() { # FILE SECS
+	local t=0
+	while [ ! -s "$1" ]; do
+		[ $t -ge $(($2 * 5)) ] && return 1
+		sleep 0.2; t=$((t + 1))
+	done
+}
+
+if [ "$mode" = mixed ]; then
+	rdma link delete rxe1 && ok "mixed: rxe1 removed, rail 1 ($RAIL1_NETDEV) has no RDMA port"
+	want1=tcp
+else
+	want1=verbs
+fi
+ibv_devices | sed 1,2d | sed 's/^/# /'
+
+# ---- the daemon ----
+./r2ccld --socket "$SOCK" --rails "$RAIL0_NETDEV,$RAIL1_NETDEV" --log-level info \
+	--hb-interval 500000 --hb-misses 6 --peer-timeout-ms 5000 --op-timeout-ms 120000 \
+	--bootstrap-timeout-ms 120000 --spin-us 0 >/tmp/r2/d.log 2>&1 &
+dpid=$!
+# up to 60 s
+for _ in $(seq 60); do
+	[ -S "$SOCK" ] && ./r2cclctl --socket "$SOCK" --timeout 1000 status >/dev/null 2>&1 && break
+	sleep 1
+done
+$CTL status >/dev/null 2>&1 || { fail "r2ccld did not start"; finish; }
+
+# ---- 1. provider per rail ----
+rails=$($CTL rails)
+echo "$rails" | sed 's/^/#   /'
+for r in 0 1; do
+	nd=RAIL${r}_NETDEV want=verbs
+	[ $r = 1 ] && want=$want1
+	got=$(awk -v n="${!nd}" '$1 == n { print $3 }' <<<"$rails")
+	[ "$got" = "$want" ] && ok "rail $r (${!nd}): $got in r2cclctl rails" ||
+		fail "rail $r (${!nd}): transport '$got' in r2cclctl rails, want $want"
+	if [ $want = verbs ]; then
+		dev=rxe$r
+		grep -q "rail $r: ${!nd} .*(verbs on $dev:1" /tmp/r2/d.log && ok "rail $r: log says verbs on $dev:1" ||
+			fail "rail $r: no 'verbs on $dev:1' in the log"
+		jflat status | grep -q "\"name\":\"${!nd}\"[^}]*\"transport\":\"verbs\",\"rdma_device\":\"$dev:1\"" &&
+			ok "rail $r: status --json transport verbs, rdma_device $dev:1" ||
+			fail "rail $r: status --json does not say verbs on $dev:1"
+	else
+		grep -q "rail $r: ${!nd} .*(tcp," /tmp/r2/d.log && ok "rail $r: log says tcp" ||
+			fail "rail $r: no tcp rail line in the log"
+		jflat status | grep -q "\"name\":\"${!nd}\"[^}]*\"transport\":\"tcp\"" &&
+			ok "rail $r: status --json transport tcp" || fail "rail $r: status --json does not say tcp"
+	fi
+done
+
+# alt_daemon WANT0 WANT1 ARGS...: a second daemon (own socket, own ports)
+# with ARGS: rail 0 and 1 must use WANT0 and WANT1; then SIGTERM, exit 0.
+alt_daemon() {
+	local w0=$1 w1=$2 s=/tmp/r2/alt.sock apid rails
+	shift 2
+	rm -f "$s"
+	./r2ccld --socket "$s" --rails "$RAIL0_NETDEV,$RAIL1_NETDEV" "$@" >/tmp/r2/alt.log 2>&1 &
+	apid=$!
+	for _ in $(seq 60); do
+		[ -S "$s" ] && ./r2cclctl --socket "$s" --timeout 1000 status >/dev/null 2>&1 && break
+		sleep 1
+	done
+	rails=$(./r2cclctl --socket "$s" --timeout 10000 rails)
+	got0=$(awk -v n="$RAIL0_NETDEV" '$1 == n { print $3 }' <<<"$rails")
+	got1=$(awk -v n="$RAIL1_NETDEV" '$1 == n { print $3 }' <<<"$rails")
+	kill -TERM $apid
+	wait $apid
+	alt_rc=$?
+	[ "$got0 $got1" = "$w0 $w1" ] && [ $alt_rc = 0 ]
+}
+
+# run_cc NAME LOCAL ARGS...: one communicator across both guests; a creates
+# the unique id and sends it to b. Output in /tmp/cc-NAME.out, exit in $cc_rc.
+run_cc() {
+	local name=$1 l=$2 uid
+	shift 2
+	if [ $IDX = 0 ]; then
+		uid=/tmp/uid-$name
+		(wait_file "$uid" 120 && put "uid-$name" "$uid") &
+	else
+		uid=/tmp/mbox/uid-$name
+	fi
+	live "cluster_client $name: $l local rank(s) $*"
+	./cluster_client --nranks $((2 * l)) --first-rank $((IDX * l)) --local-ranks "$l" \
+		--uid-file "$uid" --uid-timeout 180 --timeout 300 "$@" >"/tmp/cc-$name.out" 2>&1
+	cc_rc=$?
+	live "cluster_client $name: exit $cc_rc: $(tail -n 1 "/tmp/cc-$name.out")"
+	[ $cc_rc = 0 ] || tail -n 30 /tmp/r2/d.log | sed 's/^/live: d.log: /' >/dev/ttyS0 2>/dev/null
+	return $cc_rc
+}
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+wait_line() { # PATTERN FILE SECS
+	local t=0
+	while ! grep -q "$1" "$2" 2>/dev/null; do
+		[ $t -ge $(($3 * 5)) ] && return 1
+		sleep 0.2; t=$((t + 1))
+	done
+}
+
+if [ "$mode" = mixed ]; then
+	# the knob: tcp on every rail, RDMA port or not
+	alt_daemon tcp tcp --transport tcp && ok "--transport tcp: both rails tcp" ||
+		fail "--transport tcp: rails '$got0 $got1', exit $alt_rc"
+	# verbs that fails to open (no such GID index) falls back to tcp
+	if R2CCL_IB_GID_INDEX=999 alt_daemon tcp tcp &&
+		grep -q "rail $RAIL0_NETDEV: rxe0 port 1: verbs transport failed to open" /tmp/r2/alt.log; then
+		ok "verbs failing to open on rail 0: tcp instead ($(grep -o 'verbs transport failed.*' /tmp/r2/alt.log))"
+	else
+		fail "verbs failing to open on rail 0: no fallback to tcp"
+		sed 's/^/#   /' /tmp/r2/alt.log | grep -i "rail\|verbs"
+	fi
+fi
+
+# ---- 2. every collective, 1 and 2 local ranks ----
+for l in 1 2; do
+	t0=$(now)
+	run_cc all$l "$l" --max-bytes 16K
+	t1=$(now)
+	if [ $cc_rc = 0 ] && grep -q "cluster_client: PASS" "/tmp/cc-all$l.out"; then
+		ok "every collective, $l local rank(s) per guest: $(grep -o 'PASS.*' "/tmp/cc-all$l.out") ($(elapsed "$t0" "$t1") s)"
+	else
+		fail "every collective, $l local rank(s): exit $cc_rc"
+		tail -n 20 "/tmp/cc-all$l.out" | sed 's/^/#   /'
+	fi
+done
+
+# ---- 3. rail 1 down mid-run (guest a), then up ----
+tx_of() { jflat rails | tr '{' '\n' | grep "\"nic\":\"$RAIL1_NETDEV\"" | sed 's/.*"tx_bytes_total":\([0-9]*\).*/\1/'; }
+state_of() { $CTL rails | awk -v n="$RAIL1_NETDEV" '$1 == n { print $2 }'; }
+run_cc fail 1 --loop 300 --max-bytes 64K &
+ccpid=$!
+if [ $IDX = 0 ]; then
+	if wait_line "loop 10 of 300 done" /tmp/cc-fail.out 300; then
+		ip link set "$RAIL1_NETDEV" down
+		echo "# rail 1 ($RAIL1_NETDEV) down at $(now)"
+		sleep 6
+		ip link set "$RAIL1_NETDEV" up
+		echo "# rail 1 ($RAIL1_NETDEV) up at $(now)"
+		grep -q "loop 300 of 300" /tmp/cc-fail.out &&
+			fail "the loop ended before rail 1 came back: make it longer"
+	else
+		fail "the loop did not reach 10 allreduces"
+	fi
+fi
+wait $ccpid; rc=$?
+grep "loop .* done" /tmp/cc-fail.out | tail -n 3 | sed 's/^/#   /'
+if [ $rc = 0 ] && grep -q "cluster_client: PASS .* 0 failures, 0 rank errors" /tmp/cc-fail.out; then
+	ok "rail 1 down and up mid-run: 300 allreduces exact, no failed operation"
+else
+	fail "rail 1 down mid-run: the loop failed (exit $rc)"
+	tail -n 20 /tmp/cc-fail.out | sed 's/^/#   /'
+fi
+grep -E "rail 1|$RAIL1_NETDEV" /tmp/r2/d.log | grep -iE "fail|down|error|healthy|recover|stable|connected" | tail -n 8 | sed 's/^/#   /'
+st=
+for _ in $(seq 150); do
+	st=$(state_of)
+	[ "$st" = healthy ] && break
+	sleep 0.2
+done
+[ "$st" = healthy ] && ok "rail 1 healthy again (r2cclctl rails)" || fail "rail 1 is '$st' after coming back"
+ev=$($CTL events)
+echo "$ev" | grep -i "$RAIL1_NETDEV" | tail -n 6 | sed 's/^/#   /'
+# the last '-> failed' of rail 1 is followed by a '-> healthy'
+if echo "$ev" | grep -i "$RAIL1_NETDEV" | awk '/-> failed/ { f = NR } /-> healthy/ { h = NR }
+	END { exit !(f && h > f) }'; then
+	ok "r2cclctl events: rail 1 failed, then healthy"
+else
+	fail "r2cclctl events do not show rail 1 failing and rejoining"
+fi
+# the rejoined rail carries traffic again
+tx0=$(tx_of)
+run_cc after 1 --ops allreduce,allgather --max-bytes 16K
+tx1=$(tx_of)
+if [ $cc_rc = 0 ] && grep -q "cluster_client: PASS" /tmp/cc-after.out && [ "${tx1:-0}" -gt "${tx0:-0}" ]; then
+	ok "after the rejoin: allreduce/allgather exact, rail 1 sent $((tx1 - tx0)) bytes"
+else
+	fail "after the rejoin: exit $cc_rc, rail 1 tx $tx0 -> $tx1"
+	tail -n 10 /tmp/cc-after.out | sed 's/^/#   /'
+fi
+
+# ---- 4. b's daemon killed mid-run ----
+run_cc kill 1 --loop 400 --max-bytes 64K &
+ccpid=$!
+if [ $IDX = 1 ]; then
+	# rank 0 (on a) prints the progress and tells b when the loop runs
+	wait_box started 300 || fail "b: no notice that the loop runs"
+	# the notice goes first: a's error minus its arrival bounds the
+	# detection time from above (the guests' clocks differ)
+	echo "killing" >/tmp/killed
+	put killed /tmp/killed
+	kill -KILL $dpid
+	echo "# r2ccld SIGKILLed at $(now)"
+	wait $ccpid; rc=$?
+	[ $rc != 0 ] && ok "b: the client of the killed daemon ended with exit $rc" ||
+		fail "b: its daemon was killed but the client passed"
+else
+	if wait_line "loop 10 of 400 done" /tmp/cc-kill.out 300; then
+		echo started >/tmp/started
+		put started /tmp/started
+	else
+		fail "a: the loop did not reach 10 allreduces"
+	fi
+	wait $ccpid; rc=$?
+	if wait_box killed 30; then
+		# when the notice arrived (a's clock): just before the kill
+		tk=$(date -r /tmp/mbox/killed +%s.%N | cut -c1-14)
+		line=$(grep -m1 "cluster_client: rank 0: error " /tmp/cc-kill.out)
+		if [ $rc = 2 ] && [ -n "$line" ]; then
+			at=${line##*epoch=}
+			dt=$(awk -v a="$at" -v k="$tk" 'BEGIN { printf "%.1f", a - k }')
+			if awk -v d="$dt" -v b="$KILL_BOUND" 'BEGIN { exit !(d < b) }'; then
+				ok "a: rank 0 got an error at most ${dt} s after b's daemon was killed: $(sed 's/.*error //; s/ epoch=.*//' <<<"$line")"
+			else
+				fail "a: rank 0's error came ${dt} s after the kill (bound $KILL_BOUND s)"
+			fi
+		else
+			fail "a: the client exit $rc without an r2ccl error although the peer daemon died"
+			tail -n 10 /tmp/cc-kill.out | sed 's/^/#   /'
+		fi
+	else
+		fail "a: no notice of the kill from b"
+	fi
+	if kill -0 $dpid 2>/dev/null; then
+		ok "a: r2ccld still running"
+		kill -TERM $dpid
+		wait $dpid; drc=$?
+		[ $drc = 0 ] && ok "a: r2ccld exit 0 on SIGTERM" || fail "a: r2ccld exit $drc on SIGTERM"
+	else
+		fail "a: r2ccld died"
+	fi
+fi
+finish
