@@ -3,9 +3,11 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "transport.h"
 #include "verbs_util.h"
 
 START_TEST(wc_classes)
@@ -264,6 +266,32 @@ START_TEST(cm_validation)
 }
 END_TEST
 
+/* The daemon's choice of provider (rails.c): a netdev without an RDMA port
+ * (lo never has one) is -ENODEV for the probe and for open (the rail then
+ * uses tcp); a malformed R2CCL_IB_HCA filter is -EINVAL before any device
+ * is looked at. */
+START_TEST(no_rdma_port)
+{
+	char dev[64] = "unchanged";
+	int port = -1;
+	struct r2_tp_config cfg = { .ifname = "lo", .rail = 0, .self_id = 1 };
+	struct r2_tp *tp = (struct r2_tp *)&cfg;
+
+	unsetenv("R2CCL_IB_HCA");
+	cfg.addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(r2_verbs_probe("lo", NULL, dev, sizeof(dev), &port), -ENODEV);
+	ck_assert_str_eq(dev, "unchanged");
+	ck_assert_int_eq(port, -1);
+	ck_assert_int_eq(r2_verbs_probe("no-such-netdev0", "", dev, sizeof(dev), &port), -ENODEV);
+	ck_assert_int_eq(r2_verbs_probe("lo", "mlx5_0:x", dev, sizeof(dev), &port), -EINVAL);
+	ck_assert_int_eq(r2_tp_verbs_ops.open(&cfg, &tp), -ENODEV);
+	ck_assert_ptr_null(tp);
+	snprintf(cfg.ib_hca, sizeof(cfg.ib_hca), "rxe0:1x");
+	ck_assert_int_eq(r2_tp_verbs_ops.open(&cfg, &tp), -EINVAL);
+	ck_assert_ptr_null(tp);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("verbs");
@@ -274,6 +302,7 @@ int main(void)
 	tcase_add_test(tc, qp_transitions);
 	tcase_add_test(tc, cm_roundtrip);
 	tcase_add_test(tc, cm_validation);
+	tcase_add_test(tc, no_rdma_port);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_FORK);
