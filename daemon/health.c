@@ -135,6 +135,7 @@ struct r2_health {
 	size_t nslow, capslow;
 	pthread_mutex_t mon_lock[R2_MAX_RAILS];
 	struct pmon *mon; /* [peer index * R2_MAX_RAILS + rail] */
+	double *rates;    /* scratch: recent path rates (tick_monitor) */
 	struct rmon {     /* per rail, under mon_lock[rail] */
 		uint64_t last_us;
 		int nbusy;
@@ -376,7 +377,8 @@ static void link_state(struct r2d *d, struct r2_peer *p, int r, int st, const ch
  * what the path delivers while it has work, so an idle rail is never
  * "slow", nor a path that shares its NIC with others. Every MON_PERIOD_US the loop samples each path (a sample
  * needs MON_MIN_BUSY_US of work and MON_MIN_BYTES acknowledged) and compares
- * its rate with the best other path of this host measured recently. Below
+ * its rate with this host's other paths measured recently (the best other
+ * one, or the upper quartile when more than 3). Below
  * degraded_pct for MON_SLOW_SAMPLES samples in a row: the path is slow, told
  * to every peer (RailEvent DEGRADED with the planning bandwidth); the
  * communicator's coordinator turns slow paths into a degraded NIC (the
@@ -546,6 +548,13 @@ static void pmon_reset(struct r2d *d, struct r2_peer *p, int r)
 	}
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static void tick_monitor(struct r2d *d, uint64_t now)
 {
 	struct r2_health *h = d->health;
@@ -589,11 +598,40 @@ static void tick_monitor(struct r2d *d, uint64_t now)
 			}
 		}
 	}
+	/* The reference a path is compared with: with up to 3 paths measured
+	 * recently, the best other one; with more, the upper quartile of them
+	 * all (one path that measures above the line rate, a burst through a
+	 * shaper's bucket, does not make the others look slow; a NIC whose
+	 * paths are all slow still has its host's other rails above it). */
+	double best = 0, second = 0, q75 = 0;
+	const struct pmon *bestm = NULL;
+	size_t nrec = 0;
+	for (int i = 0; i < np; i++) {
+		for (int r = 0; r < nr; r++) {
+			const struct pmon *o = &h->mon[(size_t)i * R2_MAX_RAILS + (size_t)r];
+			if (o->rate <= 0 || now - o->rate_us > MON_RECENT_US)
+				continue;
+			if (h->rates)
+				h->rates[nrec] = o->rate;
+			nrec++;
+			if (o->rate > best) {
+				second = best;
+				best = o->rate;
+				bestm = o;
+			} else if (o->rate > second) {
+				second = o->rate;
+			}
+		}
+	}
+	if (nrec > 3 && h->rates) {
+		qsort(h->rates, nrec, sizeof(double), cmp_double);
+		q75 = h->rates[(nrec - 1) * 3 / 4];
+	}
 	for (int i = 0; i < np; i++) {
 		struct r2_peer *p = &rs->peer[i];
 		for (int r = 0; r < nr; r++) {
 			struct pmon *m = &h->mon[(size_t)i * R2_MAX_RAILS + (size_t)r];
-			double ref = 0;
+			double ref = q75 > 0 ? q75 : m == bestm ? second : best;
 			if (m->slow && (thr <= 0 || now - m->rate_us > MON_EXPIRE_US)) {
 				path_slow(d, p, r, 0,
 					  thr <= 0 ? "throughput monitor off"
@@ -602,17 +640,6 @@ static void tick_monitor(struct r2d *d, uint64_t now)
 			}
 			if (!m->fresh || thr <= 0)
 				continue;
-			/* the best other path measured recently */
-			for (int j = 0; j < np; j++) {
-				for (int q = 0; q < nr; q++) {
-					const struct pmon *o = &h->mon[(size_t)j * R2_MAX_RAILS + (size_t)q];
-					if ((j == i && q == r) || o->rate <= 0 ||
-					    now - o->rate_us > MON_RECENT_US)
-						continue;
-					if (o->rate > ref)
-						ref = o->rate;
-				}
-			}
 			if (ref <= 0)
 				continue;
 			double ratio = m->rate / ref;
@@ -1426,7 +1453,13 @@ struct r2_view *r2d_health_op_begin(struct r2_comm *c, uint64_t seq)
 	struct r2_health *h = d->health;
 	struct r2_view *v = NULL;
 	struct hcomm *hc;
-	uint64_t limit = p_us(d, P_PEER_TIMEOUT_MS) * 1000;
+	/* A member holds at most twice as long as the coordinator keeps a
+	 * proposal (peer_timeout_ms): a commit can come until the coordinator
+	 * drops it, and a member that went on with the old view before a commit
+	 * naming its next collective would run another plan than the others
+	 * (all of them then wait until op_timeout_ms). Once the coordinator
+	 * dropped it, its next proposal (or commit) releases the member. */
+	uint64_t limit = p_us(d, P_PEER_TIMEOUT_MS) * 2000;
 
 	if (!h)
 		return NULL;
@@ -1805,6 +1838,7 @@ int r2d_health_start(struct r2d *d)
 		pthread_mutex_init(&h->mon_lock[i], NULL);
 	h->mon = calloc((size_t)R2_MAX_PEERS * R2_MAX_RAILS, sizeof(*h->mon));
 	h->rmon = calloc(R2_MAX_RAILS, sizeof(*h->rmon));
+	h->rates = calloc((size_t)R2_MAX_PEERS * R2_MAX_RAILS, sizeof(double));
 	if (!h->mon || !h->rmon) {
 		free(h->mon);
 		h->mon = NULL;
@@ -1888,6 +1922,7 @@ void r2d_health_free(struct r2d *d)
 	free(h->slow);
 	free(h->mon);
 	free(h->rmon);
+	free(h->rates);
 	for (int i = 0; i < R2_MAX_RAILS; i++)
 		pthread_mutex_destroy(&h->mon_lock[i]);
 	pthread_mutex_destroy(&h->lock);

@@ -61,6 +61,14 @@ bench() {
 		>"$DIR/bench-$name.out" 2>&1
 	if (($?)) || ! grep -q "Out of bounds values : 0 OK" "$DIR/h0/out.log"; then
 		tail -n 12 "$DIR/bench-$name.out" | sed 's/^/# /' >&2
+		# the daemons' logs and events, for the post-mortem
+		local keep=${STEADY_KEEP:-/tmp/fault-steady-$name.$$} h
+		mkdir -p "$keep"
+		for h in $(seq 0 $((H - 1))); do
+			cp "$DIR/h$h/r2ccld.log" "$keep/h$h.log" 2>/dev/null
+			"$CTL" --socket "$DIR/h$h/r2ccld.sock" events >"$keep/h$h.events" 2>&1
+		done
+		echo "# logs kept in $keep" >&2
 		return 1
 	fi
 	t=$(awk '$1 == '"$S"' { printf "%.1f", ($6 + $10) / 2 / 1000 }' "$DIR/h0/out.log")
