@@ -286,9 +286,9 @@ else
 		line=$(grep -m1 "cluster_client: rank 0: error " /tmp/cc-kill.out)
 		if [ $rc = 2 ] && [ -n "$line" ]; then
 			at=${line##*epoch=}
-			dt=$(awk -v a="$at" -v k="$tk" 'BEGIN { printf "%.1f", a - k }')
+			dt=$(awk -v a="$at" -v k="$tk" 'BEGIN { printf "%.2f", a - k }')
 			if awk -v d="$dt" -v b="$KILL_BOUND" 'BEGIN { exit !(d < b) }'; then
-				ok "a: rank 0 got an error at most ${dt} s after b's daemon was killed: $(sed 's/.*error //; s/ epoch=.*//' <<<"$line")"
+				ok "a: rank 0 got an error ${dt} s after b's notice sent just before the kill (<= 0: first): $(sed 's/.*error //; s/ epoch=.*//' <<<"$line")"
 			else
 				fail "a: rank 0's error came ${dt} s after the kill (bound $KILL_BOUND s)"
 			fi
