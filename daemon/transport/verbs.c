@@ -252,6 +252,9 @@ struct r2_tp {
 	struct vreg *regs;
 
 	_Atomic uint64_t tx_bytes, rx_bytes;
+	/* payload bytes sent straight from memory registered with reg_mem
+	 * (zero copy) and copied into the send slots (logged at close) */
+	_Atomic uint64_t tx_zc_bytes, tx_copy_bytes;
 };
 
 struct vreg {
@@ -412,8 +415,11 @@ static void complete_send(struct r2_tp *tp, struct vqp *q, struct vmsg *m, int s
 	uint64_t sz = HDR_SIZE + (uint64_t)m->len;
 	q->queued -= sz;
 	q->peer->queued -= sz;
-	if (!status)
+	if (!status) {
 		atomic_fetch_add_explicit(&tp->tx_bytes, sz, memory_order_relaxed);
+		atomic_fetch_add_explicit(m->zc ? &tp->tx_zc_bytes : &tp->tx_copy_bytes, m->len,
+					  memory_order_relaxed);
+	}
 	cq_push(tp, &e);
 	free(m);
 }
@@ -1851,6 +1857,10 @@ static void verbs_close(struct r2_tp *tp)
 	if (tp->started) {
 		efd_signal(tp->wfd);
 		pthread_join(tp->tid, NULL);
+		log_info("verbs %s: payload sent: %llu bytes zero-copy from registered memory, "
+			 "%llu bytes copied into send slots",
+			 tp->cfg.ifname, (unsigned long long)atomic_load(&tp->tx_zc_bytes),
+			 (unsigned long long)atomic_load(&tp->tx_copy_bytes));
 	}
 	if (tp->dev) {
 		pthread_mutex_lock(&g_lock);

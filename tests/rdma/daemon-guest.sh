@@ -304,6 +304,20 @@ else
 		kill -TERM $dpid
 		wait $dpid; drc=$?
 		[ $drc = 0 ] && ok "a: r2ccld exit 0 on SIGTERM" || fail "a: r2ccld exit $drc on SIGTERM"
+		# every chunk goes from a proxy-pool slab registered on every rail
+		# (failovers included): only control messages (small protobuf
+		# copies) take the copy path
+		for r in 0 1; do
+			nd=RAIL${r}_NETDEV
+			line=$(grep -m1 "verbs ${!nd}: payload sent: " /tmp/r2/d.log) || continue
+			zc=$(sed 's/.*sent: \([0-9]*\) bytes zero-copy.*/\1/' <<<"$line")
+			cp=$(sed 's/.*, \([0-9]*\) bytes copied.*/\1/' <<<"$line")
+			if [ "$zc" -gt 0 ] && [ $((cp * 100)) -lt "$zc" ]; then
+				ok "a: rail $r (verbs): $zc payload bytes sent zero-copy from registered memory, $cp copied (control messages)"
+			else
+				fail "a: rail $r (verbs): $zc bytes zero-copy, $cp copied: data chunks took the copy path"
+			fi
+		done
 	else
 		fail "a: r2ccld died"
 	fi
