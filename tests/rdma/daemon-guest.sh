@@ -3,13 +3,16 @@
 # on both rails, the cluster client against it, the two guests one host each.
 #   cluster: rails rxe0 and rxe1: both rails verbs
 #   mixed:   rxe1 removed first: rail 0 verbs, rail 1 tcp (on both guests)
+# The rail failed in phase 3 (F) is rail 1 in cluster (verbs to verbs
+# failover), rail 0 in mixed (the verbs rail: its traffic goes on tcp); the
+# mailbox uses the other rail.
 # Phases (each guest checks its own side; the test passes when both exit 0):
 #   1. the daemon reports the provider of each rail (log, r2cclctl rails,
 #      status --json);
 #   2. every collective at small sizes, exact (cluster_client), with 1 and
 #      then 2 local ranks per guest;
-#   3. a loop of allreduces; guest a sets rail 1 down mid-run, then up: every
-#      result exact, no failed operation; rail 1 healthy again on both sides
+#   3. a loop of allreduces; guest a sets rail F down mid-run, then up: every
+#      result exact, no failed operation; rail F healthy again on both sides
 #      (r2cclctl rails, a rail_state event) and carrying traffic again;
 #   4. a loop; guest b SIGKILLs its r2ccld: every rank on a gets an error
 #      within KILL_BOUND s of the kill, a's daemon stays up and exits 0 on
@@ -38,9 +41,15 @@ finish() {
 	exit $((fails > 0))
 }
 
+FR=1 MR=0
+[ "$mode" = mixed ] && FR=0 MR=1
+FNET=RAIL${FR}_NETDEV FNET=${!FNET}
+MADDR=RAIL${MR}_ADDR MADDR=${!MADDR}
+MPEER=RAIL${MR}_PEER MPEER=${!MPEER}
+
 # ---- mailbox: put NAME FILE (to the peer), wait_box NAME SECS ----
 mkdir -p /tmp/mbox /tmp/r2
-python3 - "$RAIL0_ADDR" <<'PY' >/tmp/mbox.log 2>&1 &
+python3 - "$MADDR" <<'PY' >/tmp/mbox.log 2>&1 &
 import os, socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -63,7 +72,7 @@ while True:
 PY
 put() {
 	for _ in $(seq 300); do
-		{ printf '%s\n' "$1"; cat "$2"; } 2>/dev/null >"/dev/tcp/$RAIL0_PEER/7777" && return 0
+		{ printf '%s\n' "$1"; cat "$2"; } 2>/dev/null >"/dev/tcp/$MPEER/7777" && return 0
 		sleep 0.2
 	done
 	return 1
@@ -203,20 +212,20 @@ for l in 1 2; do
 	fi
 done
 
-# ---- 3. rail 1 down mid-run (guest a), then up ----
-tx_of() { jflat rails | tr '{' '\n' | grep "\"nic\":\"$RAIL1_NETDEV\"" | sed 's/.*"tx_bytes_total":\([0-9]*\).*/\1/'; }
-state_of() { $CTL rails | awk -v n="$RAIL1_NETDEV" '$1 == n { print $2 }'; }
+# ---- 3. rail F down mid-run (guest a), then up ----
+tx_of() { jflat rails | tr '{' '\n' | grep "\"nic\":\"$FNET\"" | sed 's/.*"tx_bytes_total":\([0-9]*\).*/\1/'; }
+state_of() { $CTL rails | awk -v n="$FNET" '$1 == n { print $2 }'; }
 run_cc fail 1 --loop 300 --max-bytes 64K &
 ccpid=$!
 if [ $IDX = 0 ]; then
 	if wait_line "loop 10 of 300 done" /tmp/cc-fail.out 300; then
-		ip link set "$RAIL1_NETDEV" down
-		echo "# rail 1 ($RAIL1_NETDEV) down at $(now)"
+		ip link set "$FNET" down
+		echo "# rail $FR ($FNET) down at $(now)"
 		sleep 6
-		ip link set "$RAIL1_NETDEV" up
-		echo "# rail 1 ($RAIL1_NETDEV) up at $(now)"
+		ip link set "$FNET" up
+		echo "# rail $FR ($FNET) up at $(now)"
 		grep -q "loop 300 of 300" /tmp/cc-fail.out &&
-			fail "the loop ended before rail 1 came back: make it longer"
+			fail "the loop ended before rail $FR came back: make it longer"
 	else
 		fail "the loop did not reach 10 allreduces"
 	fi
@@ -224,36 +233,36 @@ fi
 wait $ccpid; rc=$?
 grep "loop .* done" /tmp/cc-fail.out | tail -n 3 | sed 's/^/#   /'
 if [ $rc = 0 ] && grep -q "cluster_client: PASS .* 0 failures, 0 rank errors" /tmp/cc-fail.out; then
-	ok "rail 1 down and up mid-run: 300 allreduces exact, no failed operation"
+	ok "rail $FR down and up mid-run: 300 allreduces exact, no failed operation"
 else
-	fail "rail 1 down mid-run: the loop failed (exit $rc)"
+	fail "rail $FR down mid-run: the loop failed (exit $rc)"
 	tail -n 20 /tmp/cc-fail.out | sed 's/^/#   /'
 fi
-grep -E "rail 1|$RAIL1_NETDEV" /tmp/r2/d.log | grep -iE "fail|down|error|healthy|recover|stable|connected" | tail -n 8 | sed 's/^/#   /'
+grep -E "rail $FR|$FNET" /tmp/r2/d.log | grep -iE "fail|down|error|healthy|recover|stable|connected" | tail -n 8 | sed 's/^/#   /'
 st=
 for _ in $(seq 150); do
 	st=$(state_of)
 	[ "$st" = healthy ] && break
 	sleep 0.2
 done
-[ "$st" = healthy ] && ok "rail 1 healthy again (r2cclctl rails)" || fail "rail 1 is '$st' after coming back"
+[ "$st" = healthy ] && ok "rail $FR healthy again (r2cclctl rails)" || fail "rail $FR is '$st' after coming back"
 ev=$($CTL events)
-echo "$ev" | grep -i "$RAIL1_NETDEV" | tail -n 6 | sed 's/^/#   /'
-# the last '-> failed' of rail 1 is followed by a '-> healthy'
-if echo "$ev" | grep -i "$RAIL1_NETDEV" | awk '/-> failed/ { f = NR } /-> healthy/ { h = NR }
+echo "$ev" | grep -i "$FNET" | tail -n 6 | sed 's/^/#   /'
+# the last '-> failed' of rail $FR is followed by a '-> healthy'
+if echo "$ev" | grep -i "$FNET" | awk '/-> failed/ { f = NR } /-> healthy/ { h = NR }
 	END { exit !(f && h > f) }'; then
-	ok "r2cclctl events: rail 1 failed, then healthy"
+	ok "r2cclctl events: rail $FR failed, then healthy"
 else
-	fail "r2cclctl events do not show rail 1 failing and rejoining"
+	fail "r2cclctl events do not show rail $FR failing and rejoining"
 fi
 # the rejoined rail carries traffic again
 tx0=$(tx_of)
 run_cc after 1 --ops allreduce,allgather --max-bytes 16K
 tx1=$(tx_of)
 if [ $cc_rc = 0 ] && grep -q "cluster_client: PASS" /tmp/cc-after.out && [ "${tx1:-0}" -gt "${tx0:-0}" ]; then
-	ok "after the rejoin: allreduce/allgather exact, rail 1 sent $((tx1 - tx0)) bytes"
+	ok "after the rejoin: allreduce/allgather exact, rail $FR sent $((tx1 - tx0)) bytes"
 else
-	fail "after the rejoin: exit $cc_rc, rail 1 tx $tx0 -> $tx1"
+	fail "after the rejoin: exit $cc_rc, rail $FR tx $tx0 -> $tx1"
 	tail -n 10 /tmp/cc-after.out | sed 's/^/#   /'
 fi
 
