@@ -48,6 +48,7 @@ struct bench_opts {
 	double peer_timeout_s;
 	int timeout_ms; /* r2ccl_connect_opts_t.timeout_ms */
 	bool gpu;       /* GPU buffers, stream-ordered calls (--gpu) */
+	const char *calibrate_file; /* sendrecv --calibrate FILE */
 	int gpu_dev;    /* --gpu=D, or -1: the local rank index */
 };
 
@@ -81,6 +82,9 @@ void bench_step_sizes(enum bench_op op, size_t loop_bytes, size_t elsize, int nr
 int bench_size_list(const struct bench_opts *o, size_t *sizes, int max);
 /* "%7.2f" / "%7.1f" / "%7.0f" like nccl-tests. */
 void bench_format_time(char *buf, size_t len, double us);
+
+/* calibrate.c: fits the cost model to rank 0's rows, writes the config. */
+int bench_calibrate(const struct bench_opts *o, const struct bench_row *rows, int n);
 
 /* peers.c */
 struct peer_row {

@@ -1121,6 +1121,9 @@ static void usage(FILE *f)
 "  --gpu[=D]              GPU buffers (cuMemAlloc, registered with r2ccl_mem_register_gpu),\n"
 "                         stream-ordered calls, the stream synchronized after each; GPU D,\n"
 "                         else local rank index, modulo the GPU count\n"
+"  --calibrate FILE       sendrecv between 2 ranks (2 hosts): fit the planner's cost model\n"
+"                         T = alpha + size/bw to the one-way times, print it, write\n"
+"                         cost_alpha_us for r2ccld's configuration to FILE\n"
 "The table has nccl-tests' columns; time is rank 0's average in us; algbw = size/time and\n"
 "busbw = algbw * (allreduce 2(n-1)/n, allgather/reducescatter (n-1)/n, others 1), in GB/s\n"
 "(1e9 B/s). '# Out of bounds values' counts the results with wrong elements. Exit status:\n"
@@ -1142,6 +1145,7 @@ enum {
 	OPT_PEER_STORE,
 	OPT_PEER_TIMEOUT,
 	OPT_GPU,
+	OPT_CALIBRATE,
 	OPT_CONNECT_TIMEOUT,
 };
 
@@ -1172,6 +1176,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		{ "peer-store", required_argument, 0, OPT_PEER_STORE },
 		{ "peer-timeout", required_argument, 0, OPT_PEER_TIMEOUT },
 		{ "gpu", optional_argument, 0, OPT_GPU },
+		{ "calibrate", required_argument, 0, OPT_CALIBRATE },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -1313,6 +1318,9 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 				BAD("invalid --peer-timeout '%s'", optarg);
 			o->peer_timeout_s = d;
 			break;
+		case OPT_CALIBRATE:
+			o->calibrate_file = optarg;
+			break;
 		case OPT_GPU:
 			o->gpu = true;
 			o->gpu_dev = -1;
@@ -1358,6 +1366,8 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		BAD("sendrecv needs at least 2 ranks (send and recv are blocking)");
 	if (o->peer && !strncmp(o->peer, "mpi", 3) && o->nranks != o->local_ranks)
 		BAD("--peer %s runs on one host only (mpirun -np K)", o->peer);
+	if (o->calibrate_file && (o->op != BOP_SENDRECV || o->nranks != 2))
+		BAD("--calibrate times the sendrecv ping-pong of exactly 2 ranks (sendrecv --nranks 2)");
 	if (!o->peer_addr)
 		o->peer_addr = "127.0.0.1";
 	return 0;
@@ -1513,6 +1523,8 @@ int main(int argc, char **argv)
 	if (o.first_rank == 0 && o.uid_file && !rc)
 		unlink(o.uid_file); /* every rank joined: nobody needs it any more */
 
+	if (o.calibrate_file && o.first_rank == 0 && !rc && bench_calibrate(&o, sh->rows, sh->nrows))
+		rc = EXIT_WRONG;
 	if (o.peer && uid_hex[0]) {
 		size_t sizes[BENCH_MAX_SIZES];
 		int nsizes = bench_size_list(&o, sizes, BENCH_MAX_SIZES);
