@@ -1575,12 +1575,32 @@ static void tick_paths(struct r2d *d, uint64_t now)
 	struct r2_health *h = d->health;
 	uint64_t iv = p_us(d, P_HB_INTERVAL);
 	uint64_t silent = iv * p_us(d, P_HB_MISSES);
+	uint64_t ptimeout = p_us(d, P_PEER_TIMEOUT_MS) * 1000;
 	bool hb = now - h->last_hb_us >= iv;
 
 	if (hb)
 		h->last_hb_us = now;
 	for (int i = 0; i < atomic_load(&rs->npeers); i++) {
 		struct r2_peer *p = &rs->peer[i];
+		/* Heard from on some rail lately? A peer silent on every rail at
+		 * once is stalled or gone as a whole, not a NIC: failing its paths
+		 * after hb_misses would leave no path and break its communicators
+		 * at once, when a host that was not scheduled for a second (seen
+		 * on an overloaded machine: 1.6 s) comes back by itself. Such a
+		 * peer's paths fail only after peer_timeout_ms of silence, and its
+		 * communicators break then (a dead daemon resets its connections
+		 * at once; a host black-holed on every rail ends here). */
+		uint64_t last_any = 0;
+		for (int r = 0; r < rs->n; r++) {
+			if (!(p->conn_mask & (1u << r)))
+				continue;
+			uint64_t x = atomic_load(&p->last_rx_us[r]);
+			if (x < p->link[r].conn_us)
+				x = p->link[r].conn_us;
+			if (x > last_any)
+				last_any = x;
+		}
+		bool whole = last_any && now > last_any && now - last_any > silent;
 		for (int r = 0; r < rs->n; r++) {
 			struct r2_plink *l = &p->link[r];
 			struct r2_rail *rl = &rs->rail[r];
@@ -1595,12 +1615,16 @@ static void tick_paths(struct r2d *d, uint64_t now)
 					rl->ops->post_send(rl->tp, p->id, &hh, NULL, 0);
 				}
 				l->missed = now > last ? (uint32_t)((now - last) / iv) : 0;
-				if (now > last && now - last > silent && now >= h->stall_until_us) {
-					char cause[128];
+				if (now > last && now - last > silent && now >= h->stall_until_us &&
+				    (!whole || now - last_any > ptimeout)) {
+					char cause[160];
 					snprintf(cause, sizeof(cause),
 						 "no message for %llu ms (%u heartbeats missed): "
-						 "silent path",
-						 (unsigned long long)(now - last) / 1000, l->missed);
+						 "silent %s",
+						 (unsigned long long)(now - last) / 1000, l->missed,
+						 whole ? "on every rail (peer timeout)" : "path");
+					if (whole)
+						p->nopath_since_us = last_any;
 					link_fail(d, p, r, cause, true, true);
 					continue;
 				}
@@ -1695,8 +1719,23 @@ static void tick_comms(struct r2d *d, uint64_t now)
 					 "host (%s); dropped",
 					 c->id, (unsigned long long)hc->prop->epoch,
 					 gone ? "a member is unreachable" : "timeout");
-				r2d_view_free(hc->prop);
-				hc->prop = NULL;
+				/* The members that hold for it are released by a commit
+				 * of the view they already plan with (same content, this
+				 * epoch): safe whoever gets it or not, and nobody waits
+				 * out its hold limit (a killed peer's communicator
+				 * breaks at once, not 2 x peer_timeout_ms later). */
+				struct r2_view *same =
+					hc->last ? view_copy(hc->last)
+						 : view_new((uint32_t)hc->nhosts, (uint32_t)d->rails->n);
+				if (same) {
+					same->epoch = hc->prop->epoch;
+					r2d_view_free(hc->prop);
+					hc->prop = same;
+					commit(d, hc);
+				} else {
+					r2d_view_free(hc->prop);
+					hc->prop = NULL;
+				}
 				pthread_mutex_lock(&h->lock);
 				hc->hold = false;
 				pthread_cond_broadcast(&h->cond);

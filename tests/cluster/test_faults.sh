@@ -258,7 +258,9 @@ check_throttle() {
 	fi
 }
 
-# A host's process is killed: every other host must fail (not hang), soon.
+# A host's process is killed: every other host must fail (not hang), soon:
+# within 8 s (connection resets are immediate; a held view agreement once
+# made it 10 s).
 run_killed() {
 	local name=$1 t0 rc end
 	bench_start "$name"
@@ -279,7 +281,7 @@ run_killed() {
 	wait "$BPID"
 	end=$(elapsed "$t0")
 	if grep -q "^h0: failed\|^h0: ok" "$OUT" && grep -q "^h1: failed\|^h1: ok" "$OUT" &&
-		! grep -q "^h[01]: timed out" "$OUT" && lt "$end" 45; then
+		! grep -q "^h[01]: timed out" "$OUT" && lt "$end" 8; then
 		ok "$name: the other hosts' ranks ended ${end} s after the kill (no hang)"
 		report "$name: hosts $H: other ranks ended ${end} s after SIGKILL"
 	else
