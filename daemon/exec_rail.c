@@ -1156,69 +1156,6 @@ static uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void
 	return h->len;
 }
 
-/* A bridge host: a chunk of the current step from h->src for h->dst (the
- * planner's R2_XFER_RELAY entry) goes on to its destination, on the entry's
- * outgoing rail (or any, post_any), from a copy the bridge keeps until the
- * destination acknowledges it (the source already had the bridge's ACK), so
- * a failure of the second hop re-sends it too. Each chunk is forwarded
- * once; returns the bytes forwarded (0: a duplicate or not expected). */
-static uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx)
-{
-	struct r2_comm *c = o->c;
-	const struct r2_xfer *x = NULL;
-	struct sendrec *s;
-	int r;
-
-	for (size_t i = 0; i < o->nrseen; i++)
-		if (o->rseen[i].src == h->src && o->rseen[i].dst == h->dst &&
-		    o->rseen[i].off == h->off)
-			return 0; /* delivered twice: forwarded once */
-	for (int i = 0; i < nx; i++) {
-		const struct r2_xfer *y = &o->xf[i];
-		if (y->dir == R2_XFER_RELAY && y->peer == h->src && y->via == h->dst &&
-		    h->off >= y->off && h->off + h->len <= y->off + y->len) {
-			x = y;
-			break;
-		}
-	}
-	if (!x || h->dst >= (uint32_t)c->nhosts) {
-		log_warn("communicator %u: unexpected chunk to relay (op %llu step %u, host %u to "
-			 "%u, offset %llu); dropped",
-			 c->id, (unsigned long long)h->opseq, h->step, h->src, h->dst,
-			 (unsigned long long)h->off);
-		return 0;
-	}
-	if (o->nrseen == o->caprseen) {
-		size_t cap = o->caprseen ? o->caprseen * 2 : 64;
-		void *n = realloc(o->rseen, cap * sizeof(*o->rseen));
-		if (!n)
-			return 0;
-		o->rseen = n;
-		o->caprseen = cap;
-	}
-	s = calloc(1, sizeof(*s));
-	if (!s || !(s->buf = malloc(h->len ? h->len : 1))) {
-		free(s);
-		return 0; /* the source re-sends nothing (acknowledged): fails by timeout */
-	}
-	o->rseen[o->nrseen].src = h->src;
-	o->rseen[o->nrseen].dst = h->dst;
-	o->rseen[o->nrseen].off = h->off;
-	o->nrseen++;
-	memcpy(s->buf, buf, h->len);
-	s->hdr = *h;
-	s->hdr.kind = R2_MSG_DATA;
-	s->rail = x->rail2;
-	s->peer = c->hosts[h->dst].id;
-	s->next = o->sends;
-	o->sends = s;
-	o->nsends++;
-	r = post(o, s);
-	if (r < 0 && r != -EAGAIN && !s->posted)
-		o->need_repost = true; /* no connection this instant: repost() retries */
-	return h->len;
-}
-
 static void ack(struct railop *o, const struct r2_chunk_hdr *h)
 {
 	for (struct sendrec **pp = &o->sends; *pp; pp = &(*pp)->next) {
@@ -1250,18 +1187,6 @@ static bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
 		if (c->hosts[h].id == s->peer)
 			return (c->hosts[h].failed_rails & (1u << s->rail)) != 0;
 	return false;
-}
-
-/* A chunk the transport wrote on a rail whose connection to its peer failed
- * meanwhile: the ERROR came before this completion, so its re-post did not
- * take this chunk (not written yet then), and the chunk may be lost with the
- * connection: it must go again (the receiver applies it once). Without
- * this, a loaded executor that sees the ERROR first waited for an ACK that
- * never came until op_timeout_ms (docs/resilience.md, Known problems). */
-static bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
-{
-	return s->hdr.dst < (uint32_t)c->nhosts && s->rail >= 0 && s->rail < 32 &&
-	       (c->hosts[s->hdr.dst].failed_rails & (1u << s->rail));
 }
 
 static void sent(struct railop *o, struct sendrec *t, int status)
