@@ -690,6 +690,8 @@ int r2d_engine_start(struct r2d *d)
 		goto fail;
 	d->engine = e;
 	r = -pthread_create(&e->thread, NULL, dispatcher, e);
+	if (r == 0)
+		pthread_setname_np(e->thread, "r2-dispatch");
 	if (r < 0) {
 		d->engine = NULL;
 		r2_pool_destroy(e->pool);

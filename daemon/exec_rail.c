@@ -51,6 +51,9 @@ struct sendrec {
 	struct r2_bufpool *pool; /* where buf comes from (NULL: the heap) */
 };
 
+/* Chunks from this size are copied or reduced by the helper pool too. */
+#define PAR_BYTES (512u << 10)
+
 static void sendrec_free(struct sendrec *s)
 {
 	if (s->pool)
@@ -79,7 +82,10 @@ static int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t
 		if (!s->buf)
 			return -ENOMEM;
 	}
-	memcpy(s->buf, src, len);
+	if (len >= PAR_BYTES)
+		r2_local_copy(r2d_engine_pool(d), s->buf, src, len);
+	else
+		memcpy(s->buf, src, len);
 	return 0;
 }
 
@@ -201,6 +207,16 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	} else {
 		if (cqe->type == R2_TPC_SEND) {
 			struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
+			if (c && !s->orphan) {
+				/* the communicator broke while its executor still
+				 * lists this chunk (it frees or orphans it on the way
+				 * out; the mailbox flush frees orphans): freeing it
+				 * here crashed the executor (use after free, seen
+				 * after a client was killed) */
+				mbox_push(c, m);
+				pthread_mutex_unlock(&d->lock);
+				return;
+			}
 			sendrec_free(s);
 		}
 		rmsg_free(d, m);
@@ -1071,11 +1087,20 @@ static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void
 	}
 	if (mark_seen(o, h->src, h->off) < 0)
 		return 0;
-	if (x->kind == R2_XFER_REDUCE)
+	if (x->kind == R2_XFER_REDUCE && h->len >= PAR_BYTES) {
+		/* large chunks: shared with the reduction threads (the executor
+		 * alone is this path's bottleneck on a host with cores to spare) */
+		void *in[2] = { o->W + h->off, (void *)buf };
+		r2_local_reduce(r2d_engine_pool(o->d), o->W + h->off, in, 2, h->len / o->elem,
+				o->dtype, o->redop);
+	} else if (x->kind == R2_XFER_REDUCE) {
 		r2_reduce_acc(o->W + h->off, buf, h->len / o->elem, o->dtype,
 			      o->redop == R2CCL_AVG ? R2CCL_SUM : o->redop);
-	else
+	} else if (h->len >= PAR_BYTES) {
+		r2_local_copy(r2d_engine_pool(o->d), o->W + h->off, buf, h->len);
+	} else {
 		memcpy(o->W + h->off, buf, h->len);
+	}
 	for (size_t i = 0; i < o->nrcv; i++) {
 		if (o->rcv[i].src == h->src && o->rcv[i].off == h->off) {
 			o->rcv[i].done = true;

@@ -77,7 +77,9 @@ int r2_pool_create(struct r2_pool **out, int nthreads)
 		return -ENOMEM;
 	}
 	for (int i = 0; i < nthreads - 1; i++) {
-		if (pthread_create(&p->threads[i], NULL, helper, p) != 0) {
+		if (pthread_create(&p->threads[i], NULL, helper, p) == 0)
+			pthread_setname_np(p->threads[i], "r2-reduce");
+		else {
 			p->nthreads = i + 1;
 			break;
 		}

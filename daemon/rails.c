@@ -426,7 +426,9 @@ int r2d_rails_start(struct r2d *d)
 	r2d_bufpools_start(d);
 	uv_async_init(d->loop, &rs->async, on_async);
 	rs->async.data = rs;
-	if (pthread_create(&rs->thread, NULL, rails_thread, rs) != 0) {
+	if (pthread_create(&rs->thread, NULL, rails_thread, rs) == 0)
+		pthread_setname_np(rs->thread, "r2-rails");
+	else {
 		uv_close((uv_handle_t *)&rs->async, NULL);
 		return -EAGAIN;
 	}

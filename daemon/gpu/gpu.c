@@ -210,7 +210,9 @@ static void gpu_init(void)
 	G.split_min = v ? strtoull(v, NULL, 0) : (256u << 10);
 	G.ndev = n;
 	G.q_tail = &G.q_head;
-	if (pthread_create(&G.thread, NULL, worker, NULL) != 0) {
+	if (pthread_create(&G.thread, NULL, worker, NULL) == 0)
+		pthread_setname_np(G.thread, "r2-gpu");
+	else {
 		G.err = -EAGAIN;
 		snprintf(G.errmsg, sizeof(G.errmsg), "cannot start the GPU worker");
 		return;

@@ -105,6 +105,29 @@ if has ns; then
 	for i in 0 1; do cp "/tmp/gpuns/h$i/r2ccld.log" "$OUT/ns-r2ccld-h$i.log" 2>/dev/null; done
 	$C down >> "$OUT/ns-up.log" 2>&1
 fi
+if [ "$what" = nsprof ]; then
+	# where the CPU goes in the two-namespace AllReduce (1 GB, GPU buffers):
+	# per-thread CPU of host 0's r2ccld and rank over 8 s (tools/thread-cpu.sh)
+	C="bash $ROOT/tests/cluster/cluster.sh --prefix gpuns"
+	B=$BD/libexec/r2ccl-bench
+	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	$C daemons start ${NS_ARGS:-} >> "$OUT/ns-up.log" 2>&1
+	rm -f /tmp/gpuns/uid
+	$C run --timeout 120 -- sh -c "$B allreduce --gpu=\$R2CCL_HOST_INDEX --nranks 2 \
+		--first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file /tmp/gpuns/uid \
+		-b 1G -e 1G -n 30 -w 2" > "$OUT/nsprof-bench.log" 2>&1 &
+	sleep 12
+	dp=$(cat /tmp/gpuns/h0/r2ccld.pid)
+	bp=$(pgrep -f "r2ccl-bench allreduce --gpu" | head -1)
+	{ echo "== r2ccld (host 0)"; bash "$ROOT/tools/thread-cpu.sh" "$dp" 8
+	  echo "== all processes, 8 s"; top -b -n 1 -d 8 | head -20; } > "$OUT/nsprof.txt" 2>&1
+	wait
+	$C daemons stop >> "$OUT/ns-up.log" 2>&1
+	$C down >> "$OUT/ns-up.log" 2>&1
+	cat "$OUT/nsprof.txt" "$OUT/nsprof-bench.log" | grep -v "^\[h1\]" | tail -40 > "$OUT/table.txt"
+	cat "$OUT/table.txt"
+	exit 0
+fi
 if [ "$what" = nstune ]; then
 	# the two-namespace AllReduce with daemon options ($NS_ARGS, e.g.
 	# "--tcp-streams 8 --chunk-size 4M"), one run per ';'-separated set
