@@ -106,6 +106,17 @@ static bool connected_to(struct r2d *d, uint64_t peer)
 	return p && p->conn_mask;
 }
 
+/* A dial to the peer still under way on some rail (rails.c clears a rail's
+ * want bit when its connection fails): one rail refusing fast (another
+ * transport at the other end, a dead port) must not fail a JOIN that a
+ * slower rail can still carry. */
+static bool dialing_to(struct r2d *d, uint64_t peer)
+{
+	struct r2_peer *p = d->rails ? r2d_rails_peer(d, peer, false) : NULL;
+
+	return p && (p->want_mask & ~p->conn_mask);
+}
+
 /* Every peer reachable on every rail it shares with us? */
 #define BOOT_RAIL_GRACE_US 2000000ull
 
@@ -555,7 +566,7 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev)
 		for (struct r2_comm *c = d->comms; c; c = c->next) {
 			if (c->state == R2_COMM_JOINING && !c->root_local &&
 			    q->peer == c->uid.host_id && !connected_to(d, q->peer) &&
-			    !c->joined_sent) {
+			    !dialing_to(d, q->peer) && !c->joined_sent) {
 				char why[160];
 				snprintf(why, sizeof(why),
 					 "cannot reach the communicator's root daemon on any rail "

@@ -1499,7 +1499,29 @@ static void on_sock(struct r2_tp *tp, struct vsock *s, uint32_t ev)
 			sock_fail(tp, s, -EPROTO); /* nothing is expected after READY */
 			return;
 		}
+		uint32_t had = s->rx_got;
 		s->rx_got += (uint32_t)n;
+		if (had < 4 && s->rx_got >= 4) {
+			/* not a verbs side channel: most likely the host at the other
+			 * end runs tcp on this rail (tcp's stream hello, "2TCH") */
+			uint32_t mg;
+			memcpy(&mg, s->rx, 4);
+			mg = le32toh(mg);
+			if (mg != R2V_CM_MAGIC) {
+				struct sockaddr_in pa = { 0 };
+				socklen_t pl = sizeof(pa);
+				char as[INET_ADDRSTRLEN] = "?";
+				if (getpeername(s->fd, (struct sockaddr *)&pa, &pl) == 0)
+					inet_ntop(AF_INET, &pa.sin_addr, as, sizeof(as));
+				log_warn("verbs %s: side channel from %s: %s", tp->cfg.ifname, as,
+					 mg == 0x48435432u ?
+					 "that host uses the tcp transport on this rail; a rail "
+					 "must be verbs on every host or tcp on every host" :
+					 "not an r2ccl verbs peer");
+				sock_fail(tp, s, -EPROTONOSUPPORT);
+				return;
+			}
+		}
 		if (s->rx_got == R2V_CM_SIZE) {
 			r = sock_msg(tp, s);
 			if (r) {

@@ -3,6 +3,9 @@
 # on both rails, the cluster client against it, the two guests one host each.
 #   cluster: rails rxe0 and rxe1: both rails verbs
 #   mixed:   rxe1 removed first: rail 0 verbs, rail 1 tcp (on both guests)
+#   mismatch: rxe1 removed in guest b only: rail 1 is verbs on a, tcp on b
+#            (a misconfiguration): a says so at once in its log, and a
+#            communicator still runs exact on rail 0; nothing else
 # The rail failed in phase 3 (F) is rail 1 in cluster (verbs to verbs
 # failover), rail 0 in mixed (the verbs rail: its traffic goes on tcp); the
 # mailbox uses the other rail.
@@ -92,8 +95,8 @@ wait_file() { # FILE SECS
 	done
 }
 
-if [ "$mode" = mixed ]; then
-	rdma link delete rxe1 && ok "mixed: rxe1 removed, rail 1 ($RAIL1_NETDEV) has no RDMA port"
+if [ "$mode" = mixed ] || { [ "$mode" = mismatch ] && [ $IDX = 1 ]; }; then
+	rdma link delete rxe1 && ok "$mode: rxe1 removed, rail 1 ($RAIL1_NETDEV) has no RDMA port"
 	want1=tcp
 else
 	want1=verbs
@@ -197,6 +200,30 @@ if [ "$mode" = mixed ]; then
 		fail "verbs failing to open on rail 0: no fallback to tcp"
 		sed 's/^/#   /' /tmp/r2/alt.log | grep -i "rail\|verbs"
 	fi
+fi
+
+if [ "$mode" = mismatch ]; then
+	t0=$(now)
+	run_cc mm 1 --ops allreduce,allgather --max-bytes 16K
+	t1=$(now)
+	if [ $cc_rc = 0 ] && grep -q "cluster_client: PASS" /tmp/cc-mm.out; then
+		ok "rail 1 verbs on a, tcp on b: allreduce/allgather exact on rail 0 ($(elapsed "$t0" "$t1") s)"
+	else
+		fail "rail 1 verbs on a, tcp on b: exit $cc_rc"
+		tail -n 10 /tmp/cc-mm.out | sed 's/^/#   /'
+	fi
+	if [ $IDX = 0 ]; then
+		grep -m1 "uses the tcp transport on this rail" /tmp/r2/d.log | sed 's/^/#   /'
+		grep -q "verbs $RAIL1_NETDEV: side channel from $RAIL1_PEER: that host uses the tcp transport on this rail" /tmp/r2/d.log &&
+			ok "a's log names the misconfiguration (the peer runs tcp on rail 1)" ||
+			fail "a's log does not say that b runs tcp on rail 1"
+	fi
+	grep -E "rail 1|$RAIL1_NETDEV" /tmp/r2/d.log | grep -iE "fail|error" | head -n 4 | sed 's/^/#   /'
+	kill -TERM $dpid
+	wait $dpid
+	drc=$?
+	[ $drc = 0 ] && ok "r2ccld exit 0 on SIGTERM" || fail "r2ccld exit $drc on SIGTERM"
+	finish
 fi
 
 # ---- 2. every collective, 1 and 2 local ranks ----

@@ -17,7 +17,7 @@ pingpong)
 fail)
   ./r2-vpingpong fail "$ROLE" "$RAIL1_NETDEV" "$RAIL1_ADDR" "$RAIL1_PEER"
   ;;
-cluster|mixed)
+cluster|mixed|mismatch)
   # r2ccld on both rails (mixed: rail 1 without RDMA, so tcp) and the
   # cluster client (daemon-guest.sh)
   bash ./daemon-guest.sh
