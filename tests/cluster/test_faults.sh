@@ -319,19 +319,22 @@ for s in $(for _ in $(seq "${FAULT_REPEAT:-1}"); do echo $SCEN; done); do
 	*)
 		run_ok "$s"
 		check_sanitizer "$s"
-		if declare -F "restore_$s" >/dev/null; then
-			"restore_$s"
-			# wait until every rail is healthy again everywhere (or 30 s)
-			for _ in $(seq 60); do
-				bad=0
-				for hh in $(seq 0 $((H - 1))); do
-					"$CTL" --socket "$DIR/h$hh/r2ccld.sock" rails 2>/dev/null |
-						grep -q "failed\|recovering\|degraded" && bad=1
-				done
-				((bad)) || break
-				sleep 0.5
+		if declare -F "restore_$s" >/dev/null; then "restore_$s"; fi
+		# after every scenario (a flapped path stays out after its loop)
+		# wait until every rail and every path is healthy again
+		# everywhere (or 30 s; a flapped path stays out up to 8 x
+		# recover_stable_ms): the next scenario starts clean
+		for _ in $(seq 60); do
+			bad=0
+			for hh in $(seq 0 $((H - 1))); do
+				"$CTL" --socket "$DIR/h$hh/r2ccld.sock" rails 2>/dev/null |
+					grep -q "failed\|recovering\|degraded" && bad=1
+				"$CTL" --socket "$DIR/h$hh/r2ccld.sock" peers 2>/dev/null |
+					grep -q "failed\|recovering" && bad=1
 			done
-		fi
+			((bad)) || break
+			sleep 0.5
+		done
 		;;
 	esac
 	echo "# $s: $(elapsed "$t0") s"
