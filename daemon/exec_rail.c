@@ -51,8 +51,18 @@ struct sendrec {
 	struct r2_bufpool *pool; /* where buf comes from (NULL: the heap) */
 };
 
-/* Chunks from this size are copied or reduced by the helper pool too. */
+/* Chunks from this size are copied or reduced by the helper pool too, on
+ * hosts with cores to spare: on a 32-core host the executor thread went from
+ * 85% to 50% of a core; on 2 cores it only slowed the uncapped benchmark. */
 #define PAR_BYTES (512u << 10)
+#define PAR_MIN_THREADS 4
+
+static struct r2_pool *par_pool(struct r2d *d, uint64_t len)
+{
+	struct r2_pool *p = len >= PAR_BYTES ? r2d_engine_pool(d) : NULL;
+
+	return p && r2_pool_threads(p) >= PAR_MIN_THREADS ? p : NULL;
+}
 
 static void sendrec_free(struct sendrec *s)
 {
@@ -70,6 +80,7 @@ static void sendrec_free(struct sendrec *s)
 static int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len)
 {
 	struct r2_bufpool *bp = r2d_bufpool_for(d, s->rail);
+	struct r2_pool *pool;
 	int err;
 
 	if (bp && len <= r2_bufpool_buf_size(bp)) {
@@ -82,8 +93,8 @@ static int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t
 		if (!s->buf)
 			return -ENOMEM;
 	}
-	if (len >= PAR_BYTES)
-		r2_local_copy(r2d_engine_pool(d), s->buf, src, len);
+	if ((pool = par_pool(d, len)))
+		r2_local_copy(pool, s->buf, src, len);
 	else
 		memcpy(s->buf, src, len);
 	return 0;
@@ -1061,6 +1072,7 @@ static int mark_seen(struct railop *o, uint32_t src, uint64_t off)
 static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx)
 {
 	const struct r2_xfer *x = NULL;
+	struct r2_pool *pool;
 
 	if (seen(o, h->src, h->off)) {
 		atomic_fetch_add(&o->d->chunks_dup_dropped, 1);
@@ -1087,17 +1099,15 @@ static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void
 	}
 	if (mark_seen(o, h->src, h->off) < 0)
 		return 0;
-	if (x->kind == R2_XFER_REDUCE && h->len >= PAR_BYTES) {
-		/* large chunks: shared with the reduction threads (the executor
-		 * alone is this path's bottleneck on a host with cores to spare) */
+	pool = par_pool(o->d, h->len);
+	if (x->kind == R2_XFER_REDUCE && pool) {
 		void *in[2] = { o->W + h->off, (void *)buf };
-		r2_local_reduce(r2d_engine_pool(o->d), o->W + h->off, in, 2, h->len / o->elem,
-				o->dtype, o->redop);
+		r2_local_reduce(pool, o->W + h->off, in, 2, h->len / o->elem, o->dtype, o->redop);
 	} else if (x->kind == R2_XFER_REDUCE) {
 		r2_reduce_acc(o->W + h->off, buf, h->len / o->elem, o->dtype,
 			      o->redop == R2CCL_AVG ? R2CCL_SUM : o->redop);
-	} else if (h->len >= PAR_BYTES) {
-		r2_local_copy(r2d_engine_pool(o->d), o->W + h->off, buf, h->len);
+	} else if (pool) {
+		r2_local_copy(pool, o->W + h->off, buf, h->len);
 	} else {
 		memcpy(o->W + h->off, buf, h->len);
 	}
