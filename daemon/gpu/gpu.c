@@ -78,6 +78,13 @@ struct r2_gpu_region {
 	int dev;
 };
 
+/* The sync slots of an operation's stream-ordered ranks (NULL: not one). */
+struct slots {
+	struct r2_gpu_slot *slot[MAX_OPS];
+	struct r2_memreg *ref[MAX_OPS];
+	uint32_t seq[MAX_OPS];
+};
+
 struct gjob {
 	struct gjob *next;
 	struct r2_exec *x;
@@ -86,9 +93,7 @@ struct gjob {
 	bool running;
 	int status; /* preset error: finish at once */
 	uint64_t t0;
-	struct r2_gpu_slot *slot[MAX_OPS];
-	struct r2_memreg *slotref[MAX_OPS];
-	uint32_t seq[MAX_OPS];
+	struct slots sl;
 	bool used[MAX_DEV];
 	cudaEvent_t ev[MAX_DEV];
 };
@@ -788,8 +793,7 @@ static int poll_done(struct gjob *j)
 
 /* Resolves the sync slot of every stream-ordered op of x (under d->lock);
  * the first error, 0 if none. */
-static int slots_resolve(struct r2_exec *x, struct r2_gpu_slot **slot, struct r2_memreg **slotref,
-			 uint32_t *seq)
+static int slots_resolve(struct r2_exec *x, struct slots *sl)
 {
 	int status = 0;
 
@@ -805,42 +809,42 @@ static int slots_resolve(struct r2_exec *x, struct r2_gpu_slot **slot, struct r2
 			continue;
 		}
 		r = r2d_mem_resolve(op->s, op->sqe.sync_mem, op->sqe.sync_off,
-				    sizeof(struct r2_gpu_slot), &addr, &slotref[i]);
-		if (r == 0 && r2_mem_is_gpu(slotref[i])) {
-			r2d_mem_put(slotref[i]);
-			slotref[i] = NULL;
+				    sizeof(struct r2_gpu_slot), &addr, &sl->ref[i]);
+		if (r == 0 && r2_mem_is_gpu(sl->ref[i])) {
+			r2d_mem_put(sl->ref[i]);
+			sl->ref[i] = NULL;
 			r = -EINVAL;
 		}
 		if (r < 0) {
 			status = r;
 			continue;
 		}
-		slot[i] = addr;
-		seq[i] = op->sqe.sync_seq;
+		sl->slot[i] = addr;
+		sl->seq[i] = op->sqe.sync_seq;
 	}
 	return status;
 }
 
 /* True once every stream-ordered op's stream has reached it. */
-static bool slots_ready(int n, struct r2_gpu_slot *const *slot, const uint32_t *seq)
+static bool slots_ready(int n, const struct slots *sl)
 {
 	for (int i = 0; i < n; i++)
-		if (slot[i] && (int32_t)(__atomic_load_n(&slot[i]->ready, __ATOMIC_ACQUIRE) - seq[i]) < 0)
+		if (sl->slot[i] &&
+		    (int32_t)(__atomic_load_n(&sl->slot[i]->ready, __ATOMIC_ACQUIRE) - sl->seq[i]) < 0)
 			return false;
 	return true;
 }
 
 /* Releases the streams: status, then done (the stream waits on done). */
-static void slots_release(int n, struct r2_gpu_slot **slot, struct r2_memreg **slotref,
-			  const uint32_t *seq, int status)
+static void slots_release(int n, struct slots *sl, int status)
 {
 	for (int i = 0; i < n; i++) {
-		if (!slot[i])
+		if (!sl->slot[i])
 			continue;
-		__atomic_store_n(&slot[i]->status, status, __ATOMIC_RELAXED);
-		__atomic_store_n(&slot[i]->done, seq[i], __ATOMIC_RELEASE);
-		r2d_mem_put(slotref[i]);
-		slot[i] = NULL;
+		__atomic_store_n(&sl->slot[i]->status, status, __ATOMIC_RELAXED);
+		__atomic_store_n(&sl->slot[i]->done, sl->seq[i], __ATOMIC_RELEASE);
+		r2d_mem_put(sl->ref[i]);
+		sl->slot[i] = NULL;
 	}
 }
 
@@ -866,7 +870,7 @@ static int op_aborted(struct r2_exec *x, uint64_t t0, uint64_t now)
 
 static bool ready(struct gjob *j)
 {
-	return slots_ready(j->x->nops, j->slot, j->seq);
+	return slots_ready(j->x->nops, &j->sl);
 }
 
 static int aborted(struct gjob *j, uint64_t now)
@@ -889,7 +893,7 @@ static void finish(struct gjob *j, int status)
 			ev_put(g, j->ev[g]);
 		}
 	}
-	slots_release(j->x->nops, j->slot, j->slotref, j->seq, status);
+	slots_release(j->x->nops, &j->sl, status);
 	r2d_exec_complete(j->x, status);
 	pthread_mutex_lock(&d->lock);
 	r2d_comm_put(c);
@@ -1028,7 +1032,7 @@ int r2_gpu_exec(struct r2_exec *x)
 	j->d = d;
 	j->t0 = r2_now_us();
 	pthread_mutex_lock(&d->lock);
-	j->status = slots_resolve(x, j->slot, j->slotref, j->seq);
+	j->status = slots_resolve(x, &j->sl);
 	x->c->refs++;
 	pthread_mutex_unlock(&d->lock);
 	pthread_mutex_lock(&G.q_lock);
@@ -1065,9 +1069,7 @@ struct stage_op {
 
 struct stage {
 	uint64_t t0;
-	struct r2_gpu_slot *slot[MAX_OPS];
-	struct r2_memreg *slotref[MAX_OPS];
-	uint32_t seq[MAX_OPS];
+	struct slots sl;
 	struct stage_op op[MAX_OPS];
 };
 
@@ -1114,7 +1116,8 @@ static int stage_init(void)
 
 static void pinned_free(struct pinned *b)
 {
-	cudaHostUnregister(b->p);
+	if (cudaHostUnregister(b->p) != cudaSuccess)
+		(void)cudaGetLastError(); /* not pinned (pinned_get failing) */
 	if (b->node >= 0)
 		numa_free(b->p, b->size);
 	else
@@ -1153,12 +1156,14 @@ static struct pinned *pinned_get(size_t size, int node)
 		if (posix_memalign((void **)&b->p, 4096, sz))
 			b->p = NULL;
 	}
-	if (!b->p || cudaHostRegister(b->p, sz, cudaHostRegisterPortable) != cudaSuccess) {
-		if (b->p)
-			log_warn("gpu: cannot pin %zu B of staging memory: %s", sz,
-				 cudaGetErrorString(cudaGetLastError()));
-		b->p ? (b->node >= 0 ? numa_free(b->p, sz) : free(b->p)) : (void)0;
+	if (!b->p) {
 		free(b);
+		return NULL;
+	}
+	if (cudaHostRegister(b->p, sz, cudaHostRegisterPortable) != cudaSuccess) {
+		log_warn("gpu: cannot pin %zu B of staging memory: %s", sz,
+			 cudaGetErrorString(cudaGetLastError()));
+		pinned_free(b); /* its unregister fails harmlessly */
 		return NULL;
 	}
 	return b;
@@ -1272,7 +1277,7 @@ int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
 	 * the streams whatever happens */
 	x->gpu_stage = st;
 	pthread_mutex_lock(&x->c->d->lock);
-	r = slots_resolve(x, st->slot, st->slotref, st->seq);
+	r = slots_resolve(x, &st->sl);
 	pthread_mutex_unlock(&x->c->d->lock);
 	if (r < 0)
 		return r;
@@ -1282,7 +1287,7 @@ int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
 	if (r < 0)
 		return r;
 	/* the clients' streams reach the operation (bounded: op timeout) */
-	while (!slots_ready(x->nops, st->slot, st->seq)) {
+	while (!slots_ready(x->nops, &st->sl)) {
 		if ((r = op_aborted(x, st->t0, r2_now_us())))
 			return r;
 		if (++spins % 64 == 0) {
@@ -1327,7 +1332,7 @@ int r2_gpu_stage_end(struct r2_exec *x, int status)
 		pinned_put(so->hs);
 		pinned_put(so->hr);
 	}
-	slots_release(x->nops, st->slot, st->slotref, st->seq, status);
+	slots_release(x->nops, &st->sl, status);
 	free(st);
 	return status;
 }

@@ -78,17 +78,21 @@ if has copies; then
 		nccl "nccl-$r" 120 "${n}_perf" -b 1G -e 1G -g "$ngpu" -n 20 -w 5
 	done
 fi
+# two namespace hosts x 2 rails (tests/cluster/cluster.sh), one GPU each
+C="bash $ROOT/tests/cluster/cluster.sh --prefix gpuns"
+ns_r2() { # ARGS...: the command each host runs (r2ccl-bench allreduce --gpu)
+	echo "$BD/libexec/r2ccl-bench allreduce --gpu=\$R2CCL_HOST_INDEX --nranks 2 \
+		--first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file /tmp/gpuns/uid $*"
+}
+bench() { # name timeout args...
+	local name=$1 tmo=$2; shift 2
+	rm -f /tmp/gpuns/uid
+	step "$name" "$tmo" $C run --timeout $((tmo - 5)) -- sh -c "$(ns_r2 "$@")"
+}
+
 if has ns; then
-	C="bash $ROOT/tests/cluster/cluster.sh --prefix gpuns"
-	B=$BD/libexec/r2ccl-bench
 	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
 	$C daemons start --log-level info >> "$OUT/ns-up.log" 2>&1
-	bench() { # name timeout args...
-		local name=$1 tmo=$2; shift 2
-		rm -f /tmp/gpuns/uid
-		step "$name" "$tmo" $C run --timeout $((tmo - 5)) -- sh -c "$B allreduce --gpu=\$R2CCL_HOST_INDEX \
-			--nranks 2 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file /tmp/gpuns/uid $*"
-	}
 	bench ns-r2-allreduce 200 -b 64M -e 1G -f 4 -n 10 -w 3
 	step ns-nccl-allreduce 200 $C run --timeout 190 -- env NCCL_SOCKET_IFNAME=rail NCCL_IB_DISABLE=1 \
 		NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 \
@@ -108,17 +112,13 @@ fi
 if [ "$what" = nsprof ]; then
 	# where the CPU goes in the two-namespace AllReduce (1 GB, GPU buffers):
 	# per-thread CPU of host 0's r2ccld and rank over 8 s (tools/thread-cpu.sh)
-	C="bash $ROOT/tests/cluster/cluster.sh --prefix gpuns"
-	B=$BD/libexec/r2ccl-bench
 	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	# shellcheck disable=SC2086
 	$C daemons start ${NS_ARGS:-} >> "$OUT/ns-up.log" 2>&1
 	rm -f /tmp/gpuns/uid
-	$C run --timeout 120 -- sh -c "$B allreduce --gpu=\$R2CCL_HOST_INDEX --nranks 2 \
-		--first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file /tmp/gpuns/uid \
-		-b 1G -e 1G -n 30 -w 2" > "$OUT/nsprof-bench.log" 2>&1 &
+	$C run --timeout 120 -- sh -c "$(ns_r2 -b 1G -e 1G -n 30 -w 2)" > "$OUT/nsprof-bench.log" 2>&1 &
 	sleep 12
 	dp=$(cat /tmp/gpuns/h0/r2ccld.pid)
-	bp=$(pgrep -f "r2ccl-bench allreduce --gpu" | head -1)
 	{ echo "== r2ccld (host 0)"; bash "$ROOT/tools/thread-cpu.sh" "$dp" 8
 	  echo "== all processes, 8 s"; top -b -n 1 -d 8 | head -20; } > "$OUT/nsprof.txt" 2>&1
 	wait
@@ -131,8 +131,6 @@ fi
 if [ "$what" = nstune ]; then
 	# the two-namespace AllReduce with daemon options ($NS_ARGS, e.g.
 	# "--tcp-streams 8 --chunk-size 4M"), one run per ';'-separated set
-	C="bash $ROOT/tests/cluster/cluster.sh --prefix gpuns"
-	B=$BD/libexec/r2ccl-bench
 	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
 	k=0
 	IFS=';' read -ra sets <<< "${NS_ARGS:-}"
@@ -141,10 +139,7 @@ if [ "$what" = nstune ]; then
 		# shellcheck disable=SC2086
 		$C daemons start $a >> "$OUT/ns-up.log" 2>&1
 		echo "ns-tune-$k: $a" >> "$summary"
-		rm -f /tmp/gpuns/uid
-		step "ns-tune-$k" 150 $C run --timeout 145 -- sh -c "$B allreduce --gpu=\$R2CCL_HOST_INDEX \
-			--nranks 2 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file /tmp/gpuns/uid \
-			-b 64M -e 1G -f 4 -n 5 -w 2"
+		bench "ns-tune-$k" 150 -b 64M -e 1G -f 4 -n 5 -w 2
 		$C daemons stop >> "$OUT/ns-up.log" 2>&1
 	done
 	$C down >> "$OUT/ns-up.log" 2>&1
