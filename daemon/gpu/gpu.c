@@ -1364,6 +1364,8 @@ void r2_gpu_shutdown(void)
 
 #else /* !HAVE_CUDA */
 
+#include "../comm.h"
+
 int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
 		      struct r2_memreg **out, char *err, size_t errlen)
 {
