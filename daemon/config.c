@@ -92,6 +92,11 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			   1 << 30, NULL, "bytes", false, "SO_RCVBUF of rail sockets (0: kernel)" },
 	[P_TCP_NODELAY] = { "tcp_nodelay", "R2CCL_TCP_NODELAY", "--tcp-nodelay", R2_PT_BOOL, "1",
 			    0, 0, NULL, NULL, false, "TCP_NODELAY on rail sockets" },
+	[P_TCP_ZERO_COPY] = { "tcp_zero_copy", "R2CCL_TCP_ZERO_COPY", "--tcp-zero-copy",
+			      R2_PT_BOOL, "1", 0, 0, NULL, NULL, true,
+			      "TCP rails send chunks from the working buffer itself, not from a "
+			      "proxy-buffer copy (a chunk is copied only if the buffer is about "
+			      "to change before its acknowledgement)" },
 	[P_CHUNK_SIZE] = { "chunk_size", "R2CCL_CHUNK_SIZE", "--chunk-size", R2_PT_INT, "1M",
 			   4096, 64 << 20, NULL, "bytes", true,
 			   "largest chunk of the rail phase (each is acknowledged)" },

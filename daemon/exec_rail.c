@@ -49,6 +49,9 @@ struct sendrec {
 	void *owner; /* a transfer (struct p2pop), NULL for a collective's chunk */
 	int retries;
 	struct r2_bufpool *pool; /* where buf comes from (NULL: the heap) */
+	/* buf points into the working buffer W (tcp_zero_copy): nothing to
+	 * free; copied out (unborrow) before W changes under it */
+	bool borrowed;
 };
 
 /* Chunks from this size are copied or reduced by the helper pool too, on
@@ -66,7 +69,9 @@ static struct r2_pool *par_pool(struct r2d *d, uint64_t len)
 
 static void sendrec_free(struct sendrec *s)
 {
-	if (s->pool)
+	if (s->borrowed)
+		;
+	else if (s->pool)
 		r2_bufpool_put(s->pool, s->buf);
 	else
 		free(s->buf);
@@ -98,6 +103,34 @@ static int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t
 	else
 		memcpy(s->buf, src, len);
 	return 0;
+}
+
+/* A chunk sent from W gets its own copy (a proxy buffer, else the heap),
+ * before W changes under it or before it goes on a rail that cannot send
+ * from W. Only while no transport holds it (not posted, or its send
+ * completed). */
+static int unborrow(struct r2d *d, struct sendrec *s)
+{
+	const void *src = s->buf;
+	int r;
+
+	if (!s->borrowed)
+		return 0;
+	s->borrowed = false;
+	r = chunk_buf(d, s, src, s->hdr.len);
+	if (r == -ENOBUFS) {
+		s->pool = NULL;
+		s->buf = malloc(s->hdr.len ? s->hdr.len : 1);
+		if (!s->buf)
+			r = -ENOMEM;
+		else
+			memcpy(s->buf, src, s->hdr.len), r = 0;
+	}
+	if (r < 0) {
+		s->buf = (void *)src;
+		s->borrowed = true;
+	}
+	return r;
 }
 
 #define P2P_BIT (1ull << 63)
@@ -842,8 +875,11 @@ static int post_any(struct r2d *d, struct sendrec *s)
 	uint32_t bad = r2d_rails_bad(d, s->peer);
 	int n = rs ? rs->n : 0, r = -ENOTCONN;
 
-	if (s->rail >= 0 && s->rail < n && !(bad & (1u << s->rail)))
+	if (s->rail >= 0 && s->rail < n && !(bad & (1u << s->rail))) {
+		if (s->borrowed && !r2d_rails_zero_copy(d, s->rail) && unborrow(d, s) < 0)
+			return -ENOMEM;
 		r = r2d_rails_send(d, s->rail, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
+	}
 	if (r == 0 || r == -EAGAIN) {
 		if (r == 0)
 			s->posted = true;
@@ -858,6 +894,8 @@ static int post_any(struct r2d *d, struct sendrec *s)
 				continue;
 			if (((bad >> i) & 1) != (uint32_t)pass)
 				continue;
+			if (s->borrowed && !r2d_rails_zero_copy(d, i) && unborrow(d, s) < 0)
+				return -ENOMEM;
 			int q = r2d_rails_send(d, i, s->peer, &s->hdr, s->buf,
 					       (uint64_t)(uintptr_t)s);
 			if (q == 0) {
@@ -915,7 +953,13 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	if (!s)
 		return -ENOMEM;
 	s->rail = x->rail;
-	r = chunk_buf(o->d, s, o->W + off, len);
+	if (r2d_rails_zero_copy(o->d, s->rail)) {
+		s->buf = o->W + off;
+		s->borrowed = true;
+		r = 0;
+	} else {
+		r = chunk_buf(o->d, s, o->W + off, len);
+	}
 	if (r < 0) {
 		free(s);
 		return r; /* -ENOBUFS: the caller waits for acknowledgements */
@@ -1044,6 +1088,126 @@ static int pool_timeout(struct railop *o)
 	return -ENOBUFS;
 }
 
+/* ---- chunks sent from W (tcp_zero_copy) ---- */
+
+/* Puts messages back at the head of the mailbox, in their order. */
+static void mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail)
+{
+	pthread_mutex_lock(&c->mbox_lock);
+	tail->next = c->mbox_head;
+	c->mbox_head = head;
+	if (!c->mbox_tail)
+		c->mbox_tail = tail;
+	pthread_mutex_unlock(&c->mbox_lock);
+}
+
+/* A transport may still read s->buf. */
+static bool tp_holds(const struct sendrec *s)
+{
+	return s->posted && !s->sent && !s->acked;
+}
+
+/* A borrowed chunk overlapping [off, off+len) (len 0: any) that a transport
+ * may still read. */
+static struct sendrec *held_borrowed(struct railop *o, uint64_t off, uint64_t len)
+{
+	for (struct sendrec *s = o->sends; s; s = s->next)
+		if (s->borrowed && tp_holds(s) &&
+		    (!len || (s->hdr.off < off + len && off < s->hdr.off + s->hdr.len)))
+			return s;
+	return NULL;
+}
+
+static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx);
+
+/* Waits until no transport reads a borrowed chunk overlapping [off,
+ * off+len) (len 0: any), or deadline_us. Meanwhile it handles send
+ * completions, acknowledgements and errors; data messages wait in the
+ * mailbox, in their order (the caller is in the middle of applying one).
+ * any_error: stop at a failure handle() reports (else the caller is ending
+ * a failed operation and only waits for the transports). */
+static int settle(struct railop *o, uint64_t off, uint64_t len, uint64_t deadline_us,
+		  bool any_error)
+{
+	struct r2_rmsg *kh = NULL, *kt = NULL;
+	int r = 0;
+
+	while (held_borrowed(o, off, len)) {
+		struct r2_rmsg *m;
+		if (r2_now_us() > deadline_us) {
+			r = -ETIMEDOUT;
+			break;
+		}
+		m = mbox_take(o->c, 10);
+		if (!m)
+			continue;
+		if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA) {
+			if (kt)
+				kt->next = m;
+			else
+				kh = m;
+			kt = m;
+			continue;
+		}
+		int64_t n = handle(o, m, UINT32_MAX, 0);
+		if (n < 0 && any_error) {
+			r = (int)n;
+			break;
+		}
+	}
+	if (kh)
+		mbox_unget(o->c, kh, kt);
+	return r;
+}
+
+/* A failed operation ends: no transport may still read W afterwards (the
+ * client may reuse or unmap it). Normally the failed connections complete
+ * their sends at once; a stalled one is dropped after a second (its sends
+ * then complete with an error): bounded. */
+static void settle_end(struct railop *o)
+{
+	struct sendrec *s;
+
+	if (!held_borrowed(o, 0, 0) || !settle(o, 0, 0, r2_now_us() + 1000000, false))
+		return;
+	for (s = o->sends; s; s = s->next) {
+		if (!s->borrowed || !tp_holds(s))
+			continue;
+		log_warn("communicator %u: a chunk (op %llu step %u to host %u) is still queued on "
+			 "rail %d: dropping that connection",
+			 o->c->id, (unsigned long long)s->hdr.opseq, s->hdr.step, s->hdr.dst,
+			 s->rail);
+		r2d_rails_drop(o->d, s->rail, s->peer);
+	}
+	if (settle(o, 0, 0, r2_now_us() + 2000000, false))
+		log_err("communicator %u: a transport still holds chunks of operation %llu",
+			  o->c->id, (unsigned long long)o->opseq);
+}
+
+/* W[off, off+len) is about to change: every unacknowledged chunk sent from
+ * there gets its own copy first (after its transport has let go of it).
+ * In a ring this never waits (a region is written only after what was sent
+ * from it was applied downstream); plans that send and receive one region
+ * in one step do. */
+static int before_write(struct railop *o, uint64_t off, uint64_t len)
+{
+	bool any = false;
+	int r;
+
+	for (struct sendrec *s = o->sends; s && !any; s = s->next)
+		any = s->borrowed && !s->acked && s->hdr.off < off + len &&
+		      off < s->hdr.off + s->hdr.len;
+	if (!any)
+		return 0;
+	if (held_borrowed(o, off, len) && (r = settle(o, off, len, o->deadline, true)) < 0)
+		return r;
+	for (struct sendrec *s = o->sends; s; s = s->next)
+		if (s->borrowed && !s->acked && s->hdr.off < off + len &&
+		    off < s->hdr.off + s->hdr.len && (r = unborrow(o->d, s)) < 0)
+			return r;
+	return 0;
+}
+
 static bool seen(struct railop *o, uint32_t src, uint64_t off)
 {
 	for (size_t i = 0; i < o->nseen; i++)
@@ -1099,6 +1263,11 @@ static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void
 	}
 	if (mark_seen(o, h->src, h->off) < 0)
 		return 0;
+	int r = before_write(o, h->off, h->len);
+	if (r < 0) {
+		o->err = r;
+		return 0;
+	}
 	pool = par_pool(o->d, h->len);
 	if (x->kind == R2_XFER_REDUCE && pool) {
 		void *in[2] = { o->W + h->off, (void *)buf };
@@ -1358,6 +1527,8 @@ static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 				       ? relay(o, &m->cqe.hdr, m->cqe.buf, nx)
 				       : apply(o, &m->cqe.hdr, m->cqe.buf, nx);
 			rmsg_free(o->d, m);
+			if (o->err)
+				return o->err;
 			continue;
 		}
 		pp = &m->next;
@@ -1392,6 +1563,8 @@ static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 		n = handle(o, m, step, nx);
 		if (n < 0)
 			return (int)n;
+		if (o->err)
+			return o->err;
 		got += (uint64_t)n;
 		if (o->applied_since || o->pool_wait) {
 			int r = send_ready(o, false);
@@ -1613,6 +1786,8 @@ out:
 	if (r < 0)
 		log_warn("communicator %u: rail phase of operation %llu failed: %s", c->id,
 			 (unsigned long long)opseq, r2ccl_strerror(r));
+	if (r < 0)
+		settle_end(&o);
 	/* what is still unacknowledged: the rails thread frees it on completion
 	 * if posted; otherwise free it now */
 	while (o.sends) {

@@ -129,6 +129,22 @@ int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk
 	return r;
 }
 
+bool r2d_rails_zero_copy(struct r2d *d, int rail)
+{
+	struct r2_rails *rs = d->rails;
+
+	return rs && rail >= 0 && rail < rs->n && rs->rail[rail].ops == &r2_tp_tcp_ops &&
+	       r2_param_bool(&d->params, P_TCP_ZERO_COPY);
+}
+
+void r2d_rails_drop(struct r2d *d, int rail, uint64_t peer)
+{
+	struct r2_rails *rs = d->rails;
+
+	if (rs && rail >= 0 && rail < rs->n && rs->rail[rail].tp)
+		rs->rail[rail].ops->disconnect(rs->rail[rail].tp, peer);
+}
+
 int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
 			uint32_t len)
 {

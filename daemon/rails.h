@@ -119,6 +119,12 @@ int r2d_rails_match(struct r2d *d, uint32_t ipv4);
 void r2d_rails_release(struct r2d *d, int rail, void *buf);
 /* Any thread: the peer entry (NULL if unknown). */
 struct r2_peer *r2d_rails_peer_find(struct r2d *d, uint64_t id);
+/* Whether a chunk posted on this rail may be sent from the working buffer
+ * itself (TCP rails with tcp_zero_copy; verbs needs registered memory). */
+bool r2d_rails_zero_copy(struct r2d *d, int rail);
+/* Drops the rail's connection to a peer (its queued sends complete with an
+ * error); health reconnects it. */
+void r2d_rails_drop(struct r2d *d, int rail, uint64_t peer);
 /* Rails the engine should not use to this peer (health), any thread. */
 uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer);
 /* Sends a control message to a peer on every healthy connected rail (at least

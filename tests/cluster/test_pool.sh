@@ -4,7 +4,8 @@
 # Proxy buffer pools (daemon/bufpool.c) in use: 2 hosts x 2 rails x 2 local
 # ranks, daemons with small pools (--proxy-pool-max 2M: 1 MiB per rail, one
 # 1 MiB slab of four 256 KiB buffers with --proxy-buf-size 1M and
-# --chunk-size 256K), so a transfer of several MB
+# --chunk-size 256K, --tcp-zero-copy=0 so TCP rails send from proxy buffers
+# as verbs rails do), so a transfer of several MB
 # must wait for acknowledgements to free buffers. cluster_client runs
 # allreduce, allgather, reducescatter and send/recv up to 9 MB: every element
 # exact. Then `r2cclctl --json status` on every host: one pool per rail, used
@@ -21,7 +22,7 @@ command -v python3 >/dev/null || { echo "SKIP: no python3 (to read r2cclctl --js
 
 H=2 R=2 L=2
 "$C" up -H $H -R $R >/dev/null || { fail "cluster up"; finish; }
-"$C" daemons start --proxy-pool-max 2M --proxy-buf-size 1M --chunk-size 256K >/dev/null ||
+"$C" daemons start --proxy-pool-max 2M --proxy-buf-size 1M --chunk-size 256K --tcp-zero-copy=0 >/dev/null ||
 	{ fail "daemons start"; dump_logs; finish; }
 
 t0=$(now)
