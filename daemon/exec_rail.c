@@ -52,6 +52,9 @@ struct sendrec {
 	/* buf points into the working buffer W (tcp_zero_copy): nothing to
 	 * free; copied out (unborrow) before W changes under it */
 	bool borrowed;
+	/* borrowed from the caller's input S (lazy input), which does not
+	 * change during the operation: never copied out */
+	bool stable;
 };
 
 /* Chunks from this size are copied or reduced by the helper pool too, on
@@ -112,11 +115,13 @@ static int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t
 static int unborrow(struct r2d *d, struct sendrec *s)
 {
 	const void *src = s->buf;
+	bool stable = s->stable;
 	int r;
 
 	if (!s->borrowed)
 		return 0;
 	s->borrowed = false;
+	s->stable = false;
 	r = chunk_buf(d, s, src, s->hdr.len);
 	if (r == -ENOBUFS) {
 		s->pool = NULL;
@@ -129,6 +134,7 @@ static int unborrow(struct r2d *d, struct sendrec *s)
 	if (r < 0) {
 		s->buf = (void *)src;
 		s->borrowed = true;
+		s->stable = stable;
 	}
 	return r;
 }
@@ -790,7 +796,83 @@ struct railop {
 	 * (src, dst, off) */
 	struct { uint32_t src, dst; uint64_t off; } *rseen;
 	size_t nrseen, caprseen;
+	/* lazy input (out-of-place, one local rank): W starts as a copy of S,
+	 * made piecewise only where needed; until a region of W is written,
+	 * its sends read S and its first reduction reads S and writes W.
+	 * init: the regions of W that hold their data, sorted, disjoint. */
+	const char *S;
+	struct { uint64_t a, b; } *init;
+	size_t ninit, capinit;
 };
+
+/* ---- lazy input ---- */
+
+/* How much of [a, b) W holds: 0 none, 1 part, 2 all (always 2 without S). */
+static int init_cov(const struct railop *o, uint64_t a, uint64_t b)
+{
+	uint64_t got = 0;
+
+	if (!o->S)
+		return 2;
+	for (size_t i = 0; i < o->ninit && o->init[i].a < b; i++)
+		if (o->init[i].b > a)
+			got += R2_MIN(o->init[i].b, b) - R2_MAX(o->init[i].a, a);
+	return !got ? 0 : got < b - a ? 1 : 2;
+}
+
+/* Records that W holds [a, b) (merged into the sorted list). */
+static int init_mark(struct railop *o, uint64_t a, uint64_t b)
+{
+	size_t i = 0, j;
+
+	if (!o->S || a >= b)
+		return 0;
+	while (i < o->ninit && o->init[i].b < a)
+		i++;
+	j = i;
+	while (j < o->ninit && o->init[j].a <= b) {
+		a = R2_MIN(a, o->init[j].a);
+		b = R2_MAX(b, o->init[j].b);
+		j++;
+	}
+	if (i == j) { /* no overlap or contact: insert at i */
+		if (o->ninit == o->capinit) {
+			size_t cap = o->capinit ? o->capinit * 2 : 16;
+			void *n = realloc(o->init, cap * sizeof(*o->init));
+			if (!n)
+				return -ENOMEM;
+			o->init = n;
+			o->capinit = cap;
+		}
+		memmove(&o->init[i + 1], &o->init[i], (o->ninit - i) * sizeof(*o->init));
+		o->ninit++;
+	} else if (j > i + 1) { /* [i, j) merge into i */
+		memmove(&o->init[i + 1], &o->init[j], (o->ninit - j) * sizeof(*o->init));
+		o->ninit -= j - i - 1;
+	}
+	o->init[i].a = a;
+	o->init[i].b = b;
+	return 0;
+}
+
+/* Copies the parts of [a, b) W does not hold yet from S. */
+static int init_fill(struct railop *o, uint64_t a, uint64_t b)
+{
+	uint64_t cur = a;
+
+	if (!o->S || init_cov(o, a, b) == 2)
+		return 0;
+	for (size_t i = 0; i < o->ninit && o->init[i].a < b && cur < b; i++) {
+		if (o->init[i].b <= cur)
+			continue;
+		if (o->init[i].a > cur)
+			memcpy(o->W + cur, o->S + cur, o->init[i].a - cur);
+		cur = R2_MAX(cur, o->init[i].b);
+	}
+	if (cur < b)
+		memcpy(o->W + cur, o->S + cur, b - cur);
+	return init_mark(o, a, b);
+}
 
 static int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer)
 {
@@ -953,12 +1035,23 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	if (!s)
 		return -ENOMEM;
 	s->rail = x->rail;
+	/* lazy input: a region W does not hold yet is read from S */
+	const char *src = o->W + off;
+	int cov = init_cov(o, off, off + len);
+	if (cov == 0) {
+		src = o->S + off;
+		s->stable = true;
+	} else if (cov == 1 && (r = init_fill(o, off, off + len)) < 0) {
+		free(s);
+		return r;
+	}
 	if (r2d_rails_zero_copy(o->d, s->rail)) {
-		s->buf = o->W + off;
+		s->buf = (void *)src;
 		s->borrowed = true;
 		r = 0;
 	} else {
-		r = chunk_buf(o->d, s, o->W + off, len);
+		s->stable = false;
+		r = chunk_buf(o->d, s, src, len);
 	}
 	if (r < 0) {
 		free(s);
@@ -1112,7 +1205,7 @@ static bool tp_holds(const struct sendrec *s)
 static struct sendrec *held_borrowed(struct railop *o, uint64_t off, uint64_t len)
 {
 	for (struct sendrec *s = o->sends; s; s = s->next)
-		if (s->borrowed && tp_holds(s) &&
+		if (s->borrowed && tp_holds(s) && (!len || !s->stable) &&
 		    (!len || (s->hdr.off < off + len && off < s->hdr.off + s->hdr.len)))
 			return s;
 	return NULL;
@@ -1195,14 +1288,14 @@ static int before_write(struct railop *o, uint64_t off, uint64_t len)
 	int r;
 
 	for (struct sendrec *s = o->sends; s && !any; s = s->next)
-		any = s->borrowed && !s->acked && s->hdr.off < off + len &&
+		any = s->borrowed && !s->stable && !s->acked && s->hdr.off < off + len &&
 		      off < s->hdr.off + s->hdr.len;
 	if (!any)
 		return 0;
 	if (held_borrowed(o, off, len) && (r = settle(o, off, len, o->deadline, true)) < 0)
 		return r;
 	for (struct sendrec *s = o->sends; s; s = s->next)
-		if (s->borrowed && !s->acked && s->hdr.off < off + len &&
+		if (s->borrowed && !s->stable && !s->acked && s->hdr.off < off + len &&
 		    off < s->hdr.off + s->hdr.len && (r = unborrow(o->d, s)) < 0)
 			return r;
 	return 0;
@@ -1264,12 +1357,26 @@ static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void
 	if (mark_seen(o, h->src, h->off) < 0)
 		return 0;
 	int r = before_write(o, h->off, h->len);
+	int cov = init_cov(o, h->off, h->off + h->len);
+	if (r == 0 && x->kind == R2_XFER_REDUCE && cov == 1)
+		r = init_fill(o, h->off, h->off + h->len);
+	if (r == 0)
+		r = init_mark(o, h->off, h->off + h->len);
 	if (r < 0) {
 		o->err = r;
 		return 0;
 	}
 	pool = par_pool(o->d, h->len);
-	if (x->kind == R2_XFER_REDUCE && pool) {
+	if (x->kind == R2_XFER_REDUCE && cov == 0) {
+		/* lazy input: the first reduction into a region reads S */
+		void *in[2] = { (void *)(o->S + h->off), (void *)buf };
+		if (pool)
+			r2_local_reduce(pool, o->W + h->off, in, 2, h->len / o->elem, o->dtype,
+					o->redop);
+		else
+			r2_reduce(o->W + h->off, (const void *const *)in, 2, h->len / o->elem,
+				  o->dtype, o->redop == R2CCL_AVG ? R2CCL_SUM : o->redop, 1);
+	} else if (x->kind == R2_XFER_REDUCE && pool) {
 		void *in[2] = { o->W + h->off, (void *)buf };
 		r2_local_reduce(pool, o->W + h->off, in, 2, h->len / o->elem, o->dtype, o->redop);
 	} else if (x->kind == R2_XFER_REDUCE) {
@@ -1675,7 +1782,10 @@ static int wait_acks(struct railop *o)
 	return 0;
 }
 
-static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t dtype,
+/* S: NULL, or the input W starts as (lazy input, read where W does not
+ * hold it yet; W holds all of it afterwards). */
+static int rail_phase(struct r2_comm *c, void *W, const void *S, uint64_t size,
+		      r2ccl_dtype_t dtype,
 		      r2ccl_redop_t redop, enum r2_plan_op op, uint32_t root, uint32_t peer,
 		      uint64_t opseq, struct r2_view *view)
 {
@@ -1683,6 +1793,7 @@ static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t d
 		.c = c,
 		.d = c->d,
 		.W = W,
+		.S = S != W ? S : NULL,
 		.size = size,
 		.elem = (uint32_t)r2ccl_dtype_size(dtype),
 		.dtype = dtype,
@@ -1782,6 +1893,8 @@ static int rail_phase(struct r2_comm *c, void *W, uint64_t size, r2ccl_dtype_t d
 			goto out;
 	}
 	r = wait_acks(&o);
+	if (r == 0)
+		r = init_fill(&o, 0, size);
 out:
 	if (r < 0)
 		log_warn("communicator %u: rail phase of operation %llu failed: %s", c->id,
@@ -1812,6 +1925,7 @@ out:
 	}
 	free(o.seen);
 	free(o.rseen);
+	free(o.init);
 	free(o.xf);
 	free(o.xfn);
 	free(o.nsend);
@@ -1875,8 +1989,12 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 	switch (x->opcode) {
 	case R2_OP_ALLREDUCE:
 		W = x->ops[0]->recvbuf;
-		r2_local_reduce(pool, W, in, K, count, dt, op);
-		r = rail_phase(c, W, blk, dt, op, R2_PLAN_ALLREDUCE, 0, 0, seq, view);
+		/* one local rank: W starts as its input, read in place until
+		 * written (lazy input: no up-front copy) */
+		if (K > 1)
+			r2_local_reduce(pool, W, in, K, count, dt, op);
+		r = rail_phase(c, W, K > 1 ? NULL : in[0], blk, dt, op, R2_PLAN_ALLREDUCE, 0, 0,
+			       seq, view);
 		if (r == 0 && op == R2CCL_AVG)
 			r2_reduce_finish_avg(W, count, dt, op, c->nranks);
 		for (int i = 1; r == 0 && i < K; i++)
@@ -1888,7 +2006,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		for (int i = K - 1; i >= 0; i--)
 			r2_local_copy(pool, W + (size_t)(me->first_rank + (uint32_t)i) * blk,
 				      x->ops[i]->sendbuf, blk);
-		r = rail_phase(c, W, blk * (size_t)c->nranks, dt, op, R2_PLAN_ALLGATHER, 0, 0, seq, view);
+		r = rail_phase(c, W, NULL, blk * (size_t)c->nranks, dt, op, R2_PLAN_ALLGATHER, 0, 0, seq, view);
 		for (int i = 1; r == 0 && i < K; i++)
 			r2_local_copy(pool, x->ops[i]->recvbuf, W, blk * (size_t)c->nranks);
 		break;
@@ -1899,7 +2017,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 			return -ENOMEM;
 		}
 		r2_local_reduce(pool, scratch, in, K, count * (size_t)c->nranks, dt, op);
-		r = rail_phase(c, scratch, blk * (size_t)c->nranks, dt, op, R2_PLAN_REDUCESCATTER,
+		r = rail_phase(c, scratch, NULL, blk * (size_t)c->nranks, dt, op, R2_PLAN_REDUCESCATTER,
 			       0, 0, seq, view);
 		for (int i = 0; r == 0 && i < K; i++) {
 			char *seg = scratch + (size_t)(me->first_rank + (uint32_t)i) * blk;
@@ -1917,7 +2035,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		} else {
 			W = x->ops[0]->recvbuf;
 		}
-		r = rail_phase(c, W, blk, dt, op, R2_PLAN_BROADCAST, (uint32_t)rh, 0, seq, view);
+		r = rail_phase(c, W, NULL, blk, dt, op, R2_PLAN_BROADCAST, (uint32_t)rh, 0, seq, view);
 		for (int i = 0; r == 0 && i < K; i++)
 			r2_local_copy(pool, x->ops[i]->recvbuf, W, blk);
 		break;
@@ -1934,7 +2052,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 			}
 		}
 		r2_local_reduce(pool, W, in, K, count, dt, op);
-		r = rail_phase(c, W, blk, dt, op, R2_PLAN_REDUCE, (uint32_t)rh, 0, seq, view);
+		r = rail_phase(c, W, NULL, blk, dt, op, R2_PLAN_REDUCE, (uint32_t)rh, 0, seq, view);
 		if (r == 0 && rh == c->my_host && op == R2CCL_AVG)
 			r2_reduce_finish_avg(W, count, dt, op, c->nranks);
 		break;

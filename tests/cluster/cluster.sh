@@ -44,8 +44,9 @@ Simulated cluster: hosts are network namespaces, rails are bridges, one veth
 NIC per host per rail (198.18.RAIL.(HOST+1)/24). Root only.
 
 Commands:
-  up -H HOSTS -R RAILS [--rate RATE] [--burst BYTES] [--latency TIME]
-        create the cluster (tears down leftovers of the same prefix first)
+  up -H HOSTS -R RAILS [--rate RATE] [--burst BYTES] [--latency TIME] [--mtu N]
+        create the cluster (tears down leftovers of the same prefix first);
+        --mtu: the NICs' MTU (default 1500; 9000: jumbo frames)
   down  delete everything of the prefix: processes in its namespaces,
         namespaces, bridges, /tmp/PREFIX; idempotent
   status
@@ -117,6 +118,7 @@ load_state() {
 		case $k in
 		hosts) H=$v ;;
 		rails) R=$v ;;
+		mtu) MTU=$v ;;
 		esac
 	done <"$STATE"
 	[[ $H =~ ^[0-9]+$ && $R =~ ^[0-9]+$ ]] || die "corrupt state file $STATE"
@@ -154,15 +156,16 @@ rate_bytes() {
 	esac
 }
 
-# tbf bucket: 4 ms at RATE, at least 3200 bytes (two full frames), unless
-# BURST is given.
+# tbf bucket: 4 ms at RATE, at least two full frames (3200 bytes at the
+# default MTU), unless BURST is given.
 BURST=''
+MTU=1500
 tbf_args() {
 	local rate=$1 b
 	b=$(rate_bytes "$rate") || die "bad rate '$rate' (e.g. 100mbit, 1gbit, 8kbit)"
 	((b > 0)) || die "rate '$rate' is zero"
-	local burst=$((b / 250))
-	((burst < 3200)) && burst=3200
+	local burst=$((b / 250)) frames=$((2 * (MTU + 100)))
+	((burst < frames)) && burst=$frames
 	[[ -n $BURST ]] && burst=$BURST
 	echo "rate $rate burst $burst latency $TBF_LATENCY"
 }
@@ -271,6 +274,7 @@ cmd_up() {
 		--rate) RATE=${2:-}; shift 2 || die "$1 needs a value" ;;
 		--burst) BURST=${2:-}; shift 2 || die "$1 needs a value" ;;
 		--latency) TBF_LATENCY=${2:-}; shift 2 || die "$1 needs a value" ;;
+		--mtu) MTU=${2:-}; shift 2 || die "$1 needs a value" ;;
 		--prefix) PREFIX=${2:-}; shift 2 || die "$1 needs a value" ;;
 		-h | --help) usage; exit 0 ;;
 		*) die "up: unknown argument '$1'" ;;
@@ -282,6 +286,7 @@ cmd_up() {
 	[[ $R =~ ^[0-9]+$ ]] && ((R >= 1 && R <= MAX_RAILS)) || die "up: -R 1..$MAX_RAILS required"
 	H=$((10#$H)) R=$((10#$R))
 	[[ -z $BURST || $BURST =~ ^[0-9]+$ ]] || die "up: bad --burst '$BURST' (bytes)"
+	[[ $MTU =~ ^[0-9]+$ ]] && ((MTU >= 1280 && MTU <= 65535)) || die "up: bad --mtu '$MTU' (1280..65535)"
 	[[ -z $RATE ]] || tbf_args "$RATE" >/dev/null
 
 	if [[ -e $DIR || -n $(our_netns) ]]; then
@@ -289,7 +294,8 @@ cmd_up() {
 		cmd_down || die "up: cannot remove leftovers of '$PREFIX'"
 	fi
 	mkdir -p "$DIR" || die "cannot create $DIR"
-	printf 'prefix=%s\nhosts=%s\nrails=%s\nrate=%s\n' "$PREFIX" "$H" "$R" "$RATE" >"$STATE"
+	printf 'prefix=%s\nhosts=%s\nrails=%s\nrate=%s\nmtu=%s\n' "$PREFIX" "$H" "$R" "$RATE" "$MTU" \
+		>"$STATE"
 
 	# Any failure from here on: undo everything. (Not "if ! ( ... )":
 	# set -e is ignored in a condition.)
@@ -311,6 +317,8 @@ cmd_up() {
 			for ((r = 0; r < R; r++)); do
 				ip -n "$ns" link add "rail$r" type veth peer name "h${i}r$r" netns "$SWNS"
 				ip -n "$ns" addr add "$(addr_of "$i" "$r")/24" dev "rail$r"
+				ip -n "$ns" link set "rail$r" mtu "$MTU"
+				ip -n "$SWNS" link set "h${i}r$r" mtu "$MTU"
 				ip -n "$SWNS" link set "h${i}r$r" master "${PREFIX}br$r"
 				ip -n "$SWNS" link set "h${i}r$r" up
 				ip -n "$ns" link set "rail$r" up
