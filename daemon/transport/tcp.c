@@ -47,8 +47,7 @@
  * Data path. post_send() queues the message on the peer's stream with the
  * fewest queued bytes (ties round robin) and arms EPOLLOUT there; -EAGAIN
  * when the peer has more than cfg->max_queued bytes queued (default 64 MiB;
- * one message is always accepted; only data chunks are refused: ACKs,
- * heartbeats and control messages always go). Progress threads (cfg->progress_threads,
+ * one message is always accepted). Progress threads (cfg->progress_threads,
  * default 1; streams are spread over them) run epoll: they write queued
  * messages with sendmsg (header + payload iovecs, several messages per call,
  * partial writes resumed; MSG_NOSIGNAL), and read into a 32 KiB staging
@@ -1526,10 +1525,7 @@ static int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chu
 		free(m);
 		return -ENOTCONN;
 	}
-	/* ACKs, heartbeats and control messages (the view agreement) are never
-	 * refused for a full queue: a lost one stalls the others (an ACK never
-	 * seen; an agreement waiting out peer_timeout_ms) */
-	if (hdr->kind == R2_MSG_DATA && total > 0 && total + sz > tp->cfg.max_queued) {
+	if (total > 0 && total + sz > tp->cfg.max_queued) {
 		pthread_mutex_unlock(&tp->lock);
 		free(m);
 		return -EAGAIN;

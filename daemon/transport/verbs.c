@@ -2101,8 +2101,8 @@ static int verbs_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_c
 		ret = -ENOTCONN;
 	else if (hdr->len > p->max_msg)
 		ret = -EMSGSIZE;
-	else if (hdr->kind == R2_MSG_DATA && p->queued > 0 && p->queued + sz > tp->cfg.max_queued)
-		ret = -EAGAIN; /* ACKs and control messages are never refused for a full queue */
+	else if (p->queued > 0 && p->queued + sz > tp->cfg.max_queued)
+		ret = -EAGAIN;
 	if (ret) {
 		pthread_mutex_unlock(&tp->lock);
 		free(m);
