@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -13,4 +14,21 @@ void r2_closep(int *fd)
 		*fd = -1;
 	}
 	errno = saved;
+}
+
+int r2_grow(void *arr, size_t *cap, size_t n, size_t elem, size_t first)
+{
+	void **a = arr;
+	size_t c;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? *cap * 2 : first;
+	p = realloc(*a, c * elem);
+	if (!p)
+		return -ENOMEM;
+	*a = p;
+	*cap = c;
+	return 0;
 }

@@ -21,6 +21,12 @@ static inline uint64_t r2_now_ns(void)
 static inline uint64_t r2_now_us(void) { return r2_now_ns() / 1000; }
 
 
+/* Makes room for one more element in a growable array (*arr holding n of
+ * *cap elements of elem bytes): doubles it, first to `first` elements.
+ * 0, or -ENOMEM (the array unchanged). */
+int r2_grow(void *arr, size_t *cap, size_t n, size_t elem, size_t first);
+#define R2_GROW(arr, cap, n, first) r2_grow(&(arr), &(cap), (n), sizeof(*(arr)), (first))
+
 /* Closes fd if >= 0 and sets it to -1; keeps errno. */
 void r2_closep(int *fd);
 

@@ -466,14 +466,8 @@ static void p2p_apply(struct r2d *d, struct p2pop *p, const struct r2_chunk_hdr 
 	}
 	if (h->off > p->len || h->len > p->len - h->off)
 		return;
-	if (p->nseen == p->capseen) {
-		size_t cap = p->capseen ? p->capseen * 2 : 64;
-		void *n = realloc(p->seen, cap * sizeof(*p->seen));
-		if (!n)
-			return;
-		p->seen = n;
-		p->capseen = cap;
-	}
+	if (R2_GROW(p->seen, p->capseen, p->nseen, 64) < 0)
+		return;
 	p->seen[p->nseen++] = h->off;
 	memcpy(p->buf + h->off, buf, h->len);
 	p->got += h->len;
@@ -836,14 +830,8 @@ static int init_mark(struct railop *o, uint64_t a, uint64_t b)
 		j++;
 	}
 	if (i == j) { /* no overlap or contact: insert at i */
-		if (o->ninit == o->capinit) {
-			size_t cap = o->capinit ? o->capinit * 2 : 16;
-			void *n = realloc(o->init, cap * sizeof(*o->init));
-			if (!n)
-				return -ENOMEM;
-			o->init = n;
-			o->capinit = cap;
-		}
+		if (R2_GROW(o->init, o->capinit, o->ninit, 16) < 0)
+			return -ENOMEM;
 		memmove(&o->init[i + 1], &o->init[i], (o->ninit - i) * sizeof(*o->init));
 		o->ninit++;
 	} else if (j > i + 1) { /* [i, j) merge into i */
@@ -1103,24 +1091,12 @@ static int list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int d
 			uint64_t off = x->off + jj * o->chunk;
 			uint64_t len = R2_MIN((uint64_t)o->chunk, x->off + x->len - off);
 			if (sends) {
-				if (o->nnsend == o->capnsend) {
-					size_t cap = o->capnsend ? o->capnsend * 2 : 64;
-					void *p = realloc(o->nsend, cap * sizeof(*o->nsend));
-					if (!p)
-						return -ENOMEM;
-					o->nsend = p;
-					o->capnsend = cap;
-				}
+				if (R2_GROW(o->nsend, o->capnsend, o->nnsend, 64) < 0)
+					return -ENOMEM;
 				o->nsend[o->nnsend++] = (struct pend){ off, len, (uint32_t)i, false };
 			} else {
-				if (o->nrcv == o->caprcv) {
-					size_t cap = o->caprcv ? o->caprcv * 2 : 64;
-					void *p = realloc(o->rcv, cap * sizeof(*o->rcv));
-					if (!p)
-						return -ENOMEM;
-					o->rcv = p;
-					o->caprcv = cap;
-				}
+				if (R2_GROW(o->rcv, o->caprcv, o->nrcv, 64) < 0)
+					return -ENOMEM;
 				o->rcv[o->nrcv++] = (struct rpend){ x->peer, off, len, false };
 			}
 		}
@@ -1311,14 +1287,8 @@ static bool seen(struct railop *o, uint32_t src, uint64_t off)
 
 static int mark_seen(struct railop *o, uint32_t src, uint64_t off)
 {
-	if (o->nseen == o->capseen) {
-		size_t cap = o->capseen ? o->capseen * 2 : 256;
-		void *n = realloc(o->seen, cap * sizeof(*o->seen));
-		if (!n)
-			return -ENOMEM;
-		o->seen = n;
-		o->capseen = cap;
-	}
+	if (R2_GROW(o->seen, o->capseen, o->nseen, 256) < 0)
+		return -ENOMEM;
 	o->seen[o->nseen].src = src;
 	o->seen[o->nseen].off = off;
 	o->nseen++;
@@ -1429,14 +1399,8 @@ static uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void
 			 (unsigned long long)h->off);
 		return 0;
 	}
-	if (o->nrseen == o->caprseen) {
-		size_t cap = o->caprseen ? o->caprseen * 2 : 64;
-		void *n = realloc(o->rseen, cap * sizeof(*o->rseen));
-		if (!n)
-			return 0;
-		o->rseen = n;
-		o->caprseen = cap;
-	}
+	if (R2_GROW(o->rseen, o->caprseen, o->nrseen, 64) < 0)
+		return 0;
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->buf = malloc(h->len ? h->len : 1))) {
 		free(s);
