@@ -21,8 +21,8 @@ static struct {
 	cu_result (*set_current)(void *);
 	cu_result (*alloc)(cu_ptr *, size_t);
 	cu_result (*mfree)(cu_ptr);
-	cu_result (*h2d)(cu_ptr, const void *, size_t);
-	cu_result (*d2h)(void *, cu_ptr, size_t);
+	cu_result (*h2d)(cu_ptr, const void *, size_t, void *);
+	cu_result (*d2h)(void *, cu_ptr, size_t, void *);
 	cu_result (*st_create)(void **, unsigned);
 	cu_result (*st_sync)(void *);
 	cu_result (*st_destroy)(void *);
@@ -54,8 +54,12 @@ int bgpu_open(int dev, int *ordinal, char *err, size_t errlen)
 	SYM(set_current, "cuCtxSetCurrent");
 	SYM(alloc, "cuMemAlloc_v2");
 	SYM(mfree, "cuMemFree_v2");
-	SYM(h2d, "cuMemcpyHtoD_v2");
-	SYM(d2h, "cuMemcpyDtoH_v2");
+	/* on the bench's stream, then synchronized: a synchronous cuMemcpyHtoD
+	 * from pageable memory may return before its DMA lands (small copies),
+	 * and the legacy stream it runs on does not order the non-blocking
+	 * stream the collectives run on */
+	SYM(h2d, "cuMemcpyHtoDAsync_v2");
+	SYM(d2h, "cuMemcpyDtoHAsync_v2");
 	SYM(st_create, "cuStreamCreate");
 	SYM(st_sync, "cuStreamSynchronize");
 	SYM(st_destroy, "cuStreamDestroy_v2");
@@ -95,12 +99,14 @@ void bgpu_free(void *p)
 
 int bgpu_h2d(void *dst, const void *src, size_t n)
 {
-	return n && B.h2d((cu_ptr)(uintptr_t)dst, src, n) ? -1 : 0;
+	return n && (B.h2d((cu_ptr)(uintptr_t)dst, src, n, B.stream) || B.st_sync(B.stream)) ? -1
+											   : 0;
 }
 
 int bgpu_d2h(void *dst, const void *src, size_t n)
 {
-	return n && B.d2h(dst, (cu_ptr)(uintptr_t)src, n) ? -1 : 0;
+	return n && (B.d2h(dst, (cu_ptr)(uintptr_t)src, n, B.stream) || B.st_sync(B.stream)) ? -1
+											   : 0;
 }
 
 int bgpu_sync(void)
