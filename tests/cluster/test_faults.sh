@@ -323,14 +323,16 @@ for s in $(for _ in $(seq "${FAULT_REPEAT:-1}"); do echo $SCEN; done); do
 		# after every scenario (a flapped path stays out after its loop)
 		# wait until every rail and every path is healthy again
 		# everywhere (or 30 s; a flapped path stays out up to 8 x
-		# recover_stable_ms): the next scenario starts clean
+		# recover_stable_ms; a path the throughput monitor found slow
+		# while a rejoined rail ramped up is planned at full speed
+		# again after 10 s unmeasured): the next scenario starts clean
 		for _ in $(seq 60); do
 			bad=0
 			for hh in $(seq 0 $((H - 1))); do
 				"$CTL" --socket "$DIR/h$hh/r2ccld.sock" rails 2>/dev/null |
 					grep -q "failed\|recovering\|degraded" && bad=1
 				"$CTL" --socket "$DIR/h$hh/r2ccld.sock" peers 2>/dev/null |
-					grep -q "failed\|recovering" && bad=1
+					grep -q "failed\|recovering\|degraded" && bad=1
 			done
 			((bad)) || break
 			sleep 0.5
