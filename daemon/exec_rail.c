@@ -72,11 +72,9 @@ static struct r2_pool *par_pool(struct r2d *d, uint64_t len)
 
 static void sendrec_free(struct sendrec *s)
 {
-	if (s->borrowed)
-		;
-	else if (s->pool)
+	if (s->pool && !s->borrowed)
 		r2_bufpool_put(s->pool, s->buf);
-	else
+	else if (!s->borrowed)
 		free(s->buf);
 	free(s);
 }
@@ -114,29 +112,27 @@ static int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t
  * completed). */
 static int unborrow(struct r2d *d, struct sendrec *s)
 {
-	const void *src = s->buf;
-	bool stable = s->stable;
+	void *src = s->buf;
 	int r;
 
 	if (!s->borrowed)
 		return 0;
 	s->borrowed = false;
-	s->stable = false;
 	r = chunk_buf(d, s, src, s->hdr.len);
-	if (r == -ENOBUFS) {
+	if (r == -ENOBUFS) { /* no proxy buffer free: the heap (no waiting here) */
 		s->pool = NULL;
 		s->buf = malloc(s->hdr.len ? s->hdr.len : 1);
-		if (!s->buf)
-			r = -ENOMEM;
-		else
-			memcpy(s->buf, src, s->hdr.len), r = 0;
+		r = s->buf ? 0 : -ENOMEM;
+		if (s->buf)
+			memcpy(s->buf, src, s->hdr.len);
 	}
 	if (r < 0) {
-		s->buf = (void *)src;
+		s->buf = src;
 		s->borrowed = true;
-		s->stable = stable;
+		return r;
 	}
-	return r;
+	s->stable = false;
+	return 0;
 }
 
 #define P2P_BIT (1ull << 63)
@@ -1170,6 +1166,12 @@ static void mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *
 	pthread_mutex_unlock(&c->mbox_lock);
 }
 
+/* s's bytes overlap W[off, off+len). */
+static bool overlaps(const struct sendrec *s, uint64_t off, uint64_t len)
+{
+	return s->hdr.off < off + len && off < s->hdr.off + s->hdr.len;
+}
+
 /* A transport may still read s->buf. */
 static bool tp_holds(const struct sendrec *s)
 {
@@ -1181,8 +1183,7 @@ static bool tp_holds(const struct sendrec *s)
 static struct sendrec *held_borrowed(struct railop *o, uint64_t off, uint64_t len)
 {
 	for (struct sendrec *s = o->sends; s; s = s->next)
-		if (s->borrowed && tp_holds(s) && (!len || !s->stable) &&
-		    (!len || (s->hdr.off < off + len && off < s->hdr.off + s->hdr.len)))
+		if (s->borrowed && tp_holds(s) && (!len || (!s->stable && overlaps(s, off, len))))
 			return s;
 	return NULL;
 }
@@ -1264,15 +1265,14 @@ static int before_write(struct railop *o, uint64_t off, uint64_t len)
 	int r;
 
 	for (struct sendrec *s = o->sends; s && !any; s = s->next)
-		any = s->borrowed && !s->stable && !s->acked && s->hdr.off < off + len &&
-		      off < s->hdr.off + s->hdr.len;
+		any = s->borrowed && !s->stable && !s->acked && overlaps(s, off, len);
 	if (!any)
 		return 0;
 	if (held_borrowed(o, off, len) && (r = settle(o, off, len, o->deadline, true)) < 0)
 		return r;
 	for (struct sendrec *s = o->sends; s; s = s->next)
-		if (s->borrowed && !s->stable && !s->acked && s->hdr.off < off + len &&
-		    off < s->hdr.off + s->hdr.len && (r = unborrow(o->d, s)) < 0)
+		if (s->borrowed && !s->stable && !s->acked && overlaps(s, off, len) &&
+		    (r = unborrow(o->d, s)) < 0)
 			return r;
 	return 0;
 }

@@ -698,7 +698,7 @@ static void link_fail(struct r2d *d, struct r2_peer *p, int r, const char *cause
 	l->failovers++;
 	rs->rail[r].h.failovers++;
 	if (p->conn_mask & (1u << r))
-		rs->rail[r].ops->disconnect(rs->rail[r].tp, p->id);
+		r2d_rails_drop(d, r, p->id);
 	p->conn_mask &= ~(1u << r);
 	p->want_mask &= ~(1u << r);
 	l->backoff_ms = hb_ms > 100 ? hb_ms : 100;
