@@ -116,6 +116,12 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			  NULL, NULL, true,
 			  "a rail to a peer silent (no traffic, no heartbeat) for this many "
 			  "intervals is failed for that peer" },
+	[P_HB_STALL_MISSES] = { "hb_stall_misses", "R2CCL_HB_STALL_MISSES", "--hb-stall-misses",
+				R2_PT_INT, "2", 0, 1000, NULL, NULL, true,
+				"a rail to a peer with data outstanding and nothing heard back "
+				"(no acknowledgement, no heartbeat) for this many intervals, while "
+				"the peer is heard on another rail, is failed for that peer: a "
+				"send stall (0: off; only hb_misses)" },
 	[P_RECOVER_STABLE_MS] = { "recover_stable_ms", "R2CCL_RECOVER_STABLE_MS",
 				  "--recover-stable-ms", R2_PT_INT, "2000", 0, 86400000, NULL,
 				  "ms", true,

@@ -103,6 +103,7 @@ struct pmon {
 	int64_t out;            /* data bytes posted, not yet acknowledged */
 	uint64_t busy_us;       /* its share of the rail's busy time (below) */
 	uint64_t acked, last_ack_us;
+	uint64_t busy_since_us; /* when out last went above 0 */
 	int bslot;              /* index in its rail's busy list, -1: idle */
 	/* loop thread */
 	double rate;            /* EWMA of bytes/s while busy; 0: none yet */
@@ -385,13 +386,20 @@ static void link_state(struct r2d *d, struct r2_peer *p, int r, int st, const ch
  * endpoint most slow paths share, like failed paths) in its view, and every
  * daemon plans with that NIC's bandwidth (balance: smaller shares on it).
  * Back above 1.5 x degraded_pct (at most 90%) for recover_stable_ms, or not
- * measured for MON_EXPIRE_US (traffic returns to it: measured again): normal. */
+ * measured for MON_EXPIRE_US (traffic returns to it: measured again): normal.
+ * A path is not judged in its first MON_RAMP_US as healthy. */
 #define MON_PERIOD_US 500000ull
 #define MON_MIN_BUSY_US 50000ull
 #define MON_MIN_BYTES (1ull << 20)
 #define MON_SLOW_SAMPLES 3
 #define MON_RECENT_US 5000000ull
 #define MON_EXPIRE_US 10000000ull
+/* A path that just turned healthy (rejoined, or back from degraded) is not
+ * judged for this long: its first traffic after the re-plan ramps up (TCP
+ * slow start, the other paths' queues draining) and measured 22% of the best
+ * path for over a second in the faults suite, which kept it planned at a
+ * reduced share for 10 s. */
+#define MON_RAMP_US 3000000ull
 
 static struct pmon *pmon_of(struct r2d *d, int rail, uint64_t peer)
 {
@@ -437,11 +445,15 @@ void r2d_health_data_posted(struct r2d *d, int rail, uint64_t peer, int64_t len)
 {
 	struct pmon *m = pmon_of(d, rail, peer);
 	struct r2_health *h = d->health;
+	uint64_t now;
 
 	if (!m || !len)
 		return;
+	now = r2_now_us();
 	pthread_mutex_lock(&h->mon_lock[rail]);
-	rmon_advance(h, rail, r2_now_us());
+	rmon_advance(h, rail, now);
+	if (len > 0 && m->out <= 0)
+		m->busy_since_us = now;
 	if (len > 0 && m->out <= 0 && m->bslot < 0) {
 		m->bslot = h->rmon[rail].nbusy;
 		h->rmon[rail].busy[h->rmon[rail].nbusy++] = m;
@@ -642,6 +654,11 @@ static void tick_monitor(struct r2d *d, uint64_t now)
 				continue;
 			if (ref <= 0)
 				continue;
+			if (!m->slow && p->link[r].state == R2_RS_HEALTHY &&
+			    now - p->link[r].since_us < MON_RAMP_US) {
+				m->below = 0; /* ramping up after it rejoined */
+				continue;
+			}
 			double ratio = m->rate / ref;
 			if (ratio > 1)
 				ratio = 1;
@@ -1569,12 +1586,35 @@ static void tick_rails(struct r2d *d, uint64_t now)
 	}
 }
 
+/* A send stall on path (peer index i, rail r): data posted to it has waited
+ * longer than stall with no acknowledgement and nothing at all heard on the
+ * path since (last), while the peer was heard on another rail within stall
+ * (last_any): a path that carries work answers every chunk, so this is a
+ * black hole seen sooner than hb_misses of silence. */
+static bool send_stalled(struct r2_health *h, int i, int r, uint64_t now, uint64_t last,
+			 uint64_t last_any, uint64_t stall)
+{
+	struct pmon *m;
+	uint64_t since;
+	bool out;
+
+	if (!stall || !h->mon || now <= last || now - last <= stall || now - last_any > stall)
+		return false;
+	m = &h->mon[(size_t)i * R2_MAX_RAILS + (size_t)r];
+	pthread_mutex_lock(&h->mon_lock[r]);
+	out = m->out > 0;
+	since = m->last_ack_us > m->busy_since_us ? m->last_ack_us : m->busy_since_us;
+	pthread_mutex_unlock(&h->mon_lock[r]);
+	return out && now > since && now - since > stall;
+}
+
 static void tick_paths(struct r2d *d, uint64_t now)
 {
 	struct r2_rails *rs = d->rails;
 	struct r2_health *h = d->health;
 	uint64_t iv = p_us(d, P_HB_INTERVAL);
 	uint64_t silent = iv * p_us(d, P_HB_MISSES);
+	uint64_t stall = iv * p_us(d, P_HB_STALL_MISSES);
 	uint64_t ptimeout = p_us(d, P_PEER_TIMEOUT_MS) * 1000;
 	bool hb = now - h->last_hb_us >= iv;
 
@@ -1615,14 +1655,17 @@ static void tick_paths(struct r2d *d, uint64_t now)
 					rl->ops->post_send(rl->tp, p->id, &hh, NULL, 0);
 				}
 				l->missed = now > last ? (uint32_t)((now - last) / iv) : 0;
-				if (now > last && now - last > silent && now >= h->stall_until_us &&
-				    (!whole || now - last_any > ptimeout)) {
+				bool stalled = send_stalled(h, i, r, now, last, last_any, stall);
+				if (now > last && (now - last > silent || stalled) &&
+				    now >= h->stall_until_us && (!whole || now - last_any > ptimeout)) {
 					char cause[160];
 					snprintf(cause, sizeof(cause),
 						 "no message for %llu ms (%u heartbeats missed): "
 						 "silent %s",
 						 (unsigned long long)(now - last) / 1000, l->missed,
-						 whole ? "on every rail (peer timeout)" : "path");
+						 whole	  ? "on every rail (peer timeout)"
+						 : stalled ? "path with data outstanding (send stall)"
+							   : "path");
 					if (whole)
 						p->nopath_since_us = last_any;
 					link_fail(d, p, r, cause, true, true);

@@ -26,7 +26,8 @@
 # FAULT_REPEAT runs them all that many times (the summary gives the median,
 # p99 and max of the gap after each injection: the by-hand 4 x 2 variant is
 # FAULT_HOSTS=4 FAULT_REPEAT=10, see docs/resilience.md).
-# Figures go to stdout and to $FAULT_REPORT if set. Exits 77 when not root.
+# Figures go to stdout and to $FAULT_REPORT if set; FAULT_KEEP=DIR keeps
+# every run's traces and daemon logs. Exits 77 when not root.
 
 set -u -o pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -166,6 +167,7 @@ run_ok() {
 	fi
 	t0=$(now)
 	T_INJ=$(mono)
+	T_INJ_WALL=$(now)
 	"inject_$name"
 	wait "$BPID"
 	rc=$?
@@ -182,6 +184,18 @@ run_ok() {
 	fi
 	st=$("$CTL" --socket "$DIR/h2/r2ccld.sock" events 2>&1 | tail -n 6)
 	sed 's/^/#   /' <<<"$st"
+	keep "$name"
+}
+
+# FAULT_KEEP=DIR: each run's traces, outputs and daemon logs are copied to
+# DIR/NAME-N (inject.txt: the injection's monotonic and wall-clock times)
+keep() {
+	[[ -n ${FAULT_KEEP:-} ]] || return 0
+	local k=1
+	while [[ -e $FAULT_KEEP/$1-$k ]]; do k=$((k + 1)); done
+	mkdir -p "$FAULT_KEEP/$1-$k"
+	cp -r "$DIR"/. "$FAULT_KEEP/$1-$k/" 2>/dev/null
+	echo "mono $T_INJ wall $T_INJ_WALL" >"$FAULT_KEEP/$1-$k/inject.txt"
 }
 
 inject_linkdown() { "$C" link 2 0 down >/dev/null; }
