@@ -3,11 +3,12 @@
 # GPU benchmark with NCCL in the same command. Build here first:
 #   bash tests/gpu/make-bundle.sh          (bundle/gpu: programs + libraries)
 # then run(command="bash tests/gpu/run-on-device.sh [what]", carry=["bundle/gpu"]).
-#   what: suite | ar | copies | ns | all (default)
+#   what: suite | ar | copies | ns | nsops | all (default)
 #   suite   the gpu suite (tests/gpu/gpu_test.cu)
 #   ar      AllReduce float32 on 2 GPUs, 8 B .. 4 GB: r2ccl and nccl-tests
 #   copies  AllGather, ReduceScatter, Broadcast at 1 GB: r2ccl and nccl-tests
 #   nstune  the ns AllReduce with daemon options: NS_ARGS="set1;set2;..."
+#   nsops   every collective with --gpu over the 2 namespace hosts, 4 B..16 MB
 #   ns      2 namespace hosts x 1 GPU, 2 TCP rails: r2ccl-bench --gpu and
 #           PyTorch's NCCL (socket transport, 4 threads x 4 sockets), then a
 #           rail set down in the middle of a loop (exact results required)
@@ -108,6 +109,28 @@ if has ns; then
 	$C daemons stop >> "$OUT/ns-up.log" 2>&1
 	for i in 0 1; do cp "/tmp/gpuns/h$i/r2ccld.log" "$OUT/ns-r2ccld-h$i.log" 2>/dev/null; done
 	$C down >> "$OUT/ns-up.log" 2>&1
+fi
+if [ "$what" = nsops ]; then
+	# every collective on GPU buffers across the two namespace hosts, 4 B to
+	# 16 MB, in and out of place, every element checked (runs on one GPU too:
+	# both hosts then share it)
+	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	$C daemons start --log-level info >> "$OUT/ns-up.log" 2>&1
+	for op in allreduce allgather reducescatter broadcast reduce; do
+		rm -f /tmp/gpuns/uid
+		step "nsops-$op" 120 $C run --timeout 115 -- sh -c "$(ns_r2 -b 4 -e 16M -f 4 -n 3 -w 1 |
+			sed "s/r2ccl-bench allreduce/r2ccl-bench $op/")"
+	done
+	$C daemons stop >> "$OUT/ns-up.log" 2>&1
+	for i in 0 1; do cp "/tmp/gpuns/h$i/r2ccld.log" "$OUT/ns-r2ccld-h$i.log" 2>/dev/null; done
+	$C down >> "$OUT/ns-up.log" 2>&1
+	for op in allreduce allgather reducescatter broadcast reduce; do
+		echo "== nsops-$op"
+		grep -E "^\[h[01]\] *([0-9]|# Out)|error|wrong|failed" "$OUT/nsops-$op.log" | head -30
+	done > "$OUT/table.txt"
+	cat "$summary" "$OUT/table.txt"
+	tar -C "$OUT" -czf "$OUT/../logs-${what}.tgz" --exclude=table.txt . 2>/dev/null
+	exit 0
 fi
 if [ "$what" = nsprof ]; then
 	# where the CPU goes in the two-namespace AllReduce (1 GB, GPU buffers):
