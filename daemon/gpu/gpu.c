@@ -490,10 +490,14 @@ static int dev_of(const struct r2_memreg *m)
 
 /* ---- execution ---- */
 
+/* GPU buffers, or stream-ordered: the GPU worker owns the sync slots, so a
+ * stream-ordered op without buffers (count 0: an AllGather of 4 B on 2 ranks)
+ * goes there too, or its client's stream would wait for the slot forever. */
 bool r2_gpu_exec_is_gpu(const struct r2_exec *x)
 {
 	for (int i = 0; i < x->nops; i++)
-		if (r2_mem_is_gpu(x->ops[i]->sendref) || r2_mem_is_gpu(x->ops[i]->recvref))
+		if (r2_mem_is_gpu(x->ops[i]->sendref) || r2_mem_is_gpu(x->ops[i]->recvref) ||
+		    (x->ops[i]->sqe.gflags & R2_SQE_STREAM))
 			return true;
 	return false;
 }
