@@ -92,7 +92,9 @@ wait_state() {
 	return 1
 }
 
-start() { "$C" daemons start "$@" >/dev/null || { fail "daemons start"; dump_logs; finish; }; }
+# STEADY_DAEMON_ARGS: more r2ccld options for every phase (e.g. --cost-alpha-us 500)
+# shellcheck disable=SC2086
+start() { "$C" daemons start ${STEADY_DAEMON_ARGS:-} "$@" >/dev/null || { fail "daemons start"; dump_logs; finish; }; }
 
 "$C" up -H "$H" -R 2 --rate "$RATE" >/dev/null || { fail "cluster up"; finish; }
 start
