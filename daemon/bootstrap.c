@@ -92,6 +92,7 @@ static void send_join(struct r2_comm *c)
 	fill_addrs(d, ra, rap, &j.n_addrs);
 	j.addrs = rap;
 	j.hostname = d->hostname;
+	j.mode = (char *)r2d_comm_mode_name(c->mode);
 	r = send_msg(d, c->uid.host_id, R2PEER__PEER_MSG__PEER_JOIN, &j.base);
 	if (r == 0)
 		c->joined_sent = true;
@@ -186,6 +187,23 @@ static void fail_all(struct r2_comm *c, int status, const char *why)
 			continue;
 		sent[nsent++] = h;
 		send_msg(d, h, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
+	}
+	r2d_comm_break(c, status, why);
+}
+
+void r2d_bootstrap_fail(struct r2_comm *c, int status, const char *why)
+{
+	if (c->uid.host_id == c->d->host_id) {
+		fail_all(c, status, why);
+		return;
+	}
+	if (c->joined_sent) {
+		R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
+		f.uid.data = (uint8_t *)&c->uid;
+		f.uid.len = sizeof(c->uid);
+		f.status = status;
+		f.error = (char *)why;
+		send_msg(c->d, c->uid.host_id, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
 	}
 	r2d_comm_break(c, status, why);
 }
@@ -310,6 +328,7 @@ static void root_check(struct r2_comm *c)
 		m.uid.data = (uint8_t *)&c->uid;
 		m.uid.len = sizeof(c->uid);
 		m.nranks = (uint32_t)c->nranks;
+		m.mode = (char *)r2d_comm_mode_name(c->mode);
 		m.n_hosts = (size_t)nh;
 		m.hosts = hep;
 		for (int h = 0; h < nh; h++)
@@ -443,6 +462,21 @@ static void handle_join(struct r2d *d, const R2peer__Join *j)
 		}
 		return;
 	}
+	if (j->mode && j->mode[0]) {
+		int mode = r2d_comm_mode_parse(j->mode);
+		if (mode < 0 || (c->mode >= 0 && mode != c->mode)) {
+			R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
+			snprintf(why, sizeof(why), "host %s asks for mode %.16s, others for %s",
+				 j->hostname, j->mode, r2d_comm_mode_name(c->mode));
+			f.uid = j->uid;
+			f.status = R2CCL_E_MISMATCH;
+			f.error = why;
+			send_msg(d, j->host_id, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
+			fail_all(c, R2CCL_E_MISMATCH, why);
+			return;
+		}
+		c->mode = mode;
+	}
 	for (size_t i = 0; i < j->n_ranks; i++) {
 		uint32_t r = j->ranks[i];
 		if (r >= (uint32_t)c->nranks)
@@ -497,6 +531,13 @@ static void handle_membership(struct r2d *d, const R2peer__Membership *m)
 	if (!c || c->state != R2_COMM_JOINING || c->have_membership || nh < 1 ||
 	    (int)m->nranks != c->nranks)
 		return;
+	if (m->mode && m->mode[0] && r2d_comm_mode_parse(m->mode) != c->mode) {
+		char why[128];
+		snprintf(why, sizeof(why), "the root has mode %.16s, this host %s", m->mode,
+			 r2d_comm_mode_name(c->mode));
+		r2d_bootstrap_fail(c, R2CCL_E_MISMATCH, why);
+		return;
+	}
 	hosts = calloc((size_t)nh, sizeof(*hosts));
 	c->rank_host = calloc((size_t)c->nranks, sizeof(int));
 	if (!hosts || !c->rank_host) {
@@ -598,7 +639,11 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev)
 		case R2PEER__PEER_MSG__PEER_JOIN_FAIL: {
 			R2peer__JoinFail *f = r2peer__join_fail__unpack(NULL, len, p);
 			struct r2_comm *c = f ? comm_for(d, f->uid) : NULL;
-			if (c && c->state == R2_COMM_JOINING)
+			/* the root passes a member's failure on to every other member */
+			if (c && c->state == R2_COMM_JOINING && c->uid.host_id == d->host_id)
+				fail_all(c, f->status < 0 ? f->status : R2CCL_E_BOOTSTRAP,
+					 f->error);
+			else if (c && c->state == R2_COMM_JOINING)
 				r2d_comm_break(c, f->status < 0 ? f->status : R2CCL_E_BOOTSTRAP,
 					       f->error);
 			if (f)

@@ -11,6 +11,7 @@
 #include "comm.h"
 #include "config.h"
 #include "log.h"
+#include "planner/planner.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
 
@@ -27,6 +28,22 @@ const char *r2d_comm_state_name(enum r2_comm_state st)
 		return "dead";
 	}
 	return "?";
+}
+
+int r2d_comm_mode_parse(const char *name)
+{
+	if (!name)
+		return -1;
+	if (!strcmp(name, "balance"))
+		return R2_MODE_BALANCE;
+	if (!strcmp(name, "hotrepair"))
+		return R2_MODE_HOTREPAIR;
+	return -1;
+}
+
+const char *r2d_comm_mode_name(int mode)
+{
+	return mode == R2_MODE_BALANCE ? "balance" : mode == R2_MODE_HOTREPAIR ? "hotrepair" : "";
 }
 
 struct r2_comm *r2d_comm_by_uid(struct r2d *d, const struct r2_uid *uid)
@@ -240,6 +257,7 @@ struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks
 	c->created_us = r2_now_us();
 	snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
 	c->owner_uid = (uint32_t)-1;
+	c->mode = -1;
 	pthread_cond_init(&c->cond, NULL);
 	c->next = d->comms;
 	d->comms = c;
@@ -277,6 +295,7 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 	struct r2_uid uid;
 	struct r2_comm *c;
 	char err[192];
+	int mode;
 
 	if (m->id.len != sizeof(uid)) {
 		init_reply(s, m->req_id, -EINVAL, "the unique id has the wrong length", NULL, -1);
@@ -290,6 +309,15 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 	}
 	if (m->nranks < 1 || m->nranks > 65536 || m->rank >= m->nranks) {
 		snprintf(err, sizeof(err), "rank %u / nranks %u out of range", m->rank, m->nranks);
+		init_reply(s, m->req_id, -EINVAL, err, NULL, -1);
+		return;
+	}
+	/* the communicator's mode: the rank's, else this daemon's R2CCL_MODE */
+	mode = r2d_comm_mode_parse(m->mode && m->mode[0] ? m->mode
+						       : r2_param_str(&d->params, P_MODE));
+	if (mode < 0) {
+		snprintf(err, sizeof(err), "mode \"%.64s\" is neither balance nor hotrepair",
+			 m->mode);
 		init_reply(s, m->req_id, -EINVAL, err, NULL, -1);
 		return;
 	}
@@ -316,7 +344,10 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 		}
 	}
 	if (c->state != R2_COMM_JOINING) {
-		int st = c->state == R2_COMM_READY ? R2CCL_E_DUP_RANK : R2CCL_E_COMM_BROKEN;
+		/* a rank that comes after the communicator failed learns why */
+		int st = c->state == R2_COMM_READY ? R2CCL_E_DUP_RANK
+			 : c->broken_err	    ? c->broken_err
+						    : R2CCL_E_COMM_BROKEN;
 		snprintf(err, sizeof(err), "communicator %u is %s; rank %u cannot join it", c->id,
 			 r2d_comm_state_name(c->state), m->rank);
 		pthread_mutex_unlock(&d->lock);
@@ -327,7 +358,15 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 		snprintf(err, sizeof(err), "rank %u says nranks %u, others said %d", m->rank,
 			 m->nranks, c->nranks);
 		init_reply(s, m->req_id, R2CCL_E_MISMATCH, err, NULL, -1);
-		r2d_comm_break(c, R2CCL_E_MISMATCH, err);
+		r2d_bootstrap_fail(c, R2CCL_E_MISMATCH, err);
+		pthread_mutex_unlock(&d->lock);
+		return;
+	}
+	if (c->mode >= 0 && c->mode != mode) {
+		snprintf(err, sizeof(err), "rank %u asks for mode %s, others for %s", m->rank,
+			 r2d_comm_mode_name(mode), r2d_comm_mode_name(c->mode));
+		init_reply(s, m->req_id, R2CCL_E_MISMATCH, err, NULL, -1);
+		r2d_bootstrap_fail(c, R2CCL_E_MISMATCH, err);
 		pthread_mutex_unlock(&d->lock);
 		return;
 	}
@@ -348,6 +387,7 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 		c->owner_uid = s->uid;
 		snprintf(c->tenant, sizeof(c->tenant), "%s", s->tenant);
 	}
+	c->mode = mode;
 	c->m[m->rank].s = s;
 	c->m[m->rank].init_req_id = m->req_id;
 	c->m[m->rank].left = false;

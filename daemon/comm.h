@@ -91,6 +91,7 @@ struct r2_comm {
 	int broken_err;
 	_Atomic int abort_err;  /* set when broken: executors stop waiting for peers */
 	char tenant[256];
+	int mode;           /* enum r2_mode (planner.h) every host agreed on; -1: not known yet */
 	uint32_t owner_uid; /* uid of the first local rank's process */
 	int nranks;
 	int joined;
@@ -129,6 +130,10 @@ void r2d_comm_tick(struct r2d *d); /* bootstrap/op timeouts */
 void r2d_comm_destroy_all(struct r2d *d);
 struct r2_comm *r2d_comm_find(struct r2d *d, uint32_t id); /* under d->lock */
 const char *r2d_comm_state_name(enum r2_comm_state st);
+/* Communicator modes: "balance" -> R2_MODE_BALANCE, "hotrepair" ->
+ * R2_MODE_HOTREPAIR, anything else -1; the name of a mode ("" for -1). */
+int r2d_comm_mode_parse(const char *name);
+const char *r2d_comm_mode_name(int mode);
 /* Fails every pending op of c with err and marks it broken (under d->lock). */
 void r2d_comm_break(struct r2_comm *c, int err, const char *why);
 void r2d_comm_put(struct r2_comm *c); /* under d->lock */
@@ -140,6 +145,9 @@ void r2d_uid_fill(struct r2d *d, struct r2_uid *uid);
 /* Called after a local rank joined c (under d->lock). */
 void r2d_bootstrap_joined(struct r2_comm *c);
 void r2d_bootstrap_tick(struct r2d *d); /* loop thread, under d->lock */
+/* Fails c's initialization here and on every other host (JOIN_FAIL through
+ * the root), e.g. a local rank whose arguments disagree (under d->lock). */
+void r2d_bootstrap_fail(struct r2_comm *c, int status, const char *why);
 /* Tells every other host of c that it is broken (PEER_ABORT). */
 void r2d_bootstrap_abort(struct r2_comm *c, int status, const char *why);
 void r2d_comm_ready(struct r2_comm *c); /* comm.c, under d->lock */

@@ -174,7 +174,8 @@ void r2d_ctl_status(struct r2_session *s, uint64_t req_id)
 		ci->tenant = c->tenant;
 		ci->ops_total = c->ops_total;
 		ci->nhosts = (uint32_t)c->nhosts;
-		ci->mode = (char *)r2_param_str(&d->params, P_MODE);
+		ci->mode = (char *)(c->mode >= 0 ? r2d_comm_mode_name(c->mode)
+						  : r2_param_str(&d->params, P_MODE));
 		commp[n++] = ci;
 	}
 	rep.n_comms = n;

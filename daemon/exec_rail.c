@@ -904,9 +904,9 @@ again:
 	od.elem = o->elem;
 	od.root = root;
 	od.peer = peer;
-	/* R2CCL_MODE: balance -> failure-optimized shares, hotrepair -> backup NIC */
-	od.policy = strcmp(r2_param_str(&o->d->params, P_MODE), "hotrepair") ? R2_POL_OURS
-									     : R2_POL_HOTREPAIR;
+	/* the communicator's mode (R2CCL_MODE or the ranks' r2ccl_comm_config_t):
+	 * balance -> failure-optimized shares, hotrepair -> backup NIC */
+	od.policy = c->mode == R2_MODE_HOTREPAIR ? R2_POL_HOTREPAIR : R2_POL_OURS;
 	r2_plan_params_default(&prm);
 	prm.recursion_thresh = r2_param_double(&o->d->params, P_RECURSION_THRESH);
 	prm.routing_algo = (int)r2_param_int(&o->d->params, P_ROUTING_ALGO);

@@ -2154,6 +2154,8 @@ void r2d_health_ctl_rails(struct r2_session *s, uint64_t req_id)
 		ri[r].state_changes_total = rl->h.changes;
 		ri[r].state_since_s = (now - rl->h.since_us) / 1000000;
 		ri[r].drained = rl->h.drained;
+		ri[r].cause = rl->h.drained ? "drained by the operator" : rl->h.cause;
+		ri[r].failovers_total = rl->h.failovers;
 		rip[r] = &ri[r];
 	}
 	rep.n_rails = (size_t)nr;
@@ -2179,6 +2181,9 @@ void r2d_health_ctl_rails(struct r2_session *s, uint64_t req_id)
 			uint64_t last = atomic_load(&p->last_rx_us[r]);
 			x->last_heartbeat_ms = last && now > last ? (now - last) / 1000 : 0;
 			x->missed_heartbeats = l->missed;
+			x->cause = l->cause;
+			x->errors_total = l->errors;
+			x->failovers_total = l->failovers;
 			pthread_mutex_lock(&d->lock);
 			for (struct r2_comm *c = d->comms; c; c = c->next)
 				for (int h = 0; h < c->nhosts && c->hosts; h++)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* libr2ccl: communicators and collectives (submitted through the ring). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,15 +47,54 @@ int r2ccl_get_unique_id(r2ccl_client_t *c, r2ccl_unique_id_t *id)
 	return r;
 }
 
+/* The mode CommInit carries: "" leaves it to the daemon. */
+static int mode_name(const r2ccl_comm_config_t *cfg, const char **name)
+{
+	r2ccl_mode_t m = R2CCL_MODE_DEFAULT;
+	const char *env;
+
+	if (cfg && cfg->size >= offsetof(r2ccl_comm_config_t, mode) + sizeof(cfg->mode))
+		m = cfg->mode;
+	switch (m) {
+	case R2CCL_MODE_DEFAULT:
+		env = getenv("R2CCL_MODE");
+		if (!env || !env[0]) {
+			*name = "";
+			return 0;
+		}
+		if (strcmp(env, "balance") && strcmp(env, "hotrepair"))
+			return -EINVAL;
+		*name = env;
+		return 0;
+	case R2CCL_MODE_BALANCE:
+		*name = "balance";
+		return 0;
+	case R2CCL_MODE_HOTREPAIR:
+		*name = "hotrepair";
+		return 0;
+	}
+	return -EINVAL;
+}
+
 int r2ccl_comm_init_rank(r2ccl_client_t *c, r2ccl_comm_t **out, int nranks,
 			 const r2ccl_unique_id_t *id, int rank)
+{
+	return r2ccl_comm_init_rank_config(c, out, nranks, id, rank, NULL);
+}
+
+int r2ccl_comm_init_rank_config(r2ccl_client_t *c, r2ccl_comm_t **out, int nranks,
+				const r2ccl_unique_id_t *id, int rank,
+				const r2ccl_comm_config_t *cfg)
 {
 	R2ccl__CommInit req = R2CCL__COMM_INIT__INIT;
 	R2ccl__CommInitReply *rep = NULL;
 	r2ccl_comm_t *comm;
+	const char *mode;
 	int r, saved;
 
 	if (!c || !out || !id || nranks < 1 || rank < 0 || rank >= nranks)
+		return -EINVAL;
+	if (mode_name(cfg, &mode) < 0)
 		return -EINVAL;
 	*out = NULL;
 	req.req_id = c->next_req++;
@@ -62,6 +102,7 @@ int r2ccl_comm_init_rank(r2ccl_client_t *c, r2ccl_comm_t **out, int nranks,
 	req.id.len = sizeof(id->internal);
 	req.nranks = (uint32_t)nranks;
 	req.rank = (uint32_t)rank;
+	req.mode = (char *)mode;
 	/* joining waits for the other ranks: up to the daemon's bootstrap timeout */
 	saved = c->timeout_ms;
 	if (c->timeout_ms < 600000)

@@ -1261,7 +1261,8 @@ static int cmd_tenants(struct ctl *c, int argc, char **argv)
 static int cmd_rails(struct ctl *c, int argc, char **argv)
 {
 	static const char *const hdr[] = { "NIC", "STATE", "TRANSPORT", ">SPEED", ">MEASURED",
-					   ">TX", ">RX", ">ERRORS", "SINCE", NULL };
+					   ">TX", ">RX", ">ERRORS", ">FAILOVERS", "SINCE",
+					   "CAUSE", NULL };
 	R2ccl__RailsReply *rr = NULL;
 	int r = get_rails(c, &rr);
 
@@ -1288,6 +1289,8 @@ static int cmd_rails(struct ctl *c, int argc, char **argv)
 			jw_u64(&j, "errors_total", x->errors_total);
 			jw_u64(&j, "state_changes_total", x->state_changes_total);
 			jw_u64(&j, "state_since_s", x->state_since_s);
+			jw_u64(&j, "failovers_total", x->failovers_total);
+			jw_str(&j, "cause", x->cause);
 			jw_close(&j, '}');
 		}
 		jw_close(&j, ']');
@@ -1308,7 +1311,9 @@ static int cmd_rails(struct ctl *c, int argc, char **argv)
 			tbl_cell(&t, "%s", fmt_bytes(x->tx_bytes_total, b3, sizeof(b3)));
 			tbl_cell(&t, "%s", fmt_bytes(x->rx_bytes_total, b4, sizeof(b4)));
 			tbl_cell(&t, "%" PRIu64, x->errors_total);
+			tbl_cell(&t, "%" PRIu64, x->failovers_total);
 			tbl_cell(&t, "%s", fmt_duration(x->state_since_s, b5, sizeof(b5)));
+			tbl_cell(&t, "%s", or_dash(x->cause));
 		}
 		tbl_print(&t, stdout);
 		tbl_free(&t);
@@ -1320,7 +1325,8 @@ static int cmd_rails(struct ctl *c, int argc, char **argv)
 static int cmd_peers(struct ctl *c, int argc, char **argv)
 {
 	static const char *const hdr[] = { "HOST", "RAIL", "ADDRESS", "STATE", ">RTT",
-					   ">LAST-HB", ">MISSED", ">COMMS", NULL };
+					   ">LAST-HB", ">MISSED", ">COMMS", ">ERRORS",
+					   ">FAILOVERS", "CAUSE", NULL };
 	R2ccl__RailsReply *rr = NULL;
 	int r = get_rails(c, &rr);
 
@@ -1343,6 +1349,9 @@ static int cmd_peers(struct ctl *c, int argc, char **argv)
 			jw_u64(&j, "last_heartbeat_ms", p->last_heartbeat_ms);
 			jw_u64(&j, "missed_heartbeats", p->missed_heartbeats);
 			jw_u64(&j, "comms", p->comms);
+			jw_u64(&j, "errors_total", p->errors_total);
+			jw_u64(&j, "failovers_total", p->failovers_total);
+			jw_str(&j, "cause", p->cause);
 			jw_close(&j, '}');
 		}
 		jw_close(&j, ']');
@@ -1362,6 +1371,9 @@ static int cmd_peers(struct ctl *c, int argc, char **argv)
 			tbl_cell(&t, "%" PRIu64 "ms", p->last_heartbeat_ms);
 			tbl_cell(&t, "%u", p->missed_heartbeats);
 			tbl_cell(&t, "%u", p->comms);
+			tbl_cell(&t, "%" PRIu64, p->errors_total);
+			tbl_cell(&t, "%" PRIu64, p->failovers_total);
+			tbl_cell(&t, "%s", or_dash(p->cause));
 		}
 		tbl_print(&t, stdout);
 		tbl_free(&t);

@@ -114,6 +114,32 @@ int r2ccl_mem_free(r2ccl_client_t *client, void *ptr);
 int r2ccl_get_unique_id(r2ccl_client_t *client, r2ccl_unique_id_t *id);
 int r2ccl_comm_init_rank(r2ccl_client_t *client, r2ccl_comm_t **comm, int nranks,
 			 const r2ccl_unique_id_t *id, int rank);
+
+/* How a communicator's traffic is moved off a failed or slow NIC (the seeds'
+ * HotRepair / Balance; docs/resilience.md). */
+typedef enum {
+	R2CCL_MODE_DEFAULT = 0,   /* $R2CCL_MODE of this process if set, else the daemon's mode */
+	R2CCL_MODE_BALANCE = 1,   /* re-plan over every NIC that works (failure-optimized) */
+	R2CCL_MODE_HOTREPAIR = 2, /* move a failed NIC's share to one backup NIC */
+} r2ccl_mode_t;
+
+/* Options for r2ccl_comm_init_rank_config (NCCL's ncclConfig_t); grows at
+ * its end, callers set .size. Every rank must give the same mode (resolved:
+ * DEFAULT counts as what it stands for): a mismatch fails the communicator's
+ * initialization on every rank with R2CCL_E_MISMATCH. */
+typedef struct {
+	size_t size;       /* sizeof(r2ccl_comm_config_t) */
+	r2ccl_mode_t mode;
+} r2ccl_comm_config_t;
+
+#define R2CCL_COMM_CONFIG_INITIALIZER { sizeof(r2ccl_comm_config_t), R2CCL_MODE_DEFAULT }
+
+/* r2ccl_comm_init_rank with options; config may be NULL (all defaults).
+ * -EINVAL for an unknown mode (also for $R2CCL_MODE other than balance or
+ * hotrepair). */
+int r2ccl_comm_init_rank_config(r2ccl_client_t *client, r2ccl_comm_t **comm, int nranks,
+				const r2ccl_unique_id_t *id, int rank,
+				const r2ccl_comm_config_t *config);
 int r2ccl_comm_destroy(r2ccl_comm_t *comm); /* accepts NULL */
 int r2ccl_comm_abort(r2ccl_comm_t *comm);   /* accepts NULL */
 int r2ccl_comm_count(const r2ccl_comm_t *comm, int *count);

@@ -8,6 +8,7 @@
 #      within BOOT_BOUND (6 s) of its start;
 #  (c) a rank given twice: hosts 0 and 1 both claim rank 0 of 2, host 2 rank 1:
 #      every rank gets R2CCL_E_DUP_RANK (-4009) or R2CCL_E_BOOTSTRAP, bounded;
+#  (d) ranks of two hosts that ask for different modes: R2CCL_E_MISMATCH;
 #  (a) a wrong unique id: (a1) random bytes; (a2) an id from an earlier run
 #      whose root daemon is gone (the daemons are restarted): every rank gets
 #      an r2ccl error, bounded;
@@ -90,6 +91,16 @@ run_case "c: rank given twice" 0,1,2 'case $R2CCL_HOST_INDEX in
 expect_err "c: rank given twice" 0 0 "-4009|-4008"
 expect_err "c: rank given twice" 1 0 "-4009|-4008"
 expect_err "c: rank given twice" 2 1 "-4009|-4008"
+
+# (d) the hosts ask for different modes (host 1's ranks: R2CCL_MODE=hotrepair,
+# host 0's: the daemons' default, balance): every rank gets R2CCL_E_MISMATCH.
+run_case "d: modes differ" 0,1 '[ "$R2CCL_HOST_INDEX" = 1 ] && export R2CCL_MODE=hotrepair
+	exec "$0" --nranks 4 --local-ranks 2 --uid-file "$1" --timeout 30' "$DIR/uid-d-$RANDOM"
+for h in 0 1; do
+	for r in $((2 * h)) $((2 * h + 1)); do
+		expect_err "d: modes differ" $h $r -4004
+	done
+done
 
 # (a1) an id of random bytes, read by every host.
 od -An -tx1 -N128 /dev/urandom | tr -d ' \n' >"$DIR/garbage.id"

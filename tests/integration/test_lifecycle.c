@@ -97,13 +97,16 @@ struct rank {
 	atomic_int iters;
 	atomic_bool done;
 	int bad_elem; /* -1: every completed op had exact results */
+	r2ccl_mode_t mode; /* the communicator's mode it asks for */
 };
 
 static void *th_init(void *a)
 {
 	struct rank *r = a;
+	r2ccl_comm_config_t cfg = R2CCL_COMM_CONFIG_INITIALIZER;
 
-	r->ret = r2ccl_comm_init_rank(r->cl, &r->comm, 2, &r->id, r->rank);
+	cfg.mode = r->mode;
+	r->ret = r2ccl_comm_init_rank_config(r->cl, &r->comm, 2, &r->id, r->rank, &cfg);
 	return NULL;
 }
 
@@ -167,7 +170,8 @@ static void run2(void *(*fn)(void *), struct rank *r)
 		pthread_join(t[i], NULL);
 }
 
-static void pair_setup(struct rank *r, size_t count)
+/* Two clients with shared buffers and one unique id; no communicator yet. */
+static void pair_connect(struct rank *r, size_t count)
 {
 	for (int i = 0; i < 2; i++) {
 		r2ccl_connect_opts_t o = R2CCL_CONNECT_OPTS_INITIALIZER;
@@ -185,6 +189,11 @@ static void pair_setup(struct rank *r, size_t count)
 	}
 	ck_assert_int_eq(r2ccl_get_unique_id(r[0].cl, &r[0].id), 0);
 	r[1].id = r[0].id;
+}
+
+static void pair_setup(struct rank *r, size_t count)
+{
+	pair_connect(r, count);
 	run2(th_init, r);
 	for (int i = 0; i < 2; i++)
 		ck_assert_msg(r[i].ret == 0, "init rank %d: %s", i, r2ccl_strerror(r[i].ret));
@@ -611,6 +620,75 @@ START_TEST(ctl_status)
 }
 END_TEST
 
+/* The number of communicators `r2cclctl --json status` lists with mode. */
+static int comms_in_mode(const char *mode)
+{
+	const char *argv[] = { ctl_bin(), "--socket", D.socket, "--json", "status", NULL };
+	char out[65536], needle[64];
+	int rc = th_run(argv, out, sizeof(out), 10000), n = 0;
+
+	ck_assert_msg(rc == 0, "--json status: exit %d:\n%.3000s", rc, out);
+	snprintf(needle, sizeof(needle), "\"mode\": \"%s\"", mode);
+	for (const char *p = strstr(out, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* Per-communicator mode (r2ccl_comm_config_t, the client's R2CCL_MODE) over
+ * the daemon's default; ranks that disagree fail with a mismatch. */
+START_TEST(comm_mode)
+{
+	struct rank a[2], b[2], c[2], m[2];
+
+	start_daemon(NULL); /* its default: balance */
+	pair_setup(a, 256);
+	pair_check(a);
+	ck_assert_int_eq(comms_in_mode("balance"), 1);
+	ck_assert_int_eq(comms_in_mode("hotrepair"), 0);
+
+	pair_connect(b, 256);
+	b[0].mode = b[1].mode = R2CCL_MODE_HOTREPAIR;
+	run2(th_init, b);
+	for (int i = 0; i < 2; i++)
+		ck_assert_msg(b[i].ret == 0, "init rank %d: %s", i, r2ccl_strerror(b[i].ret));
+	pair_check(b);
+	ck_assert_int_eq(comms_in_mode("hotrepair"), 1);
+
+	/* DEFAULT takes this process's R2CCL_MODE */
+	setenv("R2CCL_MODE", "hotrepair", 1);
+	pair_setup(c, 256);
+	pair_check(c);
+	ck_assert_int_eq(comms_in_mode("hotrepair"), 2);
+	ck_assert_int_eq(comms_in_mode("balance"), 1);
+	setenv("R2CCL_MODE", "sideways", 1);
+	pair_connect(m, 256);
+	ck_assert_int_eq(r2ccl_comm_init_rank(m[0].cl, &m[0].comm, 2, &m[0].id, 0), -EINVAL);
+	unsetenv("R2CCL_MODE");
+	m[0].mode = (r2ccl_mode_t)7;
+	th_init(&m[0]);
+	ck_assert_int_eq(m[0].ret, -EINVAL);
+
+	/* ranks that disagree: both learn it at once */
+	m[0].mode = R2CCL_MODE_HOTREPAIR;
+	m[1].mode = R2CCL_MODE_BALANCE;
+	run2(th_init, m);
+	for (int i = 0; i < 2; i++)
+		ck_assert_msg(m[i].ret == R2CCL_E_MISMATCH, "rank %d: %d (%s)", i, m[i].ret,
+			      r2ccl_strerror(m[i].ret));
+	ck_assert_int_ge(th_wait_log(&D, "asks for mode", 1, 5000), 1);
+	pair_free(m);
+
+	/* the others are untouched */
+	pair_check(a);
+	pair_check(b);
+	pair_check(c);
+	pair_free(a);
+	pair_free(b);
+	pair_free(c);
+	stop_daemon_ok();
+}
+END_TEST
+
 START_TEST(ctl_no_daemon)
 {
 	char dir[] = "/tmp/r2ccl-ctl-XXXXXX", sock[128], out[8192];
@@ -745,6 +823,7 @@ static Suite *lifecycle_suite(void)
 	tcase_add_test(tc, check_config);
 	tcase_add_test(tc, env_precedence);
 	tcase_add_test(tc, ctl_status);
+	tcase_add_test(tc, comm_mode);
 	tcase_add_test(tc, ctl_no_daemon);
 	tcase_add_test(tc, ctl_non_root);
 	tcase_add_test(tc, second_daemon_refused);
