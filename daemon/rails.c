@@ -417,7 +417,7 @@ int r2d_rails_start(struct r2d *d)
 		cfg.nodelay = r2_param_bool(&d->params, P_TCP_NODELAY);
 		cfg.bind_device = true;
 		cfg.max_msg = (uint32_t)r2_param_int(&d->params, P_CHUNK_SIZE) + (1u << 20);
-		cfg.progress_threads = 1;
+		cfg.progress_threads = (int)r2_param_int(&d->params, P_TCP_THREADS);
 		snprintf(cfg.ib_hca, sizeof(cfg.ib_hca), "%s", r2_param_str(&d->params, P_IB_HCA));
 		cfg.ib_timeout = (int)r2_param_int(&d->params, P_IB_TIMEOUT);
 		cfg.ib_retry_cnt = (int)r2_param_int(&d->params, P_IB_RETRY_CNT);
