@@ -84,7 +84,7 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 		     "balance|hotrepair", NULL, true, "failover mode" },
 	[P_PORT] = { "port", "R2CCL_PORT", "--port", R2_PT_INT, "0", 0, 65535, NULL, NULL, false,
 		     "TCP port the rails listen on (0: any; unique ids carry it)" },
-	[P_TCP_STREAMS] = { "tcp_streams", "R2CCL_TCP_STREAMS", "--tcp-streams", R2_PT_INT, "2",
+	[P_TCP_STREAMS] = { "tcp_streams", "R2CCL_TCP_STREAMS", "--tcp-streams", R2_PT_INT, "1",
 			    1, 64, NULL, NULL, false, "TCP streams per peer per rail" },
 	[P_TCP_THREADS] = { "tcp_threads", "R2CCL_TCP_THREADS", "--tcp-threads", R2_PT_INT, "1",
 			    1, 16, NULL, NULL, false,

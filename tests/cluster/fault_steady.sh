@@ -10,6 +10,7 @@
 #   throttled    host 1's rail 0 capped at 25% (throughput monitor, re-planned)
 #   restored     the cap lifted, once host 1's rail 0 is healthy again
 #   norebalance  capped at 25% again, daemons with --degraded-pct 0 (no monitor)
+# (STEADY_PHASES="nicdown throttled": only those after healthy)
 # each with the planner's prediction and bound for that cluster (r2ccl-sim,
 # NICs at the tbf's TCP payload rate). Figures to stdout and $FAULT_REPORT.
 # Root; takes about 5 minutes at the defaults. Measure under
@@ -99,41 +100,52 @@ start() { "$C" daemons start ${STEADY_DAEMON_ARGS:-} "$@" >/dev/null || { fail "
 "$C" up -H "$H" -R 2 --rate "$RATE" >/dev/null || { fail "cluster up"; finish; }
 start
 
+# STEADY_PHASES: the phases to run (default all; healthy always runs)
+PHASES=" ${STEADY_PHASES:-nicdown throttled restored norebalance} "
+want() { [[ $PHASES == *" $1 "* ]]; }
+t_d=0 t_t=0 t_r=0 t_n=0
+
 read -r p b < <(planner)
 t_h=$(bench healthy "$ITERS") && row healthy "$t_h" "$p" "$b" || fail "healthy: the loop failed"
 
-"$C" link 1 0 down >/dev/null
-read -r p b < <(planner "nic 1 0 down")
-bench nicdown-warm 2 >/dev/null || fail "nicdown: the warm-up loop failed"
-t_d=$(bench nicdown "$ITERS") && row nicdown "$t_d" "$p" "$b" || fail "nicdown: the loop failed"
-"$C" link 1 0 up >/dev/null
-wait_state 1 0 healthy 30 || fail "host 1's rail0 not healthy 30 s after link up"
-
-"$C" rate 1 0 "$QUARTER" >/dev/null
-read -r p b < <(planner "nic 1 0 bw $((PAYLOAD / 4))")
-bench throttled-warm 4 >/dev/null
-if "$CTL" --socket "$DIR/h0/r2ccld.sock" events 2>/dev/null | grep -q "replan.*host 1 rail 0 degraded"; then
-	ok "throttled: re-planned with host 1's rail 0 degraded"
-else
-	fail "throttled: no view with host 1's rail 0 degraded"
-	"$CTL" --socket "$DIR/h0/r2ccld.sock" events 2>&1 | tail -n 8 | sed 's/^/# /'
+if want nicdown; then
+	"$C" link 1 0 down >/dev/null
+	read -r p b < <(planner "nic 1 0 down")
+	bench nicdown-warm 2 >/dev/null || fail "nicdown: the warm-up loop failed"
+	t_d=$(bench nicdown "$ITERS") && row nicdown "$t_d" "$p" "$b" || fail "nicdown: the loop failed"
+	"$C" link 1 0 up >/dev/null
+	wait_state 1 0 healthy 30 || fail "host 1's rail0 not healthy 30 s after link up"
 fi
-t_t=$(bench throttled "$ITERS") && row throttled "$t_t" "$p" "$b" || fail "throttled: the loop failed"
 
-"$C" rate 1 0 "$RATE" >/dev/null
-bench restored-warm $((ITERS * 3)) >/dev/null &
-wp=$!
-wait_state 1 0 healthy 120 && ok "restored: host 1's rail0 healthy again" || fail "restored: host 1's rail0 still not healthy"
-wait "$wp"
-read -r p b < <(planner)
-t_r=$(bench restored "$ITERS") && row restored "$t_r" "$p" "$b" || fail "restored: the loop failed"
+if want throttled || want restored; then
+	"$C" rate 1 0 "$QUARTER" >/dev/null
+	read -r p b < <(planner "nic 1 0 bw $((PAYLOAD / 4))")
+	bench throttled-warm 4 >/dev/null
+	if "$CTL" --socket "$DIR/h0/r2ccld.sock" events 2>/dev/null | grep -q "replan.*host 1 rail 0 degraded"; then
+		ok "throttled: re-planned with host 1's rail 0 degraded"
+	else
+		fail "throttled: no view with host 1's rail 0 degraded"
+		"$CTL" --socket "$DIR/h0/r2ccld.sock" events 2>&1 | tail -n 8 | sed 's/^/# /'
+	fi
+	t_t=$(bench throttled "$ITERS") && row throttled "$t_t" "$p" "$b" || fail "throttled: the loop failed"
 
-"$C" daemons stop >/dev/null
-start --degraded-pct 0
-"$C" rate 1 0 "$QUARTER" >/dev/null
-read -r p b < <(planner "nic 1 0 bw $((PAYLOAD / 4))")
-bench norebalance-warm 1 >/dev/null
-t_n=$(bench norebalance "$ITERS") && row norebalance "$t_n" "$p" "$b" || fail "norebalance: the loop failed"
+	"$C" rate 1 0 "$RATE" >/dev/null
+	bench restored-warm $((ITERS * 3)) >/dev/null &
+	wp=$!
+	wait_state 1 0 healthy 120 && ok "restored: host 1's rail0 healthy again" || fail "restored: host 1's rail0 still not healthy"
+	wait "$wp"
+	read -r p b < <(planner)
+	t_r=$(bench restored "$ITERS") && row restored "$t_r" "$p" "$b" || fail "restored: the loop failed"
+fi
+
+if want norebalance; then
+	"$C" daemons stop >/dev/null
+	start --degraded-pct 0
+	"$C" rate 1 0 "$QUARTER" >/dev/null
+	read -r p b < <(planner "nic 1 0 bw $((PAYLOAD / 4))")
+	bench norebalance-warm 1 >/dev/null
+	t_n=$(bench norebalance "$ITERS") && row norebalance "$t_n" "$p" "$b" || fail "norebalance: the loop failed"
+fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 say "steady ratios: nicdown/healthy time $(ratio "$t_d" "$t_h") (target <= 1.4); throttled busbw / without rebalancing $(ratio "$t_n" "$t_t"); restored busbw / healthy $(ratio "$t_h" "$t_r") (target >= 0.95)"
