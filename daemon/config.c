@@ -109,7 +109,7 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	/* 2 ms: what a pipeline step costs on TCP rails here (docs/planner.md,
 	 * "Predictions against measured runs"); RDMA rails want far less */
 	[P_COST_ALPHA_US] = { "cost_alpha_us", "R2CCL_COST_ALPHA_US", "--cost-alpha-us", R2_PT_INT,
-			      "2000", 0, 100000000, NULL, "us", true,
+			      "1000", 0, 100000000, NULL, "us", true,
 			      "cost model: time per message on a rail (alpha), for the planner" },
 	[P_INJECT_DUP] = { "inject_dup", "R2CCL_INJECT_DUP", "--inject-dup", R2_PT_INT, "0", 0,
 			   1000000, NULL, NULL, true,
