@@ -165,17 +165,24 @@ static void try_ready(struct r2_comm *c)
 	r2d_comm_adopt_orphans(c); /* data that came before we were ready */
 }
 
+/* Tells host that c (uid) cannot be formed. */
+static void join_fail_to(struct r2d *d, uint64_t host, ProtobufCBinaryData uid, int status,
+			 const char *why)
+{
+	R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
+
+	f.uid = uid;
+	f.status = status;
+	f.error = (char *)why;
+	send_msg(d, host, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
+}
+
 static void fail_all(struct r2_comm *c, int status, const char *why)
 {
-	struct r2d *d = c->d;
-	R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
+	ProtobufCBinaryData uid = { sizeof(c->uid), (uint8_t *)&c->uid };
 	uint64_t sent[256];
 	int nsent = 0;
 
-	f.uid.data = (uint8_t *)&c->uid;
-	f.uid.len = sizeof(c->uid);
-	f.status = status;
-	f.error = (char *)why;
 	for (int r = 0; r < c->nranks; r++) {
 		uint64_t h = c->m[r].remote_host;
 		bool dup = false;
@@ -186,7 +193,7 @@ static void fail_all(struct r2_comm *c, int status, const char *why)
 		if (dup || nsent >= 256)
 			continue;
 		sent[nsent++] = h;
-		send_msg(d, h, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
+		join_fail_to(c->d, h, uid, status, why);
 	}
 	r2d_comm_break(c, status, why);
 }
@@ -198,12 +205,8 @@ void r2d_bootstrap_fail(struct r2_comm *c, int status, const char *why)
 		return;
 	}
 	if (c->joined_sent) {
-		R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
-		f.uid.data = (uint8_t *)&c->uid;
-		f.uid.len = sizeof(c->uid);
-		f.status = status;
-		f.error = (char *)why;
-		send_msg(c->d, c->uid.host_id, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
+		ProtobufCBinaryData uid = { sizeof(c->uid), (uint8_t *)&c->uid };
+		join_fail_to(c->d, c->uid.host_id, uid, status, why);
 	}
 	r2d_comm_break(c, status, why);
 }
@@ -421,7 +424,6 @@ static void handle_join(struct r2d *d, const R2peer__Join *j)
 		 * harmless; a host that is not a member joins a communicator that
 		 * is already complete: its ranks are duplicates of ranks that are
 		 * running. The job is misconfigured: every rank hears of it. */
-		R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
 		for (int h = 0; h < c->nhosts && c->hosts; h++)
 			if (c->hosts[h].id == j->host_id)
 				return;
@@ -429,10 +431,7 @@ static void handle_join(struct r2d *d, const R2peer__Join *j)
 			 "host %s joined communicator %u after it was complete: its ranks were "
 			 "given twice",
 			 j->hostname, c->id);
-		f.uid = j->uid;
-		f.status = R2CCL_E_DUP_RANK;
-		f.error = why;
-		send_msg(d, j->host_id, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
+		join_fail_to(d, j->host_id, j->uid, R2CCL_E_DUP_RANK, why);
 		if (c->state == R2_COMM_READY) {
 			R2peer__Abort a = R2PEER__ABORT__INIT;
 			a.uid = j->uid;
@@ -453,25 +452,15 @@ static void handle_join(struct r2d *d, const R2peer__Join *j)
 		c->m[0].remote_host = c->m[0].remote_host ? c->m[0].remote_host : 0;
 		fail_all(c, R2CCL_E_MISMATCH, why);
 		/* tell the sender too: it holds no rank yet in our table */
-		{
-			R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
-			f.uid = j->uid;
-			f.status = R2CCL_E_MISMATCH;
-			f.error = why;
-			send_msg(d, j->host_id, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
-		}
+		join_fail_to(d, j->host_id, j->uid, R2CCL_E_MISMATCH, why);
 		return;
 	}
 	if (j->mode && j->mode[0]) {
 		int mode = r2d_comm_mode_parse(j->mode);
 		if (mode < 0 || (c->mode >= 0 && mode != c->mode)) {
-			R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
 			snprintf(why, sizeof(why), "host %s asks for mode %.16s, others for %s",
 				 j->hostname, j->mode, r2d_comm_mode_name(c->mode));
-			f.uid = j->uid;
-			f.status = R2CCL_E_MISMATCH;
-			f.error = why;
-			send_msg(d, j->host_id, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
+			join_fail_to(d, j->host_id, j->uid, R2CCL_E_MISMATCH, why);
 			fail_all(c, R2CCL_E_MISMATCH, why);
 			return;
 		}
@@ -482,15 +471,11 @@ static void handle_join(struct r2d *d, const R2peer__Join *j)
 		if (r >= (uint32_t)c->nranks)
 			continue;
 		if (c->m[r].local || (c->m[r].remote_host && c->m[r].remote_host != j->host_id)) {
-			R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;
 			snprintf(why, sizeof(why), "rank %u was given twice (hosts %016llx and %s)", r,
 				 (unsigned long long)(c->m[r].local ? d->host_id
 								    : c->m[r].remote_host),
 				 j->hostname);
-			f.uid = j->uid;
-			f.status = R2CCL_E_DUP_RANK;
-			f.error = why;
-			send_msg(d, j->host_id, R2PEER__PEER_MSG__PEER_JOIN_FAIL, &f.base);
+			join_fail_to(d, j->host_id, j->uid, R2CCL_E_DUP_RANK, why);
 			fail_all(c, R2CCL_E_DUP_RANK, why);
 			return;
 		}
