@@ -106,8 +106,9 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_SPIN_US] = { "spin_us", "R2CCL_SPIN_US", "--spin-us", R2_PT_INT, "50", 0, 1000000, NULL,
 			"us", true,
 			"the dispatcher busy-polls the rings this long after activity (0: never)" },
-	/* 2 ms: what a pipeline step costs on TCP rails here (docs/planner.md,
-	 * "Predictions against measured runs"); RDMA rails want far less */
+	/* 1 ms: what a pipeline step costs on TCP rails here with equal chunks
+	 * on one stream (docs/planner.md, "With alpha set to what a step
+	 * costs"); RDMA rails want far less */
 	[P_COST_ALPHA_US] = { "cost_alpha_us", "R2CCL_COST_ALPHA_US", "--cost-alpha-us", R2_PT_INT,
 			      "1000", 0, 100000000, NULL, "us", true,
 			      "cost model: time per message on a rail (alpha), for the planner" },

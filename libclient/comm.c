@@ -55,16 +55,13 @@ static int mode_name(const r2ccl_comm_config_t *cfg, const char **name)
 
 	if (cfg && cfg->size >= offsetof(r2ccl_comm_config_t, mode) + sizeof(cfg->mode))
 		m = cfg->mode;
+	if (m == R2CCL_MODE_DEFAULT && (env = getenv("R2CCL_MODE")) && env[0])
+		m = !strcmp(env, "balance")	  ? R2CCL_MODE_BALANCE
+		    : !strcmp(env, "hotrepair") ? R2CCL_MODE_HOTREPAIR
+						: (r2ccl_mode_t)-1;
 	switch (m) {
 	case R2CCL_MODE_DEFAULT:
-		env = getenv("R2CCL_MODE");
-		if (!env || !env[0]) {
-			*name = "";
-			return 0;
-		}
-		if (strcmp(env, "balance") && strcmp(env, "hotrepair"))
-			return -EINVAL;
-		*name = env;
+		*name = "";
 		return 0;
 	case R2CCL_MODE_BALANCE:
 		*name = "balance";
