@@ -119,6 +119,13 @@ struct r2_exec {
 	uint32_t opcode;
 	int nops;
 	void *gpu_stage; /* GPU buffers staged through host memory (gpu/gpu.c) */
+	/* Set by gpu/gpu.c when it stages piecewise (NULL otherwise): the rail
+	 * phase calls stage_wait before it touches host bytes [p, p+n) that may
+	 * still be on their way from the GPU (a negative error stops it), and
+	 * stage_out once host bytes [p, p+n) of the output are final (their
+	 * copy back to the GPU starts then). */
+	int (*stage_wait)(struct r2_exec *x, const void *p, uint64_t n);
+	void (*stage_out)(struct r2_exec *x, const void *p, uint64_t n);
 	struct r2_op *ops[]; /* indexed by rank for collectives; [0]=send,[1]=recv for p2p */
 };
 

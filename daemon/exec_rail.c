@@ -768,7 +768,12 @@ struct railop {
 	bool applied_since; /* a chunk was applied: try the next step's sends */
 	/* the next step's send chunks: posted early once the bytes they read
 	 * are no longer awaited in this step (chunk-level pipelining) */
-	struct pend { uint64_t off, len; uint32_t xi; bool posted; } *nsend;
+	struct pend {
+		uint64_t off, len;
+		uint32_t xi;
+		bool posted;
+		uint32_t scan; /* rcv[] before this index no longer holds it back */
+	} *nsend;
 	size_t nnsend, capnsend;
 	/* this step's expected receive chunks */
 	struct rpend { uint32_t src; uint64_t off, len; bool done; } *rcv;
@@ -797,7 +802,60 @@ struct railop {
 	const char *S;
 	struct { uint64_t a, b; } *init;
 	size_t ninit, capinit;
+	/* GPU buffers staged piecewise (x->stage_wait/stage_out set): every
+	 * write into W of the plan, to tell when a region is final */
+	struct r2_exec *x;
+	struct wr { uint32_t step, peer; uint64_t off, len; } *wr;
+	size_t nwr, capwr;
 };
+
+/* ---- GPU staging (gpu/gpu.c stages the buffers piecewise) ---- */
+
+/* Waits until host bytes [p, p+n) have come from the GPU (no-op when not
+ * staged piecewise). */
+static int stage_wait(struct railop *o, const void *p, uint64_t n)
+{
+	return o->x && o->x->stage_wait && p && n ? o->x->stage_wait(o->x, p, n) : 0;
+}
+
+/* Every write into W this plan makes, for stage_final (only when the
+ * output goes back to the GPU piecewise). */
+static int stage_plan(struct railop *o)
+{
+	if (!o->x || !o->x->stage_out)
+		return 0;
+	for (uint32_t k = 0; k < o->plan->nsteps; k++) {
+		int nx = r2_plan_expand(o->plan, (uint32_t)o->c->my_host, k, o->xfn, o->maxx);
+		if (nx < 0)
+			return nx;
+		for (int i = 0; i < nx; i++) {
+			const struct r2_xfer *x = &o->xfn[i];
+			if (x->dir != R2_XFER_RECV || !x->len)
+				continue;
+			if (R2_GROW(o->wr, o->capwr, o->nwr, 16) < 0)
+				return -ENOMEM;
+			o->wr[o->nwr++] = (struct wr){ k, x->peer, x->off, x->len };
+		}
+	}
+	return 0;
+}
+
+/* A chunk from src applied at step into [off, off+len): if no later write
+ * of the plan (and no other peer's in this step) touches it, it is final
+ * and goes back to the GPU now, while the rail phase goes on. */
+static void stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off,
+			uint64_t len)
+{
+	if (!o->x || !o->x->stage_out || o->redop == R2CCL_AVG)
+		return; /* AVG divides W after the rail phase */
+	for (size_t i = 0; i < o->nwr; i++) {
+		const struct wr *w = &o->wr[i];
+		if ((w->step > step || (w->step == step && w->peer != src)) && w->off < off + len &&
+		    off < w->off + w->len)
+			return;
+	}
+	o->x->stage_out(o->x, o->W + off, len);
+}
 
 /* ---- lazy input ---- */
 
@@ -848,8 +906,12 @@ static int init_fill(struct railop *o, uint64_t a, uint64_t b)
 {
 	uint64_t cur = a;
 
+	int r;
+
 	if (!o->S || init_cov(o, a, b) == 2)
 		return 0;
+	if ((r = stage_wait(o, o->S + a, b - a)) < 0 || (r = stage_wait(o, o->W + a, b - a)) < 0)
+		return r;
 	for (size_t i = 0; i < o->ninit && o->init[i].a < b && cur < b; i++) {
 		if (o->init[i].b <= cur)
 			continue;
@@ -1033,6 +1095,10 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 		free(s);
 		return r;
 	}
+	if ((r = stage_wait(o, src, len)) < 0) {
+		free(s);
+		return r;
+	}
 	if (r2d_rails_zero_copy(o->d, s->rail)) {
 		s->buf = (void *)src;
 		s->borrowed = true;
@@ -1104,7 +1170,7 @@ static int list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int d
 			if (sends) {
 				if (R2_GROW(o->nsend, o->capnsend, o->nnsend, 64) < 0)
 					return -ENOMEM;
-				o->nsend[o->nnsend++] = (struct pend){ off, len, (uint32_t)i, false };
+				o->nsend[o->nnsend++] = (struct pend){ off, len, (uint32_t)i, false, 0 };
 			} else {
 				if (R2_GROW(o->rcv, o->caprcv, o->nrcv, 64) < 0)
 					return -ENOMEM;
@@ -1129,10 +1195,15 @@ static int send_ready(struct railop *o, bool all)
 		int r;
 		if (p->posted)
 			continue;
-		for (size_t j = 0; !all && ready && j < o->nrcv; j++) {
+		/* a receive that is done stays done: the scan goes on where it
+		 * stopped the last time (from the start, every call after every
+		 * applied chunk cost O(sends x receives)) */
+		for (size_t j = p->scan; !all && ready && j < o->nrcv; j++) {
 			const struct rpend *q = &o->rcv[j];
-			if (!q->done && p->off < q->off + q->len && q->off < p->off + p->len)
+			if (!q->done && p->off < q->off + q->len && q->off < p->off + p->len) {
 				ready = false;
+				p->scan = (uint32_t)j;
+			}
 		}
 		if (!ready)
 			continue;
@@ -1342,6 +1413,10 @@ static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void
 	if (mark_seen(o, h->src, h->off) < 0)
 		return 0;
 	int r = before_write(o, h->off, h->len);
+	if (r == 0)
+		r = stage_wait(o, o->W + h->off, h->len);
+	if (r == 0 && o->S)
+		r = stage_wait(o, o->S + h->off, h->len);
 	int cov = init_cov(o, h->off, h->off + h->len);
 	if (r == 0 && x->kind == R2_XFER_REDUCE && cov == 1)
 		r = init_fill(o, h->off, h->off + h->len);
@@ -1379,6 +1454,7 @@ static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void
 		}
 	}
 	o->applied_since = true;
+	stage_final(o, h->src, h->step, h->off, h->len);
 	return h->len;
 }
 
@@ -1763,12 +1839,14 @@ static int wait_acks(struct railop *o)
 
 /* S: NULL, or the input W starts as (lazy input, read where W does not
  * hold it yet; W holds all of it afterwards). */
-static int rail_phase(struct r2_comm *c, void *W, const void *S, uint64_t size,
+static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		      r2ccl_dtype_t dtype,
 		      r2ccl_redop_t redop, enum r2_plan_op op, uint32_t root, uint32_t peer,
 		      uint64_t opseq, struct r2_view *view)
 {
+	struct r2_comm *c = x->c;
 	struct railop o = {
+		.x = x,
 		.c = c,
 		.d = c->d,
 		.W = W,
@@ -1811,6 +1889,9 @@ static int rail_phase(struct r2_comm *c, void *W, const void *S, uint64_t size,
 			 c->id, (unsigned)size, (int)op, root, peer, c->nhosts);
 		goto out;
 	}
+	r = stage_plan(&o);
+	if (r < 0)
+		goto out;
 	/* step 0's sends are "the next step's" of a step -1 that awaits nothing */
 	o.nxn = r2_plan_expand(o.plan, (uint32_t)c->my_host, 0, o.xfn, o.maxx);
 	o.step = UINT32_MAX; /* so that step + 1 == 0 */
@@ -1840,10 +1921,10 @@ static int rail_phase(struct r2_comm *c, void *W, const void *S, uint64_t size,
 		o.nseen = 0;
 		o.nrseen = 0;
 		for (int i = 0; i < nx; i++) {
-			const struct r2_xfer *x = &o.xf[i];
+			const struct r2_xfer *xr = &o.xf[i];
 			/* a bridge waits for what it relays as for what it receives */
-			if (x->dir == R2_XFER_RECV || x->dir == R2_XFER_RELAY)
-				expect += x->len;
+			if (xr->dir == R2_XFER_RECV || xr->dir == R2_XFER_RELAY)
+				expect += xr->len;
 		}
 		r = list_chunks(&o, o.xf, nx, R2_XFER_RECV, false);
 		if (r < 0)
@@ -1917,6 +1998,7 @@ out:
 	free(o.xfn);
 	free(o.nsend);
 	free(o.rcv);
+	free(o.wr);
 	r2_plan_free(o.plan);
 	return r;
 }
@@ -1980,7 +2062,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		 * written (lazy input: no up-front copy) */
 		if (K > 1)
 			r2_local_reduce(pool, W, in, K, count, dt, op);
-		r = rail_phase(c, W, K > 1 ? NULL : in[0], blk, dt, op, R2_PLAN_ALLREDUCE, 0, 0,
+		r = rail_phase(x, W, K > 1 ? NULL : in[0], blk, dt, op, R2_PLAN_ALLREDUCE, 0, 0,
 			       seq, view);
 		if (r == 0 && op == R2CCL_AVG)
 			r2_reduce_finish_avg(W, count, dt, op, c->nranks);
@@ -1993,7 +2075,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		for (int i = K - 1; i >= 0; i--)
 			r2_local_copy(pool, W + (size_t)(me->first_rank + (uint32_t)i) * blk,
 				      x->ops[i]->sendbuf, blk);
-		r = rail_phase(c, W, NULL, blk * (size_t)c->nranks, dt, op, R2_PLAN_ALLGATHER, 0, 0, seq, view);
+		r = rail_phase(x, W, NULL, blk * (size_t)c->nranks, dt, op, R2_PLAN_ALLGATHER, 0, 0, seq, view);
 		for (int i = 1; r == 0 && i < K; i++)
 			r2_local_copy(pool, x->ops[i]->recvbuf, W, blk * (size_t)c->nranks);
 		break;
@@ -2004,7 +2086,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 			return -ENOMEM;
 		}
 		r2_local_reduce(pool, scratch, in, K, count * (size_t)c->nranks, dt, op);
-		r = rail_phase(c, scratch, NULL, blk * (size_t)c->nranks, dt, op, R2_PLAN_REDUCESCATTER,
+		r = rail_phase(x, scratch, NULL, blk * (size_t)c->nranks, dt, op, R2_PLAN_REDUCESCATTER,
 			       0, 0, seq, view);
 		for (int i = 0; r == 0 && i < K; i++) {
 			char *seg = scratch + (size_t)(me->first_rank + (uint32_t)i) * blk;
@@ -2022,7 +2104,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		} else {
 			W = x->ops[0]->recvbuf;
 		}
-		r = rail_phase(c, W, NULL, blk, dt, op, R2_PLAN_BROADCAST, (uint32_t)rh, 0, seq, view);
+		r = rail_phase(x, W, NULL, blk, dt, op, R2_PLAN_BROADCAST, (uint32_t)rh, 0, seq, view);
 		for (int i = 0; r == 0 && i < K; i++)
 			r2_local_copy(pool, x->ops[i]->recvbuf, W, blk);
 		break;
@@ -2039,7 +2121,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 			}
 		}
 		r2_local_reduce(pool, W, in, K, count, dt, op);
-		r = rail_phase(c, W, NULL, blk, dt, op, R2_PLAN_REDUCE, (uint32_t)rh, 0, seq, view);
+		r = rail_phase(x, W, NULL, blk, dt, op, R2_PLAN_REDUCE, (uint32_t)rh, 0, seq, view);
 		if (r == 0 && rh == c->my_host && op == R2CCL_AVG)
 			r2_reduce_finish_avg(W, count, dt, op, c->nranks);
 		break;

@@ -1071,9 +1071,33 @@ struct stage_op {
 	struct pinned *hs, *hr;
 };
 
+/* Piecewise staging (an AllReduce of one local rank from STAGE_PIECES_MIN
+ * bytes): the input goes to the host in slices of STAGE_SLICE, each with an
+ * event, and the rail phase starts at once, waiting only for the slices it
+ * touches (x->stage_wait); each region of the output goes back to the GPU as
+ * soon as the rail phase makes it final (x->stage_out), on a second stream,
+ * and stage_end copies the rest. R2CCL_GPU_STAGE_PIECES=0: one copy each
+ * way, before and after. */
+#define STAGE_SLICE ((uint64_t)4 << 20)
+#define STAGE_PIECES_MIN ((uint64_t)16 << 20)
+
+struct piece {
+	int sdev, rdev;
+	const char *in;     /* host staging of the input */
+	uint64_t in_len;
+	int nslice, ndone;  /* slices in flight; [0, ndone) known done */
+	cudaEvent_t *ev;
+	char *out, *gout;   /* the output: host staging, GPU */
+	uint64_t out_len;
+	struct r2_range { uint64_t a, b; } *back; /* gone back already */
+	size_t nback, capback;
+	bool back_all;      /* a copy failed to queue: stage_end copies it all */
+};
+
 struct stage {
 	uint64_t t0;
 	struct slots sl;
+	struct piece *pc; /* NULL: staged whole */
 	struct stage_op op[MAX_OPS];
 };
 
@@ -1083,6 +1107,7 @@ static struct {
 	uint64_t cached, cache_max;
 	int node[MAX_DEV]; /* each GPU's NUMA node, -1 unknown */
 	cudaStream_t st[MAX_DEV];
+	cudaStream_t back[MAX_DEV]; /* piecewise copies back to the GPU */
 	bool init;
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -1110,7 +1135,8 @@ static int stage_init(void)
 			}
 		}
 		if (cudaSetDevice(G.dev[g].ord) != cudaSuccess ||
-		    cudaStreamCreateWithFlags(&S.st[g], cudaStreamNonBlocking) != cudaSuccess)
+		    cudaStreamCreateWithFlags(&S.st[g], cudaStreamNonBlocking) != cudaSuccess ||
+		    cudaStreamCreateWithFlags(&S.back[g], cudaStreamNonBlocking) != cudaSuccess)
 			return cuda_err(cudaGetLastError());
 		log_info("gpu: GPU %d: staging buffers on NUMA node %d", g, S.node[g]);
 	}
@@ -1204,9 +1230,14 @@ static int stage_sync(const bool *used)
 {
 	int r = 0;
 
-	for (int g = 0; g < G.ndev; g++)
-		if (used[g] && cudaSetDevice(G.dev[g].ord) == cudaSuccess && r == 0)
-			r = cuda_err(cudaStreamSynchronize(S.st[g]));
+	for (int g = 0; g < G.ndev; g++) {
+		if (!used[g] || cudaSetDevice(G.dev[g].ord) != cudaSuccess)
+			continue;
+		int a = cuda_err(cudaStreamSynchronize(S.st[g]));
+		int b = cuda_err(cudaStreamSynchronize(S.back[g]));
+		if (r == 0)
+			r = a < 0 ? a : b;
+	}
 	return r;
 }
 
@@ -1258,9 +1289,139 @@ static int stage_in(struct r2_exec *x, struct stage *st, int i, bool *used)
 	}
 	op->sendbuf = hs;
 	op->recvbuf = hr;
-	if (so->sdev >= 0)
+	if (so->sdev >= 0 && !st->pc)
 		return stage_copy(so->sdev, hs, so->gsend, so->slen, used);
 	return 0;
+}
+
+static int piece_wait(struct r2_exec *x, const void *p, uint64_t n)
+{
+	struct stage *st = x->gpu_stage;
+	struct piece *pc = st ? st->pc : NULL;
+	const char *q = p;
+	int last;
+
+	if (!pc || q + n <= pc->in || q >= pc->in + pc->in_len)
+		return 0;
+	last = (int)((R2_MIN((uint64_t)(q + n - pc->in), pc->in_len) - 1) / STAGE_SLICE);
+	if (last < pc->ndone)
+		return 0;
+	if (cudaSetDevice(G.dev[pc->sdev].ord) != cudaSuccess)
+		return cuda_err(cudaGetLastError());
+	int r = cuda_err(cudaEventSynchronize(pc->ev[last]));
+	if (r == 0)
+		pc->ndone = last + 1; /* one stream: the earlier slices are done too */
+	return r;
+}
+
+static void piece_out(struct r2_exec *x, const void *p, uint64_t n)
+{
+	struct stage *st = x->gpu_stage;
+	struct piece *pc = st ? st->pc : NULL;
+	const char *q = p;
+
+	if (!pc || pc->back_all || q < pc->out || q + n > pc->out + pc->out_len)
+		return;
+	uint64_t off = (uint64_t)(q - pc->out);
+	if (R2_GROW(pc->back, pc->capback, pc->nback, 64) < 0 ||
+	    cudaSetDevice(G.dev[pc->rdev].ord) != cudaSuccess ||
+	    cudaMemcpyAsync(pc->gout + off, p, n, cudaMemcpyDefault, S.back[pc->rdev]) !=
+		    cudaSuccess) {
+		(void)cudaGetLastError();
+		pc->back_all = true;
+		return;
+	}
+	pc->back[pc->nback++] = (struct r2_range){ off, off + n };
+}
+
+/* Whether x is staged piecewise: an AllReduce of one local rank, GPU
+ * buffers both, large enough, not AVG (the division follows the rail
+ * phase). */
+static bool piece_ok(const struct r2_exec *x)
+{
+	const struct r2_sqe *q = &x->ops[0]->sqe;
+	const char *v = getenv("R2CCL_GPU_STAGE_PIECES");
+	uint64_t sl, rl;
+
+	if ((v && !strcmp(v, "0")) || x->nops != 1 || x->opcode != R2_OP_ALLREDUCE ||
+	    q->redop == R2CCL_AVG || !r2_mem_is_gpu(x->ops[0]->sendref) ||
+	    !r2_mem_is_gpu(x->ops[0]->recvref))
+		return false;
+	return r2d_op_extents(q, x->c->nranks, x->ops[0]->rank, &sl, &rl) &&
+	       sl >= STAGE_PIECES_MIN && sl == rl;
+}
+
+/* Queues the input's slices to the host, each with its event. */
+static int piece_start(struct r2_exec *x, struct stage *st, bool *used)
+{
+	struct piece *pc = st->pc;
+	struct stage_op *so = &st->op[0];
+	int r;
+
+	pc->sdev = so->sdev;
+	pc->rdev = so->rdev;
+	pc->in = x->ops[0]->sendbuf;
+	pc->in_len = so->slen;
+	pc->out = x->ops[0]->recvbuf;
+	pc->gout = so->grecv;
+	pc->out_len = so->rlen;
+	pc->nslice = (int)R2_DIV_UP(so->slen, STAGE_SLICE);
+	if (!(pc->ev = calloc((size_t)pc->nslice, sizeof(*pc->ev))))
+		return -ENOMEM;
+	used[pc->sdev] = true;
+	if (cudaSetDevice(G.dev[pc->sdev].ord) != cudaSuccess)
+		return cuda_err(cudaGetLastError());
+	for (int j = 0; j < pc->nslice; j++) {
+		uint64_t a = (uint64_t)j * STAGE_SLICE, n = R2_MIN(STAGE_SLICE, so->slen - a);
+		if ((r = cuda_err(cudaEventCreateWithFlags(&pc->ev[j], cudaEventDisableTiming))) < 0)
+			return r;
+		if ((r = cuda_err(cudaMemcpyAsync((char *)pc->in + a, so->gsend + a, n,
+						  cudaMemcpyDefault, S.st[pc->sdev]))) < 0 ||
+		    (r = cuda_err(cudaEventRecord(pc->ev[j], S.st[pc->sdev]))) < 0)
+			return r;
+	}
+	x->stage_wait = piece_wait;
+	x->stage_out = piece_out;
+	return 0;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct r2_range *p = a, *q = b;
+
+	return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/* The output regions that have not gone back yet go now. */
+static int piece_finish(struct piece *pc, bool *used)
+{
+	uint64_t cur = 0;
+	int r = 0;
+
+	used[pc->rdev] = true;
+	if (pc->back_all)
+		return stage_copy(pc->rdev, pc->gout, pc->out, pc->out_len, used);
+	qsort(pc->back, pc->nback, sizeof(*pc->back), range_cmp);
+	for (size_t i = 0; i <= pc->nback && r == 0; i++) {
+		uint64_t a = i < pc->nback ? pc->back[i].a : pc->out_len;
+		if (a > cur)
+			r = stage_copy(pc->rdev, pc->gout + cur, pc->out + cur, a - cur, used);
+		if (i < pc->nback)
+			cur = R2_MAX(cur, pc->back[i].b);
+	}
+	return r;
+}
+
+static void piece_free(struct piece *pc)
+{
+	if (!pc)
+		return;
+	for (int j = 0; pc->ev && j < pc->nslice; j++)
+		if (pc->ev[j])
+			(void)cudaEventDestroy(pc->ev[j]);
+	free(pc->ev);
+	free(pc->back);
+	free(pc);
 }
 
 int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
@@ -1301,10 +1462,16 @@ int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
 			cpu_relax();
 		}
 	}
+	if (piece_ok(x) && !(st->pc = calloc(1, sizeof(*st->pc))))
+		return -ENOMEM;
 	for (int i = 0; i < x->nops; i++)
 		if ((r = stage_in(x, st, i, used)) < 0)
 			return r;
-	if ((r = stage_sync(used)) < 0)
+	if (st->pc)
+		r = piece_start(x, st, used);
+	else
+		r = stage_sync(used);
+	if (r < 0)
 		return r;
 	return r2_exec_hier(x, pool);
 }
@@ -1315,7 +1482,19 @@ int r2_gpu_stage_end(struct r2_exec *x, int status)
 	bool used[MAX_DEV] = { false };
 
 	x->gpu_stage = NULL;
-	for (int i = 0; i < x->nops; i++) {
+	x->stage_wait = NULL;
+	x->stage_out = NULL;
+	if (st->pc) {
+		/* the slices still on their way end before their buffer goes */
+		if (st->pc->sdev >= 0)
+			used[st->pc->sdev] = true;
+		if (status == 0 && st->pc->ev) {
+			int r = piece_finish(st->pc, used);
+			if (r < 0)
+				status = r;
+		}
+	}
+	for (int i = 0; !st->pc && i < x->nops; i++) {
 		struct stage_op *so = &st->op[i];
 		if (status == 0 && so->rdev >= 0) {
 			int r = stage_copy(so->rdev, so->grecv, x->ops[i]->recvbuf, so->rlen, used);
@@ -1336,6 +1515,7 @@ int r2_gpu_stage_end(struct r2_exec *x, int status)
 		pinned_put(so->hs);
 		pinned_put(so->hr);
 	}
+	piece_free(st->pc);
 	slots_release(x->nops, &st->sl, status);
 	free(st);
 	return status;

@@ -3,6 +3,7 @@
 # builds nothing and has no libuv/protobuf-c/ip/tc) into bundle/gpu (ignored):
 #   bundle/gpu/libexec  r2ccld r2ccl-bench r2cclctl gpu_test, ip, tc
 #   bundle/gpu/lib      their shared libraries (not glibc's, not CUDA's)
+#   bundle/gpu/libexec/perf  with BUNDLE_PERF=1 (nsdiag's profile)
 #   bundle/gpu/nccl-tests  NCCL's own benchmarks, when built beside:
 #       fetched/nccl-tests (public source, never committed), built with
 #       make CUDA_HOME=/usr/local/cuda NCCL_HOME=<nccl.h + libnccl.so.2 to link>
@@ -16,8 +17,11 @@ SHARED=${SHARED:-../shared}
 ninja -C "$B" daemon/r2ccld tools/r2ccl-bench tools/r2cclctl tests/gpu/gpu_test
 O=bundle/gpu
 rm -rf "$O"
+# BUNDLE_PERF=1: perf too, for run-on-device.sh nsdiag (about 30 MB more)
+extra=()
+[ "${BUNDLE_PERF:-0}" = 1 ] && command -v perf >/dev/null && extra+=("$(command -v perf)")
 bash "$SHARED/device/bundle.sh" "$O" "$B/daemon/r2ccld" "$B/tools/r2ccl-bench" \
-	"$B/tools/r2cclctl" "$B/tests/gpu/gpu_test" >/dev/null
+	"$B/tools/r2cclctl" "$B/tests/gpu/gpu_test" "${extra[@]}" >/dev/null
 NT=fetched/nccl-tests/build
 if [ -x "$NT/all_reduce_perf" ]; then
 	mkdir -p "$O/nccl-tests"

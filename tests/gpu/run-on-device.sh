@@ -81,8 +81,11 @@ if has copies; then
 fi
 # two namespace hosts x 2 rails (tests/cluster/cluster.sh), one GPU each
 C="bash $ROOT/tests/cluster/cluster.sh --prefix gpuns"
-ns_r2() { # ARGS...: the command each host runs (r2ccl-bench allreduce --gpu)
-	echo "$BD/libexec/r2ccl-bench allreduce --gpu=\$R2CCL_HOST_INDEX --nranks 2 \
+ns_r2() { # ARGS...: the command each host runs (r2ccl-bench allreduce --gpu;
+	# NS_GPU=0: host buffers, to tell the rail phase from the GPU staging)
+	local g="--gpu=\$R2CCL_HOST_INDEX"
+	[ "${NS_GPU:-1}" = 0 ] && g=
+	echo "$BD/libexec/r2ccl-bench allreduce $g --nranks 2 \
 		--first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file /tmp/gpuns/uid $*"
 }
 bench() { # name timeout args...
@@ -150,6 +153,48 @@ if [ "$what" = nsprof ]; then
 	$C down >> "$OUT/ns-up.log" 2>&1
 	cat "$OUT/nsprof.txt" "$OUT/nsprof-bench.log" | grep -v "^\[h1\]" | tail -40 > "$OUT/table.txt"
 	cat "$OUT/table.txt"
+	exit 0
+fi
+if [ "$what" = nsdiag ]; then
+	# where the two-namespace AllReduce spends its time: per option set
+	# ($NS_ARGS, ';'-separated), host buffers then GPU buffers, then a perf
+	# profile of host 0's r2ccld (1 GB, GPU buffers, last set) when perf runs
+	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	IFS=';' read -ra sets <<< "${NS_ARGS:-}"
+	k=0
+	for a in "${sets[@]}"; do
+		k=$((k + 1))
+		# shellcheck disable=SC2086
+		$C daemons start $a >> "$OUT/ns-up.log" 2>&1
+		echo "set $k: $a" >> "$summary"
+		NS_GPU=0 bench "diag-$k-host" 100 -b 64M -e 1G -f 4 -n 5 -w 2
+		bench "diag-$k-gpu" 100 -b 64M -e 1G -f 4 -n 5 -w 2
+		[ "$k" = "${#sets[@]}" ] || $C daemons stop >> "$OUT/ns-up.log" 2>&1
+	done
+	rm -f /tmp/gpuns/uid
+	$C run --timeout 60 -- sh -c "$(ns_r2 -b 1G -e 1G -n 25 -w 2)" > "$OUT/diag-prof-bench.log" 2>&1 &
+	sleep 8
+	dp=$(cat /tmp/gpuns/h0/r2ccld.pid)
+	PERF=$BD/libexec/perf
+	if [ -x "$PERF" ]; then
+		"$PERF" record -F 999 -g -p "$dp" -o "$OUT/perf.data" -- sleep 5 > "$OUT/perf-rec.log" 2>&1
+		"$PERF" report -i "$OUT/perf.data" --no-children --sort comm,dso,sym --stdio 2>/dev/null |
+			grep -v "^$" | head -150 > "$OUT/perf-top.txt"
+		"$PERF" report -i "$OUT/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null |
+			grep -E "^ +[0-9]" | head -40 > "$OUT/perf-flat.txt"
+		rm -f "$OUT/perf.data"
+	fi
+	bash "$ROOT/tools/thread-cpu.sh" "$dp" 4 > "$OUT/diag-threads.txt" 2>&1
+	wait
+	$C daemons stop >> "$OUT/ns-up.log" 2>&1
+	$C down >> "$OUT/ns-up.log" 2>&1
+	{ cat "$summary"
+	  for f in "$OUT"/diag-*-*.log; do echo "== $(basename "$f")"; grep -E "^\[h0\] *[0-9]" "$f"; done
+	  echo "== threads"; cat "$OUT/diag-threads.txt"
+	  echo "== perf"; tail -3 "$OUT/perf-rec.log" 2>/dev/null; cat "$OUT/perf-flat.txt" 2>/dev/null
+	} > "$OUT/table.txt"
+	cat "$OUT/table.txt"
+	cp "$OUT/perf-top.txt" "$OUT/table-perf.txt" 2>/dev/null
 	exit 0
 fi
 if [ "$what" = nstune ]; then
