@@ -1869,7 +1869,7 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 			cs = r2_bufpool_buf_size(bp); /* chunk_size raised since start-up */
 	}
 	o.chunk = (uint32_t)R2_MAX(o.elem, cs / o.elem * o.elem);
-	o.spread = (uint32_t)R2_MAX(1, r2_param_int(&c->d->params, P_TCP_STREAMS));
+	o.spread = (uint32_t)r2d_rails_tcp_streams(c->d);
 	o.stash = c->deferred; /* chunks that came while no collective ran */
 	c->deferred = NULL;
 	{

@@ -107,7 +107,7 @@
 /* pool size classes: 4 KiB .. 64 MiB */
 #define POOL_MIN_SHIFT 12
 #define POOL_NCLASS 15
-#define POOL_CLASS_BYTES (32u << 20) /* cached bytes per class */
+#define POOL_CLASS_BYTES (128u << 20) /* cached bytes per class (at most 128 buffers) */
 #define POOL_BUF_MAGIC 0x50324342u
 #define POOL_HDR 64u
 
@@ -325,8 +325,8 @@ static void pool_put(struct r2_tp *tp, void *buf)
 		unsigned cap = (unsigned)(POOL_CLASS_BYTES / csz);
 		if (cap < 2)
 			cap = 2;
-		if (cap > 64)
-			cap = 64;
+		if (cap > 128)
+			cap = 128;
 		pthread_mutex_lock(&tp->pool_lock);
 		if (tp->pool_n[c] < cap) {
 			b->next = tp->pool[c];
