@@ -12,6 +12,8 @@
 #   ns      2 namespace hosts x 1 GPU, 2 TCP rails: r2ccl-bench --gpu and
 #           PyTorch's NCCL (socket transport, 4 threads x 4 sockets), then a
 #           rail set down in the middle of a loop (exact results required)
+#   nslink  that last part alone
+#   nsdiag  host vs GPU buffers per daemon option set (NS_ARGS), perf profile
 # Logs go to $OUT (or ./gpu-logs); the short tables come last.
 set -u
 cd "$(dirname "$0")/../.."
@@ -94,6 +96,28 @@ bench() { # name timeout args...
 	step "$name" "$tmo" $C run --timeout $((tmo - 5)) -- sh -c "$(ns_r2 "$@")"
 }
 
+# a rail set down while 64 MB AllReduces run: the loop must finish, exact.
+# The bench writes the trace of a pass when the pass ends: the rail goes down
+# 2 s after the out-of-place pass's trace appears, in the in-place pass (1000
+# AllReduces of 64 MB: 15-20 s there), not at a fixed time from the start.
+ns_linkdown() {
+	rm -f /tmp/gpuns/trace.csv
+	( for _ in $(seq 900); do
+		[ "$(wc -l < /tmp/gpuns/trace.csv 2>/dev/null || echo 0)" -gt 500 ] && break
+		sleep 0.1
+	  done
+	  sleep 2
+	  $C link 1 1 down; echo "rail 1 of host 1 down at $(date +%T.%N)" ) > "$OUT/ns-linkdown-event.log" 2>&1 &
+	bench ns-r2-linkdown 200 -b 64M -e 64M -n 1000 -w 2 --trace /tmp/gpuns/trace.csv
+	wait
+	cp /tmp/gpuns/trace.csv "$OUT/ns-linkdown-trace.csv" 2>/dev/null
+	$C exec 0 "$BD/libexec/r2cclctl" rails > "$OUT/ns-rails-after.txt" 2>&1
+	bench ns-r2-after 200 -b 1M -e 256M -f 16 -n 5 -w 1
+	$C daemons stop >> "$OUT/ns-up.log" 2>&1
+	for i in 0 1; do cp "/tmp/gpuns/h$i/r2ccld.log" "$OUT/ns-r2ccld-h$i.log" 2>/dev/null; done
+	$C down >> "$OUT/ns-up.log" 2>&1
+}
+
 if has ns; then
 	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
 	$C daemons start --log-level info >> "$OUT/ns-up.log" 2>&1
@@ -103,16 +127,12 @@ if has ns; then
 		NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 \
 		NCCL_DEBUG=WARN sh -c "python3 $ROOT/tools/peers/torch_nccl_peer.py --rank \$R2CCL_HOST_INDEX \
 		--nranks 2 --addr 198.18.0.1 --gpu \$R2CCL_HOST_INDEX -b 64M -e 1G -f 4 -n 10 -w 3"
-	# a rail set down while 64 MB AllReduces run: the loop must finish, exact
-	( sleep 4; $C link 1 1 down; echo "rail 1 of host 1 down at $(date +%T.%N)" ) > "$OUT/ns-linkdown-event.log" 2>&1 &
-	bench ns-r2-linkdown 200 -b 64M -e 64M -n 150 -w 2 --trace /tmp/gpuns/trace.csv
-	wait
-	cp /tmp/gpuns/trace.csv "$OUT/ns-linkdown-trace.csv" 2>/dev/null
-	$C exec 0 "$BD/libexec/r2cclctl" rails > "$OUT/ns-rails-after.txt" 2>&1
-	bench ns-r2-after 200 -b 1M -e 256M -f 16 -n 5 -w 1
-	$C daemons stop >> "$OUT/ns-up.log" 2>&1
-	for i in 0 1; do cp "/tmp/gpuns/h$i/r2ccld.log" "$OUT/ns-r2ccld-h$i.log" 2>/dev/null; done
-	$C down >> "$OUT/ns-up.log" 2>&1
+	ns_linkdown
+fi
+if [ "$what" = nslink ]; then # the link-down part of ns alone
+	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	$C daemons start --log-level info >> "$OUT/ns-up.log" 2>&1
+	ns_linkdown
 fi
 if [ "$what" = nsops ]; then
 	# every collective on GPU buffers across the two namespace hosts, 4 B to
