@@ -103,7 +103,7 @@ bench() { # name timeout args...
 ns_linkdown() {
 	rm -f /tmp/gpuns/trace.csv
 	( for _ in $(seq 900); do
-		[ "$(wc -l < /tmp/gpuns/trace.csv 2>/dev/null || echo 0)" -gt 500 ] && break
+		[ "$(cat /tmp/gpuns/trace.csv 2>/dev/null | wc -l)" -gt 500 ] && break
 		sleep 0.1
 	  done
 	  sleep 2
