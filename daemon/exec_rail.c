@@ -805,6 +805,11 @@ struct railop {
 	/* GPU buffers staged piecewise (x->stage_wait/stage_out set): every
 	 * write into W of the plan, to tell when a region is final */
 	struct r2_exec *x;
+	/* the step's last chunk: when it reached the mailbox, from whom, on
+	 * which rail (the per-step debug line) */
+	uint64_t last_rx_us;
+	uint32_t last_rx_src;
+	int last_rx_rail;
 	struct wr { uint32_t step, peer; uint64_t off, len; } *wr;
 	size_t nwr, capwr;
 };
@@ -1657,6 +1662,11 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 		if (h->opseq == o->opseq && h->step == step) {
 			n = h->dst != (uint32_t)o->c->my_host ? relay(o, h, m->cqe.buf, nx)
 							      : apply(o, h, m->cqe.buf, nx);
+			if (n) {
+				o->last_rx_us = m->when_us;
+				o->last_rx_src = h->src;
+				o->last_rx_rail = m->rail;
+			}
 			break;
 		}
 		/* later: a later step of this op or a later collective */
@@ -1951,13 +1961,17 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 			goto out;
 		{
 			uint64_t w0 = r2_now_us();
+			o.last_rx_us = 0;
 			r = wait_step(&o, k, nx, expect);
 			if (r < 0)
 				goto out;
 			/* where a slow collective waits (--log-level debug) */
 			log_debug("communicator %u: op %llu step %u of %u: waited %.1f ms for %llu "
-				  "bytes", c->id, (unsigned long long)opseq, k, o.plan->nsteps,
-				  (double)(r2_now_us() - w0) / 1000.0, (unsigned long long)expect);
+				  "bytes (last chunk from host %u on rail %d, in the mailbox at "
+				  "%+.1f ms)", c->id, (unsigned long long)opseq, k, o.plan->nsteps,
+				  (double)(r2_now_us() - w0) / 1000.0, (unsigned long long)expect,
+				  o.last_rx_src, o.last_rx_us ? o.last_rx_rail : -1,
+				  o.last_rx_us ? ((double)o.last_rx_us - (double)w0) / 1000.0 : 0.0);
 		}
 	}
 	r = wait_acks(&o);
