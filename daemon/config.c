@@ -97,6 +97,14 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			   1 << 30, NULL, "bytes", false, "SO_RCVBUF of rail sockets (0: kernel)" },
 	[P_TCP_NODELAY] = { "tcp_nodelay", "R2CCL_TCP_NODELAY", "--tcp-nodelay", R2_PT_BOOL, "1",
 			    0, 0, NULL, NULL, false, "TCP_NODELAY on rail sockets" },
+	/* cubic, not the kernel's default: with bbr (this VM's default) one
+	 * rail's socket now and then took 40-60 ms to deliver a 128 KiB chunk
+	 * without any loss (its pacing), and a 4 MB AllReduce then took 2x
+	 * (docs/resilience.md, "2026-12-01 (night)") */
+	[P_TCP_CONGESTION] = { "tcp_congestion", "R2CCL_TCP_CONGESTION", "--tcp-congestion",
+			       R2_PT_STRING, "cubic", 0, 0, NULL, NULL, false,
+			       "TCP congestion control of rail sockets (TCP_CONGESTION: cubic, "
+			       "reno, bbr...; empty: the kernel's default)" },
 	[P_TCP_ZERO_COPY] = { "tcp_zero_copy", "R2CCL_TCP_ZERO_COPY", "--tcp-zero-copy",
 			      R2_PT_BOOL, "1", 0, 0, NULL, NULL, true,
 			      "TCP rails send chunks from the working buffer itself, not from a "

@@ -442,6 +442,8 @@ int r2d_rails_start(struct r2d *d)
 		cfg.sndbuf = (int)r2_param_int(&d->params, P_TCP_SNDBUF);
 		cfg.rcvbuf = (int)r2_param_int(&d->params, P_TCP_RCVBUF);
 		cfg.nodelay = r2_param_bool(&d->params, P_TCP_NODELAY);
+		snprintf(cfg.congestion, sizeof(cfg.congestion), "%s",
+			 r2_param_str(&d->params, P_TCP_CONGESTION));
 		cfg.bind_device = true;
 		cfg.max_msg = (uint32_t)r2_param_int(&d->params, P_CHUNK_SIZE) + (1u << 20);
 		cfg.progress_threads = r2d_rails_tcp_threads(d);

@@ -205,6 +205,7 @@ struct r2_tp {
 	uint16_t port;
 	struct tcp_obj listen_obj;
 	atomic_bool stop;
+	atomic_bool cc_warned; /* tcp_congestion refused: said once */
 
 	pthread_mutex_t lock; /* peers, streams list, stream<->peer links */
 	struct tcp_peer *buckets[TCP_PEER_BUCKETS];
@@ -440,6 +441,11 @@ static void set_sockopts(struct r2_tp *tp, int fd)
 
 	if (c->nodelay)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (c->congestion[0] && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->congestion,
+					   (socklen_t)strlen(c->congestion)) < 0 &&
+	    !atomic_exchange(&tp->cc_warned, true))
+		log_warn("tcp: rail %d: congestion control '%s' refused (%s): the kernel's "
+			 "default stays", c->rail, c->congestion, strerror(errno));
 	if (c->sndbuf > 0)
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &c->sndbuf, sizeof(c->sndbuf));
 	if (c->rcvbuf > 0)

@@ -91,6 +91,7 @@ struct r2_tp_config {
 	int streams;              /* streams per peer connection (R2CCL_TCP_STREAMS) */
 	int sndbuf, rcvbuf;       /* socket buffer sizes, 0 = kernel default */
 	bool nodelay;             /* TCP_NODELAY */
+	char congestion[16];      /* TCP_CONGESTION; "": the kernel's */
 	bool bind_device;         /* SO_BINDTODEVICE where permitted */
 	uint32_t max_msg;         /* largest payload accepted (chunk size cap) */
 	int progress_threads;     /* per rail */
