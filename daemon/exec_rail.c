@@ -910,7 +910,6 @@ static int init_mark(struct railop *o, uint64_t a, uint64_t b)
 static int init_fill(struct railop *o, uint64_t a, uint64_t b)
 {
 	uint64_t cur = a;
-
 	int r;
 
 	if (!o->S || init_cov(o, a, b) == 2)
@@ -1879,7 +1878,7 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 			cs = r2_bufpool_buf_size(bp); /* chunk_size raised since start-up */
 	}
 	o.chunk = (uint32_t)R2_MAX(o.elem, cs / o.elem * o.elem);
-	o.spread = (uint32_t)r2d_rails_tcp_streams(c->d);
+	o.spread = (uint32_t)(c->d->rails ? R2_MAX(1, c->d->rails->tcp_streams) : 1);
 	o.stash = c->deferred; /* chunks that came while no collective ran */
 	c->deferred = NULL;
 	{

@@ -129,31 +129,21 @@ int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk
 	return r;
 }
 
-/* tcp_threads 0: one progress thread per 4 cores, 1 to 4 (a 2-core host:
- * 1; 16 cores: 4, where two namespace hosts over 2 rails went from 3.1-3.8
- * to 5.5-6.8 GB/s). */
-int r2d_rails_tcp_threads(struct r2d *d)
+/* tcp_threads and tcp_streams as set, 0 resolved once at start-up by the
+ * cores: threads one per 4 cores, 1 to 4 (a 2-core host: 1; 16 cores: 4,
+ * where two namespace hosts over 2 rails went from 3.1-3.8 to 5.5-6.8
+ * GB/s); streams 2 per thread, 1 with a single thread (one stream was best
+ * on the 2-core 4 x 2 cluster at 1 Gbit/s, docs/planner.md). */
+static void tcp_resolve(struct r2d *d, struct r2_rails *rs)
 {
-	int n = (int)r2_param_int(&d->params, P_TCP_THREADS);
-	long cores;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
-	if (n > 0)
-		return n;
-	cores = sysconf(_SC_NPROCESSORS_ONLN);
-	return (int)R2_MAX(1, R2_MIN(4, cores / 4));
-}
-
-/* tcp_streams 0: 2 per progress thread, 1 with a single thread (one stream
- * was best on the 2-core 4 x 2 cluster at 1 Gbit/s, docs/planner.md). */
-int r2d_rails_tcp_streams(struct r2d *d)
-{
-	int n = (int)r2_param_int(&d->params, P_TCP_STREAMS);
-	int t;
-
-	if (n > 0)
-		return n;
-	t = r2d_rails_tcp_threads(d);
-	return t > 1 ? 2 * t : 1;
+	rs->tcp_threads = (int)r2_param_int(&d->params, P_TCP_THREADS);
+	if (rs->tcp_threads <= 0)
+		rs->tcp_threads = (int)R2_MAX(1, R2_MIN(4, cores / 4));
+	rs->tcp_streams = (int)r2_param_int(&d->params, P_TCP_STREAMS);
+	if (rs->tcp_streams <= 0)
+		rs->tcp_streams = rs->tcp_threads > 1 ? 2 * rs->tcp_threads : 1;
 }
 
 bool r2d_rails_zero_copy(struct r2d *d, int rail)
@@ -417,6 +407,7 @@ int r2d_rails_start(struct r2d *d)
 		return -ENOMEM;
 	rs->d = d;
 	d->rails = rs;
+	tcp_resolve(d, rs);
 	pthread_mutex_init(&rs->qlock, NULL);
 	rs->epfd = epoll_create1(EPOLL_CLOEXEC);
 	rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -438,7 +429,7 @@ int r2d_rails_start(struct r2d *d)
 		cfg.port = (uint16_t)r2_param_int(&d->params, P_PORT);
 		cfg.rail = rs->n;
 		cfg.self_id = d->host_id;
-		cfg.streams = r2d_rails_tcp_streams(d);
+		cfg.streams = rs->tcp_streams;
 		cfg.sndbuf = (int)r2_param_int(&d->params, P_TCP_SNDBUF);
 		cfg.rcvbuf = (int)r2_param_int(&d->params, P_TCP_RCVBUF);
 		cfg.nodelay = r2_param_bool(&d->params, P_TCP_NODELAY);
@@ -446,7 +437,7 @@ int r2d_rails_start(struct r2d *d)
 			 r2_param_str(&d->params, P_TCP_CONGESTION));
 		cfg.bind_device = true;
 		cfg.max_msg = (uint32_t)r2_param_int(&d->params, P_CHUNK_SIZE) + (1u << 20);
-		cfg.progress_threads = r2d_rails_tcp_threads(d);
+		cfg.progress_threads = rs->tcp_threads;
 		snprintf(cfg.ib_hca, sizeof(cfg.ib_hca), "%s", r2_param_str(&d->params, P_IB_HCA));
 		cfg.ib_timeout = (int)r2_param_int(&d->params, P_IB_TIMEOUT);
 		cfg.ib_retry_cnt = (int)r2_param_int(&d->params, P_IB_RETRY_CNT);

@@ -98,6 +98,8 @@ struct r2_rails {
 	struct r2_loop_ev *qhead, *qtail;
 	uv_async_t async;
 	uint64_t tx_msgs, rx_msgs;
+	/* tcp_threads, tcp_streams: as set, or (0) by the cores, at start-up */
+	int tcp_threads, tcp_streams;
 };
 
 int r2d_rails_start(struct r2d *d);
@@ -121,9 +123,6 @@ void r2d_rails_release(struct r2d *d, int rail, void *buf);
 struct r2_peer *r2d_rails_peer_find(struct r2d *d, uint64_t id);
 /* Whether a chunk posted on this rail may be sent from the working buffer
  * itself (TCP rails with tcp_zero_copy; verbs needs registered memory). */
-/* tcp_threads and tcp_streams as set, 0 resolved by the host's cores */
-int r2d_rails_tcp_threads(struct r2d *d);
-int r2d_rails_tcp_streams(struct r2d *d);
 bool r2d_rails_zero_copy(struct r2d *d, int rail);
 /* Drops the rail's connection to a peer (its queued sends complete with an
  * error); health reconnects it. */

@@ -1108,6 +1108,7 @@ static struct {
 	int node[MAX_DEV]; /* each GPU's NUMA node, -1 unknown */
 	cudaStream_t st[MAX_DEV];
 	cudaStream_t back[MAX_DEV]; /* piecewise copies back to the GPU */
+	bool pieces;                /* R2CCL_GPU_STAGE_PIECES is not 0 */
 	bool init;
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -1119,6 +1120,8 @@ static int stage_init(void)
 	if (S.init)
 		return 0;
 	S.cache_max = v ? strtoull(v, NULL, 0) : ((uint64_t)8 << 30);
+	v = getenv("R2CCL_GPU_STAGE_PIECES");
+	S.pieces = !v || strcmp(v, "0") != 0;
 	for (int g = 0; g < G.ndev; g++) {
 		char bus[32], path[96];
 		FILE *f;
@@ -1340,10 +1343,9 @@ static void piece_out(struct r2_exec *x, const void *p, uint64_t n)
 static bool piece_ok(const struct r2_exec *x)
 {
 	const struct r2_sqe *q = &x->ops[0]->sqe;
-	const char *v = getenv("R2CCL_GPU_STAGE_PIECES");
 	uint64_t sl, rl;
 
-	if ((v && !strcmp(v, "0")) || x->nops != 1 || x->opcode != R2_OP_ALLREDUCE ||
+	if (!S.pieces || x->nops != 1 || x->opcode != R2_OP_ALLREDUCE ||
 	    q->redop == R2CCL_AVG || !r2_mem_is_gpu(x->ops[0]->sendref) ||
 	    !r2_mem_is_gpu(x->ops[0]->recvref))
 		return false;

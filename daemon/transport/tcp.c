@@ -12,7 +12,8 @@
  * (0 keeps the kernel's default and its auto-tuning).
  *
  * Connections. A connection to a peer daemon has cfg->streams TCP streams
- * (the daemon's tcp_streams, default 1). Who dials: either side (a daemon
+ * (the daemon's tcp_streams; 0, the default, is 1 on a host of fewer than 8
+ * cores, else 2 per progress thread). Who dials: either side (a daemon
  * must reach a root that does not know it yet). When both dial each other at once, the connection dialed
  * by the LOWER self_id wins: the higher side drops its own dial quietly (no
  * ERROR) and accepts; the lower side refuses the higher side's streams. A
