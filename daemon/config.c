@@ -105,6 +105,15 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			       R2_PT_STRING, "cubic", 0, 0, NULL, NULL, false,
 			       "TCP congestion control of rail sockets (TCP_CONGESTION: cubic, "
 			       "reno, bbr...; empty: the kernel's default)" },
+	/* a connection that never carried a burst has TCP's initial window
+	 * (10 segments): the first collective that uses it after a re-plan (a
+	 * shard plan uses every pair, a ring only its neighbours) waited 35-55
+	 * ms more per step on 4 x 2 at 1 Gbit/s (docs/resilience.md) */
+	[P_TCP_WARMUP] = { "tcp_warmup", "R2CCL_TCP_WARMUP", "--tcp-warmup", R2_PT_INT, "2M", 0,
+			   64ll << 20, NULL, "bytes", false,
+			   "bytes sent (and dropped by the peer) per stream of a new TCP rail "
+			   "connection, so that its congestion window has grown before a "
+			   "collective needs it (0: off)" },
 	[P_TCP_ZERO_COPY] = { "tcp_zero_copy", "R2CCL_TCP_ZERO_COPY", "--tcp-zero-copy",
 			      R2_PT_BOOL, "1", 0, 0, NULL, NULL, true,
 			      "TCP rails send chunks from the working buffer itself, not from a "

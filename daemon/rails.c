@@ -243,6 +243,30 @@ static void to_loop(struct r2_rails *rs, int rail, const struct r2_tp_cqe *c)
 	uv_async_send(&rs->async);
 }
 
+/* Warm-up of a new TCP connection (tcp_warmup bytes per stream, in messages
+ * of WARMUP_MSG the peer drops): TCP starts with a window of 10 segments and
+ * grows it only while it is limited by it, so a connection that has carried
+ * only heartbeats needs several round trips of slow start when a re-plan
+ * first sends a chunk on it. The window then stays as long as the host keeps
+ * it over idle periods (net.ipv4.tcp_slow_start_after_idle = 0,
+ * docs/operations.md). */
+#define WARMUP_MSG (256u << 10)
+static const uint8_t warmup_zeros[WARMUP_MSG];
+
+static void warmup(struct r2_rails *rs, int rail, uint64_t peer)
+{
+	struct r2_rail *rl = &rs->rail[rail];
+	int64_t bytes = r2_param_int(&rs->d->params, P_TCP_WARMUP) * R2_MAX(1, rs->tcp_streams);
+	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_HEARTBEAT,
+				  .flags = R2_HB_WARMUP, .len = WARMUP_MSG };
+
+	if (rl->rdma_dev[0])
+		return; /* verbs: no congestion window to grow */
+	for (; bytes > 0; bytes -= WARMUP_MSG)
+		if (rl->ops->post_send(rl->tp, peer, &h, warmup_zeros, 0) < 0)
+			break;
+}
+
 static void on_async(uv_async_t *h)
 {
 	struct r2_rails *rs = h->data;
@@ -260,6 +284,7 @@ static void on_async(uv_async_t *h)
 				p->conn_mask |= 1u << ev->rail;
 			log_info("rail %d (%s): connected to peer %016llx", ev->rail,
 				 rs->rail[ev->rail].ifname, (unsigned long long)ev->cqe.peer);
+			warmup(rs, ev->rail, ev->cqe.peer);
 		} else if (ev->cqe.type == R2_TPC_ERROR) {
 			struct r2_peer *p = r2d_rails_peer(rs->d, ev->cqe.peer, false);
 			if (p) {
@@ -281,11 +306,14 @@ static void on_async(uv_async_t *h)
 }
 
 /* A heartbeat (rails thread): flags 0 asks for an answer (flags 1) that
- * echoes off (the sender's clock, us): the round trip. */
+ * echoes off (the sender's clock, us): the round trip; R2_HB_WARMUP: a new
+ * connection's warm-up, dropped. */
 static void heartbeat_in(struct r2_rails *rs, int rail, const struct r2_tp_cqe *c,
 			 struct r2_peer *p)
 {
-	if (c->hdr.flags == 0) {
+	if (c->hdr.flags == R2_HB_WARMUP) {
+		/* nothing to answer */
+	} else if (c->hdr.flags == 0) {
 		struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_HEARTBEAT,
 					  .flags = 1, .off = c->hdr.off };
 		rs->rail[rail].ops->post_send(rs->rail[rail].tp, c->peer, &h, NULL, 0);
@@ -397,6 +425,30 @@ static int open_rail(struct r2d *d, struct r2_rail *rl, const struct r2_tp_confi
 	return r;
 }
 
+/* With net.ipv4.tcp_slow_start_after_idle = 1 (the kernel's default) TCP
+ * shrinks the window of a connection that idles or carries only heartbeats
+ * back to 10 segments within a second or two, so the connections a re-plan
+ * turns to after a failure start slowly (docs/operations.md). */
+static void slow_start_check(struct r2d *d, const struct r2_rails *rs)
+{
+	FILE *f;
+	int v = 0;
+	bool tcp = false;
+
+	for (int i = 0; i < rs->n; i++)
+		tcp |= !rs->rail[i].rdma_dev[0];
+	if (!tcp || !r2_param_int(&d->params, P_TCP_WARMUP))
+		return;
+	f = fopen("/proc/sys/net/ipv4/tcp_slow_start_after_idle", "r");
+	if (!f)
+		return;
+	if (fscanf(f, "%d", &v) == 1 && v)
+		log_warn("net.ipv4.tcp_slow_start_after_idle is %d: TCP rails lose their "
+			 "congestion window while idle, and the first collective after a re-plan "
+			 "runs slower; set it to 0 on r2ccl hosts (docs/operations.md)", v);
+	fclose(f);
+}
+
 int r2d_rails_start(struct r2d *d)
 {
 	struct r2_rails *rs = calloc(1, sizeof(*rs));
@@ -459,6 +511,7 @@ int r2d_rails_start(struct r2d *d)
 				 inet_ntoa(rl->addr), rl->port, cfg.streams);
 		rs->n++;
 	}
+	slow_start_check(d, rs);
 	r2d_bufpools_start(d);
 	uv_async_init(d->loop, &rs->async, on_async);
 	rs->async.data = rs;

@@ -45,6 +45,10 @@ enum r2_msg_kind {
 	R2_MSG_HEARTBEAT = 4,
 };
 
+/* R2_MSG_HEARTBEAT flags: 0 asks for an answer, 1 is the answer, 2 is a new
+ * TCP connection's warm-up payload (dropped, not answered) */
+#define R2_HB_WARMUP 2
+
 /* On the wire, little-endian, 64 bytes. Every chunk carries (communicator,
  * operation sequence, step, chunk index) so the receiver applies it exactly
  * once whatever rail or stream it came by, and whenever it comes. */

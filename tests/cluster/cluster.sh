@@ -61,12 +61,12 @@ Commands:
         set a NIC's link state (the host end of the veth)
   exec HOST CMD...
         run CMD in the host's namespace (same environment as 'run')
-  daemons start [R2CCLD-ARGS...]
+  daemons start [--hosts I,J,...] [R2CCLD-ARGS...]
         start one r2ccld per host (R2CCLD, default build/daemon/r2ccld) with
         --socket /tmp/PREFIX/hI/r2ccld.sock --config /dev/null --rails rail
         (later ARGS override these); log in
         /tmp/PREFIX/hI/r2ccld.log; waits until every socket exists
-  daemons stop
+  daemons stop [--hosts I,J,...]
         SIGTERM every daemon, wait (then SIGKILL), report exit codes;
         non-zero if any daemon did not exit 0
   run [--timeout SECONDS] [--hosts I,J,...] [--quiet] -- CMD...
@@ -208,7 +208,12 @@ our_netns() {
 
 ns_sysctl_setup() {
 	# IPv6 off (no link-local addresses; only 198.18/15 on the cluster).
-	ip netns exec "$1" bash -c '
+	# TCP keeps its congestion window over idle periods
+	# (net.ipv4.tcp_slow_start_after_idle 0, what docs/operations.md asks of
+	# r2ccl hosts; R2C_SLOW_START_AFTER_IDLE=1 keeps the kernel's default).
+	ip netns exec "$1" env SSAI="${R2C_SLOW_START_AFTER_IDLE:-0}" bash -c '
+		f=/proc/sys/net/ipv4/tcp_slow_start_after_idle
+		[ -w "$f" ] && echo "$SSAI" >"$f"
 		for f in /proc/sys/net/ipv6/conf/default/disable_ipv6 \
 			 /proc/sys/net/ipv6/conf/all/disable_ipv6; do
 			[ -w "$f" ] && echo 1 >"$f"
@@ -430,17 +435,28 @@ cmd_daemons() {
 	load_state
 	local sub=${1:-}
 	shift || true
+	# --hosts I,J,...: only those hosts' daemons (a daemon restarted
+	# under running clients); default every host
+	local h
+	DHOSTS=()
+	if [[ ${1:-} == --hosts ]]; then
+		IFS=, read -r -a DHOSTS <<<"${2:-}"
+		shift 2 || die "daemons $sub --hosts: a list of hosts"
+		for h in "${!DHOSTS[@]}"; do DHOSTS[h]=$(host_index "${DHOSTS[h]}") || exit 1; done
+	else
+		for ((h = 0; h < H; h++)); do DHOSTS+=("$h"); done
+	fi
 	case $sub in
 	start) daemons_start "$@" ;;
 	stop) daemons_stop ;;
-	*) die "usage: daemons start [R2CCLD-ARGS...] | daemons stop" ;;
+	*) die "usage: daemons start [--hosts I,J,...] [R2CCLD-ARGS...] | daemons stop [--hosts I,J,...]" ;;
 	esac
 }
 
 daemons_start() {
 	local bin i hd pid t
 	bin=$(r2ccld_path) || exit 1
-	for ((i = 0; i < H; i++)); do
+	for i in "${DHOSTS[@]}"; do
 		hd=$DIR/h$i
 		mkdir -p "$hd"
 		if [[ -r $hd/r2ccld.pid && ! -e $hd/r2ccld.rc ]] &&
@@ -468,7 +484,7 @@ daemons_start() {
 	done
 	# Wait (bounded) for every socket.
 	local rc=0
-	for ((i = 0; i < H; i++)); do
+	for i in "${DHOSTS[@]}"; do
 		hd=$DIR/h$i
 		for ((t = 0; t < DAEMON_WAIT * 10; t++)); do
 			[[ -S $hd/r2ccld.sock || -e $hd/r2ccld.rc ]] && break
@@ -492,7 +508,7 @@ daemons_start() {
 daemons_stop() {
 	local i hd pid t rc=0 any=0
 	local pids=()
-	for ((i = 0; i < H; i++)); do
+	for i in "${DHOSTS[@]}"; do
 		hd=$DIR/h$i
 		pids[i]=''
 		[[ -r $hd/r2ccld.pid ]] || continue
@@ -504,13 +520,13 @@ daemons_stop() {
 	((any)) || { echo "no daemons"; return 0; }
 	for ((t = 0; t < STOP_WAIT * 10; t++)); do
 		local pending=0
-		for ((i = 0; i < H; i++)); do
+		for i in "${DHOSTS[@]}"; do
 			[[ -n ${pids[i]} && ! -e $DIR/h$i/r2ccld.rc ]] && pending=1
 		done
 		((pending)) || break
 		sleep 0.1
 	done
-	for ((i = 0; i < H; i++)); do
+	for i in "${DHOSTS[@]}"; do
 		[[ -n ${pids[i]} ]] || continue
 		hd=$DIR/h$i
 		if [[ ! -e $hd/r2ccld.rc ]]; then
