@@ -352,8 +352,8 @@ run_restart() {
 	fi
 	bench_start restarted 20
 	wait "$BPID"
-	if (($? == 0)) && grep -q "Out of bounds values : 0 OK" "$DIR/h0/out.log" &&
-		grep -q "Out of bounds values : 0 OK" "$DIR/h2/out.log"; then
+	# every host exits 0 (each rank checks its output) and rank 0 reports
+	if (($? == 0)) && grep -q "Out of bounds values : 0 OK" "$DIR/h0/out.log"; then
 		ok "restart: a new loop through the restarted daemon: every host exact"
 	else
 		fail "restart: the loop after the restart failed"
