@@ -61,6 +61,7 @@ struct r2_host {
 	uint16_t port[R2_COMM_MAX_RAILS];
 	char name[64];
 	uint32_t failed_rails; /* executor: rails whose connection to it failed */
+	uint32_t reset_rails;  /* of those, the ones it reset (its daemon is gone) */
 };
 
 struct r2_rmsg; /* a message from the rails for this communicator (exec_rail.c) */

@@ -23,6 +23,7 @@
 #include "bufpool.h"
 #include "comm.h"
 #include "config.h"
+#include "detour.h"
 #include "exec.h"
 #include "health.h"
 #include "log.h"
@@ -44,6 +45,7 @@ struct sendrec {
 	void *buf;
 	int rail;
 	uint64_t peer;
+	uint64_t via; /* 0, or the bridge it went to (detour.h): no rail to peer */
 	bool posted, sent, acked;
 	bool orphan; /* its operation ended first: freed at its send completion */
 	void *owner; /* a transfer (struct p2pop), NULL for a collective's chunk */
@@ -196,6 +198,10 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 
 	if (cqe->type == R2_TPC_SEND && cqe->ctx == 0)
 		return; /* acknowledgements and heartbeats carry no record */
+	if (r2d_detour_in(d, rail, cqe))
+		return; /* a chunk this host forwards as a bridge, or its ACK */
+	if (cqe->type == R2_TPC_ERROR)
+		r2d_detour_failed(d, rail, cqe->peer);
 	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA) {
 		struct r2_chunk_hdr ack = cqe->hdr;
 		struct r2_rails *rs = d->rails;
@@ -316,9 +322,15 @@ static bool peer_lost(struct r2_comm *c, const struct r2_rmsg *m)
 			continue;
 		if (m->cqe.type == R2_TPC_CONN) {
 			c->hosts[h].failed_rails &= ~(1u << m->rail);
+			c->hosts[h].reset_rails &= ~(1u << m->rail);
 			return false;
 		}
 		c->hosts[h].failed_rails |= 1u << m->rail;
+		/* reset (or closed) by the peer: its daemon, not a link, is gone */
+		if (m->cqe.status == -ECONNRESET)
+			c->hosts[h].reset_rails |= 1u << m->rail;
+		else
+			c->hosts[h].reset_rails &= ~(1u << m->rail);
 		return (c->hosts[h].failed_rails & all) == all;
 	}
 	return false;
@@ -795,6 +807,10 @@ struct railop {
 	 * (src, dst, off) */
 	struct { uint32_t src, dst; uint64_t off; } *rseen;
 	size_t nrseen, caprseen;
+	/* bridges that refused a detour (NACK): no rail to dst either */
+	struct { uint32_t dst, via; } *nacked;
+	size_t nnacked, capnacked;
+	unsigned detoured; /* chunks sent through a bridge (logged once) */
 	/* lazy input (out-of-place, one local rank): W starts as a copy of S,
 	 * made piecewise only where needed; until a region of W is written,
 	 * its sends read S and its first reduction reads S and writes W.
@@ -1005,6 +1021,125 @@ again:
 /* Posts s on its planned rail if health has nothing against it, else on
  * another healthy rail to the same peer (spread by offset), else on any
  * connected rail. */
+/* ---- detours (detour.h): the sender's side ---- */
+
+static bool nacked(const struct railop *o, uint32_t dst, uint32_t via)
+{
+	for (size_t i = 0; i < o->nnacked; i++)
+		if (o->nacked[i].dst == dst && o->nacked[i].via == via)
+			return true;
+	return false;
+}
+
+static int host_of(const struct r2_comm *c, uint64_t id)
+{
+	for (int h = 0; c->hosts && h < c->nhosts; h++)
+		if (c->hosts[h].id == id)
+			return h;
+	return -1;
+}
+
+/* A host of the communicator (not this one, not dst, not one that refused)
+ * with a connection from this host: the bridges to dst, in turn from dst + 1;
+ * -1 if none. */
+static int bridge_after(const struct railop *o, uint32_t dst, int k0)
+{
+	const struct r2_comm *c = o->c;
+
+	for (int k = k0; k < c->nhosts; k++) {
+		int h = (int)((dst + (uint32_t)k) % (uint32_t)c->nhosts);
+		struct r2_peer *p;
+		if (h == c->my_host || h == (int)dst || nacked(o, dst, (uint32_t)h))
+			continue;
+		p = r2d_rails_peer_find(o->d, c->hosts[h].id);
+		if (p && p->conn_mask)
+			return k;
+	}
+	return -1;
+}
+
+/* No rail left to peer: go on through a bridge? Not when the peer reset
+ * every connection (its daemon died or restarted: nobody reaches it). */
+static bool detour_possible(const struct railop *o, uint64_t peer)
+{
+	int dst = host_of(o->c, peer);
+	struct r2_rails *rs = o->d->rails;
+	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+
+	return dst >= 0 && (o->c->hosts[dst].reset_rails & all) != all &&
+	       bridge_after(o, (uint32_t)dst, 1) >= 0;
+}
+
+static int detour_post(struct railop *o, struct sendrec *s)
+{
+	struct r2_comm *c = o->c;
+	struct r2d *d = o->d;
+	uint32_t dst = s->hdr.dst;
+	int n = d->rails ? d->rails->n : 0;
+
+	/* only a chunk for its peer itself (not a planned relay's first hop) */
+	if (!c->hosts || dst >= (uint32_t)c->nhosts || c->hosts[dst].id != s->peer ||
+	    s->hdr.kind != R2_MSG_DATA)
+		return -ENOTCONN;
+	for (int k = bridge_after(o, dst, 1); k >= 0; k = bridge_after(o, dst, k + 1)) {
+		uint64_t id = c->hosts[(dst + (uint32_t)k) % (uint32_t)c->nhosts].id;
+		uint32_t bad = r2d_rails_bad(d, id);
+		for (int pass = 0; pass < 2; pass++)
+			for (int i = 0; i < n; i++) {
+				if (((bad >> i) & 1) != (uint32_t)pass)
+					continue;
+				if (s->borrowed && !r2d_rails_zero_copy(d, i) && unborrow(d, s) < 0)
+					return -ENOMEM;
+				s->hdr.flags |= R2_CHUNK_DETOUR;
+				if (r2d_rails_send(d, i, id, &s->hdr, s->buf,
+						   (uint64_t)(uintptr_t)s) == 0) {
+					s->via = id;
+					s->rail = i;
+					s->posted = true;
+					if (!o->detoured++)
+						log_warn("communicator %u: no rail left to host %u: op "
+							 "%llu goes on through host %u",
+							 c->id, dst, (unsigned long long)o->opseq,
+							 host_of(c, id));
+					return 0;
+				}
+				s->hdr.flags &= (uint16_t)~R2_CHUNK_DETOUR;
+			}
+	}
+	return -ENOTCONN;
+}
+
+/* A bridge refused a chunk (no rail to its destination either): another
+ * bridge, or, with none left, the destination is gone. */
+static int nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
+{
+	int via = host_of(o->c, from);
+	bool busy = (h->flags & R2_CHUNK_BUSY) != 0; /* its queues full: again later */
+
+	if (!busy && via >= 0 && !nacked(o, h->dst, (uint32_t)via) &&
+	    R2_GROW(o->nacked, o->capnacked, o->nnacked, 8) == 0) {
+		o->nacked[o->nnacked].dst = h->dst;
+		o->nacked[o->nnacked].via = (uint32_t)via;
+		o->nnacked++;
+	}
+	for (struct sendrec *s = o->sends; s; s = s->next)
+		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
+		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked && s->via == from) {
+			s->posted = false;
+			s->sent = false;
+			s->retries += !busy;
+			o->need_repost = true;
+		}
+	if (h->dst < (uint32_t)o->c->nhosts && bridge_after(o, h->dst, 1) < 0 &&
+	    !(r2d_rails_peer_find(o->d, o->c->hosts[h->dst].id) &&
+	      r2d_rails_peer_find(o->d, o->c->hosts[h->dst].id)->conn_mask)) {
+		log_warn("communicator %u: host %u unreachable, directly or through any other "
+			 "host", o->c->id, h->dst);
+		return R2CCL_E_PEER_GONE;
+	}
+	return 0;
+}
+
 static int post_any(struct r2d *d, struct sendrec *s)
 {
 	struct r2_rails *rs = d->rails;
@@ -1046,9 +1181,18 @@ static int post_any(struct r2d *d, struct sendrec *s)
 	return r;
 }
 
+/* The chunk goes to its peer on any rail; with no connection to the peer
+ * left, a direct chunk goes through a bridge (detour.h). */
 static int post(struct railop *o, struct sendrec *s)
 {
-	return post_any(o->d, s);
+	int r;
+
+	s->via = 0;
+	s->hdr.flags &= (uint16_t)~R2_CHUNK_DETOUR;
+	r = post_any(o->d, s);
+	if (r != -ENOTCONN)
+		return r;
+	return detour_post(o, s);
 }
 
 /* Testing (inject_dup = N): a copy of every Nth chunk goes out as well; the
@@ -1554,7 +1698,7 @@ static bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
 	if (s->rail < 0 || s->rail >= 32)
 		return false;
 	for (int h = 0; h < c->nhosts; h++)
-		if (c->hosts[h].id == s->peer)
+		if (c->hosts[h].id == (s->via ? s->via : s->peer))
 			return (c->hosts[h].failed_rails & (1u << s->rail)) != 0;
 	return false;
 }
@@ -1633,7 +1777,8 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 		 * rail): post them again; the receiver applies each once. */
 		struct r2_rails *rs = o->d->rails;
 		for (struct sendrec *s = o->sends; s; s = s->next) {
-			if (s->peer == m->cqe.peer && s->rail == m->rail && s->sent && !s->acked) {
+			if ((s->via ? s->via : s->peer) == m->cqe.peer && s->rail == m->rail &&
+			    s->sent && !s->acked) {
 				s->sent = false;
 				s->posted = false;
 				o->need_repost = true;
@@ -1644,7 +1789,7 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 		for (int hi = 0; hi < o->c->nhosts; hi++)
 			if (o->c->hosts[hi].id == m->cqe.peer)
 				lost = (o->c->hosts[hi].failed_rails & all) == all;
-		if (lost) {
+		if (lost && !detour_possible(o, m->cqe.peer)) {
 			log_warn("communicator %u: no rail left to peer %016llx", o->c->id,
 				 (unsigned long long)m->cqe.peer);
 			rmsg_free(o->d, m);
@@ -1654,8 +1799,15 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 	}
 	case R2_TPC_RECV:
 		if (h->kind == R2_MSG_ACK) {
-			if (h->opseq == o->opseq)
+			if (h->opseq == o->opseq && (h->flags & R2_CHUNK_NACK)) {
+				int e = nack(o, h, m->cqe.peer);
+				if (e < 0) {
+					rmsg_free(o->d, m);
+					return e;
+				}
+			} else if (h->opseq == o->opseq) {
 				ack(o, h);
+			}
 			break;
 		}
 		if (h->opseq == o->opseq && h->step == step) {
@@ -1885,7 +2037,8 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		struct r2_rails *rs = c->d->rails;
 		uint32_t all = rs ? (1u << rs->n) - 1 : 0;
 		for (int h = 0; h < c->nhosts; h++) {
-			if (h != c->my_host && (c->hosts[h].failed_rails & all) == all) {
+			if (h != c->my_host && (c->hosts[h].failed_rails & all) == all &&
+			    !detour_possible(&o, c->hosts[h].id)) {
 				r = R2CCL_E_PEER_GONE; /* known gone: fail at once */
 				goto out;
 			}
@@ -2006,6 +2159,7 @@ out:
 	}
 	free(o.seen);
 	free(o.rseen);
+	free(o.nacked);
 	free(o.init);
 	free(o.xf);
 	free(o.xfn);

@@ -1364,11 +1364,32 @@ static void rail_event_in(struct r2d *d, const R2peer__RailEvent *e, uint64_t fr
 	int r = (int)e->rail;
 	char cause[160], name[64];
 
-	if (!p || from != e->host_id || r < 0 || r >= rs->n)
+	if (!p || r < 0 || r >= rs->n)
 		return;
-	if (e->seq && e->seq <= p->remote_seq)
-		return; /* a copy that came by another rail, or older */
-	p->remote_seq = e->seq;
+	if (!e->peer_host) {
+		/* about its own NIC: first-hand, or passed on by another host
+		 * (below); ordered per NIC, so any copy, by any rail or host,
+		 * applies once and never after a later one */
+		if (e->seq && e->seq <= p->nic_seq[r])
+			return;
+		p->nic_seq[r] = e->seq;
+		if (from == e->host_id) {
+			/* passed on to every other peer: one that has no rail left
+			 * to the NIC's host (two NICs failed on different rails)
+			 * learns it through this host; without it, it kept sending
+			 * into the failed NIC until the peer timeout */
+			for (int i = 0; i < atomic_load(&rs->npeers); i++)
+				if (rs->peer[i].conn_mask && rs->peer[i].id != from)
+					send_peer_msg(d, rs->peer[i].id,
+						      R2PEER__PEER_MSG__PEER_RAIL_EVENT, &e->base);
+		}
+	} else {
+		if (from != e->host_id)
+			return;
+		if (e->seq && e->seq <= p->remote_seq)
+			return; /* a copy that came by another rail, or older */
+		p->remote_seq = e->seq;
+	}
 	if (e->state == R2_RS_DEGRADED && e->peer_host) {
 		/* its throughput monitor: the path to peer_host is slow (bw) or
 		 * normal again (bw 0) */
@@ -1685,6 +1706,11 @@ static void tick_paths(struct r2d *d, uint64_t now)
 			if (x > last_any)
 				last_any = x;
 		}
+		/* its data through a bridge (detour.h) says it is alive: a rail
+		 * that stays silent meanwhile is a failed path, not a stalled host */
+		uint64_t via = atomic_load(&p->detour_rx_us);
+		if (last_any && via > last_any)
+			last_any = via;
 		bool whole = last_any && now > last_any && now - last_any > silent;
 		for (int r = 0; r < rs->n; r++) {
 			struct r2_plink *l = &p->link[r];
@@ -1768,7 +1794,10 @@ static void tick_comms(struct r2d *d, uint64_t now)
 		/* a peer with no connection on any rail for peer_timeout_ms */
 		for (int i = 0; i < c->nhosts; i++) {
 			struct r2_peer *p = i == c->my_host ? NULL : peer_of(d, c->hosts[i].id);
-			if (p && p->nopath_since_us && now - p->nopath_since_us > ptimeout) {
+			/* its data still comes through a bridge (detour.h): alive */
+			uint64_t via = p ? atomic_load(&p->detour_rx_us) : 0;
+			if (p && p->nopath_since_us && now - p->nopath_since_us > ptimeout &&
+			    (!via || now - via > ptimeout)) {
 				char why[192];
 				snprintf(why, sizeof(why),
 					 "peer host %s unreachable on every rail for %llu ms",

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "health.h"
 #include "log.h"
+#include "detour.h"
 #include "rails.h"
 #include "util.h"
 #if HAVE_IBVERBS
@@ -558,6 +559,7 @@ void r2d_rails_stop(struct r2d *d)
 			(void)0;
 		pthread_join(rs->thread, NULL);
 	}
+	r2d_detours_free(d); /* their receive buffers go back while the transports live */
 	r2d_bufpools_detach(d); /* deregistered while the transports live */
 	for (int i = 0; i < rs->n; i++)
 		rs->rail[i].ops->close(rs->rail[i].tp);

@@ -68,11 +68,16 @@ struct r2_peer {
 	uint16_t port[R2_MAX_RAILS];
 	struct r2_plink link[R2_MAX_RAILS];
 	uint32_t remote_down;      /* its own NICs it told us are failed or drained */
-	uint64_t remote_seq;       /* last RailEvent seq from it */
+	uint64_t remote_seq;       /* last RailEvent seq from it about a path */
+	/* last RailEvent seq about its own NIC r, whoever passed it on */
+	uint64_t nic_seq[R2_MAX_RAILS];
 	uint64_t nopath_since_us;  /* no connection on any rail since (0: has one) */
 	atomic_uint_fast64_t last_rx_us[R2_MAX_RAILS]; /* rails thread: any message */
 	atomic_uint_fast64_t rtt_us[R2_MAX_RAILS];     /* heartbeat round trip */
 	atomic_uint bad_mask;      /* rails the engine avoids to this peer (any thread) */
+	/* the last time its data came through a bridge (detour.c): alive while
+	 * no rail connects it to this host */
+	_Atomic uint64_t detour_rx_us;
 };
 
 /* An event for the control loop. */

@@ -17,6 +17,10 @@
 #                the rail must be healthy again (loop of FAULT_THROTTLE_ITERS)
 #   twodown      host 1's and host 2's rail 0 set down at the same moment
 #                (two NICs on two hosts; every host keeps rail 1)
+#   crossdown    host 0's rail 0 and host 1's rail 1 set down at the same
+#                moment: hosts 0 and 1 share no rail any more, the running
+#                collectives' chunks between them go through host 2 (a
+#                detour), and so do the next ones'
 #   bridge       daemons in hotrepair mode; host 0's rail 0 and host 1's
 #                rail 1 drained: those two hosts share no usable rail, the
 #                plan relays their chunks through host 2 (a bridge). (In
@@ -43,7 +47,7 @@ H=${FAULT_HOSTS:-3}
 RATE=${FAULT_RATE:-1gbit}
 SIZE=${FAULT_SIZE:-4M}
 ITERS=${FAULT_ITERS:-150}
-SCEN=${FAULT_SCENARIOS:-linkdown linkup flap blackhole throttle twodown bridge peerkill clientkill restart}
+SCEN=${FAULT_SCENARIOS:-linkdown linkup flap blackhole throttle twodown crossdown bridge peerkill clientkill restart}
 BENCH=${R2CCL_BENCH:-$HERE/../../build/tools/r2ccl-bench}
 CTL=${R2CCLCTL:-$HERE/../../build/tools/r2cclctl}
 REPORT=${FAULT_REPORT:-/dev/null}
@@ -201,7 +205,7 @@ keep() {
 	while [[ -e $FAULT_KEEP/$1-$k ]]; do k=$((k + 1)); done
 	mkdir -p "$FAULT_KEEP/$1-$k"
 	cp -r "$DIR"/. "$FAULT_KEEP/$1-$k/" 2>/dev/null
-	echo "mono $T_INJ wall $T_INJ_WALL" >"$FAULT_KEEP/$1-$k/inject.txt"
+	echo "mono ${T_INJ:-0} wall ${T_INJ_WALL:-0}" >"$FAULT_KEEP/$1-$k/inject.txt"
 }
 
 inject_linkdown() { "$C" link 2 0 down >/dev/null; }
@@ -217,6 +221,20 @@ inject_twodown() {
 	local p=$!
 	"$C" link 2 0 down >/dev/null
 	wait "$p"
+}
+inject_crossdown() {
+	"$C" link 0 0 down >/dev/null &
+	local p=$!
+	"$C" link 1 1 down >/dev/null
+	wait "$p"
+}
+restore_crossdown() { "$C" link 0 0 up >/dev/null; "$C" link 1 1 up >/dev/null; }
+check_crossdown() {
+	if grep -q "detour: host [01] -> [01] through this host" "$DIR"/h2/r2ccld.log; then
+		ok "crossdown: host 2 forwarded the chunks between hosts 0 and 1"
+	else
+		fail "crossdown: host 2 forwarded nothing"
+	fi
 }
 restore_twodown() { "$C" link 1 0 up >/dev/null; "$C" link 2 0 up >/dev/null; }
 inject_blackhole() { "$C" rate 2 1 blackhole >/dev/null; }
@@ -321,6 +339,7 @@ run_killed() {
 		"$CTL" --socket "$DIR/h$hh/r2ccld.sock" status >/dev/null 2>&1 ||
 			fail "$name: the daemon of host $hh does not answer"
 	done
+	keep "$name"
 }
 
 # Host 2's daemon restarted under its running rank: every rank ends (an
