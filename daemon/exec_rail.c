@@ -811,6 +811,7 @@ struct railop {
 	struct { uint32_t dst, via; } *nacked;
 	size_t nnacked, capnacked;
 	unsigned detoured; /* chunks sent through a bridge (logged once) */
+	uint64_t step_got; /* bytes of the current step received (stuck()) */
 	/* lazy input (out-of-place, one local rank): W starts as a copy of S,
 	 * made piecewise only where needed; until a region of W is written,
 	 * its sends read S and its first reduction reads S and writes W.
@@ -1835,8 +1836,41 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 
 static int repost(struct railop *o);
 static int broken(struct r2_comm *c);
+static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect);
+
+/* Why an operation did not finish (a timeout, a broken communicator): what
+ * the step still waited for and which chunks were not acknowledged. */
+static void stuck(const struct railop *o, uint32_t step, uint64_t got, uint64_t expect, int r)
+{
+	unsigned n = 0, shown = 0;
+	char what[256] = "";
+
+	for (const struct sendrec *s = o->sends; s; s = s->next) {
+		if (s->acked)
+			continue;
+		if (n++ < 4) {
+			size_t l = strlen(what);
+			snprintf(what + l, sizeof(what) - l, "%s to host %u%s on rail %d%s",
+				 shown++ ? "," : "", s->hdr.dst, s->via ? " (detour)" : "", s->rail,
+				 s->posted ? s->sent ? " sent" : " queued" : " not posted");
+		}
+	}
+	log_warn("communicator %u: op %llu step %u: %s with %llu of %llu bytes received; %u "
+		 "chunks unacknowledged%s%s",
+		 o->c->id, (unsigned long long)o->opseq, step, r2ccl_strerror(r),
+		 (unsigned long long)got, (unsigned long long)expect, n, n ? ":" : "", what);
+}
 
 static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
+{
+	int r = wait_step_in(o, step, nx, expect);
+
+	if (r < 0 && r != R2CCL_E_SHUTDOWN)
+		stuck(o, step, o->step_got, expect, r);
+	return r;
+}
+
+static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect)
 {
 	uint64_t got = 0;
 	struct r2_rmsg **pp = &o->stash;
@@ -1889,6 +1923,7 @@ static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
 		if (o->err)
 			return o->err;
 		got += (uint64_t)n;
+		o->step_got = got;
 		if (o->applied_since || o->pool_wait) {
 			int r = send_ready(o, false);
 			if (r < 0)
@@ -2081,6 +2116,7 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		nx = o.nxn;
 		o.step = k;
 		o.nseen = 0;
+		o.step_got = 0;
 		o.nrseen = 0;
 		for (int i = 0; i < nx; i++) {
 			const struct r2_xfer *xr = &o.xf[i];

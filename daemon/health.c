@@ -72,6 +72,7 @@ struct hcomm {
 	struct r2_view *prop;
 	uint8_t *acked;
 	uint64_t max_started, prop_us;
+	uint64_t resent_us; /* coordinator: PROPOSE again; member: ACK again */
 	bool replan;
 	bool seen;
 };
@@ -1300,6 +1301,10 @@ static void commit(struct r2d *d, struct hcomm *hc)
 	add_view(d->health, hc, v);
 }
 
+/* A proposal not answered, or a commit not come, after this long is sent
+ * again (the rail it went by may have failed just then). */
+#define VIEW_RESEND_US 200000ull
+
 static void propose(struct r2d *d, struct hcomm *hc, struct r2_view *v)
 {
 	struct r2_health *h = d->health;
@@ -1487,6 +1492,13 @@ void r2d_health_ctrl(struct r2d *d, const struct r2_loop_ev *ev)
 		}
 		break;
 	case R2PEER__PEER_MSG__PEER_VIEW_ACK:
+		if (hc->my_host == 0 && hc->last && m->epoch <= hc->last->epoch &&
+		    (!hc->prop || m->epoch != hc->prop->epoch)) {
+			/* a member still holding for this epoch: its commit was lost */
+			send_view(d, hc, from, R2PEER__PEER_MSG__PEER_VIEW_COMMIT, hc->last,
+				  hc->last->epoch, 0);
+			break;
+		}
 		if (hc->my_host != 0 || !hc->prop || m->epoch != hc->prop->epoch)
 			break;
 		hc->acked[from] = 1;
@@ -1776,6 +1788,18 @@ static void tick_paths(struct r2d *d, uint64_t now)
 	}
 }
 
+/* p has no rail to this host, but another connected peer may reach it:
+ * control messages go through it (detour.h). */
+static bool bridged(struct r2d *d, const struct r2_peer *p)
+{
+	struct r2_rails *rs = d->rails;
+
+	for (int i = 0; i < atomic_load(&rs->npeers); i++)
+		if (&rs->peer[i] != p && rs->peer[i].conn_mask)
+			return true;
+	return false;
+}
+
 static void tick_comms(struct r2d *d, uint64_t now)
 {
 	struct r2_health *h = d->health;
@@ -1810,10 +1834,11 @@ static void tick_comms(struct r2d *d, uint64_t now)
 			}
 		}
 		if (c->state == R2_COMM_READY && hc->my_host != 0) {
-			/* holding for a coordinator that has no rail left: go on (the
-			 * executor then finds the peer gone) */
+			/* holding for a coordinator that has no rail left and no
+			 * other host to reach it through: go on (the executor then
+			 * finds the peer gone) */
 			struct r2_peer *p = peer_of(d, c->hosts[0].id);
-			if (p && p->nopath_since_us) {
+			if (p && p->nopath_since_us && !bridged(d, p)) {
 				pthread_mutex_lock(&h->lock);
 				if (hc->hold) {
 					hc->hold = false;
@@ -1821,14 +1846,38 @@ static void tick_comms(struct r2d *d, uint64_t now)
 				}
 				pthread_mutex_unlock(&h->lock);
 			}
+			/* holding for a commit that may have been lost (sent on a
+			 * rail that had just failed): acknowledge again; the
+			 * coordinator answers an old epoch's ACK with its commit */
+			uint64_t ep = 0, st = 0;
+			pthread_mutex_lock(&h->lock);
+			if (hc->hold && now - hc->hold_since_us > VIEW_RESEND_US &&
+			    now - hc->resent_us > VIEW_RESEND_US) {
+				ep = hc->hold_epoch;
+				st = hc->started;
+				hc->resent_us = now;
+			}
+			pthread_mutex_unlock(&h->lock);
+			if (ep)
+				send_view(d, hc, 0, R2PEER__PEER_MSG__PEER_VIEW_ACK, NULL, ep, st);
 		}
 		if (c->state != R2_COMM_READY || hc->my_host != 0)
 			continue;
+		if (hc->prop && now - hc->prop_us > VIEW_RESEND_US &&
+		    now - hc->resent_us > VIEW_RESEND_US) {
+			/* a proposal sent on a rail that had just failed: again, to
+			 * those that did not answer (by now through a bridge) */
+			hc->resent_us = now;
+			for (int i = 0; i < hc->nhosts; i++)
+				if (!hc->acked[i])
+					send_view(d, hc, i, R2PEER__PEER_MSG__PEER_VIEW_PROPOSE, NULL,
+						  hc->prop->epoch, 0);
+		}
 		if (hc->prop) {
 			bool gone = false; /* a member with no rail at all will not answer */
 			for (int i = 0; i < c->nhosts; i++) {
 				struct r2_peer *p = i == c->my_host ? NULL : peer_of(d, c->hosts[i].id);
-				if (p && p->nopath_since_us && !hc->acked[i])
+				if (p && p->nopath_since_us && !hc->acked[i] && !bridged(d, p))
 					gone = true;
 			}
 			if (gone || now - hc->prop_us > ptimeout) {

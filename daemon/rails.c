@@ -163,12 +163,55 @@ void r2d_rails_drop(struct r2d *d, int rail, uint64_t peer)
 		rs->rail[rail].ops->disconnect(rs->rail[rail].tp, peer);
 }
 
-int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
-			uint32_t len)
+static int send_ctrl_hdr(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
+			 const void *buf);
+
+/* A control message for a peer with no rail left to it goes through the
+ * first other connected peer (detour.h): flagged, with its origin in
+ * hdr.comm and its destination in hdr.opseq; the bridge passes it on, the
+ * destination takes it as the origin's (view agreement, aborts). */
+static int ctrl_detour(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
+		       const void *buf)
 {
 	struct r2_rails *rs = d->rails;
-	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_CTRL, .len = len,
-				  .aux = type };
+	struct r2_chunk_hdr h = *hh;
+	int np = rs ? atomic_load(&rs->npeers) : 0;
+
+	h.flags |= R2_CHUNK_DETOUR;
+	h.comm = d->host_id;
+	h.opseq = peer;
+	for (int i = 0; i < np; i++)
+		if (rs->peer[i].id != peer && rs->peer[i].conn_mask &&
+		    send_ctrl_hdr(d, rs->peer[i].id, &h, buf) == 0)
+			return 0;
+	return -ENOTCONN;
+}
+
+/* Rails thread: a detoured control message; true when passed on (this host
+ * is the bridge), else *c is made the origin's. */
+static bool ctrl_detour_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
+{
+	if (!(c->hdr.flags & R2_CHUNK_DETOUR))
+		return false;
+	if (c->hdr.opseq != rs->d->host_id) {
+		struct r2_chunk_hdr h = c->hdr;
+		if (send_ctrl_hdr(rs->d, h.opseq, &h, c->buf) < 0)
+			log_warn("detour: control message %u from %016llx to %016llx: no rail to "
+				 "it either; dropped",
+				 h.aux, (unsigned long long)h.comm, (unsigned long long)h.opseq);
+		r2d_rails_release(rs->d, rail, c->buf);
+		return true;
+	}
+	c->peer = c->hdr.comm;
+	return false;
+}
+
+static int send_ctrl_hdr(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
+			 const void *buf)
+{
+	struct r2_rails *rs = d->rails;
+	struct r2_chunk_hdr h = *hh;
+	uint32_t len = h.len;
 	int r = -ENOTCONN;
 	uint32_t bad = rs ? r2d_rails_bad(d, peer) : 0;
 
@@ -212,7 +255,18 @@ int r2d_rails_send_ctrl_all(struct r2d *d, uint64_t peer, uint32_t type, const v
 		else
 			free(copy);
 	}
-	return sent ? 0 : r2d_rails_send_ctrl(d, peer, type, buf, len);
+	if (sent)
+		return 0;
+	int r = r2d_rails_send_ctrl(d, peer, type, buf, len);
+	return r == -ENOTCONN ? ctrl_detour(d, peer, &h, buf) : r;
+}
+
+int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
+			uint32_t len)
+{
+	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_CTRL, .len = len,
+				  .aux = type };
+	return send_ctrl_hdr(d, peer, &h, buf);
 }
 
 void r2d_rails_release(struct r2d *d, int rail, void *buf)
@@ -367,7 +421,8 @@ static void *rails_thread(void *arg)
 						free(c->buf); /* a control copy */
 					} else if (c->type == R2_TPC_RECV &&
 						   c->hdr.kind == R2_MSG_CTRL) {
-						to_loop(rs, rail, c);
+						if (!ctrl_detour_in(rs, rail, c))
+							to_loop(rs, rail, c);
 					} else if (c->type == R2_TPC_CONN ||
 						   c->type == R2_TPC_ERROR) {
 						to_loop(rs, rail, c);

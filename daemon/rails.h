@@ -135,7 +135,8 @@ void r2d_rails_drop(struct r2d *d, int rail, uint64_t peer);
 /* Rails the engine should not use to this peer (health), any thread. */
 uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer);
 /* Sends a control message to a peer on every healthy connected rail (at least
- * one attempt on any connected rail); 0 if at least one accepted it. */
+ * one attempt on any connected rail; with no rail connected to it, through
+ * another connected peer, detour.h); 0 if at least one accepted it. */
 int r2d_rails_send_ctrl_all(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
 			    uint32_t len);
 
