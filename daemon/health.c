@@ -599,6 +599,38 @@ static bool peer_short(const struct r2_peer *p, int nr)
 	return false;
 }
 
+/* Whether a committed view of a live communicator already plans the NIC of
+ * peer p on rail r as degraded (loop thread). Its paths then carry a small
+ * share and measure low against the best path even when the NIC is fast
+ * again (their chunks queue behind the others' at a receiving NIC): after a
+ * cap was lifted, such a path measured 39% of the best one and was reported
+ * slow anew, and the next communicator started degraded. No new slow report
+ * for them: the ones that put the NIC there stand until they clear. */
+static bool planned_degraded(struct r2d *d, const struct r2_peer *p, int r)
+{
+	struct r2_health *h = d->health;
+	bool yes = false;
+
+	pthread_mutex_lock(&h->lock);
+	for (struct hcomm *hc = h->comms; hc && !yes; hc = hc->next) {
+		struct hview_node *n = hc->views;
+		if (!hc->seen || !hc->host_ids)
+			continue;
+		while (n && n->next)
+			n = n->next; /* the latest committed */
+		if (!n || !n->v || (uint32_t)r >= n->v->nrails)
+			continue;
+		for (uint32_t k = 0; k < n->v->nhosts && k < (uint32_t)hc->nhosts; k++)
+			if (hc->host_ids[k] == p->id) {
+				size_t i = (size_t)k * n->v->nrails + (size_t)r;
+				yes = n->v->bw[i] && !n->v->down[i];
+				break;
+			}
+	}
+	pthread_mutex_unlock(&h->lock);
+	return yes;
+}
+
 static void tick_monitor(struct r2d *d, uint64_t now)
 {
 	struct r2_health *h = d->health;
@@ -693,6 +725,11 @@ static void tick_monitor(struct r2d *d, uint64_t now)
 			}
 			if (!m->slow && peer_short(p, nr)) {
 				m->below = 0; /* its NICs left carry more than their share */
+				continue;
+			}
+			if (!m->slow && (rs->rail[r].h.state == R2_RS_DEGRADED ||
+					 planned_degraded(d, p, r))) {
+				m->below = 0; /* planned at a small share already */
 				continue;
 			}
 			double ratio = m->rate / ref;
