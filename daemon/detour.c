@@ -129,6 +129,16 @@ static struct detour *take(const struct r2_chunk_hdr *h)
 	return NULL;
 }
 
+/* Host index k of communicator c (under d->lock) is alive, though maybe out
+ * of reach: its data or its ACK came through a bridge. */
+static void mark_alive(struct r2d *d, const struct r2_comm *c, uint32_t k)
+{
+	struct r2_peer *p = r2d_rails_peer_find(d, c->hosts[k].id);
+
+	if (p)
+		atomic_store(&p->detour_rx_us, r2_now_us());
+}
+
 /* A DATA chunk to forward: true when this host is its bridge. */
 static bool data_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 {
@@ -144,10 +154,7 @@ static bool data_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		if (h->dst != (uint32_t)c->my_host) {
 			dst = c->hosts[h->dst].id;
 		} else {
-			/* for this host: its source is alive, if out of reach */
-			struct r2_peer *p = r2d_rails_peer_find(d, c->hosts[h->src].id);
-			if (p)
-				atomic_store(&p->detour_rx_us, r2_now_us());
+			mark_alive(d, c, h->src); /* for this host */
 		}
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -228,11 +235,8 @@ bool r2d_detour_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		struct r2_comm *c;
 		pthread_mutex_lock(&d->lock);
 		c = r2d_comm_by_key(d, h->comm);
-		if (c && c->hosts && h->dst < (uint32_t)c->nhosts) {
-			struct r2_peer *p = r2d_rails_peer_find(d, c->hosts[h->dst].id);
-			if (p)
-				atomic_store(&p->detour_rx_us, r2_now_us());
-		}
+		if (c && c->hosts && h->dst < (uint32_t)c->nhosts)
+			mark_alive(d, c, h->dst);
 		pthread_mutex_unlock(&d->lock);
 		r2d_rails_release(d, rail, cqe->buf);
 		return true;

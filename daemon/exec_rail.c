@@ -1131,9 +1131,11 @@ static int nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
 			s->retries += !busy;
 			o->need_repost = true;
 		}
+	struct r2_peer *p = h->dst < (uint32_t)o->c->nhosts
+				    ? r2d_rails_peer_find(o->d, o->c->hosts[h->dst].id)
+				    : NULL;
 	if (h->dst < (uint32_t)o->c->nhosts && bridge_after(o, h->dst, 1) < 0 &&
-	    !(r2d_rails_peer_find(o->d, o->c->hosts[h->dst].id) &&
-	      r2d_rails_peer_find(o->d, o->c->hosts[h->dst].id)->conn_mask)) {
+	    !(p && p->conn_mask)) {
 		log_warn("communicator %u: host %u unreachable, directly or through any other "
 			 "host", o->c->id, h->dst);
 		return R2CCL_E_PEER_GONE;
