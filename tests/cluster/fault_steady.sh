@@ -48,7 +48,7 @@ say() { echo "# $*"; echo "$*" >>"$REPORT"; }
 planner() {
 	local f w
 	f=$(mktemp) w=$(mktemp)
-	{ echo "hosts $H"; echo "rails 2"; echo "bw $PAYLOAD"; echo "alpha ${STEADY_ALPHA:-0.001}"
+	{ echo "hosts $H"; echo "rails 2"; echo "bw $PAYLOAD"; echo "alpha ${STEADY_ALPHA:-0.0002}"
 	  for l in "$@"; do echo "$l"; done; } >"$f"
 	echo "op allreduce $S" >"$w"
 	"$SIM" --policy ours "$f" "$w" | awk '$4 == "ours" { printf "%.1f %.1f\n", $6 / 1000, $6 / $9 / 1000 }'
@@ -132,7 +132,7 @@ REPEAT=${STEADY_REPEAT:-1}
 # rest). This 2-core VM slows down by 5-15% within 10-30 s of sustained load
 # and is back to full speed after 5-10 s of idle (docs/resilience.md): every
 # measured loop, the healthy reference included, starts rested.
-REST=${STEADY_REST:-10}
+REST=${STEADY_REST:-5}
 rest() { sleep "$REST"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 r_d="" r_t="" r_r="" t_t=0 b_t=0
