@@ -36,9 +36,10 @@ export FAULT_REPORT=$OUT/report.txt
 { nproc; uname -r; grep -m1 "model name" /proc/cpuinfo; } >"$OUT/machine.txt"
 
 run() { # name cmd...
-	local t0=$SECONDS
-	"$@" >"$OUT/$1.log" 2>&1
-	echo "== $1: rc $? in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+	local name=$1 t0=$SECONDS
+	shift
+	"$@" >"$OUT/$name.log" 2>&1
+	echo "== $name: rc $? in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 }
 IFS=, read -r -a what <<<"${1:-steady}"
 for w in "${what[@]}"; do
