@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Diagnostic (by hand): 4 x 2 at 1 Gbit/s, AllReduce 64 MB healthy and with
 # host 1's rail 0 down; TCP counters of every host namespace (nonzero diffs),
 # qdisc and backlog drops, per loop.

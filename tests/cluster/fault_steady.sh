@@ -78,11 +78,12 @@ bench() {
 	# STEADY_EVENTS=DIR: every host's events and peers after each loop
 	if [[ -n ${STEADY_EVENTS:-} ]]; then
 		mkdir -p "$STEADY_EVENTS"
+		local e=$STEADY_EVENTS/$name${cyc:+.c$cyc} # one set per cycle
 		for h in $(seq 0 $((H - 1))); do
-			"$CTL" --socket "$DIR/h$h/r2ccld.sock" events >"$STEADY_EVENTS/$name.h$h.events" 2>&1
-			"$CTL" --socket "$DIR/h$h/r2ccld.sock" peers >"$STEADY_EVENTS/$name.h$h.peers" 2>&1
+			"$CTL" --socket "$DIR/h$h/r2ccld.sock" events >"$e.h$h.events" 2>&1
+			"$CTL" --socket "$DIR/h$h/r2ccld.sock" peers >"$e.h$h.peers" 2>&1
 		done
-		cp "$DIR/h0/out.log" "$STEADY_EVENTS/$name.h0.out"
+		cp "$DIR/h0/out.log" "$e.h0.out"
 	fi
 	echo "$t"
 }
