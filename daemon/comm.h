@@ -88,6 +88,7 @@ struct r2_comm {
 	pthread_mutex_t mbox_lock;
 	pthread_cond_t mbox_cond;
 	struct r2_rmsg *mbox_head, *mbox_tail;
+	int apply_inflight; /* chunks on the apply queue (exec_rail.c); mbox_lock */
 	enum r2_comm_state state;
 	int broken_err;
 	_Atomic int abort_err;  /* set when broken: executors stop waiting for peers */

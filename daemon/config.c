@@ -57,6 +57,14 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_REDUCE_THREADS] = { "reduce_threads", "R2CCL_REDUCE_THREADS", "--reduce-threads",
 			       R2_PT_INT, "0", 0, 256, NULL, NULL, false,
 			       "threads that share a large reduction (0: one per CPU)" },
+	/* on 16 cores the executor spent 250 of a 1 GB AllReduce's 300 ms
+	 * applying received chunks one after the other (docs/benchmarks.md) */
+	[P_APPLY_THREADS] = { "apply_threads", "R2CCL_APPLY_THREADS", "--apply-threads", R2_PT_INT,
+			      "-1", -1, 64, NULL, NULL, false,
+			      "threads that apply received chunks of the rail phase (reduce or "
+			      "copy them into the working buffer) while the executor goes on "
+			      "(0: the executor applies them itself; -1: by the cores, 0 below 8, "
+			      "else one per 4 cores, at most 8)" },
 	[P_INLINE_MAX] = { "inline_max", "R2CCL_INLINE_MAX", "--inline-max", R2_PT_INT, "64K", 0,
 			   1 << 30, NULL, "bytes", true,
 			   "operations up to this size run on the dispatcher thread" },

@@ -37,6 +37,7 @@ struct r2_engine {
 	atomic_uint_fast64_t heartbeat;
 	uint64_t last_seen_heartbeat;
 	struct r2_pool *pool;
+	struct r2_workq *applyq; /* apply_threads (NULL: none) */
 	/* sessions the dispatcher busy-polls after activity (spin_us) */
 	pthread_mutex_t slock;
 	struct r2_session **spin;
@@ -61,6 +62,11 @@ int r2d_engine_busy(struct r2d *d)
 struct r2_pool *r2d_engine_pool(struct r2d *d)
 {
 	return d->engine->pool;
+}
+
+struct r2_workq *r2d_engine_applyq(struct r2d *d)
+{
+	return d->engine ? d->engine->applyq : NULL;
 }
 
 /* ---- submission ---- */
@@ -670,7 +676,7 @@ int r2d_engine_start(struct r2d *d)
 	struct r2_engine *e = calloc(1, sizeof(*e));
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 	int nthreads = (int)r2_param_int(&d->params, P_REDUCE_THREADS);
-	int r;
+	int napply, r;
 
 	if (!e)
 		return -ENOMEM;
@@ -688,6 +694,13 @@ int r2d_engine_start(struct r2d *d)
 	r = r2_pool_create(&e->pool, nthreads);
 	if (r < 0)
 		goto fail;
+	napply = (int)r2_param_int(&d->params, P_APPLY_THREADS);
+	if (napply < 0) /* by the cores: none below 8 (applied inline), else 1 per 4, up to 8 */
+		napply = d->topo.ncpus >= 8 ? R2_MIN(8, d->topo.ncpus / 4) : 0;
+	if (napply > 0 && (r = r2_workq_create(&e->applyq, napply, "r2-apply")) < 0) {
+		r2_pool_destroy(e->pool);
+		goto fail;
+	}
 	d->engine = e;
 	r = -pthread_create(&e->thread, NULL, dispatcher, e);
 	if (r == 0)
@@ -695,10 +708,11 @@ int r2d_engine_start(struct r2d *d)
 	if (r < 0) {
 		d->engine = NULL;
 		r2_pool_destroy(e->pool);
+		r2_workq_destroy(e->applyq);
 		goto fail;
 	}
-	log_info("engine: dispatcher up, %d reduction threads, inline up to %lld bytes", nthreads,
-		 (long long)r2_param_int(&d->params, P_INLINE_MAX));
+	log_info("engine: dispatcher up, %d reduction threads, %d apply threads, inline up to "
+		 "%lld bytes", nthreads, napply, (long long)r2_param_int(&d->params, P_INLINE_MAX));
 	return 0;
 fail:
 	r2_closep(&e->epfd);
@@ -719,6 +733,7 @@ void r2d_engine_stop(struct r2d *d)
 		(void)0;
 	pthread_join(e->thread, NULL);
 	r2_pool_destroy(e->pool);
+	r2_workq_destroy(e->applyq);
 	r2_closep(&e->epfd);
 	r2_closep(&e->wake_fd);
 	pthread_mutex_destroy(&e->slock);

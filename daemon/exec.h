@@ -24,6 +24,20 @@ int r2_pool_threads(const struct r2_pool *p);
 void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t part),
 		 void *ctx);
 
+/* A work queue: nthreads threads run submitted jobs, each whole, in
+ * submission order of start (the rail phase applies received chunks on it,
+ * several at once, while its executor goes on). destroy runs what is queued,
+ * then joins. */
+struct r2_workq;
+struct r2_work {
+	struct r2_work *next;
+	void (*fn)(struct r2_work *w);
+};
+int r2_workq_create(struct r2_workq **q, int nthreads, const char *name);
+void r2_workq_destroy(struct r2_workq *q); /* accepts NULL */
+int r2_workq_threads(const struct r2_workq *q); /* 0 for NULL */
+void r2_workq_submit(struct r2_workq *q, struct r2_work *w);
+
 /* r2_exec_run's answer for an operation that completes later */
 #define R2_EXEC_PENDING 1
 
@@ -55,5 +69,7 @@ void r2_local_copy(struct r2_pool *pool, void *dst, const void *src, size_t byte
 
 const char *r2_opcode_name(uint32_t opcode);
 struct r2_pool *r2d_engine_pool(struct r2d *d);
+/* the engine's apply queue, NULL when chunks are applied inline */
+struct r2_workq *r2d_engine_applyq(struct r2d *d);
 
 #endif

@@ -39,6 +39,14 @@ struct r2_rmsg {
 	struct r2_tp_cqe cqe;
 };
 
+/* cqe.type of a received chunk the apply queue has applied, back in the
+ * mailbox (no transport reports it) */
+#define R2_RMSG_APPLIED 0xa0
+/* chunks from this size are applied on the apply queue (when the daemon
+ * has one): the executor goes on with the next while they are reduced or
+ * copied */
+#define APPLY_ASYNC_MIN (64u << 10)
+
 struct sendrec {
 	struct sendrec *next;
 	struct r2_chunk_hdr hdr;
@@ -158,7 +166,7 @@ static void mbox_push(struct r2_comm *c, struct r2_rmsg *m)
 
 static void rmsg_free(struct r2d *d, struct r2_rmsg *m)
 {
-	if (m->cqe.type == R2_TPC_RECV)
+	if (m->cqe.type == R2_TPC_RECV || m->cqe.type == R2_RMSG_APPLIED)
 		r2d_rails_release(d, m->rail, m->cqe.buf);
 	free(m);
 }
@@ -790,7 +798,9 @@ struct railop {
 	/* this step's expected receive chunks */
 	struct rpend { uint32_t src; uint64_t off, len; bool done; } *rcv;
 	size_t nrcv, caprcv;
-	struct sendrec *sends; /* unacknowledged (or unsent) */
+	/* unacknowledged (or unsent), oldest first: acknowledgements come
+	 * mostly in that order, and repost() posts in it */
+	struct sendrec *sends, **sends_tail; /* sends_tail: the last one's next */
 	int nsends;
 	struct r2_rmsg *stash;
 	/* applied chunks of the current step: (src, off) */
@@ -829,6 +839,20 @@ struct railop {
 	int last_rx_rail;
 	struct wr { uint32_t step, peer; uint64_t off, len; } *wr;
 	size_t nwr, capwr;
+	/* where the operation's time went (the --log-level debug line at its
+	 * end): microseconds blocked on an empty mailbox, in reductions and
+	 * copies of received chunks, waiting for transports to let go of W
+	 * (settle), for GPU staging; messages handled; post attempts */
+	struct {
+		uint64_t t0, idle_us, apply_us, settle_us, stage_us;
+		uint64_t data, acks, sendc, reposts, tries, eagain, queued;
+		uint64_t first_rx, last_rx;
+	} prof;
+	/* chunks on the apply queue since the last drain: [off, off+len) of W
+	 * each writes (one that overlaps waits for the queue to drain) */
+	struct { uint64_t off, len; } *busy;
+	size_t nbusy, capbusy;
+	uint64_t async_got; /* bytes of the current step the queue applied */
 };
 
 /* ---- GPU staging (gpu/gpu.c stages the buffers piecewise) ---- */
@@ -837,7 +861,15 @@ struct railop {
  * staged piecewise). */
 static int stage_wait(struct railop *o, const void *p, uint64_t n)
 {
-	return o->x && o->x->stage_wait && p && n ? o->x->stage_wait(o->x, p, n) : 0;
+	uint64_t t;
+	int r;
+
+	if (!o->x || !o->x->stage_wait || !p || !n)
+		return 0;
+	t = r2_now_us();
+	r = o->x->stage_wait(o->x, p, n);
+	o->prof.stage_us += r2_now_us() - t;
+	return r;
 }
 
 /* Every write into W this plan makes, for stage_final (only when the
@@ -1224,6 +1256,26 @@ static void inject_dup(struct r2d *d, const struct sendrec *s)
 		sendrec_free(dup);
 }
 
+static void sends_add(struct railop *o, struct sendrec *s)
+{
+	s->next = NULL;
+	*o->sends_tail = s;
+	o->sends_tail = &s->next;
+	o->nsends++;
+}
+
+/* Unlinks *pp (a sendrec of o->sends) and frees it. */
+static void sends_free(struct railop *o, struct sendrec **pp)
+{
+	struct sendrec *s = *pp;
+
+	*pp = s->next;
+	if (!s->next)
+		o->sends_tail = pp;
+	sendrec_free(s);
+	o->nsends--;
+}
+
 /* Posts one chunk [off, off+len) of transfer x (a copy: the sender keeps it
  * until acknowledged). */
 static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, uint64_t len,
@@ -1275,9 +1327,7 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	/* bridged: to the bridge host on the first hop's rail; the header
 	 * names the destination, the bridge forwards (relay()) */
 	s->peer = c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via : x->peer].id;
-	s->next = o->sends;
-	o->sends = s;
-	o->nsends++;
+	sends_add(o, s);
 	r = post(o, s);
 	if (r < 0 && r != -EAGAIN)
 		return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
@@ -1505,8 +1555,13 @@ static int before_write(struct railop *o, uint64_t off, uint64_t len)
 		any = s->borrowed && !s->stable && !s->acked && overlaps(s, off, len);
 	if (!any)
 		return 0;
-	if (held_borrowed(o, off, len) && (r = settle(o, off, len, o->deadline, true)) < 0)
-		return r;
+	if (held_borrowed(o, off, len)) {
+		uint64_t t = r2_now_us();
+		r = settle(o, off, len, o->deadline, true);
+		o->prof.settle_us += r2_now_us() - t;
+		if (r < 0)
+			return r;
+	}
 	for (struct sendrec *s = o->sends; s; s = s->next)
 		if (s->borrowed && !s->stable && !s->acked && overlaps(s, off, len) &&
 		    (r = unborrow(o->d, s)) < 0)
@@ -1532,12 +1587,157 @@ static int mark_seen(struct railop *o, uint32_t src, uint64_t off)
 	return 0;
 }
 
-/* Applies one chunk of the current step; returns bytes applied (0: dup). */
-static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx)
+/* W[off, off+len) gets the chunk b: reduced with what W holds (kind
+ * REDUCE), or with a (the lazy input S) when a is set, or copied (kind
+ * COPY). pool: split over the helper pool (NULL: this thread alone). */
+static void apply_bytes(struct r2_pool *pool, int kind, void *dst, const void *a, const void *b,
+			uint64_t len, r2ccl_dtype_t dt, r2ccl_redop_t op)
 {
-	const struct r2_xfer *x = NULL;
-	struct r2_pool *pool;
+	size_t count = len / r2ccl_dtype_size(dt);
+	r2ccl_redop_t op1 = op == R2CCL_AVG ? R2CCL_SUM : op;
 
+	if (kind == R2_XFER_REDUCE) {
+		void *in[2] = { (void *)(a ? a : dst), (void *)b };
+		if (pool)
+			r2_local_reduce(pool, dst, in, 2, count, dt, op);
+		else if (a)
+			r2_reduce(dst, (const void *const *)in, 2, count, dt, op1, 1);
+		else
+			r2_reduce_acc(dst, b, count, dt, op1);
+	} else if (pool) {
+		r2_local_copy(pool, dst, b, len);
+	} else {
+		memcpy(dst, b, len);
+	}
+}
+
+/* A chunk of the apply queue: applied by one of its threads, then back in
+ * the communicator's mailbox as R2_RMSG_APPLIED (the executor does the
+ * bookkeeping, applied()). After that push the job touches nothing: the
+ * operation may have ended. */
+struct apply_job {
+	struct r2_work w;
+	struct r2_comm *c;
+	struct r2_rmsg *m;
+	void *dst;
+	const void *a;
+	int kind;
+	r2ccl_dtype_t dtype;
+	r2ccl_redop_t redop;
+};
+
+static void apply_run(struct r2_work *w)
+{
+	struct apply_job *j = (struct apply_job *)w;
+	struct r2_comm *c = j->c;
+	struct r2_rmsg *m = j->m;
+
+	apply_bytes(NULL, j->kind, j->dst, j->a, m->cqe.buf, m->cqe.hdr.len, j->dtype, j->redop);
+	free(j);
+	m->cqe.type = R2_RMSG_APPLIED;
+	m->next = NULL;
+	pthread_mutex_lock(&c->mbox_lock);
+	if (c->mbox_tail)
+		c->mbox_tail->next = m;
+	else
+		c->mbox_head = m;
+	c->mbox_tail = m;
+	c->apply_inflight--;
+	pthread_cond_signal(&c->mbox_cond);
+	pthread_mutex_unlock(&c->mbox_lock);
+}
+
+/* Waits until the apply queue holds no chunk of this communicator (their
+ * R2_RMSG_APPLIED messages may still be in the mailbox). */
+static void apply_drain(struct railop *o)
+{
+	struct r2_comm *c = o->c;
+
+	pthread_mutex_lock(&c->mbox_lock);
+	while (c->apply_inflight > 0)
+		pthread_cond_wait(&c->mbox_cond, &c->mbox_lock);
+	pthread_mutex_unlock(&c->mbox_lock);
+	o->nbusy = 0;
+}
+
+static bool busy_overlaps(const struct railop *o, uint64_t off, uint64_t len)
+{
+	for (size_t i = 0; i < o->nbusy; i++)
+		if (o->busy[i].off < off + len && off < o->busy[i].off + o->busy[i].len)
+			return true;
+	return false;
+}
+
+/* The chunk h is in W: what waited for it may go (the next step's sends
+ * from there, its copy back to the GPU). */
+static void applied_mark(struct railop *o, const struct r2_chunk_hdr *h)
+{
+	for (size_t i = 0; i < o->nrcv; i++) {
+		if (o->rcv[i].src == h->src && o->rcv[i].off == h->off) {
+			o->rcv[i].done = true;
+			break;
+		}
+	}
+	o->applied_since = true;
+	stage_final(o, h->src, h->step, h->off, h->len);
+}
+
+/* An R2_RMSG_APPLIED message: the queue applied the chunk. One of an
+ * operation that failed before is only freed. */
+static void applied(struct railop *o, const struct r2_rmsg *m)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+
+	if (h->opseq != o->opseq)
+		return;
+	for (size_t i = 0; i < o->nbusy; i++) {
+		if (o->busy[i].off == h->off && o->busy[i].len == h->len) {
+			o->busy[i] = o->busy[--o->nbusy];
+			break;
+		}
+	}
+	applied_mark(o, h);
+	if (h->step == o->step)
+		o->async_got += h->len;
+}
+
+/* Queues the chunk m for [off, off+len) of W: true when queued (m is the
+ * job's now), false to apply it here. */
+static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const void *a)
+{
+	struct r2_workq *q = r2d_engine_applyq(o->d);
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	struct apply_job *j;
+
+	if (!q || h->len < APPLY_ASYNC_MIN)
+		return false;
+	if (busy_overlaps(o, h->off, h->len))
+		apply_drain(o); /* two chunks into one region: one after the other */
+	if (R2_GROW(o->busy, o->capbusy, o->nbusy, 64) < 0 || !(j = calloc(1, sizeof(*j))))
+		return false;
+	o->busy[o->nbusy].off = h->off;
+	o->busy[o->nbusy].len = h->len;
+	o->nbusy++;
+	*j = (struct apply_job){ .w.fn = apply_run, .c = o->c, .m = m, .dst = o->W + h->off,
+				 .a = a, .kind = kind, .dtype = o->dtype, .redop = o->redop };
+	pthread_mutex_lock(&o->c->mbox_lock);
+	o->c->apply_inflight++;
+	pthread_mutex_unlock(&o->c->mbox_lock);
+	o->prof.queued++;
+	r2_workq_submit(q, &j->w);
+	return true;
+}
+
+/* Applies one chunk of the current step (m, a received message); returns
+ * bytes applied (0: a duplicate, or queued: *taken then says m belongs to
+ * the apply queue, and applied() counts its bytes when it is back). */
+static uint64_t apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	const void *buf = m->cqe.buf;
+	const struct r2_xfer *x = NULL;
+
+	*taken = false;
 	if (seen(o, h->src, h->off)) {
 		atomic_fetch_add(&o->d->chunks_dup_dropped, 1);
 		log_debug("communicator %u: chunk (op %llu step %u from host %u offset %llu) "
@@ -1577,35 +1777,17 @@ static uint64_t apply(struct railop *o, const struct r2_chunk_hdr *h, const void
 		o->err = r;
 		return 0;
 	}
-	pool = par_pool(o->d, h->len);
-	if (x->kind == R2_XFER_REDUCE && cov == 0) {
-		/* lazy input: the first reduction into a region reads S */
-		void *in[2] = { (void *)(o->S + h->off), (void *)buf };
-		if (pool)
-			r2_local_reduce(pool, o->W + h->off, in, 2, h->len / o->elem, o->dtype,
-					o->redop);
-		else
-			r2_reduce(o->W + h->off, (const void *const *)in, 2, h->len / o->elem,
-				  o->dtype, o->redop == R2CCL_AVG ? R2CCL_SUM : o->redop, 1);
-	} else if (x->kind == R2_XFER_REDUCE && pool) {
-		void *in[2] = { o->W + h->off, (void *)buf };
-		r2_local_reduce(pool, o->W + h->off, in, 2, h->len / o->elem, o->dtype, o->redop);
-	} else if (x->kind == R2_XFER_REDUCE) {
-		r2_reduce_acc(o->W + h->off, buf, h->len / o->elem, o->dtype,
-			      o->redop == R2CCL_AVG ? R2CCL_SUM : o->redop);
-	} else if (pool) {
-		r2_local_copy(pool, o->W + h->off, buf, h->len);
-	} else {
-		memcpy(o->W + h->off, buf, h->len);
+	/* lazy input: the first reduction into a region reads S */
+	const void *a = x->kind == R2_XFER_REDUCE && cov == 0 ? o->S + h->off : NULL;
+	if (apply_queue(o, m, x->kind, a)) {
+		*taken = true;
+		return 0;
 	}
-	for (size_t i = 0; i < o->nrcv; i++) {
-		if (o->rcv[i].src == h->src && o->rcv[i].off == h->off) {
-			o->rcv[i].done = true;
-			break;
-		}
-	}
-	o->applied_since = true;
-	stage_final(o, h->src, h->step, h->off, h->len);
+	uint64_t t_apply = r2_now_us();
+	apply_bytes(par_pool(o->d, h->len), x->kind, o->W + h->off, a, buf, h->len, o->dtype,
+		    o->redop);
+	o->prof.apply_us += r2_now_us() - t_apply;
+	applied_mark(o, h);
 	return h->len;
 }
 
@@ -1657,9 +1839,7 @@ static uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void
 	s->hdr.kind = R2_MSG_DATA;
 	s->rail = x->rail2;
 	s->peer = c->hosts[h->dst].id;
-	s->next = o->sends;
-	o->sends = s;
-	o->nsends++;
+	sends_add(o, s);
 	r = post(o, s);
 	if (r < 0 && r != -EAGAIN && !s->posted)
 		o->need_repost = true; /* no connection this instant: repost() retries */
@@ -1680,11 +1860,8 @@ static void ack(struct railop *o, const struct r2_chunk_hdr *h)
 		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
 		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked) {
 			s->acked = true;
-			if (s->sent) {
-				*pp = s->next;
-				sendrec_free(s);
-				o->nsends--;
-			}
+			if (s->sent)
+				sends_free(o, pp);
 			return;
 		}
 	}
@@ -1720,11 +1897,8 @@ static void sent(struct railop *o, struct sendrec *t, int status)
 			return;
 		}
 		s->sent = true;
-		if (s->acked) {
-			*pp = s->next;
-			sendrec_free(s);
-			o->nsends--;
-		}
+		if (s->acked)
+			sends_free(o, pp);
 		return;
 	}
 	if (t->orphan) {
@@ -1756,6 +1930,16 @@ static struct r2_rmsg *mbox_take(struct r2_comm *c, int timeout_ms)
 	return m;
 }
 
+/* mbox_take for the operation, counting the time it waited */
+static struct r2_rmsg *op_take(struct railop *o, int timeout_ms)
+{
+	uint64_t t = r2_now_us();
+	struct r2_rmsg *m = mbox_take(o->c, timeout_ms);
+
+	o->prof.idle_us += r2_now_us() - t;
+	return m;
+}
+
 static int max_retries(struct railop *o)
 {
 	return (int)r2_param_int(&o->d->params, P_MAX_RETRIES);
@@ -1766,9 +1950,25 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 {
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
 	uint64_t n = 0;
+	bool taken = false;
 
+	if (m->cqe.type == R2_RMSG_APPLIED) {
+		applied(o, m); /* its bytes count in o->async_got */
+		rmsg_free(o->d, m);
+		return 0;
+	}
 	if (p2p_handle(o->c, m))
 		return 0; /* a transfer's message, handled */
+	if (m->cqe.type == R2_TPC_SEND)
+		o->prof.sendc++;
+	else if (m->cqe.type == R2_TPC_RECV && h->kind == R2_MSG_ACK)
+		o->prof.acks++;
+	else if (m->cqe.type == R2_TPC_RECV) {
+		o->prof.data++;
+		if (!o->prof.first_rx)
+			o->prof.first_rx = m->when_us;
+		o->prof.last_rx = m->when_us;
+	}
 	switch (m->cqe.type) {
 	case R2_TPC_SEND:
 		sent(o, (struct sendrec *)(uintptr_t)m->cqe.ctx, m->cqe.status);
@@ -1815,7 +2015,7 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 		}
 		if (h->opseq == o->opseq && h->step == step) {
 			n = h->dst != (uint32_t)o->c->my_host ? relay(o, h, m->cqe.buf, nx)
-							      : apply(o, h, m->cqe.buf, nx);
+							      : apply(o, m, nx, &taken);
 			if (n) {
 				o->last_rx_us = m->when_us;
 				o->last_rx_src = h->src;
@@ -1832,7 +2032,8 @@ static int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx
 		}
 		break; /* an old duplicate: already applied and acknowledged */
 	}
-	rmsg_free(o->d, m);
+	if (!taken)
+		rmsg_free(o->d, m);
 	return (int64_t)n;
 }
 
@@ -1881,18 +2082,20 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 	while (*pp) {
 		struct r2_rmsg *m = *pp;
 		if (m->cqe.hdr.opseq == o->opseq && m->cqe.hdr.step == step) {
+			bool taken = false;
 			*pp = m->next;
 			got += m->cqe.hdr.dst != (uint32_t)o->c->my_host
 				       ? relay(o, &m->cqe.hdr, m->cqe.buf, nx)
-				       : apply(o, &m->cqe.hdr, m->cqe.buf, nx);
-			rmsg_free(o->d, m);
+				       : apply(o, m, nx, &taken);
+			if (!taken)
+				rmsg_free(o->d, m);
 			if (o->err)
 				return o->err;
 			continue;
 		}
 		pp = &m->next;
 	}
-	while (got < expect) {
+	while (got + o->async_got < expect) {
 		struct r2_rmsg *m;
 		int64_t n;
 
@@ -1901,7 +2104,7 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 			if (r < 0)
 				return r;
 		}
-		m = mbox_take(o->c, o->pool_wait ? 1 : o->need_repost ? 10 : 100);
+		m = op_take(o, o->pool_wait ? 1 : o->need_repost ? 10 : 100);
 
 		if (!m) {
 			if (o->c->stop)
@@ -1925,7 +2128,7 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 		if (o->err)
 			return o->err;
 		got += (uint64_t)n;
-		o->step_got = got;
+		o->step_got = got + o->async_got;
 		if (o->applied_since || o->pool_wait) {
 			int r = send_ready(o, false);
 			if (r < 0)
@@ -1938,10 +2141,23 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 
 static int repost(struct railop *o)
 {
+	/* (rail, peer) queues found full this pass: the chunks behind wait */
+	struct { int rail; uint64_t peer; } full[32];
+	int nfull = 0;
+
 	o->need_repost = false;
+	o->prof.reposts++;
 	for (struct sendrec *s = o->sends; s; s = s->next) {
 		if (s->posted || s->acked)
 			continue;
+		bool skip = false;
+		for (int i = 0; i < nfull && !skip; i++)
+			skip = full[i].rail == s->rail && full[i].peer == s->peer;
+		if (skip) {
+			o->need_repost = true; /* behind one that did not fit: later */
+			continue;
+		}
+		o->prof.tries++;
 		if (s->retries > max_retries(o)) {
 			log_warn("communicator %u: a chunk (op %llu step %u to host %u) failed %d "
 				 "times; giving up",
@@ -1950,6 +2166,11 @@ static int repost(struct railop *o)
 			return R2CCL_E_NO_PATH;
 		}
 		int r = post(o, s);
+		o->prof.eagain += r == -EAGAIN;
+		if (r == -EAGAIN && nfull < 32) {
+			full[nfull].rail = s->rail;
+			full[nfull++].peer = s->peer;
+		}
 		if (r == -EAGAIN || r == -ENOTCONN) {
 			/* queue full, or no connection this instant (the peer may be
 			 * coming back on a rail): try again shortly; peer_lost and
@@ -1979,7 +2200,7 @@ static int send_all(struct railop *o)
 	int r = send_ready(o, true);
 
 	while (r == 0 && o->pool_wait) {
-		struct r2_rmsg *m = mbox_take(o->c, 1);
+		struct r2_rmsg *m = op_take(o, 1);
 		if (!m) {
 			if (o->c->stop)
 				return R2CCL_E_SHUTDOWN;
@@ -2016,7 +2237,7 @@ static int wait_acks(struct railop *o)
 		int r = repost(o);
 		if (r < 0)
 			return r;
-		m = mbox_take(o->c, 100);
+		m = op_take(o, 100);
 		if (!m) {
 			if (o->c->stop)
 				return R2CCL_E_SHUTDOWN;
@@ -2059,6 +2280,7 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 	uint64_t cs = (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE);
 	int r;
 
+	o.sends_tail = &o.sends;
 	if (size == 0)
 		return 0;
 	{
@@ -2081,7 +2303,8 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 			}
 		}
 	}
-	o.deadline = r2_now_us() + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	o.prof.t0 = r2_now_us();
+	o.deadline = o.prof.t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
 	r = build_plan(&o, op, root, peer);
 	if (r < 0) {
 		log_warn("communicator %u: no plan for %u bytes (op %d, root %u, peer %u, %d hosts)",
@@ -2119,6 +2342,7 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		o.step = k;
 		o.nseen = 0;
 		o.step_got = 0;
+		o.async_got = 0;
 		o.nrseen = 0;
 		for (int i = 0; i < nx; i++) {
 			const struct r2_xfer *xr = &o.xf[i];
@@ -2167,7 +2391,22 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 	r = wait_acks(&o);
 	if (r == 0)
 		r = init_fill(&o, 0, size);
+	if (r == 0)
+		log_debug("communicator %u: op %llu, %llu bytes: %.1f ms (chunks in %.1f..%.1f ms); "
+			  "idle %.1f ms, applying %.1f ms, settle %.1f ms, staging %.1f ms; "
+			  "%llu data (%llu queued), %llu acks, %llu send completions; %llu reposts, "
+			  "%llu tries, %llu full", c->id, (unsigned long long)opseq, (unsigned long long)size,
+			  (double)(r2_now_us() - o.prof.t0) / 1e3,
+			  o.prof.first_rx ? ((double)o.prof.first_rx - (double)o.prof.t0) / 1e3 : 0.0,
+			  o.prof.last_rx ? ((double)o.prof.last_rx - (double)o.prof.t0) / 1e3 : 0.0,
+			  (double)o.prof.idle_us / 1e3, (double)o.prof.apply_us / 1e3,
+			  (double)o.prof.settle_us / 1e3, (double)o.prof.stage_us / 1e3,
+			  (unsigned long long)o.prof.data, (unsigned long long)o.prof.queued,
+			  (unsigned long long)o.prof.acks,
+			  (unsigned long long)o.prof.sendc, (unsigned long long)o.prof.reposts,
+			  (unsigned long long)o.prof.tries, (unsigned long long)o.prof.eagain);
 out:
+	apply_drain(&o); /* no thread may write W after this returns */
 	if (r < 0)
 		log_warn("communicator %u: rail phase of operation %llu failed: %s", c->id,
 			 (unsigned long long)opseq, r2ccl_strerror(r));
@@ -2204,6 +2443,7 @@ out:
 	free(o.nsend);
 	free(o.rcv);
 	free(o.wr);
+	free(o.busy);
 	r2_plan_free(o.plan);
 	return r;
 }

@@ -139,3 +139,96 @@ void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t 
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->run_lock);
 }
+
+/* ---- a work queue: independent jobs, each run whole by one thread ---- */
+
+struct r2_workq {
+	int nthreads;
+	pthread_t *threads;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct r2_work *head, *tail;
+	bool stop;
+};
+
+static void *workq_main(void *arg)
+{
+	struct r2_workq *q = arg;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		struct r2_work *w;
+		while (!q->stop && !q->head)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if (!q->head)
+			break; /* stopping, nothing left */
+		w = q->head;
+		q->head = w->next;
+		if (!q->head)
+			q->tail = NULL;
+		pthread_mutex_unlock(&q->lock);
+		w->fn(w);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int r2_workq_create(struct r2_workq **out, int nthreads, const char *name)
+{
+	struct r2_workq *q = calloc(1, sizeof(*q));
+
+	*out = NULL;
+	if (!q || nthreads < 1 || !(q->threads = calloc((size_t)nthreads, sizeof(pthread_t)))) {
+		free(q);
+		return q ? -EINVAL : -ENOMEM;
+	}
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	for (int i = 0; i < nthreads; i++) {
+		if (pthread_create(&q->threads[i], NULL, workq_main, q) != 0)
+			break;
+		pthread_setname_np(q->threads[i], name);
+		q->nthreads++;
+	}
+	if (!q->nthreads) {
+		r2_workq_destroy(q);
+		return -EAGAIN;
+	}
+	*out = q;
+	return 0;
+}
+
+void r2_workq_destroy(struct r2_workq *q)
+{
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	for (int i = 0; i < q->nthreads; i++)
+		pthread_join(q->threads[i], NULL);
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->cond);
+	free(q->threads);
+	free(q);
+}
+
+int r2_workq_threads(const struct r2_workq *q)
+{
+	return q ? q->nthreads : 0;
+}
+
+void r2_workq_submit(struct r2_workq *q, struct r2_work *w)
+{
+	w->next = NULL;
+	pthread_mutex_lock(&q->lock);
+	if (q->tail)
+		q->tail->next = w;
+	else
+		q->head = w;
+	q->tail = w;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}

@@ -96,6 +96,21 @@ bench() { # name timeout args...
 	step "$name" "$tmo" $C run --timeout $((tmo - 5)) -- sh -c "$(ns_r2 "$@")"
 }
 
+# PyTorch's NCCL on the two namespace hosts (socket transport, 4 threads x 4
+# sockets, P2P and SHM off so it goes through the namespaces' NICs). On a
+# one-GPU machine both ranks use GPU 0: NCCL refuses two ranks of one host on
+# one GPU ("Duplicate GPU"), so each rank gets its own NCCL_HOSTID (the
+# namespaces are two hosts for it then, as they are for r2ccl).
+ns_nccl() { # name
+	local g='--gpu $R2CCL_HOST_INDEX'
+	[ "$ngpu" -ge 2 ] || g='--gpu 0'
+	step "$1" 200 $C run --timeout 190 -- env NCCL_SOCKET_IFNAME=rail NCCL_IB_DISABLE=1 \
+		NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 \
+		NCCL_DEBUG=WARN sh -c "NCCL_HOSTID=gpuns\$R2CCL_HOST_INDEX python3 \
+		$ROOT/tools/peers/torch_nccl_peer.py --rank \$R2CCL_HOST_INDEX \
+		--nranks 2 --addr 198.18.0.1 $g -b 64M -e 1G -f 4 -n 10 -w 3"
+}
+
 # a rail set down while 64 MB AllReduces run: the loop must finish, exact.
 # The bench writes the trace of a pass when the pass ends: the rail goes down
 # 2 s after the out-of-place pass's trace appears, in the in-place pass (1000
@@ -122,11 +137,7 @@ if has ns; then
 	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
 	$C daemons start --log-level info >> "$OUT/ns-up.log" 2>&1
 	bench ns-r2-allreduce 200 -b 64M -e 1G -f 4 -n 10 -w 3
-	# PyTorch's NCCL refuses two ranks on one GPU: skipped on a 1-GPU machine
-	[ "$ngpu" -ge 2 ] && step ns-nccl-allreduce 200 $C run --timeout 190 -- env NCCL_SOCKET_IFNAME=rail NCCL_IB_DISABLE=1 \
-		NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 \
-		NCCL_DEBUG=WARN sh -c "python3 $ROOT/tools/peers/torch_nccl_peer.py --rank \$R2CCL_HOST_INDEX \
-		--nranks 2 --addr 198.18.0.1 --gpu \$R2CCL_HOST_INDEX -b 64M -e 1G -f 4 -n 10 -w 3"
+	ns_nccl ns-nccl-allreduce
 	ns_linkdown
 fi
 if [ "$what" = nslink ]; then # the link-down part of ns alone
@@ -215,6 +226,28 @@ if [ "$what" = nsdiag ]; then
 	} > "$OUT/table.txt"
 	cat "$OUT/table.txt"
 	cp "$OUT/perf-top.txt" "$OUT/table-perf.txt" 2>/dev/null
+	exit 0
+fi
+if [ "$what" = nsprof2 ]; then
+	# where a large two-namespace AllReduce spends its time, by r2ccld's
+	# per-operation line (--log-level debug: idle, applying, settle,
+	# staging, messages), host buffers then GPU buffers, NCCL beside
+	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	# shellcheck disable=SC2086
+	$C daemons start --log-level debug ${NS_ARGS:-} >> "$OUT/ns-up.log" 2>&1
+	NS_GPU=0 bench prof-host 100 -b 256M -e 1G -f 4 -n 5 -w 2
+	grep "bytes:" /tmp/gpuns/h0/r2ccld.log > "$OUT/prof-host-ops.txt"
+	bench prof-gpu 100 -b 256M -e 1G -f 4 -n 5 -w 2
+	grep "bytes:" /tmp/gpuns/h0/r2ccld.log > "$OUT/prof-all-ops.txt"
+	$C daemons stop >> "$OUT/ns-up.log" 2>&1
+	ns_nccl prof-nccl
+	$C down >> "$OUT/ns-up.log" 2>&1
+	{ cat "$summary"
+	  for f in prof-host prof-gpu prof-nccl; do echo "== $f"; grep -E "^\[h0\] *([0-9]|# torch)" "$OUT/$f.log"; done
+	  echo "== ops (host 0)"; grep -E "(268435456|1073741824) bytes" "$OUT/prof-all-ops.txt" | sed 's/^.*op /op /' | tail -40
+	  grep -iE "error|warn" "$OUT/prof-nccl.log" | head -5
+	} > "$OUT/table.txt"
+	cat "$OUT/table.txt"
 	exit 0
 fi
 if [ "$what" = nstune ]; then
