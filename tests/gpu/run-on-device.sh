@@ -14,6 +14,8 @@
 #           rail set down in the middle of a loop (exact results required)
 #   nslink  that last part alone
 #   nsdiag  host vs GPU buffers per daemon option set (NS_ARGS), perf profile
+#   nsprof2 r2ccld's per-operation debug line (idle, applying, staging...) for
+#           host then GPU buffers, NCCL beside
 # Logs go to $OUT (or ./gpu-logs); the short tables come last.
 set -u
 cd "$(dirname "$0")/../.."
