@@ -128,6 +128,11 @@ struct r2_exec {
 	 * copy back to the GPU starts then). */
 	int (*stage_wait)(struct r2_exec *x, const void *p, uint64_t n);
 	void (*stage_out)(struct r2_exec *x, const void *p, uint64_t n);
+	/* Before its first stage_wait the rail phase names the input ranges
+	 * [p[i], p[i]+n[i]) its first step sends, so that they come from the
+	 * GPU first (interleaved: each rail's first chunks early); the rest
+	 * follows at the first stage_wait. */
+	void (*stage_first)(struct r2_exec *x, const char *const *p, const uint64_t *n, int k);
 	struct r2_op *ops[]; /* indexed by rank for collectives; [0]=send,[1]=recv for p2p */
 };
 

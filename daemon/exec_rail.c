@@ -2321,6 +2321,18 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		r = o.nxn;
 		goto out;
 	}
+	if (x->stage_first) { /* GPU input: what step 0 sends comes first */
+		const char *p[64];
+		uint64_t n[64];
+		int k = 0;
+		for (int i = 0; i < o.nxn && k < 64; i++) {
+			if (o.xfn[i].dir != R2_XFER_SEND || !o.xfn[i].len)
+				continue;
+			p[k] = (o.S ? o.S : (const char *)o.W) + o.xfn[i].off;
+			n[k++] = o.xfn[i].len;
+		}
+		x->stage_first(x, p, n, k);
+	}
 	for (uint32_t k = 0; k < o.plan->nsteps; k++) {
 		struct r2_xfer *t;
 		uint64_t expect = 0;

@@ -1085,7 +1085,11 @@ struct piece {
 	int sdev, rdev;
 	const char *in;     /* host staging of the input */
 	uint64_t in_len;
-	int nslice, ndone;  /* slices in flight; [0, ndone) known done */
+	int nslice;         /* slices of the input */
+	/* queued slices, in their order on the one copy stream: order[q] is
+	 * the q-th queued, pos[j] where slice j is (-1: not queued yet);
+	 * order[0 .. ndone) are known done */
+	int *order, *pos, nqueued, ndone;
 	cudaEvent_t *ev;
 	char *out, *gout;   /* the output: host staging, GPU */
 	uint64_t out_len;
@@ -1297,23 +1301,79 @@ static int stage_in(struct r2_exec *x, struct stage *st, int i, bool *used)
 	return 0;
 }
 
+/* Queues slice j's copy to the host (once), with its event. */
+static int piece_queue(struct piece *pc, struct stage_op *so, int j)
+{
+	uint64_t a = (uint64_t)j * STAGE_SLICE, n = R2_MIN(STAGE_SLICE, pc->in_len - a);
+	int r;
+
+	if (pc->pos[j] >= 0)
+		return 0;
+	if ((r = cuda_err(cudaMemcpyAsync((char *)pc->in + a, so->gsend + a, n, cudaMemcpyDefault,
+					  S.st[pc->sdev]))) < 0 ||
+	    (r = cuda_err(cudaEventRecord(pc->ev[j], S.st[pc->sdev]))) < 0)
+		return r;
+	pc->pos[j] = pc->nqueued;
+	pc->order[pc->nqueued++] = j;
+	return 0;
+}
+
+/* x->stage_first: the slices of the k ranges first, one of each range in
+ * turn. */
+static void piece_first(struct r2_exec *x, const char *const *p, const uint64_t *n, int k)
+{
+	struct stage *st = x->gpu_stage;
+	struct piece *pc = st ? st->pc : NULL;
+	int cur[64], end[64], left = 0;
+
+	if (!pc || pc->nqueued || k > 64 || cudaSetDevice(G.dev[pc->sdev].ord) != cudaSuccess)
+		return;
+	for (int i = 0; i < k; i++) {
+		cur[i] = end[i] = 0;
+		if (p[i] + n[i] <= pc->in || p[i] >= pc->in + pc->in_len || !n[i])
+			continue;
+		uint64_t a = p[i] > pc->in ? (uint64_t)(p[i] - pc->in) : 0;
+		uint64_t b = R2_MIN((uint64_t)(p[i] + n[i] - pc->in), pc->in_len);
+		cur[i] = (int)(a / STAGE_SLICE);
+		end[i] = (int)((b - 1) / STAGE_SLICE) + 1;
+		left++;
+	}
+	while (left > 0) {
+		left = 0;
+		for (int i = 0; i < k; i++) {
+			if (cur[i] >= end[i])
+				continue;
+			if (piece_queue(pc, &st->op[0], cur[i]++) < 0)
+				return; /* the first stage_wait queues the rest, reports it */
+			left += cur[i] < end[i];
+		}
+	}
+}
+
 static int piece_wait(struct r2_exec *x, const void *p, uint64_t n)
 {
 	struct stage *st = x->gpu_stage;
 	struct piece *pc = st ? st->pc : NULL;
 	const char *q = p;
-	int last;
+	int first, last, maxpos = -1, r;
 
 	if (!pc || q + n <= pc->in || q >= pc->in + pc->in_len)
 		return 0;
+	first = q > pc->in ? (int)((uint64_t)(q - pc->in) / STAGE_SLICE) : 0;
 	last = (int)((R2_MIN((uint64_t)(q + n - pc->in), pc->in_len) - 1) / STAGE_SLICE);
-	if (last < pc->ndone)
-		return 0;
 	if (cudaSetDevice(G.dev[pc->sdev].ord) != cudaSuccess)
 		return cuda_err(cudaGetLastError());
-	int r = cuda_err(cudaEventSynchronize(pc->ev[last]));
+	/* whatever stage_first did not ask for goes now, in address order */
+	for (int j = 0; pc->nqueued < pc->nslice && j < pc->nslice; j++)
+		if ((r = piece_queue(pc, &st->op[0], j)) < 0)
+			return r;
+	for (int j = first; j <= last; j++)
+		maxpos = R2_MAX(maxpos, pc->pos[j]);
+	if (maxpos < pc->ndone)
+		return 0;
+	r = cuda_err(cudaEventSynchronize(pc->ev[pc->order[maxpos]]));
 	if (r == 0)
-		pc->ndone = last + 1; /* one stream: the earlier slices are done too */
+		pc->ndone = maxpos + 1; /* one stream: the earlier ones are done too */
 	return r;
 }
 
@@ -1368,22 +1428,23 @@ static int piece_start(struct r2_exec *x, struct stage *st, bool *used)
 	pc->gout = so->grecv;
 	pc->out_len = so->rlen;
 	pc->nslice = (int)R2_DIV_UP(so->slen, STAGE_SLICE);
-	if (!(pc->ev = calloc((size_t)pc->nslice, sizeof(*pc->ev))))
+	if (!(pc->ev = calloc((size_t)pc->nslice, sizeof(*pc->ev))) ||
+	    !(pc->order = calloc((size_t)pc->nslice, sizeof(int))) ||
+	    !(pc->pos = malloc((size_t)pc->nslice * sizeof(int))))
 		return -ENOMEM;
 	used[pc->sdev] = true;
 	if (cudaSetDevice(G.dev[pc->sdev].ord) != cudaSuccess)
 		return cuda_err(cudaGetLastError());
 	for (int j = 0; j < pc->nslice; j++) {
-		uint64_t a = (uint64_t)j * STAGE_SLICE, n = R2_MIN(STAGE_SLICE, so->slen - a);
+		pc->pos[j] = -1;
 		if ((r = cuda_err(cudaEventCreateWithFlags(&pc->ev[j], cudaEventDisableTiming))) < 0)
 			return r;
-		if ((r = cuda_err(cudaMemcpyAsync((char *)pc->in + a, so->gsend + a, n,
-						  cudaMemcpyDefault, S.st[pc->sdev]))) < 0 ||
-		    (r = cuda_err(cudaEventRecord(pc->ev[j], S.st[pc->sdev]))) < 0)
-			return r;
 	}
+	/* queued by the rail phase: stage_first (what its first step sends),
+	 * then the rest at its first stage_wait */
 	x->stage_wait = piece_wait;
 	x->stage_out = piece_out;
+	x->stage_first = piece_first;
 	return 0;
 }
 
@@ -1422,6 +1483,8 @@ static void piece_free(struct piece *pc)
 		if (pc->ev[j])
 			(void)cudaEventDestroy(pc->ev[j]);
 	free(pc->ev);
+	free(pc->order);
+	free(pc->pos);
 	free(pc->back);
 	free(pc);
 }
@@ -1486,6 +1549,7 @@ int r2_gpu_stage_end(struct r2_exec *x, int status)
 	x->gpu_stage = NULL;
 	x->stage_wait = NULL;
 	x->stage_out = NULL;
+	x->stage_first = NULL;
 	if (st->pc) {
 		/* the slices still on their way end before their buffer goes */
 		if (st->pc->sdev >= 0)
