@@ -179,9 +179,13 @@ int r2_workq_create(struct r2_workq **out, int nthreads, const char *name)
 	struct r2_workq *q = calloc(1, sizeof(*q));
 
 	*out = NULL;
-	if (!q || nthreads < 1 || !(q->threads = calloc((size_t)nthreads, sizeof(pthread_t)))) {
+	if (!q || nthreads < 1) {
 		free(q);
 		return q ? -EINVAL : -ENOMEM;
+	}
+	if (!(q->threads = calloc((size_t)nthreads, sizeof(pthread_t)))) {
+		free(q);
+		return -ENOMEM;
 	}
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cond, NULL);

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of daemon/pool.c: the parallel-for pool (every part runs once,
+ * a busy pool makes the second caller run its parts itself) and the work
+ * queue the rail phase applies received chunks on (every job runs once, on
+ * the queue's threads, several at once; destroy runs what is still queued;
+ * bad arguments fail cleanly). */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec.h"
+
+/* ---- parallel-for ---- */
+
+struct pf {
+	atomic_int *hits;
+	size_t n;
+};
+
+static void pf_part(void *ctx, size_t i)
+{
+	struct pf *p = ctx;
+
+	ck_assert_uint_lt(i, p->n);
+	atomic_fetch_add(&p->hits[i], 1);
+}
+
+START_TEST(test_pool_every_part_once)
+{
+	struct r2_pool *p = NULL;
+	size_t sizes[] = { 1, 2, 3, 17, 1000 };
+
+	ck_assert_int_eq(r2_pool_create(&p, 4), 0);
+	ck_assert_int_eq(r2_pool_threads(p), 4);
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		struct pf f = { calloc(sizes[k], sizeof(atomic_int)), sizes[k] };
+		for (int rep = 0; rep < 20; rep++)
+			r2_pool_run(p, f.n, pf_part, &f);
+		for (size_t i = 0; i < f.n; i++)
+			ck_assert_int_eq(atomic_load(&f.hits[i]), 20);
+		free(f.hits);
+	}
+	r2_pool_destroy(p);
+	r2_pool_destroy(NULL);
+}
+END_TEST
+
+/* two callers at once: each job's parts all run exactly once */
+static struct r2_pool *shared_pool;
+
+static void *pf_caller(void *arg)
+{
+	struct pf *f = arg;
+
+	for (int rep = 0; rep < 50; rep++)
+		r2_pool_run(shared_pool, f->n, pf_part, f);
+	return NULL;
+}
+
+START_TEST(test_pool_two_callers)
+{
+	struct pf a = { calloc(64, sizeof(atomic_int)), 64 };
+	struct pf b = { calloc(64, sizeof(atomic_int)), 64 };
+	pthread_t ta, tb;
+
+	ck_assert_int_eq(r2_pool_create(&shared_pool, 3), 0);
+	pthread_create(&ta, NULL, pf_caller, &a);
+	pthread_create(&tb, NULL, pf_caller, &b);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	for (int i = 0; i < 64; i++) {
+		ck_assert_int_eq(atomic_load(&a.hits[i]), 50);
+		ck_assert_int_eq(atomic_load(&b.hits[i]), 50);
+	}
+	r2_pool_destroy(shared_pool);
+	free(a.hits);
+	free(b.hits);
+}
+END_TEST
+
+/* ---- work queue ---- */
+
+struct job {
+	struct r2_work w;
+	int id;
+	atomic_int *runs;
+	atomic_int *running, *peak;
+	pthread_t *who;
+	int sleep_us;
+};
+
+static void job_run(struct r2_work *w)
+{
+	struct job *j = (struct job *)w;
+	int now = atomic_fetch_add(j->running, 1) + 1;
+	int peak = atomic_load(j->peak);
+
+	while (now > peak && !atomic_compare_exchange_weak(j->peak, &peak, now))
+		;
+	if (j->sleep_us)
+		usleep((useconds_t)j->sleep_us);
+	j->who[j->id] = pthread_self();
+	atomic_fetch_add(&j->runs[j->id], 1);
+	atomic_fetch_sub(j->running, 1);
+}
+
+#define NJOBS 400
+
+static void wait_runs(atomic_int *runs, int n)
+{
+	for (int spins = 0; spins < 10000; spins++) {
+		int done = 0;
+		for (int i = 0; i < n; i++)
+			done += atomic_load(&runs[i]) > 0;
+		if (done == n)
+			return;
+		usleep(1000);
+	}
+	ck_abort_msg("jobs did not all run within 10 s");
+}
+
+START_TEST(test_workq_every_job_once_in_parallel)
+{
+	struct r2_workq *q = NULL;
+	struct job *jobs = calloc(NJOBS, sizeof(*jobs));
+	atomic_int runs[NJOBS], running = 0, peak = 0;
+	pthread_t who[NJOBS];
+
+	memset(runs, 0, sizeof(runs));
+	ck_assert_int_eq(r2_workq_create(&q, 4, "t-apply"), 0);
+	ck_assert_int_eq(r2_workq_threads(q), 4);
+	for (int i = 0; i < NJOBS; i++) {
+		jobs[i] = (struct job){ .w.fn = job_run, .id = i, .runs = runs, .running = &running,
+					.peak = &peak, .who = who, .sleep_us = i < 16 ? 20000 : 0 };
+		r2_workq_submit(q, &jobs[i].w);
+	}
+	wait_runs(runs, NJOBS);
+	for (int i = 0; i < NJOBS; i++) {
+		ck_assert_int_eq(atomic_load(&runs[i]), 1);
+		ck_assert(!pthread_equal(who[i], pthread_self())); /* on the queue's threads */
+	}
+	/* the first 16 jobs sleep 20 ms each: 4 threads took them together */
+	ck_assert_int_ge(atomic_load(&peak), 2);
+	ck_assert_int_le(atomic_load(&peak), 4);
+	r2_workq_destroy(q);
+	free(jobs);
+}
+END_TEST
+
+START_TEST(test_workq_destroy_runs_queued)
+{
+	struct r2_workq *q = NULL;
+	struct job *jobs = calloc(64, sizeof(*jobs));
+	atomic_int runs[64], running = 0, peak = 0;
+	pthread_t who[64];
+
+	memset(runs, 0, sizeof(runs));
+	ck_assert_int_eq(r2_workq_create(&q, 1, "t-apply"), 0);
+	for (int i = 0; i < 64; i++) {
+		jobs[i] = (struct job){ .w.fn = job_run, .id = i, .runs = runs, .running = &running,
+					.peak = &peak, .who = who, .sleep_us = 1000 };
+		r2_workq_submit(q, &jobs[i].w);
+	}
+	r2_workq_destroy(q); /* the 60-odd still queued run before it returns */
+	for (int i = 0; i < 64; i++)
+		ck_assert_int_eq(atomic_load(&runs[i]), 1);
+	ck_assert_int_eq(atomic_load(&peak), 1); /* one thread: one at a time */
+	free(jobs);
+}
+END_TEST
+
+START_TEST(test_workq_bad_args)
+{
+	struct r2_workq *q = (struct r2_workq *)1;
+
+	ck_assert_int_eq(r2_workq_create(&q, 0, "t"), -EINVAL);
+	ck_assert_ptr_null(q);
+	ck_assert_int_eq(r2_workq_threads(NULL), 0);
+	r2_workq_destroy(NULL);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("pool");
+	TCase *tc = tcase_create("pool");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_pool_every_part_once);
+	tcase_add_test(tc, test_pool_two_callers);
+	tcase_add_test(tc, test_workq_every_job_once_in_parallel);
+	tcase_add_test(tc, test_workq_destroy_runs_queued);
+	tcase_add_test(tc, test_workq_bad_args);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
