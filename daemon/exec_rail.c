@@ -152,16 +152,26 @@ static int unborrow(struct r2d *d, struct sendrec *s)
 
 /* ---- delivery (rails thread) ---- */
 
-static void mbox_push(struct r2_comm *c, struct r2_rmsg *m)
+/* Appends m to c's mailbox; applied: m comes back from the apply queue
+ * (one chunk fewer on it, counted under the same lock) */
+static void mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied)
 {
+	m->next = NULL;
 	pthread_mutex_lock(&c->mbox_lock);
 	if (c->mbox_tail)
 		c->mbox_tail->next = m;
 	else
 		c->mbox_head = m;
 	c->mbox_tail = m;
+	if (applied)
+		c->apply_inflight--;
 	pthread_cond_signal(&c->mbox_cond);
 	pthread_mutex_unlock(&c->mbox_lock);
+}
+
+static void mbox_push(struct r2_comm *c, struct r2_rmsg *m)
+{
+	mbox_append(c, m, false);
 }
 
 static void rmsg_free(struct r2d *d, struct r2_rmsg *m)
@@ -1635,16 +1645,7 @@ static void apply_run(struct r2_work *w)
 	apply_bytes(NULL, j->kind, j->dst, j->a, m->cqe.buf, m->cqe.hdr.len, j->dtype, j->redop);
 	free(j);
 	m->cqe.type = R2_RMSG_APPLIED;
-	m->next = NULL;
-	pthread_mutex_lock(&c->mbox_lock);
-	if (c->mbox_tail)
-		c->mbox_tail->next = m;
-	else
-		c->mbox_head = m;
-	c->mbox_tail = m;
-	c->apply_inflight--;
-	pthread_cond_signal(&c->mbox_cond);
-	pthread_mutex_unlock(&c->mbox_lock);
+	mbox_append(c, m, true);
 }
 
 /* Waits until the apply queue holds no chunk of this communicator (their
