@@ -133,6 +133,7 @@ struct r2_exec {
 	 * GPU first (interleaved: each rail's first chunks early); the rest
 	 * follows at the first stage_wait. */
 	void (*stage_first)(struct r2_exec *x, const char *const *p, const uint64_t *n, int k);
+#define R2_STAGE_FIRST_MAX 64 /* ranges stage_first takes at most */
 	struct r2_op *ops[]; /* indexed by rank for collectives; [0]=send,[1]=recv for p2p */
 };
 

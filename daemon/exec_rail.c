@@ -2323,10 +2323,10 @@ static int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		goto out;
 	}
 	if (x->stage_first) { /* GPU input: what step 0 sends comes first */
-		const char *p[64];
-		uint64_t n[64];
+		const char *p[R2_STAGE_FIRST_MAX];
+		uint64_t n[R2_STAGE_FIRST_MAX];
 		int k = 0;
-		for (int i = 0; i < o.nxn && k < 64; i++) {
+		for (int i = 0; i < o.nxn && k < R2_STAGE_FIRST_MAX; i++) {
 			if (o.xfn[i].dir != R2_XFER_SEND || !o.xfn[i].len)
 				continue;
 			p[k] = (o.S ? o.S : (const char *)o.W) + o.xfn[i].off;

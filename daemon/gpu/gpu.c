@@ -1324,9 +1324,9 @@ static void piece_first(struct r2_exec *x, const char *const *p, const uint64_t 
 {
 	struct stage *st = x->gpu_stage;
 	struct piece *pc = st ? st->pc : NULL;
-	int cur[64], end[64], left = 0;
+	int cur[R2_STAGE_FIRST_MAX], end[R2_STAGE_FIRST_MAX], left = 0;
 
-	if (!pc || pc->nqueued || k > 64 || cudaSetDevice(G.dev[pc->sdev].ord) != cudaSuccess)
+	if (!pc || pc->nqueued || k > R2_STAGE_FIRST_MAX || cudaSetDevice(G.dev[pc->sdev].ord) != cudaSuccess)
 		return;
 	for (int i = 0; i < k; i++) {
 		cur[i] = end[i] = 0;
