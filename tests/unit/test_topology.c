@@ -3,8 +3,8 @@
  * Topology discovery (daemon/topology.c) on lstopo XML fixtures, a fake
  * sysfs class/net tree and the live machine.
  *
- * Env: R2CCL_FIXTURES (tests/fixtures), R2CCL_SHARED_FIXTURES (real
- * machines' XML, cases skip when absent).
+ * Env: R2CCL_FIXTURES (tests/fixtures: the project's XML and a copy of a real
+ * machine's, the JUWELS Booster node; a missing fixture fails its case).
  */
 #include <check.h>
 #include <dirent.h>
@@ -276,7 +276,7 @@ START_TEST(one_socket_spread)
 }
 END_TEST
 
-/* ---- a real machine: JUWELS Booster node (shared fixture) -------------- */
+/* ---- a real machine: JUWELS Booster node (tests/fixtures/topology/README.md) -------------- */
 
 START_TEST(juwels_booster)
 {
@@ -291,18 +291,11 @@ START_TEST(juwels_booster)
 		{ "0000:84:00.0", 7, "mlx5_3" },
 		{ "0000:c4:00.0", 5, "mlx5_2" },
 	};
-	const char *shared = getenv("R2CCL_SHARED_FIXTURES");
-	char path[PATH_MAX];
 	struct r2_topology *t;
 
-	if (!shared || !shared[0])
-		return;
-	fixture_path(path, sizeof(path), "R2CCL_SHARED_FIXTURES", "", JWB_XML);
-	if (access(path, R_OK)) {
-		fprintf(stderr, "skip juwels_booster: %s absent\n", path);
-		return;
-	}
-	t = load("R2CCL_SHARED_FIXTURES", "", JWB_XML);
+	/* a copy of the shared fixture lives in tests/fixtures: a missing file
+	 * fails here (load() asserts), it is never a silent pass */
+	t = load("R2CCL_FIXTURES", "tests/fixtures", JWB_XML);
 	ck_assert_int_eq(t->nsockets, 2);
 	ck_assert_int_eq(t->nnuma, 8);
 	ck_assert_int_eq(t->ncores, 48);
