@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Planner internals shared by plan.c, shard.c, expand.c and model.c. */
+/* Planner internals shared by the plan*.c files, shard.c, expand.c and model.c. */
 #ifndef R2CCL_PLANNER_INT_H
 #define R2CCL_PLANNER_INT_H
 

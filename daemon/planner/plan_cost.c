@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Plan construction, part 2: the analytic cost of a candidate, step by
+ * step (phases of identical steps, per-link load, the alpha-beta-depth model).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_bld.h"
+
+/* ---- analytic cost: phases of identical steps ---------------------------- */
+
+
+
+void pl_ld_clear(struct ctx *x)
+{
+	size_t N = (size_t)x->n * x->R;
+	memset(x->tx, 0, N * sizeof(double));
+	memset(x->rx, 0, N * sizeof(double));
+	memset(x->mt, 0, N * sizeof(uint32_t));
+	memset(x->mr, 0, N * sizeof(uint32_t));
+}
+
+void r2_ld_hop(struct ctx *x, uint32_t a, uint32_t bb, const struct r2_hop *h, double bytes,
+		   double sign)
+{
+	uint32_t R = x->R;
+	int m = sign > 0 ? 1 : -1;
+	if (bytes <= 0)
+		return;
+	if (h->via == R2_NO_HOST) {
+		x->tx[(size_t)a * R + h->rail] += sign * bytes;
+		x->mt[(size_t)a * R + h->rail] += (uint32_t)m;
+		x->rx[(size_t)bb * R + h->rail] += sign * bytes;
+		x->mr[(size_t)bb * R + h->rail] += (uint32_t)m;
+	} else {
+		uint32_t C = h->via;
+		x->tx[(size_t)a * R + h->rail] += sign * bytes;
+		x->mt[(size_t)a * R + h->rail] += (uint32_t)m;
+		x->rx[(size_t)C * R + h->rail] += sign * bytes;
+		x->mr[(size_t)C * R + h->rail] += (uint32_t)m;
+		x->tx[(size_t)C * R + h->rail2] += sign * bytes;
+		x->mt[(size_t)C * R + h->rail2] += (uint32_t)m;
+		x->rx[(size_t)bb * R + h->rail2] += sign * bytes;
+		x->mr[(size_t)bb * R + h->rail2] += (uint32_t)m;
+	}
+}
+
+static double ld_time(struct ctx *x)
+{
+	const struct r2_cluster *c = x->c;
+	double t = 0;
+	size_t N = (size_t)x->n * x->R;
+	for (size_t i = 0; i < N; i++) {
+		if (!x->mt[i] && !x->mr[i])
+			continue;
+		const struct r2_nic *ni = &c->nic[i];
+		double a = c->cost.alpha + ni->lat;
+		if (x->mt[i]) {
+			double v = x->mt[i] * a + (ni->bw_tx > 0 ? x->tx[i] / ni->bw_tx : INFINITY);
+			if (v > t)
+				t = v;
+		}
+		if (x->mr[i]) {
+			double v = x->mr[i] * a + (ni->bw_rx > 0 ? x->rx[i] / ni->bw_rx : INFINITY);
+			if (v > t)
+				t = v;
+		}
+	}
+	return t;
+}
+
+uint64_t r2_ceil_chunk(uint64_t len, uint32_t elem, uint32_t K)
+{
+	uint64_t E = len / elem;
+	return ((E + K - 1) / K) * elem;
+}
+
+static void hop_of(struct bld *b, const struct r2_view *v, uint32_t a, uint32_t bb, uint16_t l,
+		   struct r2_hop *h)
+{
+	(void)v;
+	int k = pl_rhash_find(b, a, bb, l);
+	if (k >= 0) {
+		const struct r2_route *r = &b->route[k];
+		*h = (struct r2_hop){ r->rail, r->rail2, r->via };
+	} else {
+		*h = (struct r2_hop){ l, l, R2_NO_HOST };
+	}
+}
+
+
+static void phase_load(struct bld *b, const struct r2_view *v, const struct phase *ph)
+{
+	struct ctx *x = b->x;
+	const struct r2_comp *cp = &b->comp[ph->comp];
+	uint32_t m = cp->nmem;
+	struct r2_hop h;
+	switch (ph->type) {
+	case PH_RING: {
+		double piece;
+		if (v->op == R2_PLAN_ALLREDUCE)
+			piece = (double)r2_ceil_chunk(cp->len, v->elem, m);
+		else
+			piece = (double)cp->len;
+		for (uint32_t p = 0; p < m; p++) {
+			uint32_t a = r2_comp_member(v, cp, p), nb = r2_comp_member(v, cp, (p + 1) % m);
+			hop_of(b, v, a, nb, cp->lrail, &h);
+			r2_ld_hop(x, a, nb, &h, piece, 1);
+		}
+		break;
+	}
+	case PH_INJECT:
+	case PH_EXTRACT: {
+		double piece = (double)r2_ceil_chunk(cp->len, v->elem, m);
+		for (uint32_t l = 0; l < cp->nleaf; l++) {
+			uint32_t lf = v->hosts[cp->leaf + l];
+			for (uint32_t p = 0; p < m; p++) {
+				uint32_t a = r2_comp_member(v, cp, p);
+				if (ph->type == PH_INJECT) {
+					hop_of(b, v, lf, a, cp->lrail, &h);
+					r2_ld_hop(x, lf, a, &h, piece, 1);
+				} else {
+					hop_of(b, v, a, lf, cp->lrail, &h);
+					r2_ld_hop(x, a, lf, &h, piece, 1);
+				}
+			}
+		}
+		break;
+	}
+	case PH_CHAIN_B:
+	case PH_CHAIN_R: {
+		double ch = (double)r2_ceil_chunk(cp->len, v->elem, cp->nchunks);
+		for (uint32_t p = 0; p + 1 < m; p++) {
+			uint32_t a = r2_comp_member(v, cp, p), nb = r2_comp_member(v, cp, p + 1);
+			if (ph->type == PH_CHAIN_B) {
+				hop_of(b, v, a, nb, cp->lrail, &h);
+				r2_ld_hop(x, a, nb, &h, ch, 1);
+			} else {
+				hop_of(b, v, nb, a, cp->lrail, &h);
+				r2_ld_hop(x, nb, a, &h, ch, 1);
+			}
+		}
+		break;
+	}
+	case PH_TREE_B:
+	case PH_TREE_R: {
+		double ch = (double)r2_ceil_chunk(cp->len, v->elem, cp->nchunks);
+		for (uint32_t i = 1; i < m; i++) {
+			uint32_t par = r2_comp_member(v, cp, (i - 1) / 2), me = r2_comp_member(v, cp, i);
+			if (ph->type == PH_TREE_B) {
+				hop_of(b, v, par, me, cp->lrail, &h);
+				r2_ld_hop(x, par, me, &h, ch, 1);
+			} else {
+				hop_of(b, v, me, par, cp->lrail, &h);
+				r2_ld_hop(x, me, par, &h, ch, 1);
+			}
+		}
+		break;
+	}
+	case PH_DIRECT: {
+		uint32_t a = r2_comp_member(v, cp, 0), nb = r2_comp_member(v, cp, 1);
+		hop_of(b, v, a, nb, cp->lrail, &h);
+		r2_ld_hop(x, a, nb, &h, (double)cp->len, 1);
+		break;
+	}
+	default:
+		r2_shard_phase_load(x, v, cp, ph->type - PH_SHARD_FIRST);
+		break;
+	}
+}
+
+static int add_phase(struct phase **ph, uint32_t *n, uint32_t *cap, uint32_t s0, uint32_t s1,
+		     uint32_t comp, int type)
+{
+	if (s1 <= s0)
+		return 0;
+	struct phase *p = pl_grow(*ph, cap, *n + 1, sizeof(**ph));
+	if (!p)
+		return -ENOMEM;
+	*ph = p;
+	p[(*n)++] = (struct phase){ s0, s1, comp, (uint8_t)type };
+	return 0;
+}
+
+static int u32cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Sets b->time and b->nsteps from the components. */
+int pl_bld_cost(struct bld *b)
+{
+	struct ctx *x = b->x;
+	struct r2_view v;
+	pl_bld_view(b, &v);
+	struct phase *ph = NULL;
+	uint32_t nph = 0, cap = 0;
+	int err = 0;
+	b->nsteps = 0;
+	for (uint32_t i = 0; i < b->ncomp && !err; i++) {
+		struct r2_comp *cp = &b->comp[i];
+		uint32_t m = cp->nmem, K = cp->nchunks, s = cp->step0;
+		switch (cp->algo) {
+		case R2_ALGO_RING: {
+			uint32_t rs = m - 1;
+			uint32_t ring = v.op == R2_PLAN_ALLREDUCE ? 2 * rs : rs;
+			err = add_phase(&ph, &nph, &cap, s, s + ring, i, PH_RING);
+			if (cp->nleaf) {
+				err = err ? err : add_phase(&ph, &nph, &cap, s - 1, s, i, PH_INJECT);
+				err = err ? err : add_phase(&ph, &nph, &cap, s + ring, s + ring + 1, i, PH_EXTRACT);
+				cp->nsteps = ring + 2;
+			} else {
+				cp->nsteps = ring;
+			}
+			break;
+		}
+		case R2_ALGO_CHAIN:
+			cp->nsteps = m > 1 ? K + m - 2 : 0;
+			err = add_phase(&ph, &nph, &cap, s, s + cp->nsteps, i,
+					v.op == R2_PLAN_REDUCE ? PH_CHAIN_R : PH_CHAIN_B);
+			break;
+		case R2_ALGO_TREE:
+			cp->nsteps = m > 1 ? K + r2_tree_depth(m - 1) - 1 : 0;
+			err = add_phase(&ph, &nph, &cap, s, s + cp->nsteps, i,
+					v.op == R2_PLAN_REDUCE ? PH_TREE_R : PH_TREE_B);
+			break;
+		case R2_ALGO_DIRECT:
+			cp->nsteps = 1;
+			err = add_phase(&ph, &nph, &cap, s, s + 1, i, PH_DIRECT);
+			break;
+		case R2_ALGO_SHARD:
+			cp->nsteps = K + 1;
+			err = add_phase(&ph, &nph, &cap, s, s + 1, i, PH_SHARD_FIRST);
+			err = err ? err : add_phase(&ph, &nph, &cap, s + 1, s + K, i, PH_SHARD_MID);
+			err = err ? err : add_phase(&ph, &nph, &cap, s + K, s + K + 1, i, PH_SHARD_LAST);
+			break;
+		default:
+			break;
+		}
+		uint32_t end = cp->step0 + cp->nsteps - (cp->nleaf ? 1 : 0);
+		if (cp->nsteps && end > b->nsteps)
+			b->nsteps = end;
+	}
+	if (err) {
+		free(ph);
+		return err;
+	}
+	uint32_t *bd = malloc((2 * nph + 1) * sizeof(uint32_t));
+	if (!bd) {
+		free(ph);
+		return -ENOMEM;
+	}
+	uint32_t nb = 0;
+	for (uint32_t i = 0; i < nph; i++) {
+		bd[nb++] = ph[i].s0;
+		bd[nb++] = ph[i].s1;
+	}
+	qsort(bd, nb, sizeof(uint32_t), u32cmp);
+	double t = 0, gam = x->c->cost.gamma * (b->depth + (b->nbridged ? 1 : 0));
+	for (uint32_t i = 0; i + 1 < nb; i++) {
+		uint32_t s0 = bd[i], s1 = bd[i + 1];
+		if (s1 == s0)
+			continue;
+		pl_ld_clear(x);
+		bool any = false;
+		for (uint32_t k = 0; k < nph; k++)
+			if (ph[k].s0 <= s0 && ph[k].s1 >= s1) {
+				phase_load(b, &v, &ph[k]);
+				any = true;
+			}
+		if (any)
+			t += (s1 - s0) * (ld_time(x) + gam);
+	}
+	free(bd);
+	free(ph);
+	b->time = t;
+	return 0;
+}
+
