@@ -344,8 +344,9 @@ static bool peer_lost(struct r2_comm *c, const struct r2_rmsg *m)
 			return false;
 		}
 		c->hosts[h].failed_rails |= 1u << m->rail;
-		/* reset (or closed) by the peer: its daemon, not a link, is gone */
-		if (m->cqe.status == -ECONNRESET)
+		/* reset (or closed) by the peer, or a dial refused: its daemon,
+		 * not a link, is gone (health.c's gone_mask, the same rule) */
+		if (m->cqe.status == -ECONNRESET || m->cqe.status == -ECONNREFUSED)
 			c->hosts[h].reset_rails |= 1u << m->rail;
 		else
 			c->hosts[h].reset_rails &= ~(1u << m->rail);

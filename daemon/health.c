@@ -971,6 +971,7 @@ void r2d_health_conn(struct r2d *d, int rail, uint64_t peer, int type, int statu
 		return;
 	struct r2_plink *l = &p->link[rail];
 	if (type == R2_TPC_CONN) {
+		p->gone_mask &= ~(1u << rail);
 		l->known = true;
 		l->conn_us = now;
 		l->missed = 0;
@@ -987,6 +988,12 @@ void r2d_health_conn(struct r2d *d, int rail, uint64_t peer, int type, int statu
 			tell_local_state(d, p);
 		return;
 	}
+	/* reset by the peer, or a dial refused: its host answers, its daemon
+	 * is not there (a link down times out or is unreachable instead) */
+	if (status == -ECONNRESET || status == -ECONNREFUSED)
+		p->gone_mask |= 1u << rail;
+	else
+		p->gone_mask &= ~(1u << rail);
 	snprintf(cause, sizeof(cause), "connection error: %s", strerror(-status));
 	link_fail(d, p, rail, cause, false, false);
 	kick(d);
@@ -1837,6 +1844,16 @@ static bool bridged(struct r2d *d, const struct r2_peer *p)
 	return false;
 }
 
+/* p's daemon is gone: no connection, and every rail's was reset or its dial
+ * refused. No bridge reaches it either, so nobody waits peer_timeout_ms for
+ * it (a bridge that lost it too drops what is detoured to it). */
+static bool daemon_gone(struct r2d *d, const struct r2_peer *p)
+{
+	uint32_t all = (1u << d->rails->n) - 1;
+
+	return p && !p->conn_mask && (p->gone_mask & all) == all;
+}
+
 static void tick_comms(struct r2d *d, uint64_t now)
 {
 	struct r2_health *h = d->health;
@@ -1857,13 +1874,22 @@ static void tick_comms(struct r2d *d, uint64_t now)
 			struct r2_peer *p = i == c->my_host ? NULL : peer_of(d, c->hosts[i].id);
 			/* its data still comes through a bridge (detour.h): alive */
 			uint64_t via = p ? atomic_load(&p->detour_rx_us) : 0;
-			if (p && p->nopath_since_us && now - p->nopath_since_us > ptimeout &&
-			    (!via || now - via > ptimeout)) {
+			bool dead = p && p->nopath_since_us && daemon_gone(d, p);
+			if (p && p->nopath_since_us &&
+			    (dead || (now - p->nopath_since_us > ptimeout &&
+				      (!via || now - via > ptimeout)))) {
 				char why[192];
-				snprintf(why, sizeof(why),
-					 "peer host %s unreachable on every rail for %llu ms",
-					 c->hosts[i].name,
-					 (unsigned long long)(now - p->nopath_since_us) / 1000);
+				if (dead)
+					snprintf(why, sizeof(why),
+						 "peer host %s's daemon is gone (every rail's "
+						 "connection reset or refused)",
+						 c->hosts[i].name);
+				else
+					snprintf(why, sizeof(why),
+						 "peer host %s unreachable on every rail for %llu ms",
+						 c->hosts[i].name,
+						 (unsigned long long)(now - p->nopath_since_us) /
+							 1000);
 				r2d_health_event(d, 1, "comm_broken", c->hosts[i].name, "comm %u: %s",
 						 c->id, why);
 				r2d_comm_break(c, R2CCL_E_PEER_GONE, why);
@@ -1875,7 +1901,7 @@ static void tick_comms(struct r2d *d, uint64_t now)
 			 * other host to reach it through: go on (the executor then
 			 * finds the peer gone) */
 			struct r2_peer *p = peer_of(d, c->hosts[0].id);
-			if (p && p->nopath_since_us && !bridged(d, p)) {
+			if (p && p->nopath_since_us && (!bridged(d, p) || daemon_gone(d, p))) {
 				pthread_mutex_lock(&h->lock);
 				if (hc->hold) {
 					hc->hold = false;
@@ -1914,7 +1940,8 @@ static void tick_comms(struct r2d *d, uint64_t now)
 			bool gone = false; /* a member with no rail at all will not answer */
 			for (int i = 0; i < c->nhosts; i++) {
 				struct r2_peer *p = i == c->my_host ? NULL : peer_of(d, c->hosts[i].id);
-				if (p && p->nopath_since_us && !hc->acked[i] && !bridged(d, p))
+				if (p && p->nopath_since_us && !hc->acked[i] &&
+				    (!bridged(d, p) || daemon_gone(d, p)))
 					gone = true;
 			}
 			if (gone || now - hc->prop_us > ptimeout) {

@@ -72,6 +72,9 @@ struct r2_peer {
 	/* last RailEvent seq about its own NIC r, whoever passed it on */
 	uint64_t nic_seq[R2_MAX_RAILS];
 	uint64_t nopath_since_us;  /* no connection on any rail since (0: has one) */
+	/* rails whose connection it reset or whose dial it refused (no daemon
+	 * listens there any more); a CONN clears the rail (health.c) */
+	uint32_t gone_mask;
 	atomic_uint_fast64_t last_rx_us[R2_MAX_RAILS]; /* rails thread: any message */
 	atomic_uint_fast64_t rtt_us[R2_MAX_RAILS];     /* heartbeat round trip */
 	atomic_uint bad_mask;      /* rails the engine avoids to this peer (any thread) */
