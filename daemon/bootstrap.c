@@ -572,8 +572,8 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev)
 
 	if (q->type == R2_TPC_RECV && q->hdr.kind == R2_MSG_CTRL &&
 	    q->hdr.aux >= R2PEER__PEER_MSG__PEER_RAIL_EVENT &&
-	    q->hdr.aux <= R2PEER__PEER_MSG__PEER_VIEW_REQUEST) {
-		r2d_health_ctrl(d, ev); /* rail events, plan views: health.c */
+	    q->hdr.aux <= R2PEER__PEER_MSG__PEER_ALIVE) {
+		r2d_health_ctrl(d, ev); /* rail events, plan views, bridged heartbeats: health.c */
 		return;
 	}
 	pthread_mutex_lock(&d->lock);

@@ -1491,6 +1491,8 @@ void r2d_health_ctrl(struct r2d *d, const struct r2_loop_ev *ev)
 
 	if (!h)
 		return;
+	if (type == R2PEER__PEER_MSG__PEER_ALIVE)
+		return; /* the rails thread marked its origin alive (detour_rx_us) */
 	if (type == R2PEER__PEER_MSG__PEER_RAIL_EVENT) {
 		R2peer__RailEvent *e = r2peer__rail_event__unpack(NULL, len, buf);
 		if (e) {
@@ -1730,6 +1732,25 @@ static bool send_stalled(struct r2_health *h, int i, int r, uint64_t now, uint64
 	return out && now > since && now - since > stall;
 }
 
+static bool bridged(struct r2d *d, const struct r2_peer *p);
+static bool daemon_gone(struct r2d *d, const struct r2_peer *p);
+
+/* p has no rail to this host: a heartbeat through a bridge (detour.h), so
+ * that a peer reached only through a third host stays alive while the plan
+ * relays its data (nothing of its own then comes through a bridge) or while
+ * no collective runs. Not to a peer gone or silent past its timeout (the
+ * bridge would only drop it); it answers with its own. */
+static void heartbeat_bridged(struct r2d *d, struct r2_peer *p, uint64_t now, uint64_t ptimeout)
+{
+	uint64_t last = atomic_load(&p->detour_rx_us);
+
+	if (last < p->nopath_since_us)
+		last = p->nopath_since_us;
+	if (now - last > ptimeout || daemon_gone(d, p) || !bridged(d, p))
+		return;
+	r2d_rails_send_ctrl_all(d, p->id, R2PEER__PEER_MSG__PEER_ALIVE, "", 0);
+}
+
 static void tick_paths(struct r2d *d, uint64_t now)
 {
 	struct r2_rails *rs = d->rails;
@@ -1829,6 +1850,8 @@ static void tick_paths(struct r2d *d, uint64_t now)
 			p->nopath_since_us = 0;
 		else if (!p->nopath_since_us)
 			p->nopath_since_us = now;
+		if (hb && p->nopath_since_us)
+			heartbeat_bridged(d, p, now, ptimeout);
 	}
 }
 

@@ -203,6 +203,11 @@ static bool ctrl_detour_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
 		return true;
 	}
 	c->peer = c->hdr.comm;
+	/* a control message through a bridge says its origin is alive, though
+	 * no rail connects it to this host (health's peer timeout) */
+	struct r2_peer *p = r2d_rails_peer_find(rs->d, c->peer);
+	if (p)
+		atomic_store(&p->detour_rx_us, r2_now_us());
 	return false;
 }
 
