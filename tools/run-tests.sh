@@ -25,14 +25,8 @@ mtest -C build-test --print-errorlogs --num-processes 1 \
 	--suite unit --suite integration --suite cluster --suite valgrind --suite gpu
 
 echo "=== fault injection (namespaces) ==="
-# One retry: an intermittent hang after a link down was seen once on a loaded
-# machine (docs/resilience.md, "Known problems"); a failure that repeats fails.
-pos=$(wc -c <"$LOG")
-if ! mtest -C build-test --print-errorlogs --num-processes 1 --suite faults; then
-	echo "fault suite failed once; running it again (the first run is not counted)"
-	truncate -s "$pos" "$LOG"
-	mtest -C build-test --print-errorlogs --num-processes 1 --suite faults
-fi
+# No retry: a failure is a failure (docs/resilience.md, "Known problems").
+mtest -C build-test --print-errorlogs --num-processes 1 --suite faults
 
 echo "=== rdma (two soft-RoCE qemu guests) ==="
 # The guest image (debootstrap, about 2 minutes) is built once per recipe and
