@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -56,8 +55,7 @@ static void client_free(r2ccl_client_t *c)
 		munmap(c->ring, c->ring_bytes);
 	r2_closep(&c->sq_efd);
 	r2_closep(&c->cq_efd);
-	r2_closep(&c->sock);
-	r2_frame_reader_reset(&c->reader);
+	r2_rpc_close(&c->rpc);
 	free(c);
 }
 
@@ -71,39 +69,25 @@ int r2c_rpc(r2ccl_client_t *c, uint16_t type, const void *msg, uint16_t reply_ty
 	    void **reply, void *(*unpack)(void *, size_t, const uint8_t *), const int *fds,
 	    int nfds, int *rfds, int max_rfds)
 {
-	const ProtobufCMessage *m = msg;
-	size_t len = protobuf_c_message_get_packed_size(m);
-	uint8_t *buf;
+	R2ccl__Result *res;
 	struct r2_frame f;
 	int r;
 
 	if (c->gone)
 		return R2CCL_E_DAEMON_GONE;
-	buf = malloc(len ? len : 1);
-	if (!buf)
-		return -ENOMEM;
-	protobuf_c_message_pack(m, buf);
-	r = r2_frame_send(c->sock, type, buf, (uint32_t)len, fds, nfds, c->timeout_ms);
-	free(buf);
+	c->rpc.timeout_ms = c->timeout_ms;
+	r = r2_rpc_call(&c->rpc, type, msg, fds, nfds, reply_type, &f, &res);
 	if (r == -EPIPE || r == -ECONNRESET)
 		return mark_gone(c);
 	if (r < 0)
-		return r;
-	r = r2_frame_recv(c->sock, &c->reader, &f, c->timeout_ms);
-	if (r == -ECONNRESET || r == -EPIPE)
-		return mark_gone(c);
-	if (r < 0)
 		return r == -EPROTO ? R2CCL_E_PROTOCOL : r;
-	if (f.type == R2CCL__MSG_TYPE__MSG_RESULT && reply_type != f.type) {
+	if (r == R2_RPC_RESULT) {
 		/* a generic answer (e.g. not supported) in place of the reply */
-		R2ccl__Result *res = r2ccl__result__unpack(NULL, f.len, f.payload);
-		r = res ? (res->status < 0 ? res->status : R2CCL_E_PROTOCOL) : R2CCL_E_PROTOCOL;
-		if (res)
-			r2ccl__result__free_unpacked(res, NULL);
-		r2_frame_free(&f);
+		r = res->status < 0 ? res->status : R2CCL_E_PROTOCOL;
+		r2ccl__result__free_unpacked(res, NULL);
 		return r;
 	}
-	if (f.type != reply_type || f.nfds > max_rfds) {
+	if (r == R2_RPC_UNEXPECTED || f.nfds > max_rfds) {
 		r2_frame_free(&f);
 		return R2CCL_E_PROTOCOL;
 	}
@@ -129,8 +113,7 @@ static void *unpack_hello_reply(void *a, size_t l, const uint8_t *d)
 int r2ccl_connect(const r2ccl_connect_opts_t *opts, r2ccl_client_t **out)
 {
 	r2ccl_connect_opts_t o = R2CCL_CONNECT_OPTS_INITIALIZER;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	R2ccl__Hello hello = R2CCL__HELLO__INIT;
+	R2ccl__Hello hello;
 	R2ccl__HelloReply *rep = NULL;
 	r2ccl_client_t *c;
 	const char *path;
@@ -147,30 +130,18 @@ int r2ccl_connect(const r2ccl_connect_opts_t *opts, r2ccl_client_t **out)
 	path = o.socket_path ? o.socket_path : getenv("R2CCL_SOCKET");
 	if (!path || !path[0])
 		path = R2CCL_DEFAULT_SOCKET;
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->sq_efd = c->cq_efd = -1;
 	c->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
+	r2_rpc_init(&c->rpc, 16u << 20, c->timeout_ms);
 	c->next_req = 1;
 	c->next_tag = 1;
-	r2_frame_reader_init(&c->reader, 16u << 20);
-	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (c->sock < 0) {
-		r = -errno;
+	r = r2_rpc_dial(&c->rpc, path, 0);
+	if (r < 0)
 		goto fail;
-	}
-	if (connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	hello.proto_version = R2CCL__PROTO_VERSION__PROTO_VERSION_CURRENT;
-	hello.client_name = (char *)(o.client_name ? o.client_name : __progname);
-	hello.lib_version = R2CCL_VERSION_STRING;
+	r2_rpc_hello_init(&hello, o.client_name ? o.client_name : __progname, false);
 	r = r2c_rpc(c, R2CCL__MSG_TYPE__MSG_HELLO, &hello, R2CCL__MSG_TYPE__MSG_HELLO_REPLY,
 		    (void **)&rep, unpack_hello_reply, NULL, 0, rfds, 3);
 	if (r < 0)
@@ -226,11 +197,11 @@ int r2ccl_client_check(r2ccl_client_t *c)
 		return -EINVAL;
 	if (c->gone)
 		return R2CCL_E_DAEMON_GONE;
-	p.fd = c->sock;
+	p.fd = c->rpc.fd;
 	p.events = POLLIN;
 	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLIN))) {
 		char b;
-		ssize_t n = recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		ssize_t n = recv(c->rpc.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN))
 			return mark_gone(c);
 	}
@@ -295,7 +266,7 @@ int r2c_submit_wait(r2ccl_client_t *c, struct r2_sqe *q)
 
 	deadline = r2_now_us() + (uint64_t)(c->op_timeout_ms + OP_GRACE_MS) * 1000;
 	for (;;) {
-		struct pollfd p[2] = { { c->cq_efd, POLLIN, 0 }, { c->sock, POLLIN, 0 } };
+		struct pollfd p[2] = { { c->cq_efd, POLLIN, 0 }, { c->rpc.fd, POLLIN, 0 } };
 		uint64_t now;
 
 		if (reap(c, q->tag, &status))

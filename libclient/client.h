@@ -6,9 +6,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "framing.h"
 #include "r2ccl.h"
 #include "ring.h"
+#include "rpc.h"
 
 struct r2_cmem {
 	struct r2_cmem *next;
@@ -19,15 +19,14 @@ struct r2_cmem {
 };
 
 struct r2ccl_client {
-	int sock;
+	struct r2_rpc rpc;  /* the control socket */
 	int sq_efd, cq_efd;
 	struct r2_ring_shm *ring;
 	size_t ring_bytes;
-	struct r2_frame_reader reader;
 	uint64_t session_id;
 	uint64_t next_req;
 	uint64_t next_tag;
-	int timeout_ms;     /* control replies */
+	int timeout_ms;     /* control replies (a call may raise it for one request) */
 	int op_timeout_ms;  /* the daemon's op timeout; we wait a little longer */
 	bool gone;          /* the daemon closed the session */
 	struct r2_cmem *mem;

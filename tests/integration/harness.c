@@ -341,3 +341,73 @@ int th_run(const char *const *argv, char *out, size_t outlen, int timeout_ms)
 		msleep(10);
 	}
 }
+
+/* ---- Check helpers of the test programs ---- */
+
+static struct th_daemon *at_exit_daemon;
+
+static void kill_daemon_at_exit(void)
+{
+	/* a failed assertion exits the test's process: never leave a daemon */
+	if (at_exit_daemon->pid > 0)
+		th_daemon_stop(at_exit_daemon, SIGKILL, 1000);
+	th_daemon_cleanup(at_exit_daemon);
+}
+
+void th_start(struct th_daemon *d, const char *const *extra)
+{
+	if (!at_exit_daemon) {
+		at_exit_daemon = d;
+		atexit(kill_daemon_at_exit);
+	}
+	ck_assert_msg(d == at_exit_daemon, "one daemon per test program");
+	ck_assert_msg(th_daemon_start(d, extra) == 0, "r2ccld did not start");
+}
+
+void th_stop_ok(struct th_daemon *d)
+{
+	int st;
+
+	ck_assert_msg(th_daemon_alive(d), "r2ccld died; log in %s", d->log);
+	st = th_daemon_stop(d, SIGTERM, 15000);
+	ck_assert_msg(st == 0, "r2ccld exited with %d on SIGTERM (log %s)", st, d->log);
+	th_daemon_cleanup(d);
+}
+
+void th_expect_log(struct th_daemon *d, const char *needle, int min)
+{
+	int n = th_wait_log(d, needle, min, TH_LOG_WAIT_MS);
+
+	ck_assert_msg(n >= min, "daemon log has %d line(s) with \"%s\", expected >= %d (%s)", n,
+		      needle, min, d->log);
+}
+
+void th_temp_path(char *dir, const char *name, char *path, size_t len)
+{
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_lt(snprintf(path, len, "%s/%s", dir, name), (int)len);
+}
+
+Suite *th_suite(const char *name, int timeout_s, const TTest *const *tests, size_t n)
+{
+	Suite *s = suite_create(name);
+	TCase *tc = tcase_create(name);
+
+	tcase_set_timeout(tc, timeout_s);
+	for (size_t i = 0; i < n; i++)
+		tcase_add_test(tc, tests[i]);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int th_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_set_fork_status(sr, CK_FORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

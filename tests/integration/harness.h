@@ -59,4 +59,34 @@ int th_run(const char *const *argv, char *out, size_t outlen, int timeout_ms);
 /* Monotonic milliseconds. */
 double th_now_ms(void);
 
+/* ---- Check helpers of the test programs: they fail the running test ---- */
+
+#define TH_LOG_WAIT_MS 3000
+
+#include <check.h>
+
+/* Starts d (th_daemon_start) or fails; the first call has d SIGKILLed and
+ * cleaned up when the test's process exits (a failed assertion included). */
+void th_start(struct th_daemon *d, const char *const *extra);
+/* The end of a case: d is alive and exits 0 on SIGTERM. */
+void th_stop_ok(struct th_daemon *d);
+/* d's log has needle at least min times within TH_LOG_WAIT_MS. */
+void th_expect_log(struct th_daemon *d, const char *needle, int min);
+/* Makes the directory of the mkdtemp template dir, and path dir/name. */
+void th_temp_path(char *dir, const char *name, char *path, size_t len);
+/* A suite of one test case, both called name, with the n tests. */
+Suite *th_suite(const char *name, int timeout_s, const TTest *const *tests, size_t n);
+/* Runs the suite, each test forked; EXIT_SUCCESS when none failed. */
+int th_run_suite(Suite *s);
+/* The main() of a test program: suite name, each test's timeout in seconds,
+ * then the tests (START_TEST's names). */
+#define TH_MAIN(name, timeout_s, ...)                                               \
+	int main(void)                                                              \
+	{                                                                           \
+		const TTest *const tests_[] = { __VA_ARGS__ };                      \
+                                                                                    \
+		return th_run_suite(th_suite(name, timeout_s, tests_,               \
+					     sizeof(tests_) / sizeof(tests_[0]))); \
+	}
+
 #endif

@@ -31,47 +31,8 @@
 #include "ring.h"
 
 #define NELEM 1024
-#define LOG_WAIT_MS 3000
 
 static struct th_daemon D;
-
-static void kill_daemon_at_exit(void)
-{
-	/* a failed assertion exits the test's process: never leave a daemon */
-	if (D.pid > 0)
-		th_daemon_stop(&D, SIGKILL, 1000);
-	th_daemon_cleanup(&D);
-}
-
-static void start_daemon(const char *const *extra)
-{
-	static bool registered;
-
-	if (!registered) {
-		atexit(kill_daemon_at_exit);
-		registered = true;
-	}
-	ck_assert_msg(th_daemon_start(&D, extra) == 0, "r2ccld did not start");
-}
-
-/* The end of every case: the daemon is alive and exits 0 on SIGTERM. */
-static void stop_daemon_ok(void)
-{
-	int st;
-
-	ck_assert_msg(th_daemon_alive(&D), "r2ccld died; log in %s", D.log);
-	st = th_daemon_stop(&D, SIGTERM, 15000);
-	ck_assert_msg(st == 0, "r2ccld exited with %d on SIGTERM (log %s)", st, D.log);
-	th_daemon_cleanup(&D);
-}
-
-static void expect_log(const char *needle, int min)
-{
-	int n = th_wait_log(&D, needle, min, LOG_WAIT_MS);
-
-	ck_assert_msg(n >= min, "daemon log has %d line(s) with \"%s\", expected >= %d (%s)", n,
-		      needle, min, D.log);
-}
 
 /* ------------------------------------------------------------------------ */
 /* libr2ccl ranks driven by threads                                         */
@@ -198,6 +159,28 @@ static void healthy_done(void)
 {
 	healthy_check(99);
 	ranks_free(H, 2);
+}
+
+/* The start of a case: its daemon (extra arguments args), the healthy
+ * communicator and its first allreduce. */
+static void case_begin(const char *const *args)
+{
+	th_start(&D, args);
+	healthy_setup();
+	healthy_check(0);
+}
+
+static int daemon_sessions(void);
+
+/* The end of a case: the healthy communicator still exact (and the daemon
+ * serving `sessions` sessions, unless -1), the daemon exits 0 on SIGTERM. */
+static void case_end(int sessions)
+{
+	healthy_check(1);
+	if (sessions >= 0)
+		ck_assert_int_eq(daemon_sessions(), sessions);
+	healthy_done();
+	th_stop_ok(&D);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -364,9 +347,7 @@ START_TEST(truncated_frames)
 	uint8_t hdr[16];
 	int base;
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(NULL);
 	base = th_daemon_nfds(&D);
 
 	/* half a header, then close */
@@ -379,7 +360,7 @@ START_TEST(truncated_frames)
 	}
 	ck_assert_int_eq(send(c.fd, hdr, 8, MSG_NOSIGNAL), 8);
 	raw_close(&c);
-	expect_log("(truncated frame)", 1);
+	th_expect_log(&D, "(truncated frame)", 1);
 
 	/* half a payload, then close (before the handshake) */
 	raw_open(&c);
@@ -389,7 +370,7 @@ START_TEST(truncated_frames)
 					   50),
 			 0);
 	raw_close(&c);
-	expect_log("(truncated frame)", 2);
+	th_expect_log(&D, "(truncated frame)", 2);
 
 	/* half a payload after a full handshake (a session with a ring) */
 	raw_open(&c);
@@ -398,20 +379,17 @@ START_TEST(truncated_frames)
 					   0, NULL, 0, "01234567890123456789", 20),
 			 0);
 	raw_close(&c);
-	expect_log("(truncated frame)", 3);
+	th_expect_log(&D, "(truncated frame)", 3);
 
 	/* a header cut in the middle of the magic, after a handshake */
 	raw_open(&c);
 	raw_hello(&c, true);
 	ck_assert_int_eq(send(c.fd, hdr, 3, MSG_NOSIGNAL), 3);
 	raw_close(&c);
-	expect_log("(truncated frame)", 4);
+	th_expect_log(&D, "(truncated frame)", 4);
 
 	expect_no_fd_leak(base);
-	healthy_check(1);
-	ck_assert_int_eq(daemon_sessions(), 2);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(2);
 }
 END_TEST
 
@@ -421,9 +399,7 @@ START_TEST(frame_too_long)
 	struct raw c;
 	uint8_t *big;
 
-	start_daemon(args);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(args);
 
 	/* exactly the maximum is fine: a StatusRequest padded with an unknown
 	 * length-delimited field 15 (1 tag byte, 3 length bytes) */
@@ -453,7 +429,7 @@ START_TEST(frame_too_long)
 			 0);
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("length over 65536 bytes", 1);
+	th_expect_log(&D, "length over 65536 bytes", 1);
 
 	/* a huge length as the very first frame */
 	raw_open(&c);
@@ -462,7 +438,7 @@ START_TEST(frame_too_long)
 			 0);
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("length over 65536 bytes", 2);
+	th_expect_log(&D, "length over 65536 bytes", 2);
 
 	/* bad magic and non-zero flags: the same path */
 	raw_open(&c);
@@ -477,12 +453,10 @@ START_TEST(frame_too_long)
 			 0);
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("invalid frame", 4);
+	th_expect_log(&D, "invalid frame", 4);
 	free(big);
 
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
 
@@ -492,9 +466,7 @@ START_TEST(garbage_protobuf)
 	uint8_t g[200];
 	size_t n;
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(NULL);
 
 	/* as the Hello */
 	n = garbage_for(&r2ccl__hello__descriptor, g, sizeof(g));
@@ -504,7 +476,7 @@ START_TEST(garbage_protobuf)
 			 0);
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("malformed request", 1);
+	th_expect_log(&D, "malformed request", 1);
 
 	/* as a CommInit after a valid hello */
 	n = garbage_for(&r2ccl__comm_init__descriptor, g, sizeof(g));
@@ -515,7 +487,7 @@ START_TEST(garbage_protobuf)
 			 0);
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("malformed request", 2);
+	th_expect_log(&D, "malformed request", 2);
 
 	/* as a MemRegister with its fd (the fd must not leak) */
 	{
@@ -531,7 +503,7 @@ START_TEST(garbage_protobuf)
 		expect_dropped(&c);
 		raw_close(&c);
 		close(mfd);
-		expect_log("malformed request", 3);
+		th_expect_log(&D, "malformed request", 3);
 		expect_no_fd_leak(base);
 	}
 
@@ -543,7 +515,7 @@ START_TEST(garbage_protobuf)
 	}
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("before the handshake", 1);
+	th_expect_log(&D, "before the handshake", 1);
 
 	/* a second handshake */
 	raw_open(&c);
@@ -555,12 +527,9 @@ START_TEST(garbage_protobuf)
 	}
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("second handshake", 1);
+	th_expect_log(&D, "second handshake", 1);
 
-	healthy_check(1);
-	ck_assert_int_eq(daemon_sessions(), 2);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(2);
 }
 END_TEST
 
@@ -568,16 +537,14 @@ START_TEST(unknown_type)
 {
 	struct raw c;
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(NULL);
 
 	raw_open(&c);
 	raw_hello(&c, true);
 	ck_assert_int_eq(th_send_frame_raw(c.fd, R2_FRAME_MAGIC, 999, 0, 0, 0, NULL, 0, NULL, 0), 0);
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("unknown message type 999", 1);
+	th_expect_log(&D, "unknown message type 999", 1);
 
 	/* before the handshake, with a payload; and a reply type sent to the daemon */
 	raw_open(&c);
@@ -585,7 +552,7 @@ START_TEST(unknown_type)
 			 0);
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("unknown message type 999", 2);
+	th_expect_log(&D, "unknown message type 999", 2);
 	raw_open(&c);
 	raw_hello(&c, true);
 	ck_assert_int_eq(th_send_frame_raw(c.fd, R2_FRAME_MAGIC, R2CCL__MSG_TYPE__MSG_HELLO_REPLY, 0,
@@ -593,18 +560,16 @@ START_TEST(unknown_type)
 			 0);
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("unknown message type 2", 1);
+	th_expect_log(&D, "unknown message type 2", 1);
 	raw_open(&c);
 	raw_hello(&c, true);
 	ck_assert_int_eq(th_send_frame_raw(c.fd, R2_FRAME_MAGIC, 0xffff, 0, 0, 0, NULL, 0, NULL, 0),
 			 0);
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("unknown message type 65535", 1);
+	th_expect_log(&D, "unknown message type 65535", 1);
 
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
 
@@ -635,16 +600,14 @@ static void bad_version(uint32_t version)
 	expect_dropped(&c);
 	raw_close(&c);
 	snprintf(want, sizeof(want), "protocol version %u is not supported", version);
-	expect_log(want, 1);
+	th_expect_log(&D, want, 1);
 }
 
 START_TEST(wrong_protocol_version)
 {
 	r2ccl_client_t *cl;
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(NULL);
 
 	bad_version(7);
 	bad_version(0);
@@ -661,9 +624,7 @@ START_TEST(wrong_protocol_version)
 	}
 	r2ccl_disconnect(cl);
 
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
 
@@ -677,76 +638,74 @@ static int sealed_memfd(size_t size)
 	return fd;
 }
 
-static void send_memreg(struct raw *c, uint64_t size, uint16_t declared, const int *fds, int n)
+/* A MemRegister of size packed into buf (64 bytes); its length. */
+static size_t memreg_payload(uint64_t size, uint8_t *buf)
 {
 	R2ccl__MemRegister m = R2CCL__MEM_REGISTER__INIT;
-	uint8_t buf[64];
-	size_t len;
 
 	m.req_id = 5;
 	m.size = size;
-	len = r2ccl__mem_register__pack(&m, buf);
+	return r2ccl__mem_register__pack(&m, buf);
+}
+
+static void send_memreg(struct raw *c, uint64_t size, uint16_t declared, const int *fds, int n)
+{
+	uint8_t buf[64];
+	size_t len = memreg_payload(size, buf);
+
 	ck_assert_int_eq(th_send_frame_raw(c->fd, R2_FRAME_MAGIC, R2CCL__MSG_TYPE__MSG_MEM_REGISTER,
 					   declared, (uint32_t)len, 0, fds, n, buf, len),
 			 0);
 }
 
+/* On a fresh session (its HELLO control_only or not), one frame of type
+ * declaring `declared` fds with nattach attached: the daemon drops the
+ * session and its log has needle n times. */
+static void expect_frame_dropped(bool control_only, uint16_t type, uint16_t declared,
+				 const int *fds, int nattach, const void *payload, size_t len,
+				 const char *needle, int n)
+{
+	struct raw c;
+
+	raw_open(&c);
+	raw_hello(&c, control_only);
+	ck_assert_int_eq(th_send_frame_raw(c.fd, R2_FRAME_MAGIC, type, declared, (uint32_t)len, 0,
+					   fds, nattach, payload, len),
+			 0);
+	expect_dropped(&c);
+	raw_close(&c);
+	th_expect_log(&D, needle, n);
+}
+
 START_TEST(fd_count_mismatch)
 {
 	struct raw c;
+	uint8_t mr[64];
+	size_t len;
 	int base, f2[2], p[2];
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(NULL);
 	base = th_daemon_nfds(&D);
 	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 	f2[0] = sealed_memfd(4096);
 	f2[1] = p[0];
 
 	/* header nfds 0, two fds attached */
-	raw_open(&c);
-	raw_hello(&c, true);
-	ck_assert_int_eq(th_send_frame_raw(c.fd, R2_FRAME_MAGIC, R2CCL__MSG_TYPE__MSG_STATUS, 0, 0, 0,
-					   f2, 2, NULL, 0),
-			 0);
-	expect_dropped(&c);
-	raw_close(&c);
-	expect_log("fd count differs from the header", 1);
-
+	expect_frame_dropped(true, R2CCL__MSG_TYPE__MSG_STATUS, 0, f2, 2, NULL, 0,
+			     "fd count differs from the header", 1);
 	/* MEM_REGISTER declaring 1 fd, 2 attached */
-	raw_open(&c);
-	raw_hello(&c, false);
-	send_memreg(&c, 4096, 1, f2, 2);
-	expect_dropped(&c);
-	raw_close(&c);
-	expect_log("fd count differs from the header", 2);
-
+	len = memreg_payload(4096, mr);
+	expect_frame_dropped(false, R2CCL__MSG_TYPE__MSG_MEM_REGISTER, 1, f2, 2, mr, len,
+			     "fd count differs from the header", 2);
 	/* MEM_REGISTER declaring 1 fd, none attached */
-	raw_open(&c);
-	raw_hello(&c, false);
-	send_memreg(&c, 4096, 1, NULL, 0);
-	expect_dropped(&c);
-	raw_close(&c);
-	expect_log("fd count differs from the header", 3);
-
+	expect_frame_dropped(false, R2CCL__MSG_TYPE__MSG_MEM_REGISTER, 1, NULL, 0, mr, len,
+			     "fd count differs from the header", 3);
 	/* MEM_REGISTER declaring 0 and carrying 0: the handler's count is 1 */
-	raw_open(&c);
-	raw_hello(&c, false);
-	send_memreg(&c, 4096, 0, NULL, 0);
-	expect_dropped(&c);
-	raw_close(&c);
-	expect_log("carries 0 file descriptors, expected 1", 1);
-
+	expect_frame_dropped(false, R2CCL__MSG_TYPE__MSG_MEM_REGISTER, 0, NULL, 0, mr, len,
+			     "carries 0 file descriptors, expected 1", 1);
 	/* a StatusRequest declaring and carrying 1 fd (its handler takes none) */
-	raw_open(&c);
-	raw_hello(&c, true);
-	ck_assert_int_eq(th_send_frame_raw(c.fd, R2_FRAME_MAGIC, R2CCL__MSG_TYPE__MSG_STATUS, 1, 0, 0,
-					   f2, 1, NULL, 0),
-			 0);
-	expect_dropped(&c);
-	raw_close(&c);
-	expect_log("carries 1 file descriptors, expected 0", 1);
+	expect_frame_dropped(true, R2CCL__MSG_TYPE__MSG_STATUS, 1, f2, 1, NULL, 0,
+			     "carries 1 file descriptors, expected 0", 1);
 
 	/* fds attached to payload bytes rather than to the header */
 	raw_open(&c);
@@ -774,31 +733,22 @@ START_TEST(fd_count_mismatch)
 	}
 	expect_dropped(&c);
 	raw_close(&c);
-	expect_log("invalid frame", 4);
+	th_expect_log(&D, "invalid frame", 4);
 
 	/* more fds than the frame maximum (declared and attached) */
 	{
 		int many[12];
 		for (int i = 0; i < 12; i++)
 			many[i] = p[1];
-		raw_open(&c);
-		raw_hello(&c, true);
-		ck_assert_int_eq(th_send_frame_raw(c.fd, R2_FRAME_MAGIC, R2CCL__MSG_TYPE__MSG_STATUS,
-						   12, 0, 0, many, 12, NULL, 0),
-				 0);
-		expect_dropped(&c);
-		raw_close(&c);
-		expect_log("invalid frame", 5);
+		expect_frame_dropped(true, R2CCL__MSG_TYPE__MSG_STATUS, 12, many, 12, NULL, 0,
+				     "invalid frame", 5);
 	}
 
 	close(f2[0]);
 	close(p[0]);
 	close(p[1]);
 	expect_no_fd_leak(base);
-	healthy_check(1);
-	ck_assert_int_eq(daemon_sessions(), 2);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(2);
 }
 END_TEST
 
@@ -827,9 +777,7 @@ START_TEST(memreg_bad_fd)
 	char err[256];
 	int base, fd, p[2];
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(NULL);
 	base = th_daemon_nfds(&D);
 
 	raw_open(&c);
@@ -870,7 +818,7 @@ START_TEST(memreg_bad_fd)
 	/* an absurd size */
 	ck_assert_int_ne(memreg_status(&c, UINT64_MAX, fd, err, sizeof(err)), 0);
 
-	expect_log("memory registration refused", 7);
+	th_expect_log(&D, "memory registration refused", 7);
 	/* the session is kept: a good registration works, and a status */
 	ck_assert_int_eq(memreg_status(&c, 4096, fd, err, sizeof(err)), 0);
 	close(fd);
@@ -878,9 +826,7 @@ START_TEST(memreg_bad_fd)
 	raw_close(&c);
 
 	expect_no_fd_leak(base);
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
 
@@ -936,9 +882,7 @@ START_TEST(client_killed_mid_op)
 	int ready[2], go[3][2], res[2][2];
 	char ch;
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(NULL);
 
 	cl = connect_client("uid-maker");
 	ck_assert_int_eq(r2ccl_get_unique_id(cl, &id), 0);
@@ -980,12 +924,9 @@ START_TEST(client_killed_mid_op)
 		ck_assert_int_eq(waitpid(pid[r], &st, 0), pid[r]);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d exit %d", r, st);
 	}
-	expect_log("rank 2 died (its client went away)", 1);
+	th_expect_log(&D, "rank 2 died (its client went away)", 1);
 
-	healthy_check(1);
-	ck_assert_int_eq(daemon_sessions(), 2);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(2);
 }
 END_TEST
 
@@ -999,9 +940,7 @@ START_TEST(client_never_reads)
 	int sent = 0, r = 0;
 	double t0;
 
-	start_daemon(args);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(args);
 
 	raw_open(&c);
 	raw_hello(&c, true);
@@ -1019,15 +958,12 @@ START_TEST(client_never_reads)
 	}
 	ck_assert_msg(r == 0 || r == -EPIPE || r == -ECONNRESET || r == -ETIMEDOUT,
 		      "send: %s after %d frames", strerror(-r), sent);
-	expect_log("client does not read its replies (queue full)", 1);
+	th_expect_log(&D, "client does not read its replies (queue full)", 1);
 	/* the session is gone: what is left to read ends with EOF */
 	expect_dropped(&c);
 	raw_close(&c);
 
-	healthy_check(1);
-	ck_assert_int_eq(daemon_sessions(), 2);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(2);
 }
 END_TEST
 
@@ -1035,9 +971,7 @@ START_TEST(thousand_connections)
 {
 	int base;
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(NULL);
 	base = th_daemon_nfds(&D);
 
 	for (int i = 0; i < 1000; i++) {
@@ -1062,15 +996,13 @@ START_TEST(thousand_connections)
 		}
 		raw_close(&c);
 	}
-	expect_log("(truncated frame)", 250);
+	th_expect_log(&D, "(truncated frame)", 250);
 	expect_no_fd_leak(base);
 	for (int i = 0; i < 300 && daemon_sessions() != 2; i++)
 		usleep(10000);
 	ck_assert_int_eq(daemon_sessions(), 2);
 
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
 
@@ -1078,9 +1010,7 @@ START_TEST(mismatched_collective)
 {
 	struct rank m[2];
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(NULL);
 
 	ranks_connect(m, 2, "mismatch");
 	ranks_init(m, 2);
@@ -1092,8 +1022,8 @@ START_TEST(mismatched_collective)
 			      r2ccl_strerror(m[r].ret));
 		ck_assert_msg(m[r].ms < 2000, "rank %d learnt after %.0f ms", r, m[r].ms);
 	}
-	expect_log("count 10", 1);
-	expect_log("count 11", 1);
+	th_expect_log(&D, "count 10", 1);
+	th_expect_log(&D, "count 11", 1);
 	/* the communicator stays broken */
 	m[0].count = m[1].count = 10;
 	run_ranks(th_allreduce, m, 2, 0);
@@ -1102,9 +1032,7 @@ START_TEST(mismatched_collective)
 			      r2ccl_strerror(m[r].ret));
 	ranks_free(m, 2);
 
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
 
@@ -1113,9 +1041,7 @@ START_TEST(rank_never_arrives)
 	const char *const args[] = { "--op-timeout-ms", "500", NULL };
 	struct rank m[2];
 
-	start_daemon(args);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(args);
 
 	ranks_connect(m, 2, "lonely");
 	ranks_init(m, 2);
@@ -1124,16 +1050,14 @@ START_TEST(rank_never_arrives)
 		      r2ccl_strerror(m[0].ret));
 	ck_assert_msg(m[0].ms < 1500, "timed out after %.0f ms", m[0].ms);
 	ck_assert_msg(m[0].ms >= 450, "timed out after only %.0f ms", m[0].ms);
-	expect_log("waited 500 ms for rank 1", 1);
+	th_expect_log(&D, "waited 500 ms for rank 1", 1);
 	/* rank 1, late, finds the communicator failed */
 	th_allreduce(&m[1]);
 	ck_assert_msg(m[1].ret == R2CCL_E_COMM_BROKEN, "late rank 1: %s",
 		      r2ccl_strerror(m[1].ret));
 	ranks_free(m, 2);
 
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
 
@@ -1179,9 +1103,7 @@ START_TEST(wrong_buffers)
 	struct rank m[1];
 	int32_t *heap, *p;
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(NULL);
 
 	/* through the library: memory not from r2ccl_mem_alloc, or past its end */
 	ranks_connect(m, 1, "buffers");
@@ -1295,35 +1217,35 @@ START_TEST(wrong_buffers)
 		raw_close(&c);
 	}
 
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
+
+/* Both ranks of m are refused at once (err, within 2 s) and the daemon
+ * logs needle. */
+static void expect_join_refused(struct rank *m, int err, const char *needle)
+{
+	run_ranks(th_init, m, 2, 100);
+	for (int r = 0; r < 2; r++) {
+		ck_assert_msg(m[r].ret == err, "rank %d: %d (%s)", r, m[r].ret,
+			      r2ccl_strerror(m[r].ret));
+		ck_assert_msg(m[r].ms < 2000, "rank %d learnt after %.0f ms", r, m[r].ms);
+	}
+	th_expect_log(&D, needle, 1);
+}
 
 START_TEST(duplicate_rank)
 {
 	struct rank m[2];
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
-
+	case_begin(NULL);
 	ranks_connect(m, 2, "dup");
 	m[1].rank = 0;
-	run_ranks(th_init, m, 2, 100);
-	for (int r = 0; r < 2; r++) {
-		ck_assert_msg(m[r].ret == R2CCL_E_DUP_RANK, "client %d: %d (%s)", r, m[r].ret,
-			      r2ccl_strerror(m[r].ret));
-		ck_assert_msg(m[r].ms < 2000, "client %d learnt after %.0f ms", r, m[r].ms);
-		ck_assert_ptr_null(m[r].comm);
-	}
-	expect_log("rank 0 was given twice", 1);
+	expect_join_refused(m, R2CCL_E_DUP_RANK, "rank 0 was given twice");
+	ck_assert_ptr_null(m[0].comm);
+	ck_assert_ptr_null(m[1].comm);
 	ranks_free(m, 2);
-
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
 
@@ -1331,24 +1253,12 @@ START_TEST(nranks_mismatch)
 {
 	struct rank m[2];
 
-	start_daemon(NULL);
-	healthy_setup();
-	healthy_check(0);
-
+	case_begin(NULL);
 	ranks_connect(m, 2, "nranks");
 	m[1].nranks = 3;
-	run_ranks(th_init, m, 2, 100);
-	for (int r = 0; r < 2; r++) {
-		ck_assert_msg(m[r].ret == R2CCL_E_MISMATCH, "rank %d: %d (%s)", r, m[r].ret,
-			      r2ccl_strerror(m[r].ret));
-		ck_assert_msg(m[r].ms < 2000, "rank %d learnt after %.0f ms", r, m[r].ms);
-	}
-	expect_log("rank 1 says nranks 3, others said 2", 1);
+	expect_join_refused(m, R2CCL_E_MISMATCH, "rank 1 says nranks 3, others said 2");
 	ranks_free(m, 2);
-
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
 
@@ -1357,9 +1267,7 @@ START_TEST(bootstrap_never_completes)
 	const char *const args[] = { "--bootstrap-timeout-ms", "500", NULL };
 	struct rank m[2];
 
-	start_daemon(args);
-	healthy_setup();
-	healthy_check(0);
+	case_begin(args);
 
 	ranks_connect(m, 2, "alone");
 	th_init(&m[0]);
@@ -1367,53 +1275,20 @@ START_TEST(bootstrap_never_completes)
 		      r2ccl_strerror(m[0].ret));
 	ck_assert_msg(m[0].ms < 1500, "failed after %.0f ms", m[0].ms);
 	ck_assert_msg(m[0].ms >= 450, "failed after only %.0f ms", m[0].ms);
-	expect_log("only 1 of 2 ranks joined within 500 ms (rank 1 missing)", 1);
+	th_expect_log(&D, "only 1 of 2 ranks joined within 500 ms (rank 1 missing)", 1);
 	/* a late rank 1 cannot join the failed communicator */
 	th_init(&m[1]);
 	ck_assert_msg(m[1].ret == R2CCL_E_COMM_BROKEN || m[1].ret == R2CCL_E_BOOTSTRAP,
 		      "late rank 1: %d (%s)", m[1].ret, r2ccl_strerror(m[1].ret));
 	ranks_free(m, 2);
 
-	healthy_check(1);
-	healthy_done();
-	stop_daemon_ok();
+	case_end(-1);
 }
 END_TEST
 
-static Suite *badinput_suite(void)
-{
-	Suite *s = suite_create("badinput");
-	TCase *tc = tcase_create("badinput");
-
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, truncated_frames);
-	tcase_add_test(tc, frame_too_long);
-	tcase_add_test(tc, garbage_protobuf);
-	tcase_add_test(tc, unknown_type);
-	tcase_add_test(tc, wrong_protocol_version);
-	tcase_add_test(tc, fd_count_mismatch);
-	tcase_add_test(tc, memreg_bad_fd);
-	tcase_add_test(tc, client_killed_mid_op);
-	tcase_add_test(tc, client_never_reads);
-	tcase_add_test(tc, thousand_connections);
-	tcase_add_test(tc, mismatched_collective);
-	tcase_add_test(tc, rank_never_arrives);
-	tcase_add_test(tc, wrong_buffers);
-	tcase_add_test(tc, duplicate_rank);
-	tcase_add_test(tc, nranks_mismatch);
-	tcase_add_test(tc, bootstrap_never_completes);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(badinput_suite());
-	int failed;
-
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+/* The tests in the order they run. */
+TH_MAIN("badinput", 60, truncated_frames, frame_too_long,
+	garbage_protobuf, unknown_type, wrong_protocol_version, fd_count_mismatch, memreg_bad_fd,
+	client_killed_mid_op, client_never_reads, thousand_connections, mismatched_collective,
+	rank_never_arrives, wrong_buffers, duplicate_rank, nranks_mismatch,
+	bootstrap_never_completes)

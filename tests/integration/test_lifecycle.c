@@ -23,42 +23,6 @@
 
 static struct th_daemon D;
 
-static void kill_daemon_at_exit(void)
-{
-	if (D.pid > 0)
-		th_daemon_stop(&D, SIGKILL, 1000);
-	th_daemon_cleanup(&D);
-}
-
-static void start_daemon(const char *const *extra)
-{
-	static bool registered;
-
-	if (!registered) {
-		atexit(kill_daemon_at_exit);
-		registered = true;
-	}
-	ck_assert_msg(th_daemon_start(&D, extra) == 0, "r2ccld did not start");
-}
-
-static void stop_daemon_ok(void)
-{
-	int st;
-
-	ck_assert_msg(th_daemon_alive(&D), "r2ccld died; log in %s", D.log);
-	st = th_daemon_stop(&D, SIGTERM, 15000);
-	ck_assert_msg(st == 0, "r2ccld exited with %d on SIGTERM (log %s)", st, D.log);
-	th_daemon_cleanup(&D);
-}
-
-static void expect_log(const char *needle, int min)
-{
-	int n = th_wait_log(&D, needle, min, 3000);
-
-	ck_assert_msg(n >= min, "daemon log has %d line(s) with \"%s\", expected >= %d (%s)", n,
-		      needle, min, D.log);
-}
-
 static const char *daemon_bin(void)
 {
 	return getenv("R2CCLD") ? getenv("R2CCLD") : "build/daemon/r2ccld";
@@ -226,7 +190,7 @@ START_TEST(sigterm_idle)
 	struct stat st;
 	int rc;
 
-	start_daemon(NULL);
+	th_start(&D, NULL);
 	ck_assert_int_eq(stat(D.socket, &st), 0);
 	ck_assert(S_ISSOCK(st.st_mode));
 	rc = th_daemon_stop(&D, SIGTERM, 5000);
@@ -241,7 +205,7 @@ START_TEST(sigint_idle)
 {
 	int rc;
 
-	start_daemon(NULL);
+	th_start(&D, NULL);
 	rc = th_daemon_stop(&D, SIGINT, 5000);
 	ck_assert_msg(rc == 0, "exit status %d", rc);
 	ck_assert_int_ne(access(D.socket, F_OK), 0);
@@ -256,7 +220,7 @@ START_TEST(sigterm_in_flight)
 	double t0;
 	int rc;
 
-	start_daemon(NULL);
+	th_start(&D, NULL);
 	pair_setup(r, (64u << 20) / sizeof(int32_t));
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(pthread_create(&t[i], NULL, th_loop, &r[i]), 0);
@@ -302,7 +266,7 @@ START_TEST(sigterm_pending_op)
 	double t0;
 	int rc;
 
-	start_daemon(NULL);
+	th_start(&D, NULL);
 	pair_setup(r, 1024);
 	pair_check(r);
 	/* rank 1 (the newer session) waits: the daemon closes the older session
@@ -329,7 +293,7 @@ START_TEST(sigkill_under_client)
 	void *p;
 	r2ccl_unique_id_t id;
 
-	start_daemon(NULL);
+	th_start(&D, NULL);
 	pair_setup(r, 4096);
 	pair_check(r);
 	ck_assert_int_eq(r2ccl_client_check(r[0].cl), 0);
@@ -349,7 +313,7 @@ START_TEST(sigkill_under_client)
 
 	/* a client that was idle learns it from r2ccl_client_check alone */
 	th_daemon_cleanup(&D);
-	start_daemon(NULL);
+	th_start(&D, NULL);
 	{
 		r2ccl_client_t *cl;
 		ck_assert_int_eq(r2ccl_connect(NULL, &cl), 0);
@@ -382,7 +346,7 @@ START_TEST(sighup_reload)
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	write_file(cfg, "# test\nlog_level = info\n");
-	start_daemon(args);
+	th_start(&D, args);
 	pair_setup(r, 4096);
 	pair_check(r);
 	n = th_log_count(&D, "connected (pid");
@@ -390,8 +354,8 @@ START_TEST(sighup_reload)
 
 	write_file(cfg, "log_level = debug\nbootstrap_timeout_ms = 2000\n");
 	kill(D.pid, SIGHUP);
-	expect_log("reload: log_level = debug", 1);
-	expect_log("reload: bootstrap_timeout_ms = 2000", 1);
+	th_expect_log(&D, "reload: log_level = debug", 1);
+	th_expect_log(&D, "reload: bootstrap_timeout_ms = 2000", 1);
 	pair_check(r);
 	/* debug lines now appear */
 	{
@@ -399,15 +363,15 @@ START_TEST(sighup_reload)
 		ck_assert_int_eq(r2ccl_connect(NULL, &cl), 0);
 		r2ccl_disconnect(cl);
 	}
-	expect_log("connected (pid", 1);
+	th_expect_log(&D, "connected (pid", 1);
 
 	/* a broken file on reload: kept running with the old values */
 	write_file(cfg, "log_level = debug\nno_such_key = 1\n");
 	kill(D.pid, SIGHUP);
-	expect_log("reload failed, keeping the running configuration", 1);
+	th_expect_log(&D, "reload failed, keeping the running configuration", 1);
 	pair_check(r);
 	pair_free(r);
-	stop_daemon_ok();
+	th_stop_ok(&D);
 	unlink(cfg);
 }
 END_TEST
@@ -421,8 +385,7 @@ static void expect_start_fails(const char *const *extra, int want_status, const 
 	const char *argv[32];
 	int n = 0, rc;
 
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(sock, sizeof(sock), "%s/s", dir);
+	th_temp_path(dir, "s", sock, sizeof(sock));
 	argv[n++] = daemon_bin();
 	argv[n++] = "--socket";
 	argv[n++] = sock;
@@ -504,8 +467,7 @@ START_TEST(check_config)
 	char dir[] = "/tmp/r2ccl-check-XXXXXX", sock[128], out[16384];
 	int rc;
 
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(sock, sizeof(sock), "%s/s", dir);
+	th_temp_path(dir, "s", sock, sizeof(sock));
 	{
 		const char *argv[] = { daemon_bin(), "--check-config", "--socket", sock,
 				       "--config", "/dev/null", "--op-timeout-ms", "1234", NULL };
@@ -535,17 +497,17 @@ START_TEST(env_precedence)
 	setenv("R2CCL_MAX_OUTQ", "2M", 1);
 	{
 		const char *args[] = { "--config", cfg, "--op-timeout-ms", "1234", NULL };
-		start_daemon(args);
+		th_start(&D, args);
 	}
 	unsetenv("R2CCL_OP_TIMEOUT_MS");
 	unsetenv("R2CCL_MAX_OUTQ");
-	expect_log("op_timeout_ms = 1234 ms [cli]", 1);
-	expect_log("max_outq = 2097152 bytes [env]", 1);
+	th_expect_log(&D, "op_timeout_ms = 1234 ms [cli]", 1);
+	th_expect_log(&D, "max_outq = 2097152 bytes [env]", 1);
 	ck_assert_int_eq(th_log_count(&D, "op_timeout_ms = 4321"), 0);
 	pair_setup(r, 1024);
 	pair_check(r);
 	pair_free(r);
-	stop_daemon_ok();
+	th_stop_ok(&D);
 
 	/* --check-config: env over file, file over default */
 	{
@@ -572,7 +534,7 @@ START_TEST(ctl_status)
 	struct rank r[2];
 	int rc;
 
-	start_daemon(NULL);
+	th_start(&D, NULL);
 	pair_setup(r, 1024);
 	pair_check(r);
 	{
@@ -616,7 +578,7 @@ START_TEST(ctl_status)
 		ck_assert_msg(rc == 2, "no command: exit %d:\n%.3000s", rc, out);
 	}
 	pair_free(r);
-	stop_daemon_ok();
+	th_stop_ok(&D);
 }
 END_TEST
 
@@ -640,7 +602,7 @@ START_TEST(comm_mode)
 {
 	struct rank a[2], b[2], c[2], m[2];
 
-	start_daemon(NULL); /* its default: balance */
+	th_start(&D, NULL); /* its default: balance */
 	pair_setup(a, 256);
 	pair_check(a);
 	ck_assert_int_eq(comms_in_mode("balance"), 1);
@@ -685,7 +647,7 @@ START_TEST(comm_mode)
 	pair_free(a);
 	pair_free(b);
 	pair_free(c);
-	stop_daemon_ok();
+	th_stop_ok(&D);
 }
 END_TEST
 
@@ -694,8 +656,7 @@ START_TEST(ctl_no_daemon)
 	char dir[] = "/tmp/r2ccl-ctl-XXXXXX", sock[128], out[8192];
 	int rc;
 
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(sock, sizeof(sock), "%s/none.sock", dir);
+	th_temp_path(dir, "none.sock", sock, sizeof(sock));
 	{
 		const char *argv[] = { ctl_bin(), "--socket", sock, "status", NULL };
 		rc = th_run(argv, out, sizeof(out), 10000);
@@ -708,7 +669,7 @@ START_TEST(ctl_no_daemon)
 		ck_assert_msg(strstr(out, "\"schema_version\": 1"), "%.3000s", out);
 	}
 	/* a stale socket file (its daemon was killed) */
-	start_daemon(NULL);
+	th_start(&D, NULL);
 	ck_assert_int_eq(th_daemon_stop(&D, SIGKILL, 5000), 128 + SIGKILL);
 	{
 		const char *argv[] = { ctl_bin(), "--socket", D.socket, "status", NULL };
@@ -733,7 +694,7 @@ START_TEST(ctl_non_root)
 		fprintf(stderr, "ctl_non_root: not root, skipped\n");
 		return;
 	}
-	start_daemon(NULL);
+	th_start(&D, NULL);
 	ck_assert_int_eq(chmod(D.dir, 0755), 0);
 	pair_setup(r, 1024);
 	pair_check(r);
@@ -768,7 +729,7 @@ START_TEST(ctl_non_root)
 	ck_assert_msg(!strstr(out, "\"client_name\": \"lifecycle\""),
 		      "a non-root client sees another user's clients:\n%.3000s", out);
 	pair_free(r);
-	stop_daemon_ok();
+	th_stop_ok(&D);
 }
 END_TEST
 
@@ -782,7 +743,7 @@ START_TEST(second_daemon_refused)
 	struct stat st1, st2;
 	int rc;
 
-	start_daemon(NULL);
+	th_start(&D, NULL);
 	pair_setup(r, 1024);
 	pair_check(r);
 	ck_assert_int_eq(stat(D.socket, &st1), 0);
@@ -803,42 +764,12 @@ START_TEST(second_daemon_refused)
 		r2ccl_disconnect(cl);
 	}
 	pair_free(r);
-	stop_daemon_ok();
+	th_stop_ok(&D);
 }
 END_TEST
 
-static Suite *lifecycle_suite(void)
-{
-	Suite *s = suite_create("lifecycle");
-	TCase *tc = tcase_create("lifecycle");
-
-	tcase_set_timeout(tc, 90);
-	tcase_add_test(tc, sigterm_idle);
-	tcase_add_test(tc, sigint_idle);
-	tcase_add_test(tc, sigterm_in_flight);
-	tcase_add_test(tc, sigterm_pending_op);
-	tcase_add_test(tc, sigkill_under_client);
-	tcase_add_test(tc, sighup_reload);
-	tcase_add_test(tc, bad_config_at_start);
-	tcase_add_test(tc, check_config);
-	tcase_add_test(tc, env_precedence);
-	tcase_add_test(tc, ctl_status);
-	tcase_add_test(tc, comm_mode);
-	tcase_add_test(tc, ctl_no_daemon);
-	tcase_add_test(tc, ctl_non_root);
-	tcase_add_test(tc, second_daemon_refused);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(lifecycle_suite());
-	int failed;
-
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+/* The tests in the order they run. */
+TH_MAIN("lifecycle", 90, sigterm_idle, sigint_idle,
+	sigterm_in_flight, sigterm_pending_op, sigkill_under_client, sighup_reload,
+	bad_config_at_start, check_config, env_precedence, ctl_status, comm_mode, ctl_no_daemon,
+	ctl_non_root, second_daemon_refused)

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * r2ccl-bench internals shared by r2ccl-bench.c (options, the R2CCL run, the
- * nccl-tests table) and peers.c (running the Gloo/MPI peer programs and
- * printing their table and the ratio table).
+ * r2ccl-bench internals: r2ccl-bench.c (the process that forks the ranks),
+ * args.c (the command line), ops.c (names, sizes), data.c (inputs and their
+ * check), rank.c (one rank's run), table.c (the nccl-tests table), peers.c
+ * (running the Gloo/MPI peer programs and printing their table and the
+ * ratio table), calibrate.c.
  */
 #ifndef R2CCL_BENCH_H
 #define R2CCL_BENCH_H
@@ -10,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "r2ccl.h"
 
@@ -24,6 +27,11 @@ enum bench_op {
 };
 
 #define BENCH_MAX_SIZES 256
+#define MAX_LOCAL 1024 /* rank processes on one host */
+
+#define EXIT_WRONG 1      /* wrong values, or a rank failed */
+#define EXIT_USAGE 2
+#define EXIT_RANK_WRONG 4 /* a rank's status: it ran, and some values were wrong */
 
 /* Everything the command line decides. */
 struct bench_opts {
@@ -82,6 +90,75 @@ void bench_step_sizes(enum bench_op op, size_t loop_bytes, size_t elsize, int nr
 int bench_size_list(const struct bench_opts *o, size_t *sizes, int max);
 /* "%7.2f" / "%7.1f" / "%7.0f" like nccl-tests. */
 void bench_format_time(char *buf, size_t len, double us);
+
+/* ops.c */
+size_t bench_type_size(r2ccl_dtype_t t);
+bool bench_type_is_float(r2ccl_dtype_t t);
+int bench_parse_type(const char *s, r2ccl_dtype_t *t);        /* 0 or -1 */
+int bench_parse_redop(const char *s, r2ccl_redop_t *op);      /* 0 or -1 */
+enum bench_op bench_parse_op(const char *s);                  /* BOP_COUNT: none */
+double bench_now_us(void);                                    /* CLOCK_MONOTONIC */
+
+/* args.c: the command line into *o; 0, or -1 after saying why. */
+int bench_parse_args(int argc, char **argv, struct bench_opts *o);
+
+/* data.c */
+/* ------------------------------------------------------------ data pattern
+ *
+ * Every input element is a small positive integer, a hash of (rank, global
+ * element index g), so that every result is exact in every type whatever the
+ * order of the reduction:
+ *  - reductions (sum, min, max, avg): 1..M with M = min(5, L/nranks), L the
+ *    largest integer every partial sum may reach exactly: int8 127, uint8 255,
+ *    bfloat16 256, half 2048 (others: 5). Beyond L ranks the values are all 1
+ *    and integer sums wrap as the checker expects (two's complement).
+ *  - prod: 1 or 2, and 2 only on ranks 0..5 (products <= 2^6 = 64).
+ *  - copies (allgather, broadcast, sendrecv): 1..101.
+ * avg on floats is compared with a relative tolerance of 2 units in the last
+ * place of the type (the division is the only rounding); everything else must
+ * match bit for bit.
+ */
+struct pattern {
+	r2ccl_dtype_t t;
+	r2ccl_redop_t op;
+	int n;
+	uint32_t m; /* reduction values are 1..m */
+	bool reduce;
+};
+
+
+struct checker {
+	const struct pattern *p;
+	int rank; /* checking rank (for messages) */
+	const char *what;
+	long long wrong;
+};
+
+void bench_pattern_init(struct pattern *p, r2ccl_dtype_t t, r2ccl_redop_t op, int n,
+			bool reduce);
+/* Fills count elements of buf with rank's inputs for global indices g0.. */
+void bench_fill(const struct pattern *p, void *buf, size_t count, int rank, uint64_t g0);
+/* Reduced values at global indices g0.. in buf[0..count). */
+void bench_check_reduced(struct checker *c, const void *buf, size_t count, uint64_t g0);
+/* Rank src's copy values at global indices g0.. in buf[0..count). */
+void bench_check_copied(struct checker *c, const void *buf, size_t count, int src, uint64_t g0);
+
+/* What the rank processes share with the parent (a MAP_SHARED page). */
+struct shared_page {
+	int nrows;
+	struct bench_row rows[BENCH_MAX_SIZES];
+	pid_t pids[MAX_LOCAL];
+	char host[256];
+};
+
+/* rank.c: one rank process's whole run; its exit status. */
+int bench_rank_main(const struct bench_opts *o, int rank, const r2ccl_unique_id_t *uid,
+		    struct shared_page *sh);
+
+/* table.c */
+void bench_print_header(const struct bench_opts *o, const struct shared_page *sh);
+void bench_print_row(const struct bench_opts *o, const struct bench_row *row);
+void bench_print_summary(long long failed_checks, double bw_sum, int bw_count);
 
 /* calibrate.c: fits the cost model to rank 0's rows, writes the config. */
 int bench_calibrate(const struct bench_opts *o, const struct bench_row *rows, int n);

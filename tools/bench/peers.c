@@ -234,90 +234,87 @@ static int reap(pid_t pgid, pid_t *pids, int n, double deadline)
 	return bad ? -EIO : 0;
 }
 
-int peer_run(const struct bench_opts *o, const size_t *sizes, int nsizes, const char *uid_hex,
-	     struct peer_row *rows, int maxrows, char *desc, size_t desclen)
-{
-	char *argv[MAX_ARGS + 16];
-	char bufs[MAX_ARGS][32];
-	char prog[PATH_MAX];
-	bool gloo = !strcmp(o->peer, "gloo");
-	int k = o->local_ranks, nrows = 0, err = 0;
-	double deadline = mono_s() + o->peer_timeout_s;
-	const char *pname = gloo ? "gloo_peer" : "mpi_peer";
-
-	if (peer_find_program(pname, prog, sizeof(prog))) {
-		snprintf(desc, desclen,
-			 "%s not found (built only when %s is installed; set R2CCL_PEER_DIR)", pname,
-			 gloo ? "libgloo-dev" : "libopenmpi-dev");
-		return -ENOENT;
-	}
+/* One peer run: its inputs, the pipe rank 0's output comes through, where
+ * its rows and description go. */
+struct peer_job {
+	const struct bench_opts *o;
+	const size_t *sizes;
+	int nsizes;
+	const char *prog;
 	int p[2];
-	if (pipe(p)) {
-		snprintf(desc, desclen, "pipe: %s", strerror(errno));
+	double deadline;
+	struct peer_row *rows;
+	int maxrows;
+	char *desc;
+	size_t desclen;
+};
+
+/* The MPI peer: mpirun -np K on this host, its output parsed. */
+static int run_mpi(struct peer_job *j)
+{
+	const struct bench_opts *o = j->o;
+	char *argv[MAX_ARGS + 16], bufs[MAX_ARGS][32];
+	int k = o->local_ranks, nrows = 0, err = 0;
+	int n = 0;
+	const char *mpirun = getenv("R2CCL_MPIRUN");
+	char kbuf[16], *extra = NULL;
+	snprintf(kbuf, sizeof(kbuf), "%d", k);
+	argv[n++] = (char *)(mpirun && *mpirun ? mpirun : "mpirun");
+	argv[n++] = "--allow-run-as-root";
+	argv[n++] = "--oversubscribe";
+	argv[n++] = "-np";
+	argv[n++] = kbuf;
+	if (!strcmp(o->peer, "mpi-tcp")) {
+		argv[n++] = "--mca";
+		argv[n++] = "btl";
+		argv[n++] = "tcp,self";
+	}
+	const char *ea = getenv("R2CCL_MPIRUN_ARGS");
+	if (ea && *ea && (extra = strdup(ea)))
+		for (char *s, *t = strtok_r(extra, " ", &s); t && n < 16;
+		     t = strtok_r(NULL, " ", &s))
+			argv[n++] = t;
+	argv[n++] = (char *)j->prog;
+	common_args(o, j->sizes, j->nsizes, argv, n, bufs);
+	snprintf(j->desc, j->desclen, "mpi (Open MPI %s, mpirun -np %d)",
+		 strcmp(o->peer, "mpi-tcp") ? "shared memory" : "tcp btl", k);
+	pid_t pid = fork();
+	if (pid < 0) {
+		free(extra);
+		close(j->p[0]);
+		close(j->p[1]);
 		return -errno;
 	}
-	fcntl(p[0], F_SETFD, FD_CLOEXEC);
-	fflush(NULL);
-
-	if (!gloo) {
-		int n = 0;
-		const char *mpirun = getenv("R2CCL_MPIRUN");
-		char kbuf[16], *extra = NULL;
-		snprintf(kbuf, sizeof(kbuf), "%d", k);
-		argv[n++] = (char *)(mpirun && *mpirun ? mpirun : "mpirun");
-		argv[n++] = "--allow-run-as-root";
-		argv[n++] = "--oversubscribe";
-		argv[n++] = "-np";
-		argv[n++] = kbuf;
-		if (!strcmp(o->peer, "mpi-tcp")) {
-			argv[n++] = "--mca";
-			argv[n++] = "btl";
-			argv[n++] = "tcp,self";
-		}
-		const char *ea = getenv("R2CCL_MPIRUN_ARGS");
-		if (ea && *ea && (extra = strdup(ea)))
-			for (char *s, *t = strtok_r(extra, " ", &s); t && n < 16;
-			     t = strtok_r(NULL, " ", &s))
-				argv[n++] = t;
-		argv[n++] = prog;
-		common_args(o, sizes, nsizes, argv, n, bufs);
-		snprintf(desc, desclen, "mpi (Open MPI %s, mpirun -np %d)",
-			 strcmp(o->peer, "mpi-tcp") ? "shared memory" : "tcp btl", k);
-		pid_t pid = fork();
-		if (pid < 0) {
-			free(extra);
-			close(p[0]);
-			close(p[1]);
-			return -errno;
-		}
-		if (pid == 0) {
-			setpgid(0, 0);
-			dup2(p[1], 1);
-			close(p[1]);
-			execvp(argv[0], argv);
-			fprintf(stderr, "r2ccl-bench: cannot run %s: %s\n", argv[0], strerror(errno));
-			_exit(127);
-		}
-		setpgid(pid, pid);
-		free(extra);
-		close(p[1]);
-		err = read_rows(p[0], deadline, rows, maxrows, &nrows, 1);
-		close(p[0]);
-		int r = reap(pid, &pid, 1, err ? 0 : deadline);
-		if (err == -ETIMEDOUT)
-			snprintf(desc, desclen, "mpi timed out after %g s", o->peer_timeout_s);
-		else if (r)
-			snprintf(desc, desclen, "mpirun failed (its messages are above)");
-		return err ? err : r ? r : nrows;
+	if (pid == 0) {
+		setpgid(0, 0);
+		dup2(j->p[1], 1);
+		close(j->p[1]);
+		execvp(argv[0], argv);
+		fprintf(stderr, "r2ccl-bench: cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
 	}
+	setpgid(pid, pid);
+	free(extra);
+	close(j->p[1]);
+	err = read_rows(j->p[0], j->deadline, j->rows, j->maxrows, &nrows, 1);
+	close(j->p[0]);
+	int r = reap(pid, &pid, 1, err ? 0 : j->deadline);
+	if (err == -ETIMEDOUT)
+		snprintf(j->desc, j->desclen, "mpi timed out after %g s", o->peer_timeout_s);
+	else if (r)
+		snprintf(j->desc, j->desclen, "mpirun failed (its messages are above)");
+	return err ? err : r ? r : nrows;
+}
 
-	/* Gloo: the store directory, shared by every host of this run. */
-	char store[PATH_MAX];
-	bool own_store = false;
+/* Gloo: the store directory, shared by every host of this run (made here
+ * when missing). 0, or a negative errno with desc saying why. */
+static int gloo_store(const struct bench_opts *o, const char *uid_hex, char *store,
+		      size_t storelen, char *desc, size_t desclen)
+{
 	char tag[20];
 	snprintf(tag, sizeof(tag), "%016llx", (unsigned long long)fnv1a(uid_hex ? uid_hex : ""));
 	if (o->peer_store) {
-		snprintf(store, sizeof(store), "%s/r2ccl-gloo-%s", o->peer_store, tag);
+		snprintf(store, storelen, "%s/r2ccl-gloo-%s", o->peer_store, tag);
 	} else if (o->uid_file) {
 		char d[PATH_MAX];
 		snprintf(d, sizeof(d), "%s", o->uid_file);
@@ -326,29 +323,43 @@ int peer_run(const struct bench_opts *o, const size_t *sizes, int nsizes, const 
 			*slash = 0;
 		else
 			snprintf(d, sizeof(d), ".");
-		if (snprintf(store, sizeof(store), "%s/.r2ccl-gloo-%s", d, tag) >= (int)sizeof(store)) {
+		if (snprintf(store, storelen, "%s/.r2ccl-gloo-%s", d, tag) >= (int)storelen) {
 			snprintf(desc, desclen, "path too long: %s", d);
-			close(p[0]);
-			close(p[1]);
 			return -ENAMETOOLONG;
 		}
 	} else {
-		snprintf(store, sizeof(store), "/tmp/r2ccl-gloo-%d-%s", (int)getpid(), tag);
+		snprintf(store, storelen, "/tmp/r2ccl-gloo-%d-%s", (int)getpid(), tag);
 	}
 	if (mkdir(store, 0700) && errno != EEXIST) {
 		snprintf(desc, desclen, "cannot create %s: %s", store, strerror(errno));
-		close(p[0]);
-		close(p[1]);
 		return -errno;
 	}
+	return 0;
+}
+
+/* The Gloo peer: this host's ranks, rank 0's output parsed. */
+static int run_gloo(struct peer_job *j, const char *uid_hex)
+{
+	const struct bench_opts *o = j->o;
+	char *argv[MAX_ARGS + 16], bufs[MAX_ARGS][32];
+	int k = o->local_ranks, nrows = 0, err = 0;
+	char store[PATH_MAX];
+	bool own_store;
+
+	err = gloo_store(o, uid_hex, store, sizeof(store), j->desc, j->desclen);
+	if (err) {
+		close(j->p[0]);
+		close(j->p[1]);
+		return err;
+	}
 	own_store = o->first_rank == 0;
-	snprintf(desc, desclen, "gloo (Gloo TCP on %s, %d ranks, store %s)", o->peer_addr,
+	snprintf(j->desc, j->desclen, "gloo (Gloo TCP on %s, %d ranks, store %s)", o->peer_addr,
 		 o->nranks, store);
 
 	pid_t pgid = 0, *pids = calloc((size_t)k, sizeof(pid_t));
 	if (!pids) {
-		close(p[0]);
-		close(p[1]);
+		close(j->p[0]);
+		close(j->p[1]);
 		return -ENOMEM;
 	}
 	char rbuf[16], nbuf[16];
@@ -357,7 +368,7 @@ int peer_run(const struct bench_opts *o, const size_t *sizes, int nsizes, const 
 		int rank = o->first_rank + i, n = 0;
 		snprintf(rbuf, sizeof(rbuf), "%d", rank);
 		snprintf(nbuf, sizeof(nbuf), "%d", o->nranks);
-		argv[n++] = prog;
+		argv[n++] = (char *)j->prog;
 		argv[n++] = "--rank";
 		argv[n++] = rbuf;
 		argv[n++] = "--nranks";
@@ -366,7 +377,7 @@ int peer_run(const struct bench_opts *o, const size_t *sizes, int nsizes, const 
 		argv[n++] = store;
 		argv[n++] = "--addr";
 		argv[n++] = (char *)o->peer_addr;
-		common_args(o, sizes, nsizes, argv, n, bufs);
+		common_args(o, j->sizes, j->nsizes, argv, n, bufs);
 		pid_t pid = fork();
 		if (pid < 0) {
 			err = -errno;
@@ -374,10 +385,10 @@ int peer_run(const struct bench_opts *o, const size_t *sizes, int nsizes, const 
 		}
 		if (pid == 0) {
 			setpgid(0, pgid);
-			dup2(rank == 0 ? p[1] : devnull, 1);
-			close(p[1]);
-			execv(prog, argv);
-			fprintf(stderr, "r2ccl-bench: cannot run %s: %s\n", prog, strerror(errno));
+			dup2(rank == 0 ? j->p[1] : devnull, 1);
+			close(j->p[1]);
+			execv((char *)j->prog, argv);
+			fprintf(stderr, "r2ccl-bench: cannot run %s: %s\n", (char *)j->prog, strerror(errno));
 			_exit(127);
 		}
 		if (!pgid)
@@ -387,21 +398,48 @@ int peer_run(const struct bench_opts *o, const size_t *sizes, int nsizes, const 
 	}
 	if (devnull >= 0)
 		close(devnull);
-	close(p[1]);
+	close(j->p[1]);
 	if (!err)
-		err = read_rows(p[0], deadline, rows, maxrows, &nrows, 1);
-	close(p[0]);
-	int r = pgid ? reap(pgid, pids, k, err ? 0 : deadline) : -ECHILD;
+		err = read_rows(j->p[0], j->deadline, j->rows, j->maxrows, &nrows, 1);
+	close(j->p[0]);
+	int r = pgid ? reap(pgid, pids, k, err ? 0 : j->deadline) : -ECHILD;
 	free(pids);
 	if (own_store && !err && !r)
 		rm_store(store);
 	else if (!o->uid_file && !o->peer_store)
 		rm_store(store);
 	if (err == -ETIMEDOUT)
-		snprintf(desc, desclen, "gloo timed out after %g s (store %s)", o->peer_timeout_s, store);
+		snprintf(j->desc, j->desclen, "gloo timed out after %g s (store %s)", o->peer_timeout_s, store);
 	else if (err || r)
-		snprintf(desc, desclen, "a gloo rank failed (its messages are above; store %s)", store);
+		snprintf(j->desc, j->desclen, "a gloo rank failed (its messages are above; store %s)", store);
 	return err ? err : r ? r : nrows;
+}
+
+int peer_run(const struct bench_opts *o, const size_t *sizes, int nsizes, const char *uid_hex,
+	     struct peer_row *rows, int maxrows, char *desc, size_t desclen)
+{
+	char prog[PATH_MAX];
+	bool gloo = !strcmp(o->peer, "gloo");
+	const char *pname = gloo ? "gloo_peer" : "mpi_peer";
+	struct peer_job j = { .o = o, .sizes = sizes, .nsizes = nsizes, .prog = prog,
+			      .deadline = mono_s() + o->peer_timeout_s, .rows = rows,
+			      .maxrows = maxrows, .desc = desc, .desclen = desclen };
+
+	if (peer_find_program(pname, prog, sizeof(prog))) {
+		snprintf(desc, desclen,
+			 "%s not found (built only when %s is installed; set R2CCL_PEER_DIR)", pname,
+			 gloo ? "libgloo-dev" : "libopenmpi-dev");
+		return -ENOENT;
+	}
+	int *p = j.p;
+	if (pipe(p)) {
+		snprintf(desc, desclen, "pipe: %s", strerror(errno));
+		return -errno;
+	}
+	fcntl(p[0], F_SETFD, FD_CLOEXEC);
+	fflush(NULL);
+
+	return gloo ? run_gloo(&j, uid_hex) : run_mpi(&j);
 }
 
 void peer_print(const struct bench_opts *o, const char *desc, const struct peer_row *pr, int np,
