@@ -1,0 +1,502 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The rail phase loop: the planner's steps run one after the other, each
+ * waiting for its chunks while the mailbox's messages are handled.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bufpool.h"
+#include "comm.h"
+#include "config.h"
+#include "detour.h"
+#include "exec.h"
+#include "health.h"
+#include "log.h"
+#include "planner.h"
+#include "rails.h"
+#include "reduce.h"
+#include "util.h"
+
+#include "exec_rail_int.h"
+
+/* mbox_take for the operation, counting the time it waited */
+static struct r2_rmsg *op_take(struct railop *o, int timeout_ms)
+{
+	uint64_t t = r2_now_us();
+	struct r2_rmsg *m = mbox_take(o->c, timeout_ms);
+
+	o->prof.idle_us += r2_now_us() - t;
+	return m;
+}
+
+/* Handles one message; returns bytes of the current step applied, or <0. */
+int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	uint64_t n = 0;
+	bool taken = false;
+
+	if (m->cqe.type == R2_RMSG_APPLIED) {
+		applied(o, m); /* its bytes count in o->async_got */
+		rmsg_free(o->d, m);
+		return 0;
+	}
+	if (p2p_handle(o->c, m))
+		return 0; /* a transfer's message, handled */
+	if (m->cqe.type == R2_TPC_SEND)
+		o->prof.sendc++;
+	else if (m->cqe.type == R2_TPC_RECV && h->kind == R2_MSG_ACK)
+		o->prof.acks++;
+	else if (m->cqe.type == R2_TPC_RECV) {
+		o->prof.data++;
+		if (!o->prof.first_rx)
+			o->prof.first_rx = m->when_us;
+		o->prof.last_rx = m->when_us;
+	}
+	switch (m->cqe.type) {
+	case R2_TPC_SEND:
+		sent(o, (struct sendrec *)(uintptr_t)m->cqe.ctx, m->cqe.status);
+		break;
+	case R2_TPC_ERROR: {
+		/* p2p_handle above already marked the rail failed. Chunks written
+		 * on that rail but not acknowledged may be lost with it (and the
+		 * acknowledgement of one that arrived comes back by the same
+		 * rail): post them again; the receiver applies each once. */
+		struct r2_rails *rs = o->d->rails;
+		for (struct sendrec *s = o->sends; s; s = s->next) {
+			if ((s->via ? s->via : s->peer) == m->cqe.peer && s->rail == m->rail &&
+			    s->sent && !s->acked) {
+				s->sent = false;
+				s->posted = false;
+				o->need_repost = true;
+			}
+		}
+		uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+		bool lost = false;
+		for (int hi = 0; hi < o->c->nhosts; hi++)
+			if (o->c->hosts[hi].id == m->cqe.peer)
+				lost = (o->c->hosts[hi].failed_rails & all) == all;
+		if (lost && !detour_possible(o, m->cqe.peer)) {
+			log_warn("communicator %u: no rail left to peer %016llx", o->c->id,
+				 (unsigned long long)m->cqe.peer);
+			rmsg_free(o->d, m);
+			return R2CCL_E_PEER_GONE;
+		}
+		break;
+	}
+	case R2_TPC_RECV:
+		if (h->kind == R2_MSG_ACK) {
+			if (h->opseq == o->opseq && (h->flags & R2_CHUNK_NACK)) {
+				int e = nack(o, h, m->cqe.peer);
+				if (e < 0) {
+					rmsg_free(o->d, m);
+					return e;
+				}
+			} else if (h->opseq == o->opseq) {
+				ack(o, h);
+			}
+			break;
+		}
+		if (h->opseq == o->opseq && h->step == step) {
+			n = h->dst != (uint32_t)o->c->my_host ? relay(o, h, m->cqe.buf, nx)
+							      : apply(o, m, nx, &taken);
+			if (n) {
+				o->last_rx_us = m->when_us;
+				o->last_rx_src = h->src;
+				o->last_rx_rail = m->rail;
+			}
+			break;
+		}
+		/* later: a later step of this op or a later collective */
+		if ((h->opseq == o->opseq && h->step > step) ||
+		    (!(h->opseq & P2P_BIT) && h->opseq > o->c->coll_seq)) {
+			m->next = o->stash; /* for a later step or operation */
+			o->stash = m;
+			return 0;
+		}
+		break; /* an old duplicate: already applied and acknowledged */
+	}
+	if (!taken)
+		rmsg_free(o->d, m);
+	return (int64_t)n;
+}
+
+static int broken(struct r2_comm *c);
+static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect);
+
+/* Why an operation did not finish (a timeout, a broken communicator): what
+ * the step still waited for and which chunks were not acknowledged. */
+static void stuck(const struct railop *o, uint32_t step, uint64_t got, uint64_t expect, int r)
+{
+	unsigned n = 0, shown = 0;
+	char what[256] = "";
+
+	for (const struct sendrec *s = o->sends; s; s = s->next) {
+		if (s->acked)
+			continue;
+		if (n++ < 4) {
+			size_t l = strlen(what);
+			snprintf(what + l, sizeof(what) - l, "%s to host %u%s on rail %d%s",
+				 shown++ ? "," : "", s->hdr.dst, s->via ? " (detour)" : "", s->rail,
+				 s->posted ? s->sent ? " sent" : " queued" : " not posted");
+		}
+	}
+	log_warn("communicator %u: op %llu step %u: %s with %llu of %llu bytes received; %u "
+		 "chunks unacknowledged%s%s",
+		 o->c->id, (unsigned long long)o->opseq, step, r2ccl_strerror(r),
+		 (unsigned long long)got, (unsigned long long)expect, n, n ? ":" : "", what);
+}
+
+static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
+{
+	int r = wait_step_in(o, step, nx, expect);
+
+	if (r < 0 && r != R2CCL_E_SHUTDOWN)
+		stuck(o, step, o->step_got, expect, r);
+	return r;
+}
+
+static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect)
+{
+	uint64_t got = 0;
+	struct r2_rmsg **pp = &o->stash;
+
+	/* first what arrived early */
+	while (*pp) {
+		struct r2_rmsg *m = *pp;
+		if (m->cqe.hdr.opseq == o->opseq && m->cqe.hdr.step == step) {
+			bool taken = false;
+			*pp = m->next;
+			got += m->cqe.hdr.dst != (uint32_t)o->c->my_host
+				       ? relay(o, &m->cqe.hdr, m->cqe.buf, nx)
+				       : apply(o, m, nx, &taken);
+			if (!taken)
+				rmsg_free(o->d, m);
+			if (o->err)
+				return o->err;
+			continue;
+		}
+		pp = &m->next;
+	}
+	while (got + o->async_got < expect) {
+		struct r2_rmsg *m;
+		int64_t n;
+
+		if (o->need_repost) {
+			int r = repost(o);
+			if (r < 0)
+				return r;
+		}
+		m = op_take(o, o->pool_wait ? 1 : o->need_repost ? 10 : 100);
+
+		if (!m) {
+			if (o->c->stop)
+				return R2CCL_E_SHUTDOWN;
+			if (o->c->abort_err)
+				return o->c->abort_err; /* broken elsewhere: stop waiting */
+			if (r2_now_us() > o->deadline)
+				return o->pool_wait ? pool_timeout(o) : -ETIMEDOUT;
+			if (broken(o->c))
+				return broken(o->c);
+			if (o->pool_wait) {
+				int r = send_ready(o, false);
+				if (r < 0)
+					return r;
+			}
+			continue;
+		}
+		n = handle(o, m, step, nx);
+		if (n < 0)
+			return (int)n;
+		if (o->err)
+			return o->err;
+		got += (uint64_t)n;
+		o->step_got = got + o->async_got;
+		if (o->applied_since || o->pool_wait) {
+			int r = send_ready(o, false);
+			if (r < 0)
+				return r;
+			o->applied_since = false;
+		}
+	}
+	return 0;
+}
+
+/* The communicator was broken meanwhile (peer timeout, abort): stop. */
+static int broken(struct r2_comm *c)
+{
+	if (c->state == R2_COMM_BROKEN || c->state == R2_COMM_DEAD)
+		return c->broken_err ? c->broken_err : R2CCL_E_COMM_BROKEN;
+	return 0;
+}
+
+/* Posts every listed send chunk (send_ready(all)), waiting for proxy
+ * buffers if the pool is exhausted. Meanwhile data of this operation's
+ * coming steps waits in the stash; acknowledgements free buffers. */
+static int send_all(struct railop *o)
+{
+	int r = send_ready(o, true);
+
+	while (r == 0 && o->pool_wait) {
+		struct r2_rmsg *m = op_take(o, 1);
+		if (!m) {
+			if (o->c->stop)
+				return R2CCL_E_SHUTDOWN;
+			if (o->c->abort_err)
+				return o->c->abort_err;
+			if (r2_now_us() > o->deadline)
+				return pool_timeout(o);
+			if (broken(o->c))
+				return broken(o->c);
+		} else if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
+			   m->cqe.hdr.opseq == o->opseq &&
+			   (o->step == UINT32_MAX || m->cqe.hdr.step > o->step)) {
+			m->next = o->stash; /* a coming step's */
+			o->stash = m;
+		} else {
+			int64_t n = handle(o, m, o->step, 0);
+			if (n < 0)
+				return (int)n;
+		}
+		if (o->need_repost) {
+			r = repost(o);
+			if (r < 0)
+				return r;
+		}
+		r = send_ready(o, true);
+	}
+	return r;
+}
+
+static int wait_acks(struct railop *o)
+{
+	while (o->nsends > 0) {
+		struct r2_rmsg *m;
+		int r = repost(o);
+		if (r < 0)
+			return r;
+		m = op_take(o, 100);
+		if (!m) {
+			if (o->c->stop)
+				return R2CCL_E_SHUTDOWN;
+			if (o->c->abort_err)
+				return o->c->abort_err; /* broken elsewhere: stop waiting */
+			if (r2_now_us() > o->deadline)
+				return -ETIMEDOUT;
+			if (broken(o->c))
+				return broken(o->c);
+			continue;
+		}
+		int64_t n = handle(o, m, UINT32_MAX, 0);
+		if (n < 0)
+			return (int)n;
+	}
+	return 0;
+}
+
+/* S: NULL, or the input W starts as (lazy input, read where W does not
+ * hold it yet; W holds all of it afterwards). */
+int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
+		      r2ccl_dtype_t dtype,
+		      r2ccl_redop_t redop, enum r2_plan_op op, uint32_t root, uint32_t peer,
+		      uint64_t opseq, struct r2_view *view)
+{
+	struct r2_comm *c = x->c;
+	struct railop o = {
+		.x = x,
+		.c = c,
+		.d = c->d,
+		.W = W,
+		.S = S != W ? S : NULL,
+		.size = size,
+		.elem = (uint32_t)r2ccl_dtype_size(dtype),
+		.dtype = dtype,
+		.redop = redop,
+		.opseq = opseq,
+		.view = view,
+	};
+	uint64_t cs = (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE);
+	int r;
+
+	o.sends_tail = &o.sends;
+	if (size == 0)
+		return 0;
+	{
+		struct r2_bufpool *bp = r2d_bufpool_for(c->d, 0);
+		if (bp && cs > r2_bufpool_buf_size(bp))
+			cs = r2_bufpool_buf_size(bp); /* chunk_size raised since start-up */
+	}
+	o.chunk = (uint32_t)R2_MAX(o.elem, cs / o.elem * o.elem);
+	o.spread = (uint32_t)(c->d->rails ? R2_MAX(1, c->d->rails->tcp_streams) : 1);
+	o.stash = c->deferred; /* chunks that came while no collective ran */
+	c->deferred = NULL;
+	{
+		struct r2_rails *rs = c->d->rails;
+		uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+		for (int h = 0; h < c->nhosts; h++) {
+			if (h != c->my_host && (c->hosts[h].failed_rails & all) == all &&
+			    !detour_possible(&o, c->hosts[h].id)) {
+				r = R2CCL_E_PEER_GONE; /* known gone: fail at once */
+				goto out;
+			}
+		}
+	}
+	o.prof.t0 = r2_now_us();
+	o.deadline = o.prof.t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	r = build_plan(&o, op, root, peer);
+	if (r < 0) {
+		log_warn("communicator %u: no plan for %u bytes (op %d, root %u, peer %u, %d hosts)",
+			 c->id, (unsigned)size, (int)op, root, peer, c->nhosts);
+		goto out;
+	}
+	r = stage_plan(&o);
+	if (r < 0)
+		goto out;
+	/* step 0's sends are "the next step's" of a step -1 that awaits nothing */
+	o.nxn = r2_plan_expand(o.plan, (uint32_t)c->my_host, 0, o.xfn, o.maxx);
+	o.step = UINT32_MAX; /* so that step + 1 == 0 */
+	if (o.nxn < 0) {
+		r = o.nxn;
+		goto out;
+	}
+	if (x->stage_first) { /* GPU input: what step 0 sends comes first */
+		const char *p[R2_STAGE_FIRST_MAX];
+		uint64_t n[R2_STAGE_FIRST_MAX];
+		int k = 0;
+		for (int i = 0; i < o.nxn && k < R2_STAGE_FIRST_MAX; i++) {
+			if (o.xfn[i].dir != R2_XFER_SEND || !o.xfn[i].len)
+				continue;
+			p[k] = (o.S ? o.S : (const char *)o.W) + o.xfn[i].off;
+			n[k++] = o.xfn[i].len;
+		}
+		x->stage_first(x, p, n, k);
+	}
+	for (uint32_t k = 0; k < o.plan->nsteps; k++) {
+		struct r2_xfer *t;
+		uint64_t expect = 0;
+		int nx;
+
+		/* this step's sends: the list was made (and partly posted early)
+		 * during the previous step; step 0's is made here */
+		r = k == 0 ? list_chunks(&o, o.xfn, o.nxn, R2_XFER_SEND, true) : 0;
+		if (r == 0) {
+			o.nrcv = 0;
+			r = send_all(&o); /* whatever is left of them */
+		}
+		if (r < 0)
+			goto out;
+		t = o.xf;
+		o.xf = o.xfn;
+		o.xfn = t;
+		nx = o.nxn;
+		o.step = k;
+		o.nseen = 0;
+		o.step_got = 0;
+		o.async_got = 0;
+		o.nrseen = 0;
+		for (int i = 0; i < nx; i++) {
+			const struct r2_xfer *xr = &o.xf[i];
+			/* a bridge waits for what it relays as for what it receives */
+			if (xr->dir == R2_XFER_RECV || xr->dir == R2_XFER_RELAY)
+				expect += xr->len;
+		}
+		r = list_chunks(&o, o.xf, nx, R2_XFER_RECV, false);
+		if (r < 0)
+			goto out;
+		/* the next step's sends, posted as soon as their bytes are final */
+		o.nnsend = 0;
+		o.nxn = 0;
+		if (k + 1 < o.plan->nsteps) {
+			o.nxn = r2_plan_expand(o.plan, (uint32_t)c->my_host, k + 1, o.xfn, o.maxx);
+			if (o.nxn < 0) {
+				r = o.nxn;
+				goto out;
+			}
+			r = list_chunks(&o, o.xfn, o.nxn, R2_XFER_SEND, true);
+			if (r < 0)
+				goto out;
+			/* chunks that read nothing this step awaits go at once */
+			r = send_ready(&o, false);
+			if (r < 0)
+				goto out;
+		}
+		r = repost(&o);
+		if (r < 0)
+			goto out;
+		{
+			uint64_t w0 = r2_now_us();
+			o.last_rx_us = 0;
+			r = wait_step(&o, k, nx, expect);
+			if (r < 0)
+				goto out;
+			/* where a slow collective waits (--log-level debug) */
+			log_debug("communicator %u: op %llu step %u of %u: waited %.1f ms for %llu "
+				  "bytes (last chunk from host %u on rail %d, in the mailbox at "
+				  "%+.1f ms)", c->id, (unsigned long long)opseq, k, o.plan->nsteps,
+				  (double)(r2_now_us() - w0) / 1000.0, (unsigned long long)expect,
+				  o.last_rx_src, o.last_rx_us ? o.last_rx_rail : -1,
+				  o.last_rx_us ? ((double)o.last_rx_us - (double)w0) / 1000.0 : 0.0);
+		}
+	}
+	r = wait_acks(&o);
+	if (r == 0)
+		r = init_fill(&o, 0, size);
+	if (r == 0)
+		log_debug("communicator %u: op %llu, %llu bytes: %.1f ms (chunks in %.1f..%.1f ms); "
+			  "idle %.1f ms, applying %.1f ms, settle %.1f ms, staging %.1f ms; "
+			  "%llu data (%llu queued), %llu acks, %llu send completions; %llu reposts, "
+			  "%llu tries, %llu full", c->id, (unsigned long long)opseq, (unsigned long long)size,
+			  (double)(r2_now_us() - o.prof.t0) / 1e3,
+			  o.prof.first_rx ? ((double)o.prof.first_rx - (double)o.prof.t0) / 1e3 : 0.0,
+			  o.prof.last_rx ? ((double)o.prof.last_rx - (double)o.prof.t0) / 1e3 : 0.0,
+			  (double)o.prof.idle_us / 1e3, (double)o.prof.apply_us / 1e3,
+			  (double)o.prof.settle_us / 1e3, (double)o.prof.stage_us / 1e3,
+			  (unsigned long long)o.prof.data, (unsigned long long)o.prof.queued,
+			  (unsigned long long)o.prof.acks,
+			  (unsigned long long)o.prof.sendc, (unsigned long long)o.prof.reposts,
+			  (unsigned long long)o.prof.tries, (unsigned long long)o.prof.eagain);
+out:
+	apply_drain(&o); /* no thread may write W after this returns */
+	if (r < 0)
+		log_warn("communicator %u: rail phase of operation %llu failed: %s", c->id,
+			 (unsigned long long)opseq, r2ccl_strerror(r));
+	if (r < 0)
+		settle_end(&o);
+	/* what is still unacknowledged: the rails thread frees it on completion
+	 * if posted; otherwise free it now */
+	while (o.sends) {
+		struct sendrec *s = o.sends;
+		o.sends = s->next;
+		if (s->posted && !s->sent) {
+			s->orphan = true; /* freed at its send completion */
+			continue;
+		}
+		sendrec_free(s);
+	}
+	/* chunks for later collectives wait for them */
+	while (o.stash) {
+		struct r2_rmsg *m = o.stash;
+		o.stash = m->next;
+		if (m->cqe.hdr.opseq > c->coll_seq) {
+			m->next = c->deferred;
+			c->deferred = m;
+		} else {
+			rmsg_free(c->d, m);
+		}
+	}
+	free(o.seen);
+	free(o.rseen);
+	free(o.nacked);
+	free(o.init);
+	free(o.xf);
+	free(o.xfn);
+	free(o.nsend);
+	free(o.rcv);
+	free(o.wr);
+	free(o.busy);
+	r2_plan_free(o.plan);
+	return r;
+}
