@@ -78,6 +78,24 @@ void stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off,
 	o->x->stage_out(o->x, o->W + off, len);
 }
 
+/* GPU input: the slices step 0 sends (o->xfn) come to the host first. */
+void stage_first_sends(struct railop *o)
+{
+	const char *p[R2_STAGE_FIRST_MAX];
+	uint64_t n[R2_STAGE_FIRST_MAX];
+	int k = 0;
+
+	if (!o->x->stage_first)
+		return;
+	for (int i = 0; i < o->nxn && k < R2_STAGE_FIRST_MAX; i++) {
+		if (o->xfn[i].dir != R2_XFER_SEND || !o->xfn[i].len)
+			continue;
+		p[k] = (o->S ? o->S : (const char *)o->W) + o->xfn[i].off;
+		n[k++] = o->xfn[i].len;
+	}
+	o->x->stage_first(o->x, p, n, k);
+}
+
 /* ---- lazy input ---- */
 
 /* How much of [a, b) W holds: 0 none, 1 part, 2 all (always 2 without S). */

@@ -187,6 +187,7 @@ int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_
 
 int stage_wait(struct railop *o, const void *p, uint64_t n);
 int stage_plan(struct railop *o);
+void stage_first_sends(struct railop *o);
 void stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off, uint64_t len);
 int init_cov(const struct railop *o, uint64_t a, uint64_t b);
 int init_mark(struct railop *o, uint64_t a, uint64_t b);

@@ -297,18 +297,196 @@ static int wait_acks(struct railop *o)
 	return 0;
 }
 
+/* Before step 0: the chunk size, the chunks that came while no collective
+ * ran, a peer known gone (fail at once), the deadline, the plan, and step
+ * 0's transfers (listed as "the next step's" of a step -1). */
+static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer)
+{
+	struct r2_comm *c = o->c;
+	struct r2_rails *rs = c->d->rails;
+	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+	uint64_t cs = (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE);
+	struct r2_bufpool *bp = r2d_bufpool_for(c->d, 0);
+	int r;
+
+	if (bp && cs > r2_bufpool_buf_size(bp))
+		cs = r2_bufpool_buf_size(bp); /* chunk_size raised since start-up */
+	o->chunk = (uint32_t)R2_MAX(o->elem, cs / o->elem * o->elem);
+	o->spread = (uint32_t)(c->d->rails ? R2_MAX(1, c->d->rails->tcp_streams) : 1);
+	o->stash = c->deferred; /* chunks that came while no collective ran */
+	c->deferred = NULL;
+	for (int h = 0; h < c->nhosts; h++) {
+		if (h != c->my_host && (c->hosts[h].failed_rails & all) == all &&
+		    !detour_possible(o, c->hosts[h].id))
+			return R2CCL_E_PEER_GONE; /* known gone: fail at once */
+	}
+	o->prof.t0 = r2_now_us();
+	o->deadline = o->prof.t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	r = build_plan(o, op, root, peer);
+	if (r < 0) {
+		log_warn("communicator %u: no plan for %u bytes (op %d, root %u, peer %u, %d hosts)",
+			 c->id, (unsigned)o->size, (int)op, root, peer, c->nhosts);
+		return r;
+	}
+	r = stage_plan(o);
+	if (r < 0)
+		return r;
+	/* step 0's sends are "the next step's" of a step -1 that awaits nothing */
+	o->nxn = r2_plan_expand(o->plan, (uint32_t)c->my_host, 0, o->xfn, o->maxx);
+	o->step = UINT32_MAX; /* so that step + 1 == 0 */
+	if (o->nxn < 0)
+		return o->nxn;
+	stage_first_sends(o);
+	return 0;
+}
+
+/* Step k: its sends (listed, and partly posted, during step k - 1) all go,
+ * step k + 1's are listed and posted as soon as their bytes are final, and
+ * the step waits for what it receives or relays. */
+static int run_step(struct railop *o, uint32_t k)
+{
+	struct r2_comm *c = o->c;
+	struct r2_xfer *t;
+	uint64_t expect = 0, w0;
+	int nx, r;
+
+	/* this step's sends: the list was made (and partly posted early)
+	 * during the previous step; step 0's is made here */
+	r = k == 0 ? list_chunks(o, o->xfn, o->nxn, R2_XFER_SEND, true) : 0;
+	if (r == 0) {
+		o->nrcv = 0;
+		r = send_all(o); /* whatever is left of them */
+	}
+	if (r < 0)
+		return r;
+	t = o->xf;
+	o->xf = o->xfn;
+	o->xfn = t;
+	nx = o->nxn;
+	o->step = k;
+	o->nseen = 0;
+	o->step_got = 0;
+	o->async_got = 0;
+	o->nrseen = 0;
+	for (int i = 0; i < nx; i++) {
+		const struct r2_xfer *xr = &o->xf[i];
+		/* a bridge waits for what it relays as for what it receives */
+		if (xr->dir == R2_XFER_RECV || xr->dir == R2_XFER_RELAY)
+			expect += xr->len;
+	}
+	r = list_chunks(o, o->xf, nx, R2_XFER_RECV, false);
+	if (r < 0)
+		return r;
+	/* the next step's sends, posted as soon as their bytes are final */
+	o->nnsend = 0;
+	o->nxn = 0;
+	if (k + 1 < o->plan->nsteps) {
+		o->nxn = r2_plan_expand(o->plan, (uint32_t)c->my_host, k + 1, o->xfn, o->maxx);
+		if (o->nxn < 0)
+			return o->nxn;
+		r = list_chunks(o, o->xfn, o->nxn, R2_XFER_SEND, true);
+		if (r < 0)
+			return r;
+		/* chunks that read nothing this step awaits go at once */
+		r = send_ready(o, false);
+		if (r < 0)
+			return r;
+	}
+	r = repost(o);
+	if (r < 0)
+		return r;
+	w0 = r2_now_us();
+	o->last_rx_us = 0;
+	r = wait_step(o, k, nx, expect);
+	if (r < 0)
+		return r;
+	/* where a slow collective waits (--log-level debug) */
+	log_debug("communicator %u: op %llu step %u of %u: waited %.1f ms for %llu "
+		  "bytes (last chunk from host %u on rail %d, in the mailbox at "
+		  "%+.1f ms)", c->id, (unsigned long long)o->opseq, k, o->plan->nsteps,
+		  (double)(r2_now_us() - w0) / 1000.0, (unsigned long long)expect,
+		  o->last_rx_src, o->last_rx_us ? o->last_rx_rail : -1,
+		  o->last_rx_us ? ((double)o->last_rx_us - (double)w0) / 1000.0 : 0.0);
+	return 0;
+}
+
+/* Where the operation's time went (--log-level debug). */
+static void log_profile(const struct railop *o)
+{
+	log_debug("communicator %u: op %llu, %llu bytes: %.1f ms (chunks in %.1f..%.1f ms); "
+		  "idle %.1f ms, applying %.1f ms, settle %.1f ms, staging %.1f ms; "
+		  "%llu data (%llu queued), %llu acks, %llu send completions; %llu reposts, "
+		  "%llu tries, %llu full", o->c->id, (unsigned long long)o->opseq,
+		  (unsigned long long)o->size,
+		  (double)(r2_now_us() - o->prof.t0) / 1e3,
+		  o->prof.first_rx ? ((double)o->prof.first_rx - (double)o->prof.t0) / 1e3 : 0.0,
+		  o->prof.last_rx ? ((double)o->prof.last_rx - (double)o->prof.t0) / 1e3 : 0.0,
+		  (double)o->prof.idle_us / 1e3, (double)o->prof.apply_us / 1e3,
+		  (double)o->prof.settle_us / 1e3, (double)o->prof.stage_us / 1e3,
+		  (unsigned long long)o->prof.data, (unsigned long long)o->prof.queued,
+		  (unsigned long long)o->prof.acks,
+		  (unsigned long long)o->prof.sendc, (unsigned long long)o->prof.reposts,
+		  (unsigned long long)o->prof.tries, (unsigned long long)o->prof.eagain);
+}
+
+/* The operation ends (r: its result): no thread or transport may touch W
+ * afterwards; what is unacknowledged is freed or left to its completion,
+ * chunks of later collectives wait for them. */
+static void op_end(struct railop *o, int r)
+{
+	struct r2_comm *c = o->c;
+
+	apply_drain(o); /* no thread may write W after this returns */
+	if (r < 0)
+		log_warn("communicator %u: rail phase of operation %llu failed: %s", c->id,
+			 (unsigned long long)o->opseq, r2ccl_strerror(r));
+	if (r < 0)
+		settle_end(o);
+	/* what is still unacknowledged: the rails thread frees it on completion
+	 * if posted; otherwise free it now */
+	while (o->sends) {
+		struct sendrec *s = o->sends;
+		o->sends = s->next;
+		if (s->posted && !s->sent) {
+			s->orphan = true; /* freed at its send completion */
+			continue;
+		}
+		sendrec_free(s);
+	}
+	/* chunks for later collectives wait for them */
+	while (o->stash) {
+		struct r2_rmsg *m = o->stash;
+		o->stash = m->next;
+		if (m->cqe.hdr.opseq > c->coll_seq) {
+			m->next = c->deferred;
+			c->deferred = m;
+		} else {
+			rmsg_free(c->d, m);
+		}
+	}
+	free(o->seen);
+	free(o->rseen);
+	free(o->nacked);
+	free(o->init);
+	free(o->xf);
+	free(o->xfn);
+	free(o->nsend);
+	free(o->rcv);
+	free(o->wr);
+	free(o->busy);
+	r2_plan_free(o->plan);
+}
+
 /* S: NULL, or the input W starts as (lazy input, read where W does not
  * hold it yet; W holds all of it afterwards). */
-int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
-		      r2ccl_dtype_t dtype,
-		      r2ccl_redop_t redop, enum r2_plan_op op, uint32_t root, uint32_t peer,
-		      uint64_t opseq, struct r2_view *view)
+int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_dtype_t dtype,
+	       r2ccl_redop_t redop, enum r2_plan_op op, uint32_t root, uint32_t peer,
+	       uint64_t opseq, struct r2_view *view)
 {
-	struct r2_comm *c = x->c;
 	struct railop o = {
 		.x = x,
-		.c = c,
-		.d = c->d,
+		.c = x->c,
+		.d = x->c->d,
 		.W = W,
 		.S = S != W ? S : NULL,
 		.size = size,
@@ -318,185 +496,20 @@ int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		.opseq = opseq,
 		.view = view,
 	};
-	uint64_t cs = (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE);
 	int r;
 
 	o.sends_tail = &o.sends;
 	if (size == 0)
 		return 0;
-	{
-		struct r2_bufpool *bp = r2d_bufpool_for(c->d, 0);
-		if (bp && cs > r2_bufpool_buf_size(bp))
-			cs = r2_bufpool_buf_size(bp); /* chunk_size raised since start-up */
-	}
-	o.chunk = (uint32_t)R2_MAX(o.elem, cs / o.elem * o.elem);
-	o.spread = (uint32_t)(c->d->rails ? R2_MAX(1, c->d->rails->tcp_streams) : 1);
-	o.stash = c->deferred; /* chunks that came while no collective ran */
-	c->deferred = NULL;
-	{
-		struct r2_rails *rs = c->d->rails;
-		uint32_t all = rs ? (1u << rs->n) - 1 : 0;
-		for (int h = 0; h < c->nhosts; h++) {
-			if (h != c->my_host && (c->hosts[h].failed_rails & all) == all &&
-			    !detour_possible(&o, c->hosts[h].id)) {
-				r = R2CCL_E_PEER_GONE; /* known gone: fail at once */
-				goto out;
-			}
-		}
-	}
-	o.prof.t0 = r2_now_us();
-	o.deadline = o.prof.t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
-	r = build_plan(&o, op, root, peer);
-	if (r < 0) {
-		log_warn("communicator %u: no plan for %u bytes (op %d, root %u, peer %u, %d hosts)",
-			 c->id, (unsigned)size, (int)op, root, peer, c->nhosts);
-		goto out;
-	}
-	r = stage_plan(&o);
-	if (r < 0)
-		goto out;
-	/* step 0's sends are "the next step's" of a step -1 that awaits nothing */
-	o.nxn = r2_plan_expand(o.plan, (uint32_t)c->my_host, 0, o.xfn, o.maxx);
-	o.step = UINT32_MAX; /* so that step + 1 == 0 */
-	if (o.nxn < 0) {
-		r = o.nxn;
-		goto out;
-	}
-	if (x->stage_first) { /* GPU input: what step 0 sends comes first */
-		const char *p[R2_STAGE_FIRST_MAX];
-		uint64_t n[R2_STAGE_FIRST_MAX];
-		int k = 0;
-		for (int i = 0; i < o.nxn && k < R2_STAGE_FIRST_MAX; i++) {
-			if (o.xfn[i].dir != R2_XFER_SEND || !o.xfn[i].len)
-				continue;
-			p[k] = (o.S ? o.S : (const char *)o.W) + o.xfn[i].off;
-			n[k++] = o.xfn[i].len;
-		}
-		x->stage_first(x, p, n, k);
-	}
-	for (uint32_t k = 0; k < o.plan->nsteps; k++) {
-		struct r2_xfer *t;
-		uint64_t expect = 0;
-		int nx;
-
-		/* this step's sends: the list was made (and partly posted early)
-		 * during the previous step; step 0's is made here */
-		r = k == 0 ? list_chunks(&o, o.xfn, o.nxn, R2_XFER_SEND, true) : 0;
-		if (r == 0) {
-			o.nrcv = 0;
-			r = send_all(&o); /* whatever is left of them */
-		}
-		if (r < 0)
-			goto out;
-		t = o.xf;
-		o.xf = o.xfn;
-		o.xfn = t;
-		nx = o.nxn;
-		o.step = k;
-		o.nseen = 0;
-		o.step_got = 0;
-		o.async_got = 0;
-		o.nrseen = 0;
-		for (int i = 0; i < nx; i++) {
-			const struct r2_xfer *xr = &o.xf[i];
-			/* a bridge waits for what it relays as for what it receives */
-			if (xr->dir == R2_XFER_RECV || xr->dir == R2_XFER_RELAY)
-				expect += xr->len;
-		}
-		r = list_chunks(&o, o.xf, nx, R2_XFER_RECV, false);
-		if (r < 0)
-			goto out;
-		/* the next step's sends, posted as soon as their bytes are final */
-		o.nnsend = 0;
-		o.nxn = 0;
-		if (k + 1 < o.plan->nsteps) {
-			o.nxn = r2_plan_expand(o.plan, (uint32_t)c->my_host, k + 1, o.xfn, o.maxx);
-			if (o.nxn < 0) {
-				r = o.nxn;
-				goto out;
-			}
-			r = list_chunks(&o, o.xfn, o.nxn, R2_XFER_SEND, true);
-			if (r < 0)
-				goto out;
-			/* chunks that read nothing this step awaits go at once */
-			r = send_ready(&o, false);
-			if (r < 0)
-				goto out;
-		}
-		r = repost(&o);
-		if (r < 0)
-			goto out;
-		{
-			uint64_t w0 = r2_now_us();
-			o.last_rx_us = 0;
-			r = wait_step(&o, k, nx, expect);
-			if (r < 0)
-				goto out;
-			/* where a slow collective waits (--log-level debug) */
-			log_debug("communicator %u: op %llu step %u of %u: waited %.1f ms for %llu "
-				  "bytes (last chunk from host %u on rail %d, in the mailbox at "
-				  "%+.1f ms)", c->id, (unsigned long long)opseq, k, o.plan->nsteps,
-				  (double)(r2_now_us() - w0) / 1000.0, (unsigned long long)expect,
-				  o.last_rx_src, o.last_rx_us ? o.last_rx_rail : -1,
-				  o.last_rx_us ? ((double)o.last_rx_us - (double)w0) / 1000.0 : 0.0);
-		}
-	}
-	r = wait_acks(&o);
+	r = op_begin(&o, op, root, peer);
+	for (uint32_t k = 0; r == 0 && k < o.plan->nsteps; k++)
+		r = run_step(&o, k);
+	if (r == 0)
+		r = wait_acks(&o);
 	if (r == 0)
 		r = init_fill(&o, 0, size);
 	if (r == 0)
-		log_debug("communicator %u: op %llu, %llu bytes: %.1f ms (chunks in %.1f..%.1f ms); "
-			  "idle %.1f ms, applying %.1f ms, settle %.1f ms, staging %.1f ms; "
-			  "%llu data (%llu queued), %llu acks, %llu send completions; %llu reposts, "
-			  "%llu tries, %llu full", c->id, (unsigned long long)opseq, (unsigned long long)size,
-			  (double)(r2_now_us() - o.prof.t0) / 1e3,
-			  o.prof.first_rx ? ((double)o.prof.first_rx - (double)o.prof.t0) / 1e3 : 0.0,
-			  o.prof.last_rx ? ((double)o.prof.last_rx - (double)o.prof.t0) / 1e3 : 0.0,
-			  (double)o.prof.idle_us / 1e3, (double)o.prof.apply_us / 1e3,
-			  (double)o.prof.settle_us / 1e3, (double)o.prof.stage_us / 1e3,
-			  (unsigned long long)o.prof.data, (unsigned long long)o.prof.queued,
-			  (unsigned long long)o.prof.acks,
-			  (unsigned long long)o.prof.sendc, (unsigned long long)o.prof.reposts,
-			  (unsigned long long)o.prof.tries, (unsigned long long)o.prof.eagain);
-out:
-	apply_drain(&o); /* no thread may write W after this returns */
-	if (r < 0)
-		log_warn("communicator %u: rail phase of operation %llu failed: %s", c->id,
-			 (unsigned long long)opseq, r2ccl_strerror(r));
-	if (r < 0)
-		settle_end(&o);
-	/* what is still unacknowledged: the rails thread frees it on completion
-	 * if posted; otherwise free it now */
-	while (o.sends) {
-		struct sendrec *s = o.sends;
-		o.sends = s->next;
-		if (s->posted && !s->sent) {
-			s->orphan = true; /* freed at its send completion */
-			continue;
-		}
-		sendrec_free(s);
-	}
-	/* chunks for later collectives wait for them */
-	while (o.stash) {
-		struct r2_rmsg *m = o.stash;
-		o.stash = m->next;
-		if (m->cqe.hdr.opseq > c->coll_seq) {
-			m->next = c->deferred;
-			c->deferred = m;
-		} else {
-			rmsg_free(c->d, m);
-		}
-	}
-	free(o.seen);
-	free(o.rseen);
-	free(o.nacked);
-	free(o.init);
-	free(o.xf);
-	free(o.xfn);
-	free(o.nsend);
-	free(o.rcv);
-	free(o.wr);
-	free(o.busy);
-	r2_plan_free(o.plan);
+		log_profile(&o);
+	op_end(&o, r);
 	return r;
 }
