@@ -101,13 +101,13 @@ void apply_drain(struct railop *o)
 	while (c->apply_inflight > 0)
 		pthread_cond_wait(&c->mbox_cond, &c->mbox_lock);
 	pthread_mutex_unlock(&c->mbox_lock);
-	o->nbusy = 0;
+	o->aq.nbusy = 0;
 }
 
-static bool busy_overlaps(const struct railop *o, uint64_t off, uint64_t len)
+static bool busy_overlaps(const struct rail_applyq *aq, uint64_t off, uint64_t len)
 {
-	for (size_t i = 0; i < o->nbusy; i++)
-		if (o->busy[i].off < off + len && off < o->busy[i].off + o->busy[i].len)
+	for (size_t i = 0; i < aq->nbusy; i++)
+		if (aq->busy[i].off < off + len && off < aq->busy[i].off + aq->busy[i].len)
 			return true;
 	return false;
 }
@@ -134,15 +134,15 @@ void applied(struct railop *o, const struct r2_rmsg *m)
 
 	if (h->opseq != o->opseq)
 		return;
-	for (size_t i = 0; i < o->nbusy; i++) {
-		if (o->busy[i].off == h->off && o->busy[i].len == h->len) {
-			o->busy[i] = o->busy[--o->nbusy];
+	for (size_t i = 0; i < o->aq.nbusy; i++) {
+		if (o->aq.busy[i].off == h->off && o->aq.busy[i].len == h->len) {
+			o->aq.busy[i] = o->aq.busy[--o->aq.nbusy];
 			break;
 		}
 	}
 	applied_mark(o, h);
 	if (h->step == o->step)
-		o->async_got += h->len;
+		o->aq.async_got += h->len;
 }
 
 /* Queues the chunk m for [off, off+len) of W: true when queued (m is the
@@ -155,13 +155,13 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 
 	if (!q || h->len < APPLY_ASYNC_MIN)
 		return false;
-	if (busy_overlaps(o, h->off, h->len))
+	if (busy_overlaps(&o->aq, h->off, h->len))
 		apply_drain(o); /* two chunks into one region: one after the other */
-	if (R2_GROW(o->busy, o->capbusy, o->nbusy, 64) < 0 || !(j = calloc(1, sizeof(*j))))
+	if (R2_GROW(o->aq.busy, o->aq.capbusy, o->aq.nbusy, 64) < 0 || !(j = calloc(1, sizeof(*j))))
 		return false;
-	o->busy[o->nbusy].off = h->off;
-	o->busy[o->nbusy].len = h->len;
-	o->nbusy++;
+	o->aq.busy[o->aq.nbusy].off = h->off;
+	o->aq.busy[o->aq.nbusy].len = h->len;
+	o->aq.nbusy++;
 	*j = (struct apply_job){ .w.fn = apply_run, .c = o->c, .m = m, .dst = o->W + h->off,
 				 .a = a, .kind = kind, .dtype = o->dtype, .redop = o->redop };
 	pthread_mutex_lock(&o->c->mbox_lock);
@@ -210,19 +210,19 @@ uint64_t apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
 	int r = before_write(o, h->off, h->len);
 	if (r == 0)
 		r = stage_wait(o, o->W + h->off, h->len);
-	if (r == 0 && o->S)
-		r = stage_wait(o, o->S + h->off, h->len);
-	int cov = init_cov(o, h->off, h->off + h->len);
+	if (r == 0 && o->in.S)
+		r = stage_wait(o, o->in.S + h->off, h->len);
+	int cov = init_cov(&o->in, h->off, h->off + h->len);
 	if (r == 0 && x->kind == R2_XFER_REDUCE && cov == 1)
 		r = init_fill(o, h->off, h->off + h->len);
 	if (r == 0)
-		r = init_mark(o, h->off, h->off + h->len);
+		r = init_mark(&o->in, h->off, h->off + h->len);
 	if (r < 0) {
 		o->err = r;
 		return 0;
 	}
 	/* lazy input: the first reduction into a region reads S */
-	const void *a = x->kind == R2_XFER_REDUCE && cov == 0 ? o->S + h->off : NULL;
+	const void *a = x->kind == R2_XFER_REDUCE && cov == 0 ? o->in.S + h->off : NULL;
 	if (apply_queue(o, m, x->kind, a)) {
 		*taken = true;
 		return 0;
@@ -283,10 +283,10 @@ uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, 
 	s->hdr.kind = R2_MSG_DATA;
 	s->rail = x->rail2;
 	s->peer = c->hosts[h->dst].id;
-	sends_add(o, s);
+	sends_add(&o->tx, s);
 	r = post(o, s);
 	if (r < 0 && r != -EAGAIN && !s->posted)
-		o->need_repost = true; /* no connection this instant: repost() retries */
+		o->tx.need_repost = true; /* no connection this instant: repost() retries */
 	{
 		static atomic_uint_fast64_t relayed;
 		uint64_t n = atomic_fetch_add(&relayed, 1) + 1;
@@ -299,13 +299,13 @@ uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, 
 
 void ack(struct railop *o, const struct r2_chunk_hdr *h)
 {
-	for (struct sendrec **pp = &o->sends; *pp; pp = &(*pp)->next) {
+	for (struct sendrec **pp = &o->tx.sends; *pp; pp = &(*pp)->next) {
 		struct sendrec *s = *pp;
 		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
 		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked) {
 			s->acked = true;
 			if (s->sent)
-				sends_free(o, pp);
+				sends_free(&o->tx, pp);
 			return;
 		}
 	}

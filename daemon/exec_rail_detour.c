@@ -24,10 +24,10 @@
 
 /* ---- detours (detour.h): the sender's side ---- */
 
-static bool nacked(const struct railop *o, uint32_t dst, uint32_t via)
+static bool nacked(const struct rail_detours *det, uint32_t dst, uint32_t via)
 {
-	for (size_t i = 0; i < o->nnacked; i++)
-		if (o->nacked[i].dst == dst && o->nacked[i].via == via)
+	for (size_t i = 0; i < det->nnacked; i++)
+		if (det->nacked[i].dst == dst && det->nacked[i].via == via)
 			return true;
 	return false;
 }
@@ -50,7 +50,7 @@ static int bridge_after(const struct railop *o, uint32_t dst, int k0)
 	for (int k = k0; k < c->nhosts; k++) {
 		int h = (int)((dst + (uint32_t)k) % (uint32_t)c->nhosts);
 		struct r2_peer *p;
-		if (h == c->my_host || h == (int)dst || nacked(o, dst, (uint32_t)h))
+		if (h == c->my_host || h == (int)dst || nacked(&o->det, dst, (uint32_t)h))
 			continue;
 		p = r2d_rails_peer_find(o->d, c->hosts[h].id);
 		if (p && p->conn_mask)
@@ -97,7 +97,7 @@ int detour_post(struct railop *o, struct sendrec *s)
 					s->via = id;
 					s->rail = i;
 					s->posted = true;
-					if (!o->detoured++)
+					if (!o->det.detoured++)
 						log_warn("communicator %u: no rail left to host %u: op "
 							 "%llu goes on through host %u",
 							 c->id, dst, (unsigned long long)o->opseq,
@@ -117,19 +117,19 @@ int nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
 	int via = host_of(o->c, from);
 	bool busy = (h->flags & R2_CHUNK_BUSY) != 0; /* its queues full: again later */
 
-	if (!busy && via >= 0 && !nacked(o, h->dst, (uint32_t)via) &&
-	    R2_GROW(o->nacked, o->capnacked, o->nnacked, 8) == 0) {
-		o->nacked[o->nnacked].dst = h->dst;
-		o->nacked[o->nnacked].via = (uint32_t)via;
-		o->nnacked++;
+	if (!busy && via >= 0 && !nacked(&o->det, h->dst, (uint32_t)via) &&
+	    R2_GROW(o->det.nacked, o->det.capnacked, o->det.nnacked, 8) == 0) {
+		o->det.nacked[o->det.nnacked].dst = h->dst;
+		o->det.nacked[o->det.nnacked].via = (uint32_t)via;
+		o->det.nnacked++;
 	}
-	for (struct sendrec *s = o->sends; s; s = s->next)
+	for (struct sendrec *s = o->tx.sends; s; s = s->next)
 		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
 		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked && s->via == from) {
 			s->posted = false;
 			s->sent = false;
 			s->retries += !busy;
-			o->need_repost = true;
+			o->tx.need_repost = true;
 		}
 	struct r2_peer *p = h->dst < (uint32_t)o->c->nhosts
 				    ? r2d_rails_peer_find(o->d, o->c->hosts[h->dst].id)

@@ -90,7 +90,7 @@ void stage_first_sends(struct railop *o)
 	for (int i = 0; i < o->nxn && k < R2_STAGE_FIRST_MAX; i++) {
 		if (o->xfn[i].dir != R2_XFER_SEND || !o->xfn[i].len)
 			continue;
-		p[k] = (o->S ? o->S : (const char *)o->W) + o->xfn[i].off;
+		p[k] = (o->in.S ? o->in.S : (const char *)o->W) + o->xfn[i].off;
 		n[k++] = o->xfn[i].len;
 	}
 	o->x->stage_first(o->x, p, n, k);
@@ -99,44 +99,44 @@ void stage_first_sends(struct railop *o)
 /* ---- lazy input ---- */
 
 /* How much of [a, b) W holds: 0 none, 1 part, 2 all (always 2 without S). */
-int init_cov(const struct railop *o, uint64_t a, uint64_t b)
+int init_cov(const struct rail_lazy *in, uint64_t a, uint64_t b)
 {
 	uint64_t got = 0;
 
-	if (!o->S)
+	if (!in->S)
 		return 2;
-	for (size_t i = 0; i < o->ninit && o->init[i].a < b; i++)
-		if (o->init[i].b > a)
-			got += R2_MIN(o->init[i].b, b) - R2_MAX(o->init[i].a, a);
+	for (size_t i = 0; i < in->ninit && in->init[i].a < b; i++)
+		if (in->init[i].b > a)
+			got += R2_MIN(in->init[i].b, b) - R2_MAX(in->init[i].a, a);
 	return !got ? 0 : got < b - a ? 1 : 2;
 }
 
 /* Records that W holds [a, b) (merged into the sorted list). */
-int init_mark(struct railop *o, uint64_t a, uint64_t b)
+int init_mark(struct rail_lazy *in, uint64_t a, uint64_t b)
 {
 	size_t i = 0, j;
 
-	if (!o->S || a >= b)
+	if (!in->S || a >= b)
 		return 0;
-	while (i < o->ninit && o->init[i].b < a)
+	while (i < in->ninit && in->init[i].b < a)
 		i++;
 	j = i;
-	while (j < o->ninit && o->init[j].a <= b) {
-		a = R2_MIN(a, o->init[j].a);
-		b = R2_MAX(b, o->init[j].b);
+	while (j < in->ninit && in->init[j].a <= b) {
+		a = R2_MIN(a, in->init[j].a);
+		b = R2_MAX(b, in->init[j].b);
 		j++;
 	}
 	if (i == j) { /* no overlap or contact: insert at i */
-		if (R2_GROW(o->init, o->capinit, o->ninit, 16) < 0)
+		if (R2_GROW(in->init, in->capinit, in->ninit, 16) < 0)
 			return -ENOMEM;
-		memmove(&o->init[i + 1], &o->init[i], (o->ninit - i) * sizeof(*o->init));
-		o->ninit++;
+		memmove(&in->init[i + 1], &in->init[i], (in->ninit - i) * sizeof(*in->init));
+		in->ninit++;
 	} else if (j > i + 1) { /* [i, j) merge into i */
-		memmove(&o->init[i + 1], &o->init[j], (o->ninit - j) * sizeof(*o->init));
-		o->ninit -= j - i - 1;
+		memmove(&in->init[i + 1], &in->init[j], (in->ninit - j) * sizeof(*in->init));
+		in->ninit -= j - i - 1;
 	}
-	o->init[i].a = a;
-	o->init[i].b = b;
+	in->init[i].a = a;
+	in->init[i].b = b;
 	return 0;
 }
 
@@ -146,20 +146,20 @@ int init_fill(struct railop *o, uint64_t a, uint64_t b)
 	uint64_t cur = a;
 	int r;
 
-	if (!o->S || init_cov(o, a, b) == 2)
+	if (!o->in.S || init_cov(&o->in, a, b) == 2)
 		return 0;
-	if ((r = stage_wait(o, o->S + a, b - a)) < 0 || (r = stage_wait(o, o->W + a, b - a)) < 0)
+	if ((r = stage_wait(o, o->in.S + a, b - a)) < 0 || (r = stage_wait(o, o->W + a, b - a)) < 0)
 		return r;
-	for (size_t i = 0; i < o->ninit && o->init[i].a < b && cur < b; i++) {
-		if (o->init[i].b <= cur)
+	for (size_t i = 0; i < o->in.ninit && o->in.init[i].a < b && cur < b; i++) {
+		if (o->in.init[i].b <= cur)
 			continue;
-		if (o->init[i].a > cur)
-			memcpy(o->W + cur, o->S + cur, o->init[i].a - cur);
-		cur = R2_MAX(cur, o->init[i].b);
+		if (o->in.init[i].a > cur)
+			memcpy(o->W + cur, o->in.S + cur, o->in.init[i].a - cur);
+		cur = R2_MAX(cur, o->in.init[i].b);
 	}
 	if (cur < b)
-		memcpy(o->W + cur, o->S + cur, b - cur);
-	return init_mark(o, a, b);
+		memcpy(o->W + cur, o->in.S + cur, b - cur);
+	return init_mark(&o->in, a, b);
 }
 
 int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer)

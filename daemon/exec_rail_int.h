@@ -73,6 +73,48 @@ struct sendrec {
 
 #define P2P_BIT (1ull << 63)
 
+/* The send window of an operation (exec_rail_send.c): its chunks sent and
+ * not acknowledged yet. */
+struct rail_tx {
+	/* unacknowledged (or unsent), oldest first: acknowledgements come
+	 * mostly in that order, and repost() posts in it */
+	struct sendrec *sends, **sends_tail; /* sends_tail: the last one's next */
+	int nsends;
+	bool need_repost; /* a send failed or its rail went: post it again */
+	/* the proxy buffer pool is exhausted: sends wait for acknowledgements */
+	struct r2_bufpool *pool_wait;
+	uint64_t pool_wait_since;
+};
+
+/* Detours of an operation, the sender's side (exec_rail_detour.c). */
+struct rail_detours {
+	/* bridges that refused a detour (NACK): no rail to dst either */
+	struct { uint32_t dst, via; } *nacked;
+	size_t nnacked, capnacked;
+	unsigned detoured; /* chunks sent through a bridge (logged once) */
+};
+
+/* The lazy input (exec_rail_input.c; out-of-place, one local rank): W
+ * starts as a copy of S, made piecewise only where needed; until a region
+ * of W is written, its sends read S and its first reduction reads S and
+ * writes W. */
+struct rail_lazy {
+	const char *S; /* NULL: W holds the input from the start */
+	/* the regions of W that hold their data, sorted, disjoint */
+	struct { uint64_t a, b; } *init;
+	size_t ninit, capinit;
+};
+
+/* Received chunks on the apply queue (exec_rail_apply.c). */
+struct rail_applyq {
+	/* chunks on the apply queue since the last drain: [off, off+len) of W
+	 * each writes (one that overlaps waits for the queue to drain) */
+	struct { uint64_t off, len; } *busy;
+	size_t nbusy, capbusy;
+	uint64_t async_got; /* bytes of the current step the queue applied */
+};
+
+/* One collective's rail phase (exec_rail_loop.c runs it; executor thread). */
 struct railop {
 	struct r2_comm *c;
 	struct r2d *d;
@@ -102,37 +144,18 @@ struct railop {
 	/* this step's expected receive chunks */
 	struct rpend { uint32_t src; uint64_t off, len; bool done; } *rcv;
 	size_t nrcv, caprcv;
-	/* unacknowledged (or unsent), oldest first: acknowledgements come
-	 * mostly in that order, and repost() posts in it */
-	struct sendrec *sends, **sends_tail; /* sends_tail: the last one's next */
-	int nsends;
 	struct r2_rmsg *stash;
 	/* applied chunks of the current step: (src, off) */
 	struct { uint32_t src; uint64_t off; } *seen;
 	size_t nseen, capseen;
 	uint64_t deadline;
 	int err;
-	bool need_repost; /* a send failed or its rail went: post it again */
-	/* the proxy buffer pool is exhausted: sends wait for acknowledgements */
-	struct r2_bufpool *pool_wait;
-	uint64_t pool_wait_since;
 	struct r2_view *view; /* the agreed view this operation plans with */
 	/* chunks of the current step relayed for other hosts (bridge):
 	 * (src, dst, off) */
 	struct { uint32_t src, dst; uint64_t off; } *rseen;
 	size_t nrseen, caprseen;
-	/* bridges that refused a detour (NACK): no rail to dst either */
-	struct { uint32_t dst, via; } *nacked;
-	size_t nnacked, capnacked;
-	unsigned detoured; /* chunks sent through a bridge (logged once) */
 	uint64_t step_got; /* bytes of the current step received (stuck()) */
-	/* lazy input (out-of-place, one local rank): W starts as a copy of S,
-	 * made piecewise only where needed; until a region of W is written,
-	 * its sends read S and its first reduction reads S and writes W.
-	 * init: the regions of W that hold their data, sorted, disjoint. */
-	const char *S;
-	struct { uint64_t a, b; } *init;
-	size_t ninit, capinit;
 	/* GPU buffers staged piecewise (x->stage_wait/stage_out set): every
 	 * write into W of the plan, to tell when a region is final */
 	struct r2_exec *x;
@@ -152,11 +175,10 @@ struct railop {
 		uint64_t data, acks, sendc, reposts, tries, eagain, queued;
 		uint64_t first_rx, last_rx;
 	} prof;
-	/* chunks on the apply queue since the last drain: [off, off+len) of W
-	 * each writes (one that overlaps waits for the queue to drain) */
-	struct { uint64_t off, len; } *busy;
-	size_t nbusy, capbusy;
-	uint64_t async_got; /* bytes of the current step the queue applied */
+	struct rail_tx tx;
+	struct rail_detours det;
+	struct rail_lazy in;
+	struct rail_applyq aq;
 };
 /* Transfers from 2 x streams x this size are cut over every stream even
  * when one chunk would hold them. */
@@ -189,8 +211,8 @@ int stage_wait(struct railop *o, const void *p, uint64_t n);
 int stage_plan(struct railop *o);
 void stage_first_sends(struct railop *o);
 void stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off, uint64_t len);
-int init_cov(const struct railop *o, uint64_t a, uint64_t b);
-int init_mark(struct railop *o, uint64_t a, uint64_t b);
+int init_cov(const struct rail_lazy *in, uint64_t a, uint64_t b);
+int init_mark(struct rail_lazy *in, uint64_t a, uint64_t b);
 int init_fill(struct railop *o, uint64_t a, uint64_t b);
 int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer);
 int list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int dir, bool sends);
@@ -204,8 +226,8 @@ int unborrow(struct r2d *d, struct sendrec *s);
 int post_any(struct r2d *d, struct sendrec *s);
 int post(struct railop *o, struct sendrec *s);
 void inject_dup(struct r2d *d, const struct sendrec *s);
-void sends_add(struct railop *o, struct sendrec *s);
-void sends_free(struct railop *o, struct sendrec **pp);
+void sends_add(struct rail_tx *tx, struct sendrec *s);
+void sends_free(struct rail_tx *tx, struct sendrec **pp);
 int send_ready(struct railop *o, bool all);
 int pool_timeout(struct railop *o);
 int repost(struct railop *o);

@@ -40,7 +40,7 @@ int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 	bool taken = false;
 
 	if (m->cqe.type == R2_RMSG_APPLIED) {
-		applied(o, m); /* its bytes count in o->async_got */
+		applied(o, m); /* its bytes count in o->aq.async_got */
 		rmsg_free(o->d, m);
 		return 0;
 	}
@@ -66,12 +66,12 @@ int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 		 * acknowledgement of one that arrived comes back by the same
 		 * rail): post them again; the receiver applies each once. */
 		struct r2_rails *rs = o->d->rails;
-		for (struct sendrec *s = o->sends; s; s = s->next) {
+		for (struct sendrec *s = o->tx.sends; s; s = s->next) {
 			if ((s->via ? s->via : s->peer) == m->cqe.peer && s->rail == m->rail &&
 			    s->sent && !s->acked) {
 				s->sent = false;
 				s->posted = false;
-				o->need_repost = true;
+				o->tx.need_repost = true;
 			}
 		}
 		uint32_t all = rs ? (1u << rs->n) - 1 : 0;
@@ -134,7 +134,7 @@ static void stuck(const struct railop *o, uint32_t step, uint64_t got, uint64_t 
 	unsigned n = 0, shown = 0;
 	char what[256] = "";
 
-	for (const struct sendrec *s = o->sends; s; s = s->next) {
+	for (const struct sendrec *s = o->tx.sends; s; s = s->next) {
 		if (s->acked)
 			continue;
 		if (n++ < 4) {
@@ -181,16 +181,16 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 		}
 		pp = &m->next;
 	}
-	while (got + o->async_got < expect) {
+	while (got + o->aq.async_got < expect) {
 		struct r2_rmsg *m;
 		int64_t n;
 
-		if (o->need_repost) {
+		if (o->tx.need_repost) {
 			int r = repost(o);
 			if (r < 0)
 				return r;
 		}
-		m = op_take(o, o->pool_wait ? 1 : o->need_repost ? 10 : 100);
+		m = op_take(o, o->tx.pool_wait ? 1 : o->tx.need_repost ? 10 : 100);
 
 		if (!m) {
 			if (o->c->stop)
@@ -198,10 +198,10 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 			if (o->c->abort_err)
 				return o->c->abort_err; /* broken elsewhere: stop waiting */
 			if (r2_now_us() > o->deadline)
-				return o->pool_wait ? pool_timeout(o) : -ETIMEDOUT;
+				return o->tx.pool_wait ? pool_timeout(o) : -ETIMEDOUT;
 			if (broken(o->c))
 				return broken(o->c);
-			if (o->pool_wait) {
+			if (o->tx.pool_wait) {
 				int r = send_ready(o, false);
 				if (r < 0)
 					return r;
@@ -214,8 +214,8 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 		if (o->err)
 			return o->err;
 		got += (uint64_t)n;
-		o->step_got = got + o->async_got;
-		if (o->applied_since || o->pool_wait) {
+		o->step_got = got + o->aq.async_got;
+		if (o->applied_since || o->tx.pool_wait) {
 			int r = send_ready(o, false);
 			if (r < 0)
 				return r;
@@ -240,7 +240,7 @@ static int send_all(struct railop *o)
 {
 	int r = send_ready(o, true);
 
-	while (r == 0 && o->pool_wait) {
+	while (r == 0 && o->tx.pool_wait) {
 		struct r2_rmsg *m = op_take(o, 1);
 		if (!m) {
 			if (o->c->stop)
@@ -261,7 +261,7 @@ static int send_all(struct railop *o)
 			if (n < 0)
 				return (int)n;
 		}
-		if (o->need_repost) {
+		if (o->tx.need_repost) {
 			r = repost(o);
 			if (r < 0)
 				return r;
@@ -273,7 +273,7 @@ static int send_all(struct railop *o)
 
 static int wait_acks(struct railop *o)
 {
-	while (o->nsends > 0) {
+	while (o->tx.nsends > 0) {
 		struct r2_rmsg *m;
 		int r = repost(o);
 		if (r < 0)
@@ -366,7 +366,7 @@ static int run_step(struct railop *o, uint32_t k)
 	o->step = k;
 	o->nseen = 0;
 	o->step_got = 0;
-	o->async_got = 0;
+	o->aq.async_got = 0;
 	o->nrseen = 0;
 	for (int i = 0; i < nx; i++) {
 		const struct r2_xfer *xr = &o->xf[i];
@@ -444,9 +444,9 @@ static void op_end(struct railop *o, int r)
 		settle_end(o);
 	/* what is still unacknowledged: the rails thread frees it on completion
 	 * if posted; otherwise free it now */
-	while (o->sends) {
-		struct sendrec *s = o->sends;
-		o->sends = s->next;
+	while (o->tx.sends) {
+		struct sendrec *s = o->tx.sends;
+		o->tx.sends = s->next;
 		if (s->posted && !s->sent) {
 			s->orphan = true; /* freed at its send completion */
 			continue;
@@ -466,14 +466,14 @@ static void op_end(struct railop *o, int r)
 	}
 	free(o->seen);
 	free(o->rseen);
-	free(o->nacked);
-	free(o->init);
+	free(o->det.nacked);
+	free(o->in.init);
 	free(o->xf);
 	free(o->xfn);
 	free(o->nsend);
 	free(o->rcv);
 	free(o->wr);
-	free(o->busy);
+	free(o->aq.busy);
 	r2_plan_free(o->plan);
 }
 
@@ -488,7 +488,7 @@ int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_d
 		.c = x->c,
 		.d = x->c->d,
 		.W = W,
-		.S = S != W ? S : NULL,
+		.in.S = S != W ? S : NULL,
 		.size = size,
 		.elem = (uint32_t)r2ccl_dtype_size(dtype),
 		.dtype = dtype,
@@ -498,7 +498,7 @@ int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_d
 	};
 	int r;
 
-	o.sends_tail = &o.sends;
+	o.tx.sends_tail = &o.tx.sends;
 	if (size == 0)
 		return 0;
 	r = op_begin(&o, op, root, peer);

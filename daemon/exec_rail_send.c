@@ -183,24 +183,24 @@ void inject_dup(struct r2d *d, const struct sendrec *s)
 		sendrec_free(dup);
 }
 
-void sends_add(struct railop *o, struct sendrec *s)
+void sends_add(struct rail_tx *tx, struct sendrec *s)
 {
 	s->next = NULL;
-	*o->sends_tail = s;
-	o->sends_tail = &s->next;
-	o->nsends++;
+	*tx->sends_tail = s;
+	tx->sends_tail = &s->next;
+	tx->nsends++;
 }
 
-/* Unlinks *pp (a sendrec of o->sends) and frees it. */
-void sends_free(struct railop *o, struct sendrec **pp)
+/* Unlinks *pp (a sendrec of tx->sends) and frees it. */
+void sends_free(struct rail_tx *tx, struct sendrec **pp)
 {
 	struct sendrec *s = *pp;
 
 	*pp = s->next;
 	if (!s->next)
-		o->sends_tail = pp;
+		tx->sends_tail = pp;
 	sendrec_free(s);
-	o->nsends--;
+	tx->nsends--;
 }
 
 /* Posts one chunk [off, off+len) of transfer x (a copy: the sender keeps it
@@ -217,9 +217,9 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	s->rail = x->rail;
 	/* lazy input: a region W does not hold yet is read from S */
 	const char *src = o->W + off;
-	int cov = init_cov(o, off, off + len);
+	int cov = init_cov(&o->in, off, off + len);
 	if (cov == 0) {
-		src = o->S + off;
+		src = o->in.S + off;
 		s->stable = true;
 	} else if (cov == 1 && (r = init_fill(o, off, off + len)) < 0) {
 		free(s);
@@ -254,7 +254,7 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	/* bridged: to the bridge host on the first hop's rail; the header
 	 * names the destination, the bridge forwards (relay()) */
 	s->peer = c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via : x->peer].id;
-	sends_add(o, s);
+	sends_add(&o->tx, s);
 	r = post(o, s);
 	if (r < 0 && r != -EAGAIN)
 		return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
@@ -264,7 +264,7 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 }
 
 /* Posts the next step's send chunks whose bytes this step no longer awaits.
- * Without a free proxy buffer it stops there (o->pool_wait set): the
+ * Without a free proxy buffer it stops there (o->tx.pool_wait set): the
  * acknowledgements of what is in flight free buffers, and the caller calls
  * again. */
 int send_ready(struct railop *o, bool all)
@@ -298,11 +298,11 @@ int send_ready(struct railop *o, bool all)
 			return r;
 		p->posted = true;
 	}
-	if (blocked && !o->pool_wait) {
+	if (blocked && !o->tx.pool_wait) {
 		r2_bufpool_note_wait(blocked, false);
-		o->pool_wait_since = r2_now_us();
+		o->tx.pool_wait_since = r2_now_us();
 	}
-	o->pool_wait = blocked;
+	o->tx.pool_wait = blocked;
 	return 0;
 }
 
@@ -311,12 +311,12 @@ int pool_timeout(struct railop *o)
 {
 	struct r2_bufpool_stats st;
 
-	r2_bufpool_note_wait(o->pool_wait, true);
-	r2_bufpool_stats(o->pool_wait, &st);
+	r2_bufpool_note_wait(o->tx.pool_wait, true);
+	r2_bufpool_stats(o->tx.pool_wait, &st);
 	log_warn("communicator %u: operation %llu waited %llu ms for a proxy buffer of %s "
 		 "(%llu of %llu MiB in use, proxy_pool_max): giving up",
 		 o->c->id, (unsigned long long)o->opseq,
-		 (unsigned long long)((r2_now_us() - o->pool_wait_since) / 1000), st.name,
+		 (unsigned long long)((r2_now_us() - o->tx.pool_wait_since) / 1000), st.name,
 		 (unsigned long long)(st.in_use >> 20), (unsigned long long)(st.max_bytes >> 20));
 	return -ENOBUFS;
 }
@@ -332,16 +332,16 @@ int repost(struct railop *o)
 	struct { int rail; uint64_t peer; } full[32];
 	int nfull = 0;
 
-	o->need_repost = false;
+	o->tx.need_repost = false;
 	o->prof.reposts++;
-	for (struct sendrec *s = o->sends; s; s = s->next) {
+	for (struct sendrec *s = o->tx.sends; s; s = s->next) {
 		if (s->posted || s->acked)
 			continue;
 		bool skip = false;
 		for (int i = 0; i < nfull && !skip; i++)
 			skip = full[i].rail == s->rail && full[i].peer == s->peer;
 		if (skip) {
-			o->need_repost = true; /* behind one that did not fit: later */
+			o->tx.need_repost = true; /* behind one that did not fit: later */
 			continue;
 		}
 		o->prof.tries++;
@@ -362,7 +362,7 @@ int repost(struct railop *o)
 			/* queue full, or no connection this instant (the peer may be
 			 * coming back on a rail): try again shortly; peer_lost and
 			 * the peer timeout bound the wait */
-			o->need_repost = true;
+			o->tx.need_repost = true;
 			continue;
 		}
 		if (r < 0)
@@ -389,7 +389,7 @@ bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
 
 void sent(struct railop *o, struct sendrec *t, int status)
 {
-	for (struct sendrec **pp = &o->sends; *pp; pp = &(*pp)->next) {
+	for (struct sendrec **pp = &o->tx.sends; *pp; pp = &(*pp)->next) {
 		struct sendrec *s = *pp;
 		if (s != t)
 			continue;
@@ -397,12 +397,12 @@ void sent(struct railop *o, struct sendrec *t, int status)
 			/* the connection failed under it: send it again elsewhere */
 			s->posted = false;
 			s->retries++;
-			o->need_repost = true;
+			o->tx.need_repost = true;
 			return;
 		}
 		s->sent = true;
 		if (s->acked)
-			sends_free(o, pp);
+			sends_free(&o->tx, pp);
 		return;
 	}
 	if (t->orphan) {

@@ -36,9 +36,9 @@ static bool tp_holds(const struct sendrec *s)
 
 /* A borrowed chunk overlapping [off, off+len) (len 0: any) that a transport
  * may still read. */
-static struct sendrec *held_borrowed(struct railop *o, uint64_t off, uint64_t len)
+static struct sendrec *held_borrowed(const struct rail_tx *tx, uint64_t off, uint64_t len)
 {
-	for (struct sendrec *s = o->sends; s; s = s->next)
+	for (struct sendrec *s = tx->sends; s; s = s->next)
 		if (s->borrowed && tp_holds(s) && (!len || (!s->stable && overlaps(s, off, len))))
 			return s;
 	return NULL;
@@ -57,7 +57,7 @@ static int settle(struct railop *o, uint64_t off, uint64_t len, uint64_t deadlin
 	struct r2_rmsg *kh = NULL, *kt = NULL;
 	int r = 0;
 
-	while (held_borrowed(o, off, len)) {
+	while (held_borrowed(&o->tx, off, len)) {
 		struct r2_rmsg *m;
 		if (r2_now_us() > deadline_us) {
 			r = -ETIMEDOUT;
@@ -93,9 +93,9 @@ void settle_end(struct railop *o)
 {
 	struct sendrec *s;
 
-	if (!held_borrowed(o, 0, 0) || !settle(o, 0, 0, r2_now_us() + 1000000, false))
+	if (!held_borrowed(&o->tx, 0, 0) || !settle(o, 0, 0, r2_now_us() + 1000000, false))
 		return;
-	for (s = o->sends; s; s = s->next) {
+	for (s = o->tx.sends; s; s = s->next) {
 		if (!s->borrowed || !tp_holds(s))
 			continue;
 		log_warn("communicator %u: a chunk (op %llu step %u to host %u) is still queued on "
@@ -119,18 +119,18 @@ int before_write(struct railop *o, uint64_t off, uint64_t len)
 	bool any = false;
 	int r;
 
-	for (struct sendrec *s = o->sends; s && !any; s = s->next)
+	for (struct sendrec *s = o->tx.sends; s && !any; s = s->next)
 		any = s->borrowed && !s->stable && !s->acked && overlaps(s, off, len);
 	if (!any)
 		return 0;
-	if (held_borrowed(o, off, len)) {
+	if (held_borrowed(&o->tx, off, len)) {
 		uint64_t t = r2_now_us();
 		r = settle(o, off, len, o->deadline, true);
 		o->prof.settle_us += r2_now_us() - t;
 		if (r < 0)
 			return r;
 	}
-	for (struct sendrec *s = o->sends; s; s = s->next)
+	for (struct sendrec *s = o->tx.sends; s; s = s->next)
 		if (s->borrowed && !s->stable && !s->acked && overlaps(s, off, len) &&
 		    (r = unborrow(o->d, s)) < 0)
 			return r;
