@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Hierarchical collectives across hosts (BRIEF.md decision 4):
+ * Hierarchical collectives across hosts (docs/architecture.md, Across hosts):
  *   local phase (reduce or gather the local ranks' buffers into one working
  *   buffer W), rail phase (the planner's schedule between the daemons, run
  *   here step by step over the rails), local phase (W back to every local

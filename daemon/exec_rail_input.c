@@ -246,9 +246,8 @@ again:
  * number a multiple of o->spread (the streams of a connection), so every
  * stream carries the same share of it: with unequal shares the streams that
  * finish first start on the next step's chunks while the others still carry
- * this step's, and this step ends later (one NIC down on 4 x 2: 658 ms an
- * AllReduce of 64 MB with a 1 MB chunk and its remainder on two streams,
- * 611 ms with one stream). Sender and receiver cut alike. */
+ * this step's, and this step ends later (docs/operations.md, tcp_streams,
+ * has the figures). Sender and receiver cut alike. */
 int list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int dir,
 		       bool sends)
 {

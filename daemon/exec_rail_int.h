@@ -2,7 +2,8 @@
 /*
  * What the files of the rail phase share (exec_rail*.c; private to them).
  *
- * The chunk protocol (BRIEF.md decision 6): every chunk carries
+ * The chunk protocol (docs/architecture.md, The chunk / acknowledgement
+ * protocol): every chunk carries
  * (communicator, operation sequence, step, source, offset); the receiving
  * daemon acknowledges it as soon as it holds it (rails thread), and applies
  * it exactly once: a chunk whose (step, source, offset) was already applied

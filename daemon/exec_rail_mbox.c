@@ -157,8 +157,7 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 				/* the communicator broke while its executor still
 				 * lists this chunk (it frees or orphans it on the way
 				 * out; the mailbox flush frees orphans): freeing it
-				 * here crashed the executor (use after free, seen
-				 * after a client was killed) */
+				 * here would free it under the executor */
 				mbox_push(c, m);
 				pthread_mutex_unlock(&d->lock);
 				return;

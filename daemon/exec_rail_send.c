@@ -23,8 +23,9 @@
 #include "exec_rail_int.h"
 
 /* Chunks from this size are copied or reduced by the helper pool too, on
- * hosts with cores to spare: on a 32-core host the executor thread went from
- * 85% to 50% of a core; on 2 cores it only slowed the uncapped benchmark. */
+ * hosts with cores to spare (PAR_MIN_THREADS helpers or more): it takes work
+ * off the executor thread there, and only costs where cores are few
+ * (docs/architecture.md, Threads of r2ccld, has the figures). */
 #define PAR_BYTES (512u << 10)
 #define PAR_MIN_THREADS 4
 
@@ -278,8 +279,8 @@ int send_ready(struct railop *o, bool all)
 		if (p->posted)
 			continue;
 		/* a receive that is done stays done: the scan goes on where it
-		 * stopped the last time (from the start, every call after every
-		 * applied chunk cost O(sends x receives)) */
+		 * stopped the last time (rescanned from the start after every
+		 * applied chunk, the scans would cost O(sends x receives)) */
 		for (size_t j = p->scan; !all && ready && j < o->nrcv; j++) {
 			const struct rpend *q = &o->rcv[j];
 			if (!q->done && p->off < q->off + q->len && q->off < p->off + p->len) {
@@ -375,8 +376,8 @@ int repost(struct railop *o)
  * meanwhile: the ERROR came before this completion, so its re-post did not
  * take this chunk (not written yet then), and the chunk may be lost with the
  * connection: it must go again (the receiver applies it once). Without
- * this, a loaded executor that sees the ERROR first waited for an ACK that
- * never came until op_timeout_ms (docs/resilience.md, Known problems). */
+ * this, an executor that sees the ERROR first would wait for an ACK that
+ * never comes, until op_timeout_ms (docs/resilience.md, Failover paths 1). */
 bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
 {
 	if (s->rail < 0 || s->rail >= 32)
