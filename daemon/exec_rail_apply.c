@@ -4,39 +4,35 @@
  * queue, relaying as a bridge, and acknowledgements of this host's sends.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bufpool.h"
-#include "comm.h"
-#include "config.h"
-#include "detour.h"
-#include "exec.h"
-#include "health.h"
 #include "log.h"
-#include "planner.h"
-#include "rails.h"
 #include "reduce.h"
 #include "util.h"
 
 #include "exec_rail_int.h"
 
-static bool seen(struct railop *o, uint32_t src, uint64_t off)
+/* chunks from this size are applied on the apply queue (when the daemon
+ * has one): the executor goes on with the next while they are reduced or
+ * copied */
+#define APPLY_ASYNC_MIN (64u << 10)
+
+static bool seen(const struct rail_dedup *dd, uint32_t src, uint64_t off)
 {
-	for (size_t i = 0; i < o->nseen; i++)
-		if (o->seen[i].src == src && o->seen[i].off == off)
+	for (size_t i = 0; i < dd->nseen; i++)
+		if (dd->seen[i].src == src && dd->seen[i].off == off)
 			return true;
 	return false;
 }
 
-static int mark_seen(struct railop *o, uint32_t src, uint64_t off)
+static int mark_seen(struct rail_dedup *dd, uint32_t src, uint64_t off)
 {
-	if (R2_GROW(o->seen, o->capseen, o->nseen, 256) < 0)
+	if (R2_GROW(dd->seen, dd->capseen, dd->nseen, 256) < 0)
 		return -ENOMEM;
-	o->seen[o->nseen].src = src;
-	o->seen[o->nseen].off = off;
-	o->nseen++;
+	dd->seen[dd->nseen].src = src;
+	dd->seen[dd->nseen].off = off;
+	dd->nseen++;
 	return 0;
 }
 
@@ -182,7 +178,7 @@ uint64_t apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
 	const struct r2_xfer *x = NULL;
 
 	*taken = false;
-	if (seen(o, h->src, h->off)) {
+	if (seen(&o->dedup, h->src, h->off)) {
 		atomic_fetch_add(&o->d->chunks_dup_dropped, 1);
 		log_debug("communicator %u: chunk (op %llu step %u from host %u offset %llu) "
 			  "delivered twice: applied once",
@@ -205,7 +201,7 @@ uint64_t apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
 			 (unsigned long long)h->off, h->len);
 		return 0;
 	}
-	if (mark_seen(o, h->src, h->off) < 0)
+	if (mark_seen(&o->dedup, h->src, h->off) < 0)
 		return 0;
 	int r = before_write(o, h->off, h->len);
 	if (r == 0)
@@ -248,9 +244,9 @@ uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, 
 	struct sendrec *s;
 	int r;
 
-	for (size_t i = 0; i < o->nrseen; i++)
-		if (o->rseen[i].src == h->src && o->rseen[i].dst == h->dst &&
-		    o->rseen[i].off == h->off)
+	for (size_t i = 0; i < o->dedup.nrseen; i++)
+		if (o->dedup.rseen[i].src == h->src && o->dedup.rseen[i].dst == h->dst &&
+		    o->dedup.rseen[i].off == h->off)
 			return 0; /* delivered twice: forwarded once */
 	for (int i = 0; i < nx; i++) {
 		const struct r2_xfer *y = &o->xf[i];
@@ -267,17 +263,17 @@ uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, 
 			 (unsigned long long)h->off);
 		return 0;
 	}
-	if (R2_GROW(o->rseen, o->caprseen, o->nrseen, 64) < 0)
+	if (R2_GROW(o->dedup.rseen, o->dedup.caprseen, o->dedup.nrseen, 64) < 0)
 		return 0;
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->buf = malloc(h->len ? h->len : 1))) {
 		free(s);
 		return 0; /* the source re-sends nothing (acknowledged): fails by timeout */
 	}
-	o->rseen[o->nrseen].src = h->src;
-	o->rseen[o->nrseen].dst = h->dst;
-	o->rseen[o->nrseen].off = h->off;
-	o->nrseen++;
+	o->dedup.rseen[o->dedup.nrseen].src = h->src;
+	o->dedup.rseen[o->dedup.nrseen].dst = h->dst;
+	o->dedup.rseen[o->dedup.nrseen].off = h->off;
+	o->dedup.nrseen++;
 	memcpy(s->buf, buf, h->len);
 	s->hdr = *h;
 	s->hdr.kind = R2_MSG_DATA;

@@ -4,20 +4,12 @@
  * from the agreed view, cut into chunks) the rail phase runs.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bufpool.h"
-#include "comm.h"
-#include "config.h"
-#include "detour.h"
-#include "exec.h"
 #include "health.h"
 #include "log.h"
-#include "planner.h"
 #include "rails.h"
-#include "reduce.h"
 #include "util.h"
 
 #include "exec_rail_int.h"
@@ -28,13 +20,14 @@
  * staged piecewise). */
 int stage_wait(struct railop *o, const void *p, uint64_t n)
 {
+	struct r2_exec *x = o->stage.x;
 	uint64_t t;
 	int r;
 
-	if (!o->x || !o->x->stage_wait || !p || !n)
+	if (!x || !x->stage_wait || !p || !n)
 		return 0;
 	t = r2_now_us();
-	r = o->x->stage_wait(o->x, p, n);
+	r = x->stage_wait(x, p, n);
 	o->prof.stage_us += r2_now_us() - t;
 	return r;
 }
@@ -43,7 +36,7 @@ int stage_wait(struct railop *o, const void *p, uint64_t n)
  * output goes back to the GPU piecewise). */
 int stage_plan(struct railop *o)
 {
-	if (!o->x || !o->x->stage_out)
+	if (!o->stage.x || !o->stage.x->stage_out)
 		return 0;
 	for (uint32_t k = 0; k < o->plan->nsteps; k++) {
 		int nx = r2_plan_expand(o->plan, (uint32_t)o->c->my_host, k, o->xfn, o->maxx);
@@ -53,9 +46,9 @@ int stage_plan(struct railop *o)
 			const struct r2_xfer *x = &o->xfn[i];
 			if (x->dir != R2_XFER_RECV || !x->len)
 				continue;
-			if (R2_GROW(o->wr, o->capwr, o->nwr, 16) < 0)
+			if (R2_GROW(o->stage.wr, o->stage.capwr, o->stage.nwr, 16) < 0)
 				return -ENOMEM;
-			o->wr[o->nwr++] = (struct wr){ k, x->peer, x->off, x->len };
+			o->stage.wr[o->stage.nwr++] = (struct wr){ k, x->peer, x->off, x->len };
 		}
 	}
 	return 0;
@@ -64,28 +57,30 @@ int stage_plan(struct railop *o)
 /* A chunk from src applied at step into [off, off+len): if no later write
  * of the plan (and no other peer's in this step) touches it, it is final
  * and goes back to the GPU now, while the rail phase goes on. */
-void stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off,
-			uint64_t len)
+void stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off, uint64_t len)
 {
-	if (!o->x || !o->x->stage_out || o->redop == R2CCL_AVG)
+	struct r2_exec *x = o->stage.x;
+
+	if (!x || !x->stage_out || o->redop == R2CCL_AVG)
 		return; /* AVG divides W after the rail phase */
-	for (size_t i = 0; i < o->nwr; i++) {
-		const struct wr *w = &o->wr[i];
+	for (size_t i = 0; i < o->stage.nwr; i++) {
+		const struct wr *w = &o->stage.wr[i];
 		if ((w->step > step || (w->step == step && w->peer != src)) && w->off < off + len &&
 		    off < w->off + w->len)
 			return;
 	}
-	o->x->stage_out(o->x, o->W + off, len);
+	x->stage_out(x, o->W + off, len);
 }
 
 /* GPU input: the slices step 0 sends (o->xfn) come to the host first. */
 void stage_first_sends(struct railop *o)
 {
+	struct r2_exec *x = o->stage.x;
 	const char *p[R2_STAGE_FIRST_MAX];
 	uint64_t n[R2_STAGE_FIRST_MAX];
 	int k = 0;
 
-	if (!o->x->stage_first)
+	if (!x->stage_first)
 		return;
 	for (int i = 0; i < o->nxn && k < R2_STAGE_FIRST_MAX; i++) {
 		if (o->xfn[i].dir != R2_XFER_SEND || !o->xfn[i].len)
@@ -93,7 +88,7 @@ void stage_first_sends(struct railop *o)
 		p[k] = (o->in.S ? o->in.S : (const char *)o->W) + o->xfn[i].off;
 		n[k++] = o->xfn[i].len;
 	}
-	o->x->stage_first(o->x, p, n, k);
+	x->stage_first(x, p, n, k);
 }
 
 /* ---- lazy input ---- */

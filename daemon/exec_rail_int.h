@@ -37,6 +37,8 @@ struct r2_bufpool;
 struct r2_pool;
 struct r2_view;
 
+/* A message of a communicator's mailbox: a transport's completion (from the
+ * rails thread), or a received chunk back from the apply queue. */
 struct r2_rmsg {
 	struct r2_rmsg *next;
 	int rail;
@@ -47,11 +49,7 @@ struct r2_rmsg {
 /* cqe.type of a received chunk the apply queue has applied, back in the
  * mailbox (no transport reports it) */
 #define R2_RMSG_APPLIED 0xa0
-/* chunks from this size are applied on the apply queue (when the daemon
- * has one): the executor goes on with the next while they are reduced or
- * copied */
-#define APPLY_ASYNC_MIN (64u << 10)
-
+/* A chunk this host sends (or relays), kept until it is acknowledged. */
 struct sendrec {
 	struct sendrec *next;
 	struct r2_chunk_hdr hdr;
@@ -72,6 +70,7 @@ struct sendrec {
 	bool stable;
 };
 
+/* opseq of a send/recv transfer's chunks: never a collective's */
 #define P2P_BIT (1ull << 63)
 
 /* The send window of an operation (exec_rail_send.c): its chunks sent and
@@ -115,8 +114,30 @@ struct rail_applyq {
 	uint64_t async_got; /* bytes of the current step the queue applied */
 };
 
+/* The chunks of the current step applied or relayed (exec_rail_apply.c):
+ * each once, however often it is delivered. */
+struct rail_dedup {
+	/* applied chunks: (src, off) */
+	struct { uint32_t src; uint64_t off; } *seen;
+	size_t nseen, capseen;
+	/* chunks relayed for other hosts (bridge): (src, dst, off) */
+	struct { uint32_t src, dst; uint64_t off; } *rseen;
+	size_t nrseen, caprseen;
+};
+
+/* GPU staging (exec_rail_input.c; gpu/gpu.c stages the buffers piecewise). */
+struct rail_stage {
+	/* the operation; its stage_* hooks are set for GPU buffers */
+	struct r2_exec *x;
+	/* with x->stage_out set: every write into W of the plan, to tell when
+	 * a region is final */
+	struct wr { uint32_t step, peer; uint64_t off, len; } *wr;
+	size_t nwr, capwr;
+};
+
 /* One collective's rail phase (exec_rail_loop.c runs it; executor thread). */
 struct railop {
+	/* the operation */
 	struct r2_comm *c;
 	struct r2d *d;
 	char *W;
@@ -127,6 +148,10 @@ struct railop {
 	uint64_t opseq;
 	uint32_t chunk;
 	uint32_t spread; /* a transfer's chunk count is a multiple of this */
+	uint64_t deadline;
+	int err;
+	struct r2_view *view; /* the agreed view this operation plans with */
+	/* the plan and its current step */
 	struct r2_plan *plan;
 	struct r2_xfer *xf, *xfn; /* this step's transfers and the next step's */
 	size_t maxx;
@@ -145,28 +170,13 @@ struct railop {
 	/* this step's expected receive chunks */
 	struct rpend { uint32_t src; uint64_t off, len; bool done; } *rcv;
 	size_t nrcv, caprcv;
-	struct r2_rmsg *stash;
-	/* applied chunks of the current step: (src, off) */
-	struct { uint32_t src; uint64_t off; } *seen;
-	size_t nseen, capseen;
-	uint64_t deadline;
-	int err;
-	struct r2_view *view; /* the agreed view this operation plans with */
-	/* chunks of the current step relayed for other hosts (bridge):
-	 * (src, dst, off) */
-	struct { uint32_t src, dst; uint64_t off; } *rseen;
-	size_t nrseen, caprseen;
+	struct r2_rmsg *stash; /* chunks of later steps or operations */
 	uint64_t step_got; /* bytes of the current step received (stuck()) */
-	/* GPU buffers staged piecewise (x->stage_wait/stage_out set): every
-	 * write into W of the plan, to tell when a region is final */
-	struct r2_exec *x;
 	/* the step's last chunk: when it reached the mailbox, from whom, on
 	 * which rail (the per-step debug line) */
 	uint64_t last_rx_us;
 	uint32_t last_rx_src;
 	int last_rx_rail;
-	struct wr { uint32_t step, peer; uint64_t off, len; } *wr;
-	size_t nwr, capwr;
 	/* where the operation's time went (the --log-level debug line at its
 	 * end): microseconds blocked on an empty mailbox, in reductions and
 	 * copies of received chunks, waiting for transports to let go of W
@@ -180,9 +190,9 @@ struct railop {
 	struct rail_detours det;
 	struct rail_lazy in;
 	struct rail_applyq aq;
+	struct rail_dedup dedup;
+	struct rail_stage stage;
 };
-/* Transfers from 2 x streams x this size are cut over every stream even
- * when one chunk would hold them. */
 
 /* ---- exec_rail_mbox.c: the communicator mailbox (rails thread in,
  * executor out) ---- */

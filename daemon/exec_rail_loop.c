@@ -9,15 +9,10 @@
 #include <string.h>
 
 #include "bufpool.h"
-#include "comm.h"
-#include "config.h"
 #include "detour.h"
-#include "exec.h"
 #include "health.h"
 #include "log.h"
-#include "planner.h"
 #include "rails.h"
-#include "reduce.h"
 #include "util.h"
 
 #include "exec_rail_int.h"
@@ -364,10 +359,10 @@ static int run_step(struct railop *o, uint32_t k)
 	o->xfn = t;
 	nx = o->nxn;
 	o->step = k;
-	o->nseen = 0;
+	o->dedup.nseen = 0;
 	o->step_got = 0;
 	o->aq.async_got = 0;
-	o->nrseen = 0;
+	o->dedup.nrseen = 0;
 	for (int i = 0; i < nx; i++) {
 		const struct r2_xfer *xr = &o->xf[i];
 		/* a bridge waits for what it relays as for what it receives */
@@ -464,15 +459,15 @@ static void op_end(struct railop *o, int r)
 			rmsg_free(c->d, m);
 		}
 	}
-	free(o->seen);
-	free(o->rseen);
+	free(o->dedup.seen);
+	free(o->dedup.rseen);
 	free(o->det.nacked);
 	free(o->in.init);
 	free(o->xf);
 	free(o->xfn);
 	free(o->nsend);
 	free(o->rcv);
-	free(o->wr);
+	free(o->stage.wr);
 	free(o->aq.busy);
 	r2_plan_free(o->plan);
 }
@@ -484,7 +479,7 @@ int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_d
 	       uint64_t opseq, struct r2_view *view)
 {
 	struct railop o = {
-		.x = x,
+		.stage.x = x,
 		.c = x->c,
 		.d = x->c->d,
 		.W = W,

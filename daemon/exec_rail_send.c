@@ -4,20 +4,13 @@
  * re-posting after a failure, and their send completions.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bufpool.h"
-#include "comm.h"
-#include "config.h"
 #include "detour.h"
-#include "exec.h"
-#include "health.h"
 #include "log.h"
-#include "planner.h"
 #include "rails.h"
-#include "reduce.h"
 #include "util.h"
 
 #include "exec_rail_int.h"
