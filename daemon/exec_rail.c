@@ -36,6 +36,27 @@ int r2_exec_hier(struct r2_exec *x, struct r2_pool *pool)
 	return r;
 }
 
+/* A send or a receive across hosts (blk bytes): the pair's next sequence
+ * number, then the transfer runs on (exec_rail_p2p.c). */
+static int exec_p2p(struct r2_exec *x, size_t blk)
+{
+	struct r2_comm *c = x->c;
+	const struct r2_sqe *q = &x->ops[0]->sqe;
+	int self = x->ops[0]->rank, other = (int)q->root;
+	int src = x->opcode == R2_OP_SEND ? self : other;
+	int dst = x->opcode == R2_OP_SEND ? other : self;
+	uint64_t *slot = p2p_slot(c, (uint32_t)src, (uint32_t)dst);
+	uint64_t seq;
+	char *W;
+
+	if (!slot)
+		return -ENOMEM;
+	seq = p2p_seq((uint32_t)src, (uint32_t)dst, (*slot)++);
+	W = x->opcode == R2_OP_SEND ? x->ops[0]->sendbuf : x->ops[0]->recvbuf;
+	return p2p_start(c, x, seq, (uint32_t)c->rank_host[other], x->opcode == R2_OP_SEND, W,
+			 blk);
+}
+
 static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 {
 	struct r2_comm *c = x->c;
@@ -52,18 +73,8 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 
 	if (K > 256)
 		return -E2BIG;
-	if (x->opcode == R2_OP_SEND || x->opcode == R2_OP_RECV) {
-		int self = x->ops[0]->rank, other = (int)q->root;
-		int src = x->opcode == R2_OP_SEND ? self : other;
-		int dst = x->opcode == R2_OP_SEND ? other : self;
-		uint64_t *slot = p2p_slot(c, (uint32_t)src, (uint32_t)dst);
-		if (!slot)
-			return -ENOMEM;
-		seq = p2p_seq((uint32_t)src, (uint32_t)dst, (*slot)++);
-		W = x->opcode == R2_OP_SEND ? x->ops[0]->sendbuf : x->ops[0]->recvbuf;
-		return p2p_start(c, x, seq, (uint32_t)c->rank_host[other], x->opcode == R2_OP_SEND,
-				 W, blk);
-	}
+	if (x->opcode == R2_OP_SEND || x->opcode == R2_OP_RECV)
+		return exec_p2p(x, blk);
 	/* the view to plan with: agreed by every daemon for this seq */
 	seq = c->coll_seq + 1;
 	view = r2d_health_op_begin(c, seq);

@@ -27,6 +27,51 @@ static struct r2_rmsg *op_take(struct railop *o, int timeout_ms)
 	return m;
 }
 
+/* The messages handled, for the operation's debug line. */
+static void prof_count(struct railop *o, const struct r2_rmsg *m)
+{
+	if (m->cqe.type == R2_TPC_SEND)
+		o->prof.sendc++;
+	else if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_ACK)
+		o->prof.acks++;
+	else if (m->cqe.type == R2_TPC_RECV) {
+		o->prof.data++;
+		if (!o->prof.first_rx)
+			o->prof.first_rx = m->when_us;
+		o->prof.last_rx = m->when_us;
+	}
+}
+
+/* A connection to m's peer failed on m's rail (p2p_handle already marked
+ * the rail failed). Chunks written on that rail but not acknowledged may be
+ * lost with it (and the acknowledgement of one that arrived comes back by
+ * the same rail): they are posted again; the receiver applies each once.
+ * R2CCL_E_PEER_GONE when no rail and no detour is left to the peer. */
+static int conn_error(struct railop *o, const struct r2_rmsg *m)
+{
+	struct r2_rails *rs = o->d->rails;
+	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+	bool lost = false;
+
+	for (struct sendrec *s = o->tx.sends; s; s = s->next) {
+		if ((s->via ? s->via : s->peer) == m->cqe.peer && s->rail == m->rail && s->sent &&
+		    !s->acked) {
+			s->sent = false;
+			s->posted = false;
+			o->tx.need_repost = true;
+		}
+	}
+	for (int hi = 0; hi < o->c->nhosts; hi++)
+		if (o->c->hosts[hi].id == m->cqe.peer)
+			lost = (o->c->hosts[hi].failed_rails & all) == all;
+	if (lost && !detour_possible(o, m->cqe.peer)) {
+		log_warn("communicator %u: no rail left to peer %016llx", o->c->id,
+			 (unsigned long long)m->cqe.peer);
+		return R2CCL_E_PEER_GONE;
+	}
+	return 0;
+}
+
 /* Handles one message; returns bytes of the current step applied, or <0. */
 int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 {
@@ -41,44 +86,16 @@ int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 	}
 	if (p2p_handle(o->c, m))
 		return 0; /* a transfer's message, handled */
-	if (m->cqe.type == R2_TPC_SEND)
-		o->prof.sendc++;
-	else if (m->cqe.type == R2_TPC_RECV && h->kind == R2_MSG_ACK)
-		o->prof.acks++;
-	else if (m->cqe.type == R2_TPC_RECV) {
-		o->prof.data++;
-		if (!o->prof.first_rx)
-			o->prof.first_rx = m->when_us;
-		o->prof.last_rx = m->when_us;
-	}
+	prof_count(o, m);
 	switch (m->cqe.type) {
 	case R2_TPC_SEND:
 		sent(o, (struct sendrec *)(uintptr_t)m->cqe.ctx, m->cqe.status);
 		break;
 	case R2_TPC_ERROR: {
-		/* p2p_handle above already marked the rail failed. Chunks written
-		 * on that rail but not acknowledged may be lost with it (and the
-		 * acknowledgement of one that arrived comes back by the same
-		 * rail): post them again; the receiver applies each once. */
-		struct r2_rails *rs = o->d->rails;
-		for (struct sendrec *s = o->tx.sends; s; s = s->next) {
-			if ((s->via ? s->via : s->peer) == m->cqe.peer && s->rail == m->rail &&
-			    s->sent && !s->acked) {
-				s->sent = false;
-				s->posted = false;
-				o->tx.need_repost = true;
-			}
-		}
-		uint32_t all = rs ? (1u << rs->n) - 1 : 0;
-		bool lost = false;
-		for (int hi = 0; hi < o->c->nhosts; hi++)
-			if (o->c->hosts[hi].id == m->cqe.peer)
-				lost = (o->c->hosts[hi].failed_rails & all) == all;
-		if (lost && !detour_possible(o, m->cqe.peer)) {
-			log_warn("communicator %u: no rail left to peer %016llx", o->c->id,
-				 (unsigned long long)m->cqe.peer);
+		int e = conn_error(o, m);
+		if (e < 0) {
 			rmsg_free(o->d, m);
-			return R2CCL_E_PEER_GONE;
+			return e;
 		}
 		break;
 	}

@@ -72,60 +72,46 @@ static bool comm_has_host(const struct r2_comm *c, uint64_t id)
 	return false;
 }
 
-void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
+/* A received chunk is acknowledged at once (the rails thread holds it), on
+ * the rail it came by; if that one just went, on any other. */
+static void ack_chunk(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 {
-	struct r2_rmsg *m;
+	struct r2_chunk_hdr ack = cqe->hdr;
+	struct r2_rails *rs = d->rails;
+
+	ack.kind = R2_MSG_ACK;
+	ack.len = 0;
+	ack.aux = cqe->hdr.len; /* the sender's throughput monitor counts it */
+	if (r2d_rails_send(d, rail, cqe->peer, &ack, NULL, 0) < 0)
+		for (int i = 0; rs && i < rs->n; i++)
+			if (i != rail && r2d_rails_send(d, i, cqe->peer, &ack, NULL, 0) == 0)
+				break;
+}
+
+/* A connection event (ERROR, CONN): every communicator that spans its peer
+ * hears of it, each from its own copy of m (under d->lock). */
+static void deliver_to_all(struct r2d *d, const struct r2_rmsg *m)
+{
+	for (struct r2_comm *c = d->comms; c; c = c->next) {
+		if (c->state != R2_COMM_READY || !comm_has_host(c, m->cqe.peer))
+			continue;
+		struct r2_rmsg *copy = malloc(sizeof(*copy));
+		if (!copy)
+			continue;
+		*copy = *m;
+		copy->next = NULL;
+		mbox_push(c, copy);
+	}
+}
+
+/* A chunk or a send completion: to its communicator's mailbox, kept as an
+ * orphan while the communicator is not ready here yet, or freed (under
+ * d->lock). m is not touched after it is pushed. */
+static void deliver_one(struct r2d *d, struct r2_rmsg *m)
+{
+	const struct r2_tp_cqe *cqe = &m->cqe;
 	struct r2_comm *c;
 
-	if (cqe->type == R2_TPC_SEND && cqe->ctx == 0)
-		return; /* acknowledgements and heartbeats carry no record */
-	if (r2d_detour_in(d, rail, cqe))
-		return; /* a chunk this host forwards as a bridge, or its ACK */
-	if (cqe->type == R2_TPC_ERROR)
-		r2d_detour_failed(d, rail, cqe->peer);
-	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA) {
-		struct r2_chunk_hdr ack = cqe->hdr;
-		struct r2_rails *rs = d->rails;
-		ack.kind = R2_MSG_ACK;
-		ack.len = 0;
-		ack.aux = cqe->hdr.len; /* the sender's throughput monitor counts it */
-		/* on the rail it came by; if that one just went, any other */
-		if (r2d_rails_send(d, rail, cqe->peer, &ack, NULL, 0) < 0)
-			for (int i = 0; rs && i < rs->n; i++)
-				if (i != rail && r2d_rails_send(d, i, cqe->peer, &ack, NULL, 0) == 0)
-					break;
-	}
-	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
-	    cqe->hdr.kind != R2_MSG_ACK) {
-		r2d_rails_release(d, rail, cqe->buf);
-		return;
-	}
-	m = calloc(1, sizeof(*m));
-	if (!m) {
-		if (cqe->type == R2_TPC_RECV)
-			r2d_rails_release(d, rail, cqe->buf);
-		return;
-	}
-	m->rail = rail;
-	m->cqe = *cqe;
-	m->when_us = r2_now_us();
-	pthread_mutex_lock(&d->lock);
-	if (cqe->type == R2_TPC_ERROR || cqe->type == R2_TPC_CONN) {
-		/* every communicator that spans this peer hears of it */
-		for (c = d->comms; c; c = c->next) {
-			if (c->state != R2_COMM_READY || !comm_has_host(c, cqe->peer))
-				continue;
-			struct r2_rmsg *copy = malloc(sizeof(*copy));
-			if (!copy)
-				continue;
-			*copy = *m;
-			copy->next = NULL;
-			mbox_push(c, copy);
-		}
-		pthread_mutex_unlock(&d->lock);
-		free(m);
-		return;
-	}
 	if (cqe->type == R2_TPC_SEND) {
 		struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
 		c = r2d_comm_by_key(d, s->hdr.comm);
@@ -149,13 +135,48 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 				 * out; the mailbox flush frees orphans): freeing it
 				 * here would free it under the executor */
 				mbox_push(c, m);
-				pthread_mutex_unlock(&d->lock);
 				return;
 			}
 			sendrec_free(s);
 		}
 		rmsg_free(d, m);
 	}
+}
+
+void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
+{
+	struct r2_rmsg *m;
+
+	if (cqe->type == R2_TPC_SEND && cqe->ctx == 0)
+		return; /* acknowledgements and heartbeats carry no record */
+	if (r2d_detour_in(d, rail, cqe))
+		return; /* a chunk this host forwards as a bridge, or its ACK */
+	if (cqe->type == R2_TPC_ERROR)
+		r2d_detour_failed(d, rail, cqe->peer);
+	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA)
+		ack_chunk(d, rail, cqe);
+	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
+	    cqe->hdr.kind != R2_MSG_ACK) {
+		r2d_rails_release(d, rail, cqe->buf);
+		return;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		if (cqe->type == R2_TPC_RECV)
+			r2d_rails_release(d, rail, cqe->buf);
+		return;
+	}
+	m->rail = rail;
+	m->cqe = *cqe;
+	m->when_us = r2_now_us();
+	pthread_mutex_lock(&d->lock);
+	if (cqe->type == R2_TPC_ERROR || cqe->type == R2_TPC_CONN) {
+		deliver_to_all(d, m);
+		pthread_mutex_unlock(&d->lock);
+		free(m);
+		return;
+	}
+	deliver_one(d, m);
 	pthread_mutex_unlock(&d->lock);
 }
 

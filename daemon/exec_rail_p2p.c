@@ -194,97 +194,120 @@ static int p2p_post(struct r2_comm *c, struct sendrec *s)
 	return post_any(c->d, s);
 }
 
+/* A connection to a peer failed on a rail: a transfer's chunk written on
+ * that rail but not acknowledged may be lost with it, so it goes again; with
+ * no rail left to the peer, its transfers fail. */
+static void p2p_conn_error(struct r2_comm *c, const struct r2_rmsg *m)
+{
+	for (struct p2pop *p = c->p2p_ops; p; p = p->next) {
+		for (struct sendrec *s = p->sends; s; s = s->next) {
+			if (s->peer == m->cqe.peer && s->rail == m->rail && s->sent && !s->acked) {
+				s->sent = false;
+				s->posted = false;
+				if (p2p_post(c, s) < 0 && !s->posted)
+					s->sent = true; /* no rail now: keep waiting */
+			}
+		}
+	}
+	if (peer_lost(c, m)) {
+		for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
+			next = p->next;
+			if (c->hosts[p->peer_host].id == m->cqe.peer)
+				p2p_finish(c, p, R2CCL_E_PEER_GONE);
+		}
+	}
+}
+
+/* A transfer's chunk was sent (or failed: then it goes again, up to
+ * max_retries); sent and acknowledged, it is done. Frees m. */
+static void p2p_sent(struct r2_comm *c, struct r2_rmsg *m)
+{
+	struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
+	struct p2pop *p = s->owner;
+
+	if ((m->cqe.status < 0 || sent_on_failed(c, s)) && !s->acked) {
+		s->posted = false;
+		if (++s->retries > (int)r2_param_int(&c->d->params, P_MAX_RETRIES) ||
+		    (p2p_post(c, s) < 0 && !s->posted))
+			p2p_finish(c, p, R2CCL_E_NO_PATH);
+	} else {
+		s->sent = true;
+		if (s->acked) {
+			for (struct sendrec **pp = &p->sends; *pp; pp = &(*pp)->next) {
+				if (*pp == s) {
+					*pp = s->next;
+					break;
+				}
+			}
+			sendrec_free(s);
+			p->nsends--;
+			p2p_check(c, p);
+		}
+	}
+	free(m);
+}
+
+/* A transfer's chunk was acknowledged; acknowledged and sent, it is done.
+ * Frees m. */
+static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	struct p2pop *p = p2p_find(c, h->opseq, true);
+
+	for (struct sendrec **pp = p ? &p->sends : NULL; pp && *pp; pp = &(*pp)->next) {
+		struct sendrec *s = *pp;
+		if (s->hdr.off != h->off || s->acked)
+			continue;
+		s->acked = true;
+		if (s->sent) {
+			*pp = s->next;
+			sendrec_free(s);
+			p->nsends--;
+			p2p_check(c, p);
+		}
+		break;
+	}
+	rmsg_free(c->d, m);
+}
+
+/* A transfer's data chunk: applied to its receive, or stashed until the
+ * receive is posted, or dropped as an old duplicate. Takes m. */
+static void p2p_data(struct r2_comm *c, struct r2_rmsg *m)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	struct p2pop *p = p2p_find(c, h->opseq, false);
+
+	if (p) {
+		p2p_apply(c->d, p, h, m->cqe.buf);
+		rmsg_free(c->d, m);
+		p2p_check(c, p);
+	} else if (!p2p_old(c, h->opseq)) {
+		m->next = c->p2p_stash; /* its receive is not posted yet */
+		c->p2p_stash = m;
+	} else {
+		rmsg_free(c->d, m);
+	}
+}
+
 /* Handles a transfer's message; true if it was one (and m is consumed). */
 bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
 {
-	const struct r2_chunk_hdr *h = &m->cqe.hdr;
-
 	if (m->cqe.type == R2_TPC_CONN) {
 		peer_lost(c, m);
 		return false;
 	}
 	if (m->cqe.type == R2_TPC_ERROR) {
-		/* a transfer's chunk that was written on that rail but not
-		 * acknowledged may be lost with it: send it again */
-		for (struct p2pop *p = c->p2p_ops; p; p = p->next) {
-			for (struct sendrec *s = p->sends; s; s = s->next) {
-				if (s->peer == m->cqe.peer && s->rail == m->rail && s->sent &&
-				    !s->acked) {
-					s->sent = false;
-					s->posted = false;
-					if (p2p_post(c, s) < 0 && !s->posted)
-						s->sent = true; /* no rail now: keep waiting */
-				}
-			}
-		}
-		if (peer_lost(c, m)) {
-			for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
-				next = p->next;
-				if (c->hosts[p->peer_host].id == m->cqe.peer)
-					p2p_finish(c, p, R2CCL_E_PEER_GONE);
-			}
-		}
+		p2p_conn_error(c, m);
 		return false; /* a collective in flight must hear of it too */
 	}
 	if (!p2p_is(m))
 		return false;
-	if (m->cqe.type == R2_TPC_SEND) {
-		struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
-		struct p2pop *p = s->owner;
-		if ((m->cqe.status < 0 || sent_on_failed(c, s)) && !s->acked) {
-			s->posted = false;
-			if (++s->retries > (int)r2_param_int(&c->d->params, P_MAX_RETRIES) ||
-			    (p2p_post(c, s) < 0 && !s->posted))
-				p2p_finish(c, p, R2CCL_E_NO_PATH);
-		} else {
-			s->sent = true;
-			if (s->acked) {
-				for (struct sendrec **pp = &p->sends; *pp; pp = &(*pp)->next) {
-					if (*pp == s) {
-						*pp = s->next;
-						break;
-					}
-				}
-				sendrec_free(s);
-				p->nsends--;
-				p2p_check(c, p);
-			}
-		}
-		free(m);
-		return true;
-	}
-	if (h->kind == R2_MSG_ACK) {
-		struct p2pop *p = p2p_find(c, h->opseq, true);
-		for (struct sendrec **pp = p ? &p->sends : NULL; pp && *pp; pp = &(*pp)->next) {
-			struct sendrec *s = *pp;
-			if (s->hdr.off != h->off || s->acked)
-				continue;
-			s->acked = true;
-			if (s->sent) {
-				*pp = s->next;
-				sendrec_free(s);
-				p->nsends--;
-				p2p_check(c, p);
-			}
-			break;
-		}
-		rmsg_free(c->d, m);
-		return true;
-	}
-	/* data */
-	{
-		struct p2pop *p = p2p_find(c, h->opseq, false);
-		if (p) {
-			p2p_apply(c->d, p, h, m->cqe.buf);
-			rmsg_free(c->d, m);
-			p2p_check(c, p);
-		} else if (!p2p_old(c, h->opseq)) {
-			m->next = c->p2p_stash; /* its receive is not posted yet */
-			c->p2p_stash = m;
-		} else {
-			rmsg_free(c->d, m);
-		}
-	}
+	if (m->cqe.type == R2_TPC_SEND)
+		p2p_sent(c, m);
+	else if (m->cqe.hdr.kind == R2_MSG_ACK)
+		p2p_acked(c, m);
+	else
+		p2p_data(c, m);
 	return true;
 }
 
