@@ -45,15 +45,15 @@ static int exec_p2p(struct r2_exec *x, size_t blk)
 	int self = x->ops[0]->rank, other = (int)q->root;
 	int src = x->opcode == R2_OP_SEND ? self : other;
 	int dst = x->opcode == R2_OP_SEND ? other : self;
-	uint64_t *slot = p2p_slot(c, (uint32_t)src, (uint32_t)dst);
+	uint64_t *slot = rl_p2p_slot(c, (uint32_t)src, (uint32_t)dst);
 	uint64_t seq;
 	char *W;
 
 	if (!slot)
 		return -ENOMEM;
-	seq = p2p_seq((uint32_t)src, (uint32_t)dst, (*slot)++);
+	seq = rl_p2p_seq((uint32_t)src, (uint32_t)dst, (*slot)++);
 	W = x->opcode == R2_OP_SEND ? x->ops[0]->sendbuf : x->ops[0]->recvbuf;
-	return p2p_start(c, x, seq, (uint32_t)c->rank_host[other], x->opcode == R2_OP_SEND, W,
+	return rl_p2p_start(c, x, seq, (uint32_t)c->rank_host[other], x->opcode == R2_OP_SEND, W,
 			 blk);
 }
 

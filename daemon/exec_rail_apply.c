@@ -62,7 +62,7 @@ static void apply_bytes(struct r2_pool *pool, int kind, void *dst, const void *a
 
 /* A chunk of the apply queue: applied by one of its threads, then back in
  * the communicator's mailbox as R2_RMSG_APPLIED (the executor does the
- * bookkeeping, applied()). After that push the job touches nothing: the
+ * bookkeeping, rl_applied()). After that push the job touches nothing: the
  * operation may have ended. */
 struct apply_job {
 	struct r2_work w;
@@ -84,12 +84,12 @@ static void apply_run(struct r2_work *w)
 	apply_bytes(NULL, j->kind, j->dst, j->a, m->cqe.buf, m->cqe.hdr.len, j->dtype, j->redop);
 	free(j);
 	m->cqe.type = R2_RMSG_APPLIED;
-	mbox_append(c, m, true);
+	rl_mbox_append(c, m, true);
 }
 
 /* Waits until the apply queue holds no chunk of this communicator (their
  * R2_RMSG_APPLIED messages may still be in the mailbox). */
-void apply_drain(struct railop *o)
+void rl_apply_drain(struct railop *o)
 {
 	struct r2_comm *c = o->c;
 
@@ -119,12 +119,12 @@ static void applied_mark(struct railop *o, const struct r2_chunk_hdr *h)
 		}
 	}
 	o->applied_since = true;
-	stage_final(o, h->src, h->step, h->off, h->len);
+	rl_stage_final(o, h->src, h->step, h->off, h->len);
 }
 
 /* An R2_RMSG_APPLIED message: the queue applied the chunk. One of an
  * operation that failed before is only freed. */
-void applied(struct railop *o, const struct r2_rmsg *m)
+void rl_applied(struct railop *o, const struct r2_rmsg *m)
 {
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
 
@@ -152,7 +152,7 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 	if (!q || h->len < APPLY_ASYNC_MIN)
 		return false;
 	if (busy_overlaps(&o->aq, h->off, h->len))
-		apply_drain(o); /* two chunks into one region: one after the other */
+		rl_apply_drain(o); /* two chunks into one region: one after the other */
 	if (R2_GROW(o->aq.busy, o->aq.capbusy, o->aq.nbusy, 64) < 0 || !(j = calloc(1, sizeof(*j))))
 		return false;
 	o->aq.busy[o->aq.nbusy].off = h->off;
@@ -169,9 +169,9 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 }
 
 /* Applies one chunk of the current step (m, a received message); returns
- * bytes applied (0: a duplicate, or queued: *taken then says m belongs to
- * the apply queue, and applied() counts its bytes when it is back). */
-uint64_t apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
+ * bytes rl_applied (0: a duplicate, or queued: *taken then says m belongs to
+ * the apply queue, and rl_applied() counts its bytes when it is back). */
+uint64_t rl_apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
 {
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
 	const void *buf = m->cqe.buf;
@@ -203,16 +203,16 @@ uint64_t apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
 	}
 	if (mark_seen(&o->dedup, h->src, h->off) < 0)
 		return 0;
-	int r = before_write(o, h->off, h->len);
+	int r = rl_before_write(o, h->off, h->len);
 	if (r == 0)
-		r = stage_wait(o, o->W + h->off, h->len);
+		r = rl_stage_wait(o, o->W + h->off, h->len);
 	if (r == 0 && o->in.S)
-		r = stage_wait(o, o->in.S + h->off, h->len);
-	int cov = init_cov(&o->in, h->off, h->off + h->len);
+		r = rl_stage_wait(o, o->in.S + h->off, h->len);
+	int cov = rl_init_cov(&o->in, h->off, h->off + h->len);
 	if (r == 0 && x->kind == R2_XFER_REDUCE && cov == 1)
-		r = init_fill(o, h->off, h->off + h->len);
+		r = rl_init_fill(o, h->off, h->off + h->len);
 	if (r == 0)
-		r = init_mark(&o->in, h->off, h->off + h->len);
+		r = rl_init_mark(&o->in, h->off, h->off + h->len);
 	if (r < 0) {
 		o->err = r;
 		return 0;
@@ -224,7 +224,7 @@ uint64_t apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
 		return 0;
 	}
 	uint64_t t_apply = r2_now_us();
-	apply_bytes(par_pool(o->d, h->len), x->kind, o->W + h->off, a, buf, h->len, o->dtype,
+	apply_bytes(rl_par_pool(o->d, h->len), x->kind, o->W + h->off, a, buf, h->len, o->dtype,
 		    o->redop);
 	o->prof.apply_us += r2_now_us() - t_apply;
 	applied_mark(o, h);
@@ -237,7 +237,7 @@ uint64_t apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
  * destination acknowledges it (the source already had the bridge's ACK), so
  * a failure of the second hop re-sends it too. Each chunk is forwarded
  * once; returns the bytes forwarded (0: a duplicate or not expected). */
-uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx)
+uint64_t rl_relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx)
 {
 	struct r2_comm *c = o->c;
 	const struct r2_xfer *x = NULL;
@@ -257,7 +257,7 @@ uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, 
 		}
 	}
 	if (!x || h->dst >= (uint32_t)c->nhosts) {
-		log_warn("communicator %u: unexpected chunk to relay (op %llu step %u, host %u to "
+		log_warn("communicator %u: unexpected chunk to rl_relay (op %llu step %u, host %u to "
 			 "%u, offset %llu); dropped",
 			 c->id, (unsigned long long)h->opseq, h->step, h->src, h->dst,
 			 (unsigned long long)h->off);
@@ -279,10 +279,10 @@ uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, 
 	s->hdr.kind = R2_MSG_DATA;
 	s->rail = x->rail2;
 	s->peer = c->hosts[h->dst].id;
-	sends_add(&o->tx, s);
-	r = post(o, s);
+	rl_sends_add(&o->tx, s);
+	r = rl_post(o, s);
 	if (r < 0 && r != -EAGAIN && !s->posted)
-		o->tx.need_repost = true; /* no connection this instant: repost() retries */
+		o->tx.need_repost = true; /* no connection this instant: rl_repost() retries */
 	{
 		static atomic_uint_fast64_t relayed;
 		uint64_t n = atomic_fetch_add(&relayed, 1) + 1;
@@ -293,7 +293,7 @@ uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, 
 	return h->len;
 }
 
-void ack(struct railop *o, const struct r2_chunk_hdr *h)
+void rl_ack(struct railop *o, const struct r2_chunk_hdr *h)
 {
 	for (struct sendrec **pp = &o->tx.sends; *pp; pp = &(*pp)->next) {
 		struct sendrec *s = *pp;
@@ -301,7 +301,7 @@ void ack(struct railop *o, const struct r2_chunk_hdr *h)
 		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked) {
 			s->acked = true;
 			if (s->sent)
-				sends_free(&o->tx, pp);
+				rl_sends_free(&o->tx, pp);
 			return;
 		}
 	}

@@ -51,7 +51,7 @@ static int bridge_after(const struct railop *o, uint32_t dst, int k0)
 
 /* No rail left to peer: go on through a bridge? Not when the peer reset
  * every connection (its daemon died or restarted: nobody reaches it). */
-bool detour_possible(const struct railop *o, uint64_t peer)
+bool rl_detour_possible(const struct railop *o, uint64_t peer)
 {
 	int dst = host_of(o->c, peer);
 	struct r2_rails *rs = o->d->rails;
@@ -61,7 +61,7 @@ bool detour_possible(const struct railop *o, uint64_t peer)
 	       bridge_after(o, (uint32_t)dst, 1) >= 0;
 }
 
-int detour_post(struct railop *o, struct sendrec *s)
+int rl_detour_post(struct railop *o, struct sendrec *s)
 {
 	struct r2_comm *c = o->c;
 	struct r2d *d = o->d;
@@ -79,7 +79,7 @@ int detour_post(struct railop *o, struct sendrec *s)
 			for (int i = 0; i < n; i++) {
 				if (((bad >> i) & 1) != (uint32_t)pass)
 					continue;
-				if (s->borrowed && !r2d_rails_zero_copy(d, i) && unborrow(d, s) < 0)
+				if (s->borrowed && !r2d_rails_zero_copy(d, i) && rl_unborrow(d, s) < 0)
 					return -ENOMEM;
 				s->hdr.flags |= R2_CHUNK_DETOUR;
 				if (r2d_rails_send(d, i, id, &s->hdr, s->buf,
@@ -102,7 +102,7 @@ int detour_post(struct railop *o, struct sendrec *s)
 
 /* A bridge refused a chunk (no rail to its destination either): another
  * bridge, or, with none left, the destination is gone. */
-int nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
+int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
 {
 	int via = host_of(o->c, from);
 	bool busy = (h->flags & R2_CHUNK_BUSY) != 0; /* its queues full: again later */

@@ -18,7 +18,7 @@
 
 /* Waits until host bytes [p, p+n) have come from the GPU (no-op when not
  * staged piecewise). */
-int stage_wait(struct railop *o, const void *p, uint64_t n)
+int rl_stage_wait(struct railop *o, const void *p, uint64_t n)
 {
 	struct r2_exec *x = o->stage.x;
 	uint64_t t;
@@ -32,9 +32,9 @@ int stage_wait(struct railop *o, const void *p, uint64_t n)
 	return r;
 }
 
-/* Every write into W this plan makes, for stage_final (only when the
+/* Every write into W this plan makes, for rl_stage_final (only when the
  * output goes back to the GPU piecewise). */
-int stage_plan(struct railop *o)
+int rl_stage_plan(struct railop *o)
 {
 	if (!o->stage.x || !o->stage.x->stage_out)
 		return 0;
@@ -57,7 +57,7 @@ int stage_plan(struct railop *o)
 /* A chunk from src applied at step into [off, off+len): if no later write
  * of the plan (and no other peer's in this step) touches it, it is final
  * and goes back to the GPU now, while the rail phase goes on. */
-void stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off, uint64_t len)
+void rl_stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off, uint64_t len)
 {
 	struct r2_exec *x = o->stage.x;
 
@@ -73,7 +73,7 @@ void stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off, ui
 }
 
 /* GPU input: the slices step 0 sends (o->xfn) come to the host first. */
-void stage_first_sends(struct railop *o)
+void rl_stage_first_sends(struct railop *o)
 {
 	struct r2_exec *x = o->stage.x;
 	const char *p[R2_STAGE_FIRST_MAX];
@@ -94,7 +94,7 @@ void stage_first_sends(struct railop *o)
 /* ---- lazy input ---- */
 
 /* How much of [a, b) W holds: 0 none, 1 part, 2 all (always 2 without S). */
-int init_cov(const struct rail_lazy *in, uint64_t a, uint64_t b)
+int rl_init_cov(const struct rail_lazy *in, uint64_t a, uint64_t b)
 {
 	uint64_t got = 0;
 
@@ -107,7 +107,7 @@ int init_cov(const struct rail_lazy *in, uint64_t a, uint64_t b)
 }
 
 /* Records that W holds [a, b) (merged into the sorted list). */
-int init_mark(struct rail_lazy *in, uint64_t a, uint64_t b)
+int rl_init_mark(struct rail_lazy *in, uint64_t a, uint64_t b)
 {
 	size_t i = 0, j;
 
@@ -136,14 +136,14 @@ int init_mark(struct rail_lazy *in, uint64_t a, uint64_t b)
 }
 
 /* Copies the parts of [a, b) W does not hold yet from S. */
-int init_fill(struct railop *o, uint64_t a, uint64_t b)
+int rl_init_fill(struct railop *o, uint64_t a, uint64_t b)
 {
 	uint64_t cur = a;
 	int r;
 
-	if (!o->in.S || init_cov(&o->in, a, b) == 2)
+	if (!o->in.S || rl_init_cov(&o->in, a, b) == 2)
 		return 0;
-	if ((r = stage_wait(o, o->in.S + a, b - a)) < 0 || (r = stage_wait(o, o->W + a, b - a)) < 0)
+	if ((r = rl_stage_wait(o, o->in.S + a, b - a)) < 0 || (r = rl_stage_wait(o, o->W + a, b - a)) < 0)
 		return r;
 	for (size_t i = 0; i < o->in.ninit && o->in.init[i].a < b && cur < b; i++) {
 		if (o->in.init[i].b <= cur)
@@ -154,10 +154,10 @@ int init_fill(struct railop *o, uint64_t a, uint64_t b)
 	}
 	if (cur < b)
 		memcpy(o->W + cur, o->in.S + cur, b - cur);
-	return init_mark(&o->in, a, b);
+	return rl_init_mark(&o->in, a, b);
 }
 
-int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer)
+int rl_build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer)
 {
 	struct r2_comm *c = o->c;
 	int nrails = o->d->rails ? o->d->rails->n : 0;
@@ -213,7 +213,7 @@ again:
 	if (use_view && r < 0) {
 		/* no plan for this view: every daemon falls back alike to the
 		 * all-up plan, whose chunks on failed rails go by another rail
-		 * (post_any). (Plans with bridges run: relay() below.) */
+		 * (post_any). (Plans with bridges run: rl_relay() below.) */
 		log_debug("communicator %u: view %llu needs an impossible plan; planning with "
 			  "every NIC up", c->id, (unsigned long long)v->epoch);
 		if (r == 0)
@@ -243,7 +243,7 @@ again:
  * finish first start on the next step's chunks while the others still carry
  * this step's, and this step ends later (docs/operations.md, tcp_streams,
  * has the figures). Sender and receiver cut alike. */
-int list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int dir,
+int rl_list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int dir,
 		       bool sends)
 {
 	bool reverse = sends && r2_param_int(&o->d->params, P_INJECT_DUP) > 0;

@@ -77,7 +77,7 @@ struct sendrec {
  * not acknowledged yet. */
 struct rail_tx {
 	/* unacknowledged (or unsent), oldest first: acknowledgements come
-	 * mostly in that order, and repost() posts in it */
+	 * mostly in that order, and rl_repost() posts in it */
 	struct sendrec *sends, **sends_tail; /* sends_tail: the last one's next */
 	int nsends;
 	bool need_repost; /* a send failed or its rail went: post it again */
@@ -198,75 +198,75 @@ struct railop {
  * executor out) ---- */
 
 /* Appends m to c's mailbox; applied: m comes back from the apply queue */
-void mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied);
+void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied);
 /* The oldest message, waiting up to timeout_ms for one (NULL: none). */
-struct r2_rmsg *mbox_take(struct r2_comm *c, int timeout_ms);
+struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms);
 /* Puts messages back at the head of the mailbox, in their order. */
-void mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail);
+void rl_mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail);
 /* Frees m and gives a received chunk's buffer back to its rail. */
-void rmsg_free(struct r2d *d, struct r2_rmsg *m);
+void rl_rmsg_free(struct r2d *d, struct r2_rmsg *m);
 
 /* ---- exec_rail_p2p.c: send/recv ---- */
 
 /* Handles a transfer's message; true if it was one (and m is consumed). */
-bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m);
+bool rl_p2p_handle(struct r2_comm *c, struct r2_rmsg *m);
 /* The pair's counter slot (executor thread only). */
-uint64_t *p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst);
-uint64_t p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr);
-int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_host,
+uint64_t *rl_p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst);
+uint64_t rl_p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr);
+int rl_p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_host,
 	      bool is_send, char *buf, uint64_t len);
 
 /* ---- exec_rail_input.c: GPU staging, lazy input, the plan ---- */
 
-int stage_wait(struct railop *o, const void *p, uint64_t n);
-int stage_plan(struct railop *o);
-void stage_first_sends(struct railop *o);
-void stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off, uint64_t len);
-int init_cov(const struct rail_lazy *in, uint64_t a, uint64_t b);
-int init_mark(struct rail_lazy *in, uint64_t a, uint64_t b);
-int init_fill(struct railop *o, uint64_t a, uint64_t b);
-int build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer);
-int list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int dir, bool sends);
+int rl_stage_wait(struct railop *o, const void *p, uint64_t n);
+int rl_stage_plan(struct railop *o);
+void rl_stage_first_sends(struct railop *o);
+void rl_stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off, uint64_t len);
+int rl_init_cov(const struct rail_lazy *in, uint64_t a, uint64_t b);
+int rl_init_mark(struct rail_lazy *in, uint64_t a, uint64_t b);
+int rl_init_fill(struct railop *o, uint64_t a, uint64_t b);
+int rl_build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer);
+int rl_list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int dir, bool sends);
 
 /* ---- exec_rail_send.c: chunk records, posting, send completions ---- */
 
-struct r2_pool *par_pool(struct r2d *d, uint64_t len);
-void sendrec_free(struct sendrec *s);
-int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len);
-int unborrow(struct r2d *d, struct sendrec *s);
-int post_any(struct r2d *d, struct sendrec *s);
-int post(struct railop *o, struct sendrec *s);
-void inject_dup(struct r2d *d, const struct sendrec *s);
-void sends_add(struct rail_tx *tx, struct sendrec *s);
-void sends_free(struct rail_tx *tx, struct sendrec **pp);
-int send_ready(struct railop *o, bool all);
-int pool_timeout(struct railop *o);
-int repost(struct railop *o);
-bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s);
-void sent(struct railop *o, struct sendrec *t, int status);
+struct r2_pool *rl_par_pool(struct r2d *d, uint64_t len);
+void rl_sendrec_free(struct sendrec *s);
+int rl_chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len);
+int rl_unborrow(struct r2d *d, struct sendrec *s);
+int rl_post_any(struct r2d *d, struct sendrec *s);
+int rl_post(struct railop *o, struct sendrec *s);
+void rl_inject_dup(struct r2d *d, const struct sendrec *s);
+void rl_sends_add(struct rail_tx *tx, struct sendrec *s);
+void rl_sends_free(struct rail_tx *tx, struct sendrec **pp);
+int rl_send_ready(struct railop *o, bool all);
+int rl_pool_timeout(struct railop *o);
+int rl_repost(struct railop *o);
+bool rl_sent_on_failed(const struct r2_comm *c, const struct sendrec *s);
+void rl_sent(struct railop *o, struct sendrec *t, int status);
 
 /* ---- exec_rail_detour.c: the sender's side of detours ---- */
 
-bool detour_possible(const struct railop *o, uint64_t peer);
-int detour_post(struct railop *o, struct sendrec *s);
-int nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from);
+bool rl_detour_possible(const struct railop *o, uint64_t peer);
+int rl_detour_post(struct railop *o, struct sendrec *s);
+int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from);
 
 /* ---- exec_rail_settle.c: chunks sent from W (tcp_zero_copy) ---- */
 
-void settle_end(struct railop *o);
-int before_write(struct railop *o, uint64_t off, uint64_t len);
+void rl_settle_end(struct railop *o);
+int rl_before_write(struct railop *o, uint64_t off, uint64_t len);
 
 /* ---- exec_rail_apply.c: received chunks into W ---- */
 
-void apply_drain(struct railop *o);
-void applied(struct railop *o, const struct r2_rmsg *m);
-uint64_t apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken);
-uint64_t relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx);
-void ack(struct railop *o, const struct r2_chunk_hdr *h);
+void rl_apply_drain(struct railop *o);
+void rl_applied(struct railop *o, const struct r2_rmsg *m);
+uint64_t rl_apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken);
+uint64_t rl_relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx);
+void rl_ack(struct railop *o, const struct r2_chunk_hdr *h);
 
 /* ---- exec_rail_loop.c: the rail phase ---- */
 
-int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx);
+int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx);
 int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_dtype_t dtype,
 	       r2ccl_redop_t redop, enum r2_plan_op op, uint32_t root, uint32_t peer,
 	       uint64_t opseq, struct r2_view *view);

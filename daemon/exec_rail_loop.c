@@ -21,7 +21,7 @@
 static struct r2_rmsg *op_take(struct railop *o, int timeout_ms)
 {
 	uint64_t t = r2_now_us();
-	struct r2_rmsg *m = mbox_take(o->c, timeout_ms);
+	struct r2_rmsg *m = rl_mbox_take(o->c, timeout_ms);
 
 	o->prof.idle_us += r2_now_us() - t;
 	return m;
@@ -64,7 +64,7 @@ static int conn_error(struct railop *o, const struct r2_rmsg *m)
 	for (int hi = 0; hi < o->c->nhosts; hi++)
 		if (o->c->hosts[hi].id == m->cqe.peer)
 			lost = (o->c->hosts[hi].failed_rails & all) == all;
-	if (lost && !detour_possible(o, m->cqe.peer)) {
+	if (lost && !rl_detour_possible(o, m->cqe.peer)) {
 		log_warn("communicator %u: no rail left to peer %016llx", o->c->id,
 			 (unsigned long long)m->cqe.peer);
 		return R2CCL_E_PEER_GONE;
@@ -73,28 +73,28 @@ static int conn_error(struct railop *o, const struct r2_rmsg *m)
 }
 
 /* Handles one message; returns bytes of the current step applied, or <0. */
-int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
+int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 {
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
 	uint64_t n = 0;
 	bool taken = false;
 
 	if (m->cqe.type == R2_RMSG_APPLIED) {
-		applied(o, m); /* its bytes count in o->aq.async_got */
-		rmsg_free(o->d, m);
+		rl_applied(o, m); /* its bytes count in o->aq.async_got */
+		rl_rmsg_free(o->d, m);
 		return 0;
 	}
-	if (p2p_handle(o->c, m))
+	if (rl_p2p_handle(o->c, m))
 		return 0; /* a transfer's message, handled */
 	prof_count(o, m);
 	switch (m->cqe.type) {
 	case R2_TPC_SEND:
-		sent(o, (struct sendrec *)(uintptr_t)m->cqe.ctx, m->cqe.status);
+		rl_sent(o, (struct sendrec *)(uintptr_t)m->cqe.ctx, m->cqe.status);
 		break;
 	case R2_TPC_ERROR: {
 		int e = conn_error(o, m);
 		if (e < 0) {
-			rmsg_free(o->d, m);
+			rl_rmsg_free(o->d, m);
 			return e;
 		}
 		break;
@@ -102,19 +102,19 @@ int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 	case R2_TPC_RECV:
 		if (h->kind == R2_MSG_ACK) {
 			if (h->opseq == o->opseq && (h->flags & R2_CHUNK_NACK)) {
-				int e = nack(o, h, m->cqe.peer);
+				int e = rl_nack(o, h, m->cqe.peer);
 				if (e < 0) {
-					rmsg_free(o->d, m);
+					rl_rmsg_free(o->d, m);
 					return e;
 				}
 			} else if (h->opseq == o->opseq) {
-				ack(o, h);
+				rl_ack(o, h);
 			}
 			break;
 		}
 		if (h->opseq == o->opseq && h->step == step) {
-			n = h->dst != (uint32_t)o->c->my_host ? relay(o, h, m->cqe.buf, nx)
-							      : apply(o, m, nx, &taken);
+			n = h->dst != (uint32_t)o->c->my_host ? rl_relay(o, h, m->cqe.buf, nx)
+							      : rl_apply(o, m, nx, &taken);
 			if (n) {
 				o->last_rx_us = m->when_us;
 				o->last_rx_src = h->src;
@@ -132,7 +132,7 @@ int64_t handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 		break; /* an old duplicate: already applied and acknowledged */
 	}
 	if (!taken)
-		rmsg_free(o->d, m);
+		rl_rmsg_free(o->d, m);
 	return (int64_t)n;
 }
 
@@ -183,10 +183,10 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 			bool taken = false;
 			*pp = m->next;
 			got += m->cqe.hdr.dst != (uint32_t)o->c->my_host
-				       ? relay(o, &m->cqe.hdr, m->cqe.buf, nx)
-				       : apply(o, m, nx, &taken);
+				       ? rl_relay(o, &m->cqe.hdr, m->cqe.buf, nx)
+				       : rl_apply(o, m, nx, &taken);
 			if (!taken)
-				rmsg_free(o->d, m);
+				rl_rmsg_free(o->d, m);
 			if (o->err)
 				return o->err;
 			continue;
@@ -198,7 +198,7 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 		int64_t n;
 
 		if (o->tx.need_repost) {
-			int r = repost(o);
+			int r = rl_repost(o);
 			if (r < 0)
 				return r;
 		}
@@ -210,17 +210,17 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 			if (o->c->abort_err)
 				return o->c->abort_err; /* broken elsewhere: stop waiting */
 			if (r2_now_us() > o->deadline)
-				return o->tx.pool_wait ? pool_timeout(o) : -ETIMEDOUT;
+				return o->tx.pool_wait ? rl_pool_timeout(o) : -ETIMEDOUT;
 			if (broken(o->c))
 				return broken(o->c);
 			if (o->tx.pool_wait) {
-				int r = send_ready(o, false);
+				int r = rl_send_ready(o, false);
 				if (r < 0)
 					return r;
 			}
 			continue;
 		}
-		n = handle(o, m, step, nx);
+		n = rl_handle(o, m, step, nx);
 		if (n < 0)
 			return (int)n;
 		if (o->err)
@@ -228,7 +228,7 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 		got += (uint64_t)n;
 		o->step_got = got + o->aq.async_got;
 		if (o->applied_since || o->tx.pool_wait) {
-			int r = send_ready(o, false);
+			int r = rl_send_ready(o, false);
 			if (r < 0)
 				return r;
 			o->applied_since = false;
@@ -245,12 +245,12 @@ static int broken(struct r2_comm *c)
 	return 0;
 }
 
-/* Posts every listed send chunk (send_ready(all)), waiting for proxy
+/* Posts every listed send chunk (rl_send_ready(all)), waiting for proxy
  * buffers if the pool is exhausted. Meanwhile data of this operation's
  * coming steps waits in the stash; acknowledgements free buffers. */
 static int send_all(struct railop *o)
 {
-	int r = send_ready(o, true);
+	int r = rl_send_ready(o, true);
 
 	while (r == 0 && o->tx.pool_wait) {
 		struct r2_rmsg *m = op_take(o, 1);
@@ -260,7 +260,7 @@ static int send_all(struct railop *o)
 			if (o->c->abort_err)
 				return o->c->abort_err;
 			if (r2_now_us() > o->deadline)
-				return pool_timeout(o);
+				return rl_pool_timeout(o);
 			if (broken(o->c))
 				return broken(o->c);
 		} else if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
@@ -269,16 +269,16 @@ static int send_all(struct railop *o)
 			m->next = o->stash; /* a coming step's */
 			o->stash = m;
 		} else {
-			int64_t n = handle(o, m, o->step, 0);
+			int64_t n = rl_handle(o, m, o->step, 0);
 			if (n < 0)
 				return (int)n;
 		}
 		if (o->tx.need_repost) {
-			r = repost(o);
+			r = rl_repost(o);
 			if (r < 0)
 				return r;
 		}
-		r = send_ready(o, true);
+		r = rl_send_ready(o, true);
 	}
 	return r;
 }
@@ -287,7 +287,7 @@ static int wait_acks(struct railop *o)
 {
 	while (o->tx.nsends > 0) {
 		struct r2_rmsg *m;
-		int r = repost(o);
+		int r = rl_repost(o);
 		if (r < 0)
 			return r;
 		m = op_take(o, 100);
@@ -302,7 +302,7 @@ static int wait_acks(struct railop *o)
 				return broken(o->c);
 			continue;
 		}
-		int64_t n = handle(o, m, UINT32_MAX, 0);
+		int64_t n = rl_handle(o, m, UINT32_MAX, 0);
 		if (n < 0)
 			return (int)n;
 	}
@@ -329,18 +329,18 @@ static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_
 	c->deferred = NULL;
 	for (int h = 0; h < c->nhosts; h++) {
 		if (h != c->my_host && (c->hosts[h].failed_rails & all) == all &&
-		    !detour_possible(o, c->hosts[h].id))
+		    !rl_detour_possible(o, c->hosts[h].id))
 			return R2CCL_E_PEER_GONE; /* known gone: fail at once */
 	}
 	o->prof.t0 = r2_now_us();
 	o->deadline = o->prof.t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
-	r = build_plan(o, op, root, peer);
+	r = rl_build_plan(o, op, root, peer);
 	if (r < 0) {
 		log_warn("communicator %u: no plan for %u bytes (op %d, root %u, peer %u, %d hosts)",
 			 c->id, (unsigned)o->size, (int)op, root, peer, c->nhosts);
 		return r;
 	}
-	r = stage_plan(o);
+	r = rl_stage_plan(o);
 	if (r < 0)
 		return r;
 	/* step 0's sends are "the next step's" of a step -1 that awaits nothing */
@@ -348,7 +348,7 @@ static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_
 	o->step = UINT32_MAX; /* so that step + 1 == 0 */
 	if (o->nxn < 0)
 		return o->nxn;
-	stage_first_sends(o);
+	rl_stage_first_sends(o);
 	return 0;
 }
 
@@ -364,7 +364,7 @@ static int run_step(struct railop *o, uint32_t k)
 
 	/* this step's sends: the list was made (and partly posted early)
 	 * during the previous step; step 0's is made here */
-	r = k == 0 ? list_chunks(o, o->xfn, o->nxn, R2_XFER_SEND, true) : 0;
+	r = k == 0 ? rl_list_chunks(o, o->xfn, o->nxn, R2_XFER_SEND, true) : 0;
 	if (r == 0) {
 		o->nrcv = 0;
 		r = send_all(o); /* whatever is left of them */
@@ -386,7 +386,7 @@ static int run_step(struct railop *o, uint32_t k)
 		if (xr->dir == R2_XFER_RECV || xr->dir == R2_XFER_RELAY)
 			expect += xr->len;
 	}
-	r = list_chunks(o, o->xf, nx, R2_XFER_RECV, false);
+	r = rl_list_chunks(o, o->xf, nx, R2_XFER_RECV, false);
 	if (r < 0)
 		return r;
 	/* the next step's sends, posted as soon as their bytes are final */
@@ -396,15 +396,15 @@ static int run_step(struct railop *o, uint32_t k)
 		o->nxn = r2_plan_expand(o->plan, (uint32_t)c->my_host, k + 1, o->xfn, o->maxx);
 		if (o->nxn < 0)
 			return o->nxn;
-		r = list_chunks(o, o->xfn, o->nxn, R2_XFER_SEND, true);
+		r = rl_list_chunks(o, o->xfn, o->nxn, R2_XFER_SEND, true);
 		if (r < 0)
 			return r;
 		/* chunks that read nothing this step awaits go at once */
-		r = send_ready(o, false);
+		r = rl_send_ready(o, false);
 		if (r < 0)
 			return r;
 	}
-	r = repost(o);
+	r = rl_repost(o);
 	if (r < 0)
 		return r;
 	w0 = r2_now_us();
@@ -448,12 +448,12 @@ static void op_end(struct railop *o, int r)
 {
 	struct r2_comm *c = o->c;
 
-	apply_drain(o); /* no thread may write W after this returns */
+	rl_apply_drain(o); /* no thread may write W after this returns */
 	if (r < 0)
 		log_warn("communicator %u: rail phase of operation %llu failed: %s", c->id,
 			 (unsigned long long)o->opseq, r2ccl_strerror(r));
 	if (r < 0)
-		settle_end(o);
+		rl_settle_end(o);
 	/* what is still unacknowledged: the rails thread frees it on completion
 	 * if posted; otherwise free it now */
 	while (o->tx.sends) {
@@ -463,7 +463,7 @@ static void op_end(struct railop *o, int r)
 			s->orphan = true; /* freed at its send completion */
 			continue;
 		}
-		sendrec_free(s);
+		rl_sendrec_free(s);
 	}
 	/* chunks for later collectives wait for them */
 	while (o->stash) {
@@ -473,7 +473,7 @@ static void op_end(struct railop *o, int r)
 			m->next = c->deferred;
 			c->deferred = m;
 		} else {
-			rmsg_free(c->d, m);
+			rl_rmsg_free(c->d, m);
 		}
 	}
 	free(o->dedup.seen);
@@ -519,7 +519,7 @@ int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_d
 	if (r == 0)
 		r = wait_acks(&o);
 	if (r == 0)
-		r = init_fill(&o, 0, size);
+		r = rl_init_fill(&o, 0, size);
 	if (r == 0)
 		log_profile(&o);
 	op_end(&o, r);

@@ -17,7 +17,7 @@
 
 /* Appends m to c's mailbox; applied: m comes back from the apply queue
  * (one chunk fewer on it, counted under the same lock) */
-void mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied)
+void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied)
 {
 	m->next = NULL;
 	pthread_mutex_lock(&c->mbox_lock);
@@ -34,10 +34,10 @@ void mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied)
 
 static void mbox_push(struct r2_comm *c, struct r2_rmsg *m)
 {
-	mbox_append(c, m, false);
+	rl_mbox_append(c, m, false);
 }
 
-void rmsg_free(struct r2d *d, struct r2_rmsg *m)
+void rl_rmsg_free(struct r2d *d, struct r2_rmsg *m)
 {
 	if (m->cqe.type == R2_TPC_RECV || m->cqe.type == R2_RMSG_APPLIED)
 		r2d_rails_release(d, m->rail, m->cqe.buf);
@@ -57,10 +57,10 @@ void r2d_comm_mbox_flush(struct r2_comm *c)
 		if (m->cqe.type == R2_TPC_SEND && m->cqe.ctx > 1) {
 			struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
 			if (s->orphan) {
-				sendrec_free(s);
+				rl_sendrec_free(s);
 			}
 		}
-		rmsg_free(c->d, m);
+		rl_rmsg_free(c->d, m);
 	}
 }
 
@@ -137,9 +137,9 @@ static void deliver_one(struct r2d *d, struct r2_rmsg *m)
 				mbox_push(c, m);
 				return;
 			}
-			sendrec_free(s);
+			rl_sendrec_free(s);
 		}
-		rmsg_free(d, m);
+		rl_rmsg_free(d, m);
 	}
 }
 
@@ -205,14 +205,14 @@ void r2d_orphans_free(struct r2d *d)
 
 	for (; m; m = next) {
 		next = m->next;
-		rmsg_free(d, m);
+		rl_rmsg_free(d, m);
 	}
 	d->orphans = NULL;
 	d->norphans = 0;
 }
 
 /* Puts messages back at the head of the mailbox, in their order. */
-void mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail)
+void rl_mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail)
 {
 	pthread_mutex_lock(&c->mbox_lock);
 	tail->next = c->mbox_head;
@@ -222,7 +222,7 @@ void mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail)
 	pthread_mutex_unlock(&c->mbox_lock);
 }
 
-struct r2_rmsg *mbox_take(struct r2_comm *c, int timeout_ms)
+struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms)
 {
 	struct r2_rmsg *m;
 	struct timespec ts;

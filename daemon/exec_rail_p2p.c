@@ -50,7 +50,7 @@ static uint64_t p2p_key(uint32_t src, uint32_t dst)
 }
 
 /* The pair's counter slot (executor thread only). */
-uint64_t *p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst)
+uint64_t *rl_p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst)
 {
 	uint64_t key = p2p_key(src, dst);
 
@@ -70,7 +70,7 @@ uint64_t *p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst)
 	return &c->p2p[c->np2p++].next;
 }
 
-uint64_t p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr)
+uint64_t rl_p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr)
 {
 	return P2P_BIT | ((uint64_t)src << 42) | ((uint64_t)dst << 21) | (ctr & P2P_CTR_MASK);
 }
@@ -79,7 +79,7 @@ uint64_t p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr)
 static bool p2p_old(struct r2_comm *c, uint64_t seq)
 {
 	uint32_t src = (uint32_t)((seq >> 42) & 0x1fffff), dst = (uint32_t)((seq >> 21) & 0x1fffff);
-	uint64_t *slot = p2p_slot(c, src, dst);
+	uint64_t *slot = rl_p2p_slot(c, src, dst);
 
 	return slot && (seq & P2P_CTR_MASK) < (*slot & P2P_CTR_MASK);
 }
@@ -130,7 +130,7 @@ static void p2p_free(struct r2d *d, struct p2pop *p)
 			s->owner = NULL;
 			continue;
 		}
-		sendrec_free(s);
+		rl_sendrec_free(s);
 	}
 	free(p->seen);
 	free(p);
@@ -191,7 +191,7 @@ static void p2p_apply(struct r2d *d, struct p2pop *p, const struct r2_chunk_hdr 
 
 static int p2p_post(struct r2_comm *c, struct sendrec *s)
 {
-	return post_any(c->d, s);
+	return rl_post_any(c->d, s);
 }
 
 /* A connection to a peer failed on a rail: a transfer's chunk written on
@@ -218,14 +218,14 @@ static void p2p_conn_error(struct r2_comm *c, const struct r2_rmsg *m)
 	}
 }
 
-/* A transfer's chunk was sent (or failed: then it goes again, up to
+/* A transfer's chunk was rl_sent (or failed: then it goes again, up to
  * max_retries); sent and acknowledged, it is done. Frees m. */
 static void p2p_sent(struct r2_comm *c, struct r2_rmsg *m)
 {
 	struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
 	struct p2pop *p = s->owner;
 
-	if ((m->cqe.status < 0 || sent_on_failed(c, s)) && !s->acked) {
+	if ((m->cqe.status < 0 || rl_sent_on_failed(c, s)) && !s->acked) {
 		s->posted = false;
 		if (++s->retries > (int)r2_param_int(&c->d->params, P_MAX_RETRIES) ||
 		    (p2p_post(c, s) < 0 && !s->posted))
@@ -239,7 +239,7 @@ static void p2p_sent(struct r2_comm *c, struct r2_rmsg *m)
 					break;
 				}
 			}
-			sendrec_free(s);
+			rl_sendrec_free(s);
 			p->nsends--;
 			p2p_check(c, p);
 		}
@@ -261,13 +261,13 @@ static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
 		s->acked = true;
 		if (s->sent) {
 			*pp = s->next;
-			sendrec_free(s);
+			rl_sendrec_free(s);
 			p->nsends--;
 			p2p_check(c, p);
 		}
 		break;
 	}
-	rmsg_free(c->d, m);
+	rl_rmsg_free(c->d, m);
 }
 
 /* A transfer's data chunk: applied to its receive, or stashed until the
@@ -279,18 +279,18 @@ static void p2p_data(struct r2_comm *c, struct r2_rmsg *m)
 
 	if (p) {
 		p2p_apply(c->d, p, h, m->cqe.buf);
-		rmsg_free(c->d, m);
+		rl_rmsg_free(c->d, m);
 		p2p_check(c, p);
 	} else if (!p2p_old(c, h->opseq)) {
 		m->next = c->p2p_stash; /* its receive is not posted yet */
 		c->p2p_stash = m;
 	} else {
-		rmsg_free(c->d, m);
+		rl_rmsg_free(c->d, m);
 	}
 }
 
 /* Handles a transfer's message; true if it was one (and m is consumed). */
-bool p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
+bool rl_p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
 {
 	if (m->cqe.type == R2_TPC_CONN) {
 		peer_lost(c, m);
@@ -323,7 +323,7 @@ static int p2p_fill(struct r2_comm *c, struct p2pop *p)
 		if (s->posted || s->sent || s->acked)
 			continue;
 		if (!s->buf) {
-			r = chunk_buf(c->d, s, p->buf + s->hdr.off, s->hdr.len);
+			r = rl_chunk_buf(c->d, s, p->buf + s->hdr.off, s->hdr.len);
 			if (r == -ENOBUFS) {
 				if (!p->pool_since) {
 					p->pool_since = r2_now_us();
@@ -343,13 +343,13 @@ static int p2p_fill(struct r2_comm *c, struct p2pop *p)
 		}
 		if (r < 0 && !s->posted)
 			return R2CCL_E_NO_PATH;
-		inject_dup(c->d, s);
+		rl_inject_dup(c->d, s);
 	}
 	p->pool_since = 0;
 	return 0;
 }
 
-int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_host,
+int rl_p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_host,
 		     bool is_send, char *buf, uint64_t len)
 {
 	struct r2_rails *rs = c->d->rails;
@@ -411,7 +411,7 @@ int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_
 		if (m->cqe.hdr.opseq == seq) {
 			*pp = m->next;
 			p2p_apply(c->d, p, &m->cqe.hdr, m->cqe.buf);
-			rmsg_free(c->d, m);
+			rl_rmsg_free(c->d, m);
 			continue;
 		}
 		pp = &m->next;
@@ -422,11 +422,11 @@ int p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_
 
 void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 {
-	struct r2_rmsg *m = mbox_take(c, timeout_ms);
+	struct r2_rmsg *m = rl_mbox_take(c, timeout_ms);
 	uint64_t now;
 
 	for (int i = 0; m && i < 1024; i++) {
-		if (!p2p_handle(c, m)) {
+		if (!rl_p2p_handle(c, m)) {
 			if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
 			    m->cqe.hdr.opseq > c->coll_seq) {
 				m->next = c->deferred; /* for a later collective */
@@ -435,13 +435,13 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 				if (m->cqe.type == R2_TPC_SEND) {
 					struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
 					if (s && s->orphan) {
-						sendrec_free(s);
+						rl_sendrec_free(s);
 					}
 				}
-				rmsg_free(c->d, m);
+				rl_rmsg_free(c->d, m);
 			}
 		}
-		m = mbox_take(c, 0);
+		m = rl_mbox_take(c, 0);
 	}
 	now = r2_now_us();
 	for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
@@ -472,11 +472,11 @@ void r2_p2p_fail_all(struct r2_comm *c, int status)
 	while (c->p2p_stash) {
 		struct r2_rmsg *m = c->p2p_stash;
 		c->p2p_stash = m->next;
-		rmsg_free(c->d, m);
+		rl_rmsg_free(c->d, m);
 	}
 	while (c->deferred) {
 		struct r2_rmsg *m = c->deferred;
 		c->deferred = m->next;
-		rmsg_free(c->d, m);
+		rl_rmsg_free(c->d, m);
 	}
 }

@@ -22,14 +22,14 @@
 #define PAR_BYTES (512u << 10)
 #define PAR_MIN_THREADS 4
 
-struct r2_pool *par_pool(struct r2d *d, uint64_t len)
+struct r2_pool *rl_par_pool(struct r2d *d, uint64_t len)
 {
 	struct r2_pool *p = len >= PAR_BYTES ? r2d_engine_pool(d) : NULL;
 
 	return p && r2_pool_threads(p) >= PAR_MIN_THREADS ? p : NULL;
 }
 
-void sendrec_free(struct sendrec *s)
+void rl_sendrec_free(struct sendrec *s)
 {
 	if (s->pool && !s->borrowed)
 		r2_bufpool_put(s->pool, s->buf);
@@ -42,7 +42,7 @@ void sendrec_free(struct sendrec *s)
  * pool) holding a copy of [src, src+len): the sender keeps it until the
  * chunk is acknowledged, and a failover re-sends it from there. -ENOBUFS
  * when the pool is exhausted (its cap reached): try again after acks. */
-int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len)
+int rl_chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len)
 {
 	struct r2_bufpool *bp = r2d_bufpool_for(d, s->rail);
 	struct r2_pool *pool;
@@ -58,7 +58,7 @@ int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len)
 		if (!s->buf)
 			return -ENOMEM;
 	}
-	if ((pool = par_pool(d, len)))
+	if ((pool = rl_par_pool(d, len)))
 		r2_local_copy(pool, s->buf, src, len);
 	else
 		memcpy(s->buf, src, len);
@@ -69,7 +69,7 @@ int chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len)
  * before W changes under it or before it goes on a rail that cannot send
  * from W. Only while no transport holds it (not posted, or its send
  * completed). */
-int unborrow(struct r2d *d, struct sendrec *s)
+int rl_unborrow(struct r2d *d, struct sendrec *s)
 {
 	void *src = s->buf;
 	int r;
@@ -77,7 +77,7 @@ int unborrow(struct r2d *d, struct sendrec *s)
 	if (!s->borrowed)
 		return 0;
 	s->borrowed = false;
-	r = chunk_buf(d, s, src, s->hdr.len);
+	r = rl_chunk_buf(d, s, src, s->hdr.len);
 	if (r == -ENOBUFS) { /* no proxy buffer free: the heap (no waiting here) */
 		s->pool = NULL;
 		s->buf = malloc(s->hdr.len ? s->hdr.len : 1);
@@ -96,14 +96,14 @@ int unborrow(struct r2d *d, struct sendrec *s)
 /* Posts s on its planned rail if health has nothing against it, else on
  * another healthy rail to the same peer (spread by offset), else on any
  * connected rail. */
-int post_any(struct r2d *d, struct sendrec *s)
+int rl_post_any(struct r2d *d, struct sendrec *s)
 {
 	struct r2_rails *rs = d->rails;
 	uint32_t bad = r2d_rails_bad(d, s->peer);
 	int n = rs ? rs->n : 0, r = -ENOTCONN;
 
 	if (s->rail >= 0 && s->rail < n && !(bad & (1u << s->rail))) {
-		if (s->borrowed && !r2d_rails_zero_copy(d, s->rail) && unborrow(d, s) < 0)
+		if (s->borrowed && !r2d_rails_zero_copy(d, s->rail) && rl_unborrow(d, s) < 0)
 			return -ENOMEM;
 		r = r2d_rails_send(d, s->rail, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
 	}
@@ -121,7 +121,7 @@ int post_any(struct r2d *d, struct sendrec *s)
 				continue;
 			if (((bad >> i) & 1) != (uint32_t)pass)
 				continue;
-			if (s->borrowed && !r2d_rails_zero_copy(d, i) && unborrow(d, s) < 0)
+			if (s->borrowed && !r2d_rails_zero_copy(d, i) && rl_unborrow(d, s) < 0)
 				return -ENOMEM;
 			int q = r2d_rails_send(d, i, s->peer, &s->hdr, s->buf,
 					       (uint64_t)(uintptr_t)s);
@@ -139,21 +139,21 @@ int post_any(struct r2d *d, struct sendrec *s)
 
 /* The chunk goes to its peer on any rail; with no connection to the peer
  * left, a direct chunk goes through a bridge (detour.h). */
-int post(struct railop *o, struct sendrec *s)
+int rl_post(struct railop *o, struct sendrec *s)
 {
 	int r;
 
 	s->via = 0;
 	s->hdr.flags &= (uint16_t)~R2_CHUNK_DETOUR;
-	r = post_any(o->d, s);
+	r = rl_post_any(o->d, s);
 	if (r != -ENOTCONN)
 		return r;
-	return detour_post(o, s);
+	return rl_detour_post(o, s);
 }
 
 /* Testing (inject_dup = N): a copy of every Nth chunk goes out as well; the
  * receiver must apply it once. Its completion frees it (orphan). */
-void inject_dup(struct r2d *d, const struct sendrec *s)
+void rl_inject_dup(struct r2d *d, const struct sendrec *s)
 {
 	static atomic_uint_fast64_t n;
 	int64_t every = r2_param_int(&d->params, P_INJECT_DUP);
@@ -165,7 +165,7 @@ void inject_dup(struct r2d *d, const struct sendrec *s)
 	if (!dup)
 		return;
 	dup->rail = s->rail;
-	if (chunk_buf(d, dup, s->buf, s->hdr.len) < 0) {
+	if (rl_chunk_buf(d, dup, s->buf, s->hdr.len) < 0) {
 		free(dup);
 		return; /* no buffer free: no duplicate this time */
 	}
@@ -174,10 +174,10 @@ void inject_dup(struct r2d *d, const struct sendrec *s)
 	dup->orphan = true;
 	if (r2d_rails_send(d, dup->rail, dup->peer, &dup->hdr, dup->buf,
 			   (uint64_t)(uintptr_t)dup) < 0)
-		sendrec_free(dup);
+		rl_sendrec_free(dup);
 }
 
-void sends_add(struct rail_tx *tx, struct sendrec *s)
+void rl_sends_add(struct rail_tx *tx, struct sendrec *s)
 {
 	s->next = NULL;
 	*tx->sends_tail = s;
@@ -186,14 +186,14 @@ void sends_add(struct rail_tx *tx, struct sendrec *s)
 }
 
 /* Unlinks *pp (a sendrec of tx->sends) and frees it. */
-void sends_free(struct rail_tx *tx, struct sendrec **pp)
+void rl_sends_free(struct rail_tx *tx, struct sendrec **pp)
 {
 	struct sendrec *s = *pp;
 
 	*pp = s->next;
 	if (!s->next)
 		tx->sends_tail = pp;
-	sendrec_free(s);
+	rl_sendrec_free(s);
 	tx->nsends--;
 }
 
@@ -211,15 +211,15 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	s->rail = x->rail;
 	/* lazy input: a region W does not hold yet is read from S */
 	const char *src = o->W + off;
-	int cov = init_cov(&o->in, off, off + len);
+	int cov = rl_init_cov(&o->in, off, off + len);
 	if (cov == 0) {
 		src = o->in.S + off;
 		s->stable = true;
-	} else if (cov == 1 && (r = init_fill(o, off, off + len)) < 0) {
+	} else if (cov == 1 && (r = rl_init_fill(o, off, off + len)) < 0) {
 		free(s);
 		return r;
 	}
-	if ((r = stage_wait(o, src, len)) < 0) {
+	if ((r = rl_stage_wait(o, src, len)) < 0) {
 		free(s);
 		return r;
 	}
@@ -229,7 +229,7 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 		r = 0;
 	} else {
 		s->stable = false;
-		r = chunk_buf(o->d, s, src, len);
+		r = rl_chunk_buf(o->d, s, src, len);
 	}
 	if (r < 0) {
 		free(s);
@@ -246,14 +246,14 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	s->hdr.len = (uint32_t)len;
 	s->rail = x->rail;
 	/* bridged: to the bridge host on the first hop's rail; the header
-	 * names the destination, the bridge forwards (relay()) */
+	 * names the destination, the bridge forwards (rl_relay()) */
 	s->peer = c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via : x->peer].id;
-	sends_add(&o->tx, s);
-	r = post(o, s);
+	rl_sends_add(&o->tx, s);
+	r = rl_post(o, s);
 	if (r < 0 && r != -EAGAIN)
 		return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
 	if (r == 0)
-		inject_dup(o->d, s);
+		rl_inject_dup(o->d, s);
 	return 0;
 }
 
@@ -261,7 +261,7 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
  * Without a free proxy buffer it stops there (o->tx.pool_wait set): the
  * acknowledgements of what is in flight free buffers, and the caller calls
  * again. */
-int send_ready(struct railop *o, bool all)
+int rl_send_ready(struct railop *o, bool all)
 {
 	struct r2_bufpool *blocked = NULL;
 
@@ -301,7 +301,7 @@ int send_ready(struct railop *o, bool all)
 }
 
 /* The operation's deadline passed while it waited for a proxy buffer. */
-int pool_timeout(struct railop *o)
+int rl_pool_timeout(struct railop *o)
 {
 	struct r2_bufpool_stats st;
 
@@ -320,7 +320,7 @@ static int max_retries(struct railop *o)
 	return (int)r2_param_int(&o->d->params, P_MAX_RETRIES);
 }
 
-int repost(struct railop *o)
+int rl_repost(struct railop *o)
 {
 	/* (rail, peer) queues found full this pass: the chunks behind wait */
 	struct { int rail; uint64_t peer; } full[32];
@@ -346,7 +346,7 @@ int repost(struct railop *o)
 				 s->retries);
 			return R2CCL_E_NO_PATH;
 		}
-		int r = post(o, s);
+		int r = rl_post(o, s);
 		o->prof.eagain += r == -EAGAIN;
 		if (r == -EAGAIN && nfull < 32) {
 			full[nfull].rail = s->rail;
@@ -371,7 +371,7 @@ int repost(struct railop *o)
  * connection: it must go again (the receiver applies it once). Without
  * this, an executor that sees the ERROR first would wait for an ACK that
  * never comes, until op_timeout_ms (docs/resilience.md, Failover paths 1). */
-bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
+bool rl_sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
 {
 	if (s->rail < 0 || s->rail >= 32)
 		return false;
@@ -381,13 +381,13 @@ bool sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
 	return false;
 }
 
-void sent(struct railop *o, struct sendrec *t, int status)
+void rl_sent(struct railop *o, struct sendrec *t, int status)
 {
 	for (struct sendrec **pp = &o->tx.sends; *pp; pp = &(*pp)->next) {
 		struct sendrec *s = *pp;
 		if (s != t)
 			continue;
-		if ((status < 0 || sent_on_failed(o->c, s)) && !s->acked) {
+		if ((status < 0 || rl_sent_on_failed(o->c, s)) && !s->acked) {
 			/* the connection failed under it: send it again elsewhere */
 			s->posted = false;
 			s->retries++;
@@ -396,10 +396,10 @@ void sent(struct railop *o, struct sendrec *t, int status)
 		}
 		s->sent = true;
 		if (s->acked)
-			sends_free(&o->tx, pp);
+			rl_sends_free(&o->tx, pp);
 		return;
 	}
 	if (t->orphan) {
-		sendrec_free(t);
+		rl_sendrec_free(t);
 	}
 }

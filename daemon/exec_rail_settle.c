@@ -38,7 +38,7 @@ static struct sendrec *held_borrowed(const struct rail_tx *tx, uint64_t off, uin
  * off+len) (len 0: any), or deadline_us. Meanwhile it handles send
  * completions, acknowledgements and errors; data messages wait in the
  * mailbox, in their order (the caller is in the middle of applying one).
- * any_error: stop at a failure handle() reports (else the caller is ending
+ * any_error: stop at a failure rl_handle() reports (else the caller is ending
  * a failed operation and only waits for the transports). */
 static int settle(struct railop *o, uint64_t off, uint64_t len, uint64_t deadline_us,
 		  bool any_error)
@@ -52,7 +52,7 @@ static int settle(struct railop *o, uint64_t off, uint64_t len, uint64_t deadlin
 			r = -ETIMEDOUT;
 			break;
 		}
-		m = mbox_take(o->c, 10);
+		m = rl_mbox_take(o->c, 10);
 		if (!m)
 			continue;
 		if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA) {
@@ -63,14 +63,14 @@ static int settle(struct railop *o, uint64_t off, uint64_t len, uint64_t deadlin
 			kt = m;
 			continue;
 		}
-		int64_t n = handle(o, m, UINT32_MAX, 0);
+		int64_t n = rl_handle(o, m, UINT32_MAX, 0);
 		if (n < 0 && any_error) {
 			r = (int)n;
 			break;
 		}
 	}
 	if (kh)
-		mbox_unget(o->c, kh, kt);
+		rl_mbox_unget(o->c, kh, kt);
 	return r;
 }
 
@@ -78,7 +78,7 @@ static int settle(struct railop *o, uint64_t off, uint64_t len, uint64_t deadlin
  * client may reuse or unmap it). Normally the failed connections complete
  * their sends at once; a stalled one is dropped after a second (its sends
  * then complete with an error): bounded. */
-void settle_end(struct railop *o)
+void rl_settle_end(struct railop *o)
 {
 	struct sendrec *s;
 
@@ -103,7 +103,7 @@ void settle_end(struct railop *o)
  * In a ring this never waits (a region is written only after what was sent
  * from it was applied downstream); plans that send and receive one region
  * in one step do. */
-int before_write(struct railop *o, uint64_t off, uint64_t len)
+int rl_before_write(struct railop *o, uint64_t off, uint64_t len)
 {
 	bool any = false;
 	int r;
@@ -121,7 +121,7 @@ int before_write(struct railop *o, uint64_t off, uint64_t len)
 	}
 	for (struct sendrec *s = o->tx.sends; s; s = s->next)
 		if (s->borrowed && !s->stable && !s->acked && overlaps(s, off, len) &&
-		    (r = unborrow(o->d, s)) < 0)
+		    (r = rl_unborrow(o->d, s)) < 0)
 			return r;
 	return 0;
 }

@@ -45,12 +45,12 @@ START_TEST(test_lazy_regions_match_byte_map)
 	for (int round = 0; round < 400; round++) {
 		uint64_t a = rand_r(&seed) % N, len = 1 + rand_r(&seed) % 200;
 		uint64_t b = R2_MIN(N, a + len);
-		ck_assert_int_eq(init_mark(&in, a, b), 0);
+		ck_assert_int_eq(rl_init_mark(&in, a, b), 0);
 		memset(map + a, 1, b - a);
 		check_sorted_disjoint(&in);
 		for (int q = 0; q < 20; q++) {
 			uint64_t qa = rand_r(&seed) % N, qb = R2_MIN(N, qa + 1 + rand_r(&seed) % 300);
-			ck_assert_int_eq(init_cov(&in, qa, qb), map_cov(map, qa, qb));
+			ck_assert_int_eq(rl_init_cov(&in, qa, qb), map_cov(map, qa, qb));
 		}
 	}
 	free(in.init);
@@ -61,24 +61,24 @@ START_TEST(test_lazy_regions_merge)
 {
 	struct rail_lazy in = { .S = "" };
 
-	ck_assert_int_eq(init_mark(&in, 10, 20), 0);
-	ck_assert_int_eq(init_mark(&in, 30, 40), 0);
-	ck_assert_int_eq(init_mark(&in, 0, 5), 0);
+	ck_assert_int_eq(rl_init_mark(&in, 10, 20), 0);
+	ck_assert_int_eq(rl_init_mark(&in, 30, 40), 0);
+	ck_assert_int_eq(rl_init_mark(&in, 0, 5), 0);
 	ck_assert_uint_eq(in.ninit, 3);
-	ck_assert_int_eq(init_cov(&in, 5, 10), 0);
-	ck_assert_int_eq(init_cov(&in, 15, 35), 1);
+	ck_assert_int_eq(rl_init_cov(&in, 5, 10), 0);
+	ck_assert_int_eq(rl_init_cov(&in, 15, 35), 1);
 	/* touching regions merge into one */
-	ck_assert_int_eq(init_mark(&in, 20, 30), 0);
+	ck_assert_int_eq(rl_init_mark(&in, 20, 30), 0);
 	ck_assert_uint_eq(in.ninit, 2);
 	ck_assert_uint_eq(in.init[1].a, 10);
 	ck_assert_uint_eq(in.init[1].b, 40);
-	ck_assert_int_eq(init_cov(&in, 10, 40), 2);
+	ck_assert_int_eq(rl_init_cov(&in, 10, 40), 2);
 	/* one spanning all of them */
-	ck_assert_int_eq(init_mark(&in, 0, 50), 0);
+	ck_assert_int_eq(rl_init_mark(&in, 0, 50), 0);
 	ck_assert_uint_eq(in.ninit, 1);
-	ck_assert_int_eq(init_cov(&in, 0, 50), 2);
+	ck_assert_int_eq(rl_init_cov(&in, 0, 50), 2);
 	/* an empty region marks nothing */
-	ck_assert_int_eq(init_mark(&in, 60, 60), 0);
+	ck_assert_int_eq(rl_init_mark(&in, 60, 60), 0);
 	ck_assert_uint_eq(in.ninit, 1);
 	free(in.init);
 }
@@ -89,8 +89,8 @@ START_TEST(test_lazy_without_input)
 	struct rail_lazy in = { .S = NULL };
 
 	/* W holds the input from the start: all of it, nothing recorded */
-	ck_assert_int_eq(init_cov(&in, 0, 1000), 2);
-	ck_assert_int_eq(init_mark(&in, 0, 10), 0);
+	ck_assert_int_eq(rl_init_cov(&in, 0, 1000), 2);
+	ck_assert_int_eq(rl_init_mark(&in, 0, 10), 0);
 	ck_assert_uint_eq(in.ninit, 0);
 }
 END_TEST
@@ -110,7 +110,7 @@ START_TEST(test_chunks_cover_each_transfer)
 
 	for (size_t k = 0; k < sizeof(spreads) / sizeof(spreads[0]); k++) {
 		struct railop o = { .elem = 4, .chunk = 1u << 20, .spread = spreads[k] };
-		ck_assert_int_eq(list_chunks(&o, xf, 5, R2_XFER_RECV, false), 0);
+		ck_assert_int_eq(rl_list_chunks(&o, xf, 5, R2_XFER_RECV, false), 0);
 		for (int i = 0; i < 5; i++) {
 			uint64_t next = xf[i].off, n = 0;
 			if (xf[i].dir != R2_XFER_RECV)
@@ -152,25 +152,25 @@ START_TEST(test_p2p_counters_per_pair)
 	uint64_t *s12, *s21, seq;
 
 	memset(&c, 0, sizeof(c));
-	s12 = p2p_slot(&c, 1, 2);
+	s12 = rl_p2p_slot(&c, 1, 2);
 	ck_assert_ptr_nonnull(s12);
 	ck_assert_uint_eq(*s12, 0);
 	(*s12)++;
-	s21 = p2p_slot(&c, 2, 1);
+	s21 = rl_p2p_slot(&c, 2, 1);
 	ck_assert_ptr_nonnull(s21);
 	ck_assert_uint_eq(*s21, 0); /* its own counter */
 	/* many pairs: the table grows and keeps every counter */
 	for (uint32_t i = 0; i < 100; i++)
-		*p2p_slot(&c, 10 + i, 3) = i;
-	ck_assert_uint_eq(*p2p_slot(&c, 1, 2), 1);
+		*rl_p2p_slot(&c, 10 + i, 3) = i;
+	ck_assert_uint_eq(*rl_p2p_slot(&c, 1, 2), 1);
 	for (uint32_t i = 0; i < 100; i++)
-		ck_assert_uint_eq(*p2p_slot(&c, 10 + i, 3), i);
+		ck_assert_uint_eq(*rl_p2p_slot(&c, 10 + i, 3), i);
 	ck_assert_uint_eq(c.np2p, 102);
 	/* a transfer's sequence: flagged, never a collective's */
-	seq = p2p_seq(5, 7, 9);
+	seq = rl_p2p_seq(5, 7, 9);
 	ck_assert(seq & P2P_BIT);
-	ck_assert_uint_ne(seq, p2p_seq(7, 5, 9));
-	ck_assert_uint_ne(seq, p2p_seq(5, 7, 10));
+	ck_assert_uint_ne(seq, rl_p2p_seq(7, 5, 9));
+	ck_assert_uint_ne(seq, rl_p2p_seq(5, 7, 10));
 	free(c.p2p);
 }
 END_TEST
@@ -195,30 +195,30 @@ START_TEST(test_mbox_order)
 	memset(&c, 0, sizeof(c));
 	pthread_mutex_init(&c.mbox_lock, NULL);
 	pthread_cond_init(&c.mbox_cond, NULL);
-	ck_assert_ptr_null(mbox_take(&c, 0));
-	ck_assert_ptr_null(mbox_take(&c, 20)); /* waits, then nothing */
+	ck_assert_ptr_null(rl_mbox_take(&c, 0));
+	ck_assert_ptr_null(rl_mbox_take(&c, 20)); /* waits, then nothing */
 	for (int i = 0; i < 3; i++)
-		mbox_append(&c, msg(i), false);
-	a = mbox_take(&c, 0);
-	b = mbox_take(&c, 0);
+		rl_mbox_append(&c, msg(i), false);
+	a = rl_mbox_take(&c, 0);
+	b = rl_mbox_take(&c, 0);
 	ck_assert_int_eq(a->rail, 0);
 	ck_assert_int_eq(b->rail, 1);
 	/* put back in their order, ahead of what is left */
 	a->next = b;
-	mbox_unget(&c, a, b);
+	rl_mbox_unget(&c, a, b);
 	for (int i = 0; i < 3; i++) {
-		struct r2_rmsg *m = mbox_take(&c, 0);
+		struct r2_rmsg *m = rl_mbox_take(&c, 0);
 		ck_assert_ptr_nonnull(m);
 		ck_assert_int_eq(m->rail, i);
 		free(m);
 	}
-	ck_assert_ptr_null(mbox_take(&c, 0));
+	ck_assert_ptr_null(rl_mbox_take(&c, 0));
 	ck_assert_ptr_null(c.mbox_tail);
 	/* a chunk back from the apply queue: one fewer in flight */
 	c.apply_inflight = 1;
-	mbox_append(&c, msg(9), true);
+	rl_mbox_append(&c, msg(9), true);
 	ck_assert_int_eq(c.apply_inflight, 0);
-	free(mbox_take(&c, 0));
+	free(rl_mbox_take(&c, 0));
 	pthread_cond_destroy(&c.mbox_cond);
 	pthread_mutex_destroy(&c.mbox_lock);
 }
