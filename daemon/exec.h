@@ -48,7 +48,7 @@ bool r2d_op_extents(const struct r2_sqe *q, int nranks, int rank, uint64_t *send
 /* Completes every rank's op of x with status and frees x (engine.c). */
 void r2d_exec_complete(struct r2_exec *x, int status);
 
-/* Transfers across hosts in flight (exec_rail.c, executor thread). */
+/* Transfers across hosts in flight (exec_rail_p2p.c, executor thread). */
 bool r2_p2p_pending(struct r2_comm *c);
 /* Handles mailbox messages for up to timeout_ms; completes transfers. */
 void r2_p2p_pump(struct r2_comm *c, int timeout_ms);
@@ -61,7 +61,7 @@ int r2_exec_local(struct r2_exec *x, struct r2_pool *pool);
 /* Several hosts: local phase, rail phase, local phase (exec_rail.c). */
 int r2_exec_hier(struct r2_exec *x, struct r2_pool *pool);
 
-/* Local-phase helpers for exec_rail.c: out = reduce over the nin inputs
+/* Local-phase helpers for exec_rail*.c: out = reduce over the nin inputs
  * (AVG reduced as SUM), split over the pool; and a parallel copy. */
 void r2_local_reduce(struct r2_pool *pool, void *out, void *const *in, int nin, size_t count,
 		     r2ccl_dtype_t dtype, r2ccl_redop_t op);

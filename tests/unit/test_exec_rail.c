@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of the rail phase's pure pieces (daemon/exec_rail_*.c, through
+ * exec_rail_int.h): the lazy input's set of regions W holds (init_mark,
+ * init_cov) against a byte map, the cut of a step's transfers into chunks
+ * (list_chunks), the send/recv sequence numbers (p2p_slot, p2p_seq) and the
+ * communicator mailbox's order (mbox_append, mbox_take, mbox_unget). */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_rail_int.h"
+#include "util.h"
+
+/* ---- lazy input: the regions of W that hold their data ---- */
+
+/* The reference: 0/1/2 as init_cov answers, from a byte map. */
+static int map_cov(const unsigned char *map, uint64_t a, uint64_t b)
+{
+	uint64_t got = 0;
+
+	for (uint64_t i = a; i < b; i++)
+		got += map[i];
+	return !got ? 0 : got < b - a ? 1 : 2;
+}
+
+static void check_sorted_disjoint(const struct rail_lazy *in)
+{
+	for (size_t i = 0; i < in->ninit; i++) {
+		ck_assert_uint_lt(in->init[i].a, in->init[i].b);
+		/* merged: neither overlapping nor touching the next */
+		if (i + 1 < in->ninit)
+			ck_assert_uint_lt(in->init[i].b, in->init[i + 1].a);
+	}
+}
+
+START_TEST(test_lazy_regions_match_byte_map)
+{
+	enum { N = 4096 };
+	static unsigned char map[N];
+	struct rail_lazy in = { .S = "" }; /* any S: the set is kept */
+	unsigned seed = 12345;
+
+	memset(map, 0, sizeof(map));
+	for (int round = 0; round < 400; round++) {
+		uint64_t a = rand_r(&seed) % N, len = 1 + rand_r(&seed) % 200;
+		uint64_t b = R2_MIN(N, a + len);
+		ck_assert_int_eq(rl_init_mark(&in, a, b), 0);
+		memset(map + a, 1, b - a);
+		check_sorted_disjoint(&in);
+		for (int q = 0; q < 20; q++) {
+			uint64_t qa = rand_r(&seed) % N, qb = R2_MIN(N, qa + 1 + rand_r(&seed) % 300);
+			ck_assert_int_eq(rl_init_cov(&in, qa, qb), map_cov(map, qa, qb));
+		}
+	}
+	free(in.init);
+}
+END_TEST
+
+START_TEST(test_lazy_regions_merge)
+{
+	struct rail_lazy in = { .S = "" };
+
+	ck_assert_int_eq(rl_init_mark(&in, 10, 20), 0);
+	ck_assert_int_eq(rl_init_mark(&in, 30, 40), 0);
+	ck_assert_int_eq(rl_init_mark(&in, 0, 5), 0);
+	ck_assert_uint_eq(in.ninit, 3);
+	ck_assert_int_eq(rl_init_cov(&in, 5, 10), 0);
+	ck_assert_int_eq(rl_init_cov(&in, 15, 35), 1);
+	/* touching regions merge into one */
+	ck_assert_int_eq(rl_init_mark(&in, 20, 30), 0);
+	ck_assert_uint_eq(in.ninit, 2);
+	ck_assert_uint_eq(in.init[1].a, 10);
+	ck_assert_uint_eq(in.init[1].b, 40);
+	ck_assert_int_eq(rl_init_cov(&in, 10, 40), 2);
+	/* one spanning all of them */
+	ck_assert_int_eq(rl_init_mark(&in, 0, 50), 0);
+	ck_assert_uint_eq(in.ninit, 1);
+	ck_assert_int_eq(rl_init_cov(&in, 0, 50), 2);
+	/* an empty region marks nothing */
+	ck_assert_int_eq(rl_init_mark(&in, 60, 60), 0);
+	ck_assert_uint_eq(in.ninit, 1);
+	free(in.init);
+}
+END_TEST
+
+START_TEST(test_lazy_without_input)
+{
+	struct rail_lazy in = { .S = NULL };
+
+	/* W holds the input from the start: all of it, nothing recorded */
+	ck_assert_int_eq(rl_init_cov(&in, 0, 1000), 2);
+	ck_assert_int_eq(rl_init_mark(&in, 0, 10), 0);
+	ck_assert_uint_eq(in.ninit, 0);
+}
+END_TEST
+
+/* ---- the cut of transfers into chunks ---- */
+
+START_TEST(test_chunks_cover_each_transfer)
+{
+	struct r2_xfer xf[] = {
+		{ .peer = 1, .dir = R2_XFER_RECV, .off = 0, .len = 10u << 20 },
+		{ .peer = 2, .dir = R2_XFER_SEND, .off = 0, .len = 4u << 20 },
+		{ .peer = 3, .dir = R2_XFER_RECV, .off = 12u << 20, .len = 100 * 4 },
+		{ .peer = 2, .dir = R2_XFER_RECV, .off = 20u << 20, .len = 3u << 20 },
+		{ .peer = 4, .dir = R2_XFER_RECV, .off = 30u << 20, .len = 0 },
+	};
+	uint32_t spreads[] = { 1, 2, 3 };
+
+	for (size_t k = 0; k < sizeof(spreads) / sizeof(spreads[0]); k++) {
+		struct railop o = { .elem = 4, .chunk = 1u << 20, .spread = spreads[k] };
+		ck_assert_int_eq(rl_list_chunks(&o, xf, 5, R2_XFER_RECV, false), 0);
+		for (int i = 0; i < 5; i++) {
+			uint64_t next = xf[i].off, n = 0;
+			if (xf[i].dir != R2_XFER_RECV)
+				continue;
+			for (size_t j = 0; j < o.nrcv; j++) {
+				const struct rpend *q = &o.rcv[j];
+				if (q->off < xf[i].off || q->off >= xf[i].off + xf[i].len)
+					continue;
+				/* in order, contiguous, whole elements, at most a chunk */
+				ck_assert_uint_eq(q->src, xf[i].peer);
+				ck_assert_uint_eq(q->off, next);
+				ck_assert_uint_eq(q->len % o.elem, 0);
+				ck_assert_uint_gt(q->len, 0);
+				ck_assert_uint_le(q->len, o.chunk);
+				ck_assert(!q->done);
+				next += q->len;
+				n++;
+			}
+			ck_assert_uint_eq(next, xf[i].off + xf[i].len);
+			/* every stream carries the same share of a transfer cut */
+			if (n > 1)
+				ck_assert_uint_eq(n % o.spread, 0);
+		}
+		/* the small one (400 bytes) is one chunk; the empty one none */
+		size_t total = 0;
+		for (size_t j = 0; j < o.nrcv; j++)
+			total += o.rcv[j].len;
+		ck_assert_uint_eq(total, (10u << 20) + 400 + (3u << 20));
+		free(o.rcv);
+	}
+}
+END_TEST
+
+/* ---- send/recv sequence numbers ---- */
+
+START_TEST(test_p2p_counters_per_pair)
+{
+	struct r2_comm c;
+	uint64_t *s12, *s21, seq;
+
+	memset(&c, 0, sizeof(c));
+	s12 = rl_p2p_slot(&c, 1, 2);
+	ck_assert_ptr_nonnull(s12);
+	ck_assert_uint_eq(*s12, 0);
+	(*s12)++;
+	s21 = rl_p2p_slot(&c, 2, 1);
+	ck_assert_ptr_nonnull(s21);
+	ck_assert_uint_eq(*s21, 0); /* its own counter */
+	/* many pairs: the table grows and keeps every counter */
+	for (uint32_t i = 0; i < 100; i++)
+		*rl_p2p_slot(&c, 10 + i, 3) = i;
+	ck_assert_uint_eq(*rl_p2p_slot(&c, 1, 2), 1);
+	for (uint32_t i = 0; i < 100; i++)
+		ck_assert_uint_eq(*rl_p2p_slot(&c, 10 + i, 3), i);
+	ck_assert_uint_eq(c.np2p, 102);
+	/* a transfer's sequence: flagged, never a collective's */
+	seq = rl_p2p_seq(5, 7, 9);
+	ck_assert(seq & P2P_BIT);
+	ck_assert_uint_ne(seq, rl_p2p_seq(7, 5, 9));
+	ck_assert_uint_ne(seq, rl_p2p_seq(5, 7, 10));
+	free(c.p2p);
+}
+END_TEST
+
+/* ---- the mailbox ---- */
+
+static struct r2_rmsg *msg(int rail)
+{
+	struct r2_rmsg *m = calloc(1, sizeof(*m));
+
+	ck_assert_ptr_nonnull(m);
+	m->rail = rail;
+	m->cqe.type = R2_TPC_CONN; /* no buffer to give back */
+	return m;
+}
+
+START_TEST(test_mbox_order)
+{
+	struct r2_comm c;
+	struct r2_rmsg *a, *b;
+
+	memset(&c, 0, sizeof(c));
+	pthread_mutex_init(&c.mbox_lock, NULL);
+	pthread_cond_init(&c.mbox_cond, NULL);
+	ck_assert_ptr_null(rl_mbox_take(&c, 0));
+	ck_assert_ptr_null(rl_mbox_take(&c, 20)); /* waits, then nothing */
+	for (int i = 0; i < 3; i++)
+		rl_mbox_append(&c, msg(i), false);
+	a = rl_mbox_take(&c, 0);
+	b = rl_mbox_take(&c, 0);
+	ck_assert_int_eq(a->rail, 0);
+	ck_assert_int_eq(b->rail, 1);
+	/* put back in their order, ahead of what is left */
+	a->next = b;
+	rl_mbox_unget(&c, a, b);
+	for (int i = 0; i < 3; i++) {
+		struct r2_rmsg *m = rl_mbox_take(&c, 0);
+		ck_assert_ptr_nonnull(m);
+		ck_assert_int_eq(m->rail, i);
+		free(m);
+	}
+	ck_assert_ptr_null(rl_mbox_take(&c, 0));
+	ck_assert_ptr_null(c.mbox_tail);
+	/* a chunk back from the apply queue: one fewer in flight */
+	c.apply_inflight = 1;
+	rl_mbox_append(&c, msg(9), true);
+	ck_assert_int_eq(c.apply_inflight, 0);
+	free(rl_mbox_take(&c, 0));
+	pthread_cond_destroy(&c.mbox_cond);
+	pthread_mutex_destroy(&c.mbox_lock);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("exec_rail");
+	TCase *t = tcase_create("rail");
+
+	tcase_add_test(t, test_lazy_regions_match_byte_map);
+	tcase_add_test(t, test_lazy_regions_merge);
+	tcase_add_test(t, test_lazy_without_input);
+	tcase_add_test(t, test_chunks_cover_each_transfer);
+	tcase_add_test(t, test_p2p_counters_per_pair);
+	tcase_add_test(t, test_mbox_order);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
