@@ -96,6 +96,7 @@ struct pmon {
 	uint64_t ok_since_us;   /* slow, but measuring fine since */
 	uint64_t band_since_us; /* slow, but not below degraded_pct since */
 	uint64_t bw;            /* reported planning bandwidth while slow */
+	uint64_t busy_from_us;  /* first sample with traffic since it joined (ramp-up) */
 };
 
 struct rmon { /* per rail, under mon_lock[rail] */
@@ -162,6 +163,11 @@ void r2h_pmon_reset(struct r2d *d, struct r2_peer *p, int r);
 bool r2h_send_stalled(struct r2_health *h, int i, int r, uint64_t now, uint64_t last,
 		      uint64_t last_any, uint64_t stall);
 void r2h_tick_monitor(struct r2d *d, uint64_t now);
+/* The ramp-up rule (unit-tested): whether path l, not slow, is not to be
+ * judged at now. busy_from_us: its first sample with traffic since it last
+ * turned healthy or connected (0: none yet). */
+#define MON_RAMP_US 3000000ull
+bool r2h_mon_ramping(const struct r2_plink *l, uint64_t busy_from_us, uint64_t now);
 
 /* health_view.c: planning views and how this host computes one */
 struct r2_view *r2h_view_new(uint32_t nh, uint32_t nr);

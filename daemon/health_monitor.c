@@ -18,7 +18,7 @@
  * Back above 1.5 x degraded_pct (at most 90%) for recover_stable_ms, not
  * below degraded_pct for MON_BAND_FACTOR x recover_stable_ms, or not
  * measured for MON_EXPIRE_US (traffic returns to it: measured again):
- * normal. A path is not judged while it ramps up (MON_RAMP_US).
+ * normal. A path is not judged while it ramps up (r2h_mon_ramping).
  * docs/resilience.md "Slow paths as degraded NICs" has the measurements
  * behind each rule.
  */
@@ -37,10 +37,6 @@
 #define MON_SLOW_SAMPLES 3
 #define MON_RECENT_US 5000000ull
 #define MON_EXPIRE_US 10000000ull
-/* A path that just turned healthy (rejoined, or back from degraded) is not
- * judged for this long: its first traffic after the re-plan ramps up (TCP
- * slow start, the other paths' queues draining). */
-#define MON_RAMP_US 3000000ull
 /* A slow path that measures between degraded_pct and the recovery line
  * (1.5 x degraded_pct) for this many recover_stable_ms is normal again: it
  * would not have been found slow. Planned at a small share, a path that is
@@ -226,6 +222,7 @@ void r2h_pmon_reset(struct r2d *d, struct r2_peer *p, int r)
 	m->rate_us = 0;
 	m->fresh = false;
 	m->below = 0;
+	m->busy_from_us = 0;
 	if (m->slow) {
 		m->slow = false;
 		m->bw = 0;
@@ -307,6 +304,31 @@ bool r2h_send_stalled(struct r2_health *h, int i, int r, uint64_t now, uint64_t 
 	since = m->last_ack_us > m->busy_since_us ? m->last_ack_us : m->busy_since_us;
 	pthread_mutex_unlock(&h->mon_lock[r]);
 	return out && now > since && now - since > stall;
+}
+
+/* When path l joined: it last turned healthy (rejoined, or back from
+ * degraded) or connected. */
+static uint64_t joined_us(const struct r2_plink *l)
+{
+	return l->since_us > l->conn_us ? l->since_us : l->conn_us;
+}
+
+/* A path ramps up for MON_RAMP_US from its first traffic after it joined:
+ * TCP slow start on a new connection, the other paths' queues draining
+ * after the re-plan that turns traffic to it. That traffic comes when a
+ * committed view plans the path again, which can be well after this host
+ * holds it healthy (the view waits for every host's facts, and the other
+ * side's dial follows its backoff): counting from the state change, as
+ * before, left a rejoined path judged from its first byte. A path not
+ * healthy (failed, recovering: its peer is short of paths, see peer_short)
+ * is not judged either. */
+bool r2h_mon_ramping(const struct r2_plink *l, uint64_t busy_from_us, uint64_t now)
+{
+	if (l->state != R2_RS_HEALTHY && l->state != R2_RS_DEGRADED)
+		return true;
+	if (now < joined_us(l) + MON_RAMP_US)
+		return true;
+	return !busy_from_us || busy_from_us < joined_us(l) || now < busy_from_us + MON_RAMP_US;
 }
 
 /* This period's sample of every path (busy time, bytes acknowledged) into
@@ -432,8 +454,14 @@ static void mon_judge_slow(struct r2d *d, struct r2_peer *p, int r, struct pmon 
 /* Whether path (p, r), not slow, is to be left unjudged this period. */
 static bool mon_exempt(struct r2d *d, struct r2_peer *p, int r, struct pmon *m, uint64_t now)
 {
-	if (p->link[r].state == R2_RS_HEALTHY && now - p->link[r].since_us < MON_RAMP_US)
-		return true; /* ramping up after it rejoined */
+	if (m->fresh && (!m->busy_from_us || m->busy_from_us < joined_us(&p->link[r])))
+		m->busy_from_us = now; /* its first traffic since it joined */
+	if (r2h_mon_ramping(&p->link[r], m->busy_from_us, now)) {
+		/* its ramp-up samples are not kept: the first sample after the
+		 * ramp starts its rate afresh */
+		m->rate = 0;
+		return true;
+	}
 	if (peer_short(p, d->rails->n))
 		return true; /* its NICs left carry more than their share */
 	/* planned at a small share already */
@@ -454,12 +482,12 @@ static void mon_judge(struct r2d *d, int i, int r, const struct mon_ref *x,
 				       : "not measured for 10 s: planned at full speed again");
 		return;
 	}
-	if (!m->fresh || ln->thr <= 0 || ref <= 0)
-		return;
 	if (!m->slow && mon_exempt(d, p, r, m, now)) {
 		m->below = 0;
 		return;
 	}
+	if (!m->fresh || ln->thr <= 0 || ref <= 0)
+		return;
 	double ratio = m->rate / ref;
 	if (ratio > 1)
 		ratio = 1;
