@@ -179,7 +179,7 @@ static void view_local(struct r2d *d, const struct hcomm *hc, const struct r2_vi
 
 /* A view committed (by this coordinator, or received): logged, shown on
  * the rails, and handed to the executors. */
-static void view_committed(struct r2d *d, struct hcomm *hc, struct r2_view *v)
+void r2h_view_committed(struct r2d *d, struct hcomm *hc, struct r2_view *v)
 {
 	char what[256], subj[32];
 
@@ -200,7 +200,7 @@ static void commit(struct r2d *d, struct hcomm *hc)
 	r2d_view_free(hc->last);
 	hc->last = r2h_view_copy(v);
 	r2h_send_view(d, hc, -1, R2PEER__PEER_MSG__PEER_VIEW_COMMIT, v, v->epoch, 0);
-	view_committed(d, hc, v);
+	r2h_view_committed(d, hc, v);
 }
 
 static void propose(struct r2d *d, struct hcomm *hc, struct r2_view *v)
@@ -224,7 +224,7 @@ static void propose(struct r2d *d, struct hcomm *hc, struct r2_view *v)
 		commit(d, hc);
 }
 
-static void check_acks(struct r2d *d, struct hcomm *hc)
+void r2h_check_acks(struct r2d *d, struct hcomm *hc)
 {
 	if (!hc->prop)
 		return;
@@ -236,120 +236,6 @@ static void check_acks(struct r2d *d, struct hcomm *hc)
 
 /* ---- control messages from peers ---- */
 
-
-/* ---- view messages from peers ---- */
-
-/* Member: the coordinator proposes a view: hold at the next collective
- * boundary and answer with the last collective started. */
-static void propose_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m)
-{
-	struct r2_health *h = d->health;
-	uint64_t started;
-
-	if (m->epoch <= hc->committed_epoch)
-		return;
-	pthread_mutex_lock(&h->lock);
-	hc->hold = true;
-	hc->hold_epoch = m->epoch;
-	hc->hold_since_us = r2_now_us();
-	started = hc->started;
-	pthread_mutex_unlock(&h->lock);
-	r2h_send_view(d, hc, 0, R2PEER__PEER_MSG__PEER_VIEW_ACK, NULL, m->epoch, started);
-}
-
-/* Coordinator: a member's answer (from: its host index). */
-static void ack_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m, int from)
-{
-	if (hc->my_host == 0 && hc->last && m->epoch <= hc->last->epoch &&
-	    (!hc->prop || m->epoch != hc->prop->epoch)) {
-		/* a member still holding for this epoch: its commit was lost */
-		r2h_send_view(d, hc, from, R2PEER__PEER_MSG__PEER_VIEW_COMMIT, hc->last,
-			      hc->last->epoch, 0);
-		return;
-	}
-	if (hc->my_host != 0 || !hc->prop || m->epoch != hc->prop->epoch)
-		return;
-	hc->acked[from] = 1;
-	if (m->started > hc->max_started)
-		hc->max_started = m->started;
-	check_acks(d, hc);
-}
-
-/* Member: the coordinator's commit. */
-static void commit_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m)
-{
-	struct r2_view *v;
-
-	if (m->epoch <= hc->committed_epoch || m->nrails == 0)
-		return;
-	v = r2h_view_new((uint32_t)hc->nhosts, m->nrails);
-	if (!v)
-		return;
-	v->epoch = m->epoch;
-	v->start = m->start_opseq;
-	for (size_t i = 0; i < m->n_down_nics; i++)
-		if (m->down_nics[i] < v->nhosts * v->nrails)
-			v->down[m->down_nics[i]] = 1;
-	for (size_t i = 0; i < m->n_nic_bw && i < v->nhosts * v->nrails; i++)
-		v->bw[i] = m->nic_bw[i];
-	view_committed(d, hc, v);
-}
-
-/* The communicator a view message is about (a live one of ours), and the
- * sender's host index in it. */
-static struct hcomm *view_msg_comm(struct r2d *d, const R2peer__PlanView *m, uint64_t peer,
-				   int *from)
-{
-	struct hcomm *hc = NULL;
-	struct r2_uid u;
-
-	*from = -1;
-	if (m->uid.len != sizeof(u))
-		return NULL;
-	memcpy(&u, m->uid.data, sizeof(u));
-	pthread_mutex_lock(&d->lock);
-	struct r2_comm *c = r2d_comm_by_uid(d, &u);
-	if (c && c->state == R2_COMM_READY)
-		hc = r2h_hc_for(d, c);
-	pthread_mutex_unlock(&d->lock);
-	for (int i = 0; hc && i < hc->nhosts; i++)
-		if (hc->host_ids[i] == peer)
-			*from = i;
-	return *from < 0 ? NULL : hc;
-}
-
-/* PEER_VIEW_PROPOSE, _ACK, _COMMIT, _REQUEST from peer (loop thread). */
-void r2h_view_msg(struct r2d *d, uint32_t type, const uint8_t *buf, size_t len, uint64_t peer)
-{
-	R2peer__PlanView *m = r2peer__plan_view__unpack(NULL, len, buf);
-	struct hcomm *hc;
-	int from;
-
-	if (!m)
-		return;
-	hc = view_msg_comm(d, m, peer, &from);
-	if (!hc)
-		goto out;
-	switch (type) {
-	case R2PEER__PEER_MSG__PEER_VIEW_PROPOSE:
-		if (from == 0)
-			propose_in(d, hc, m);
-		break;
-	case R2PEER__PEER_MSG__PEER_VIEW_ACK:
-		ack_in(d, hc, m, from);
-		break;
-	case R2PEER__PEER_MSG__PEER_VIEW_COMMIT:
-		if (from == 0)
-			commit_in(d, hc, m);
-		break;
-	case R2PEER__PEER_MSG__PEER_VIEW_REQUEST:
-		if (hc->my_host == 0)
-			hc->replan = true;
-		break;
-	}
-out:
-	r2peer__plan_view__free_unpacked(m, NULL);
-}
 
 /* ---- executor side ---- */
 

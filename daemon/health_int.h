@@ -182,7 +182,11 @@ struct hcomm *r2h_hc_for(struct r2d *d, struct r2_comm *c);
 void r2h_hc_free(struct hcomm *hc);
 void r2h_send_view(struct r2d *d, struct hcomm *hc, int to, uint32_t type,
 		   const struct r2_view *v, uint64_t epoch, uint64_t started);
-void r2h_view_msg(struct r2d *d, uint32_t type, const uint8_t *buf, size_t len, uint64_t from);
+/* a view committed (this coordinator's, or received): logged, shown on the
+ * rails, handed to the executors */
+void r2h_view_committed(struct r2d *d, struct hcomm *hc, struct r2_view *v);
+/* coordinator: commits the proposal once every host acknowledged it */
+void r2h_check_acks(struct r2d *d, struct hcomm *hc);
 void r2h_tick_comms(struct r2d *d, uint64_t now);
 void r2h_tick_degraded(struct r2d *d);
 
