@@ -209,7 +209,8 @@ send:
 	free(pval);
 }
 
-/* ---- resilience: rails, events, drain/undrain, rebalance (health.c) ---- */
+/* ---- resilience: drain/undrain, rebalance (health.h; rails and events:
+ * ctl_health.c) ---- */
 
 static void ctl_result(struct r2_session *s, uint64_t req_id, int status, const char *err)
 {
@@ -219,28 +220,6 @@ static void ctl_result(struct r2_session *s, uint64_t req_id, int status, const 
 	r.status = status;
 	r.error = (char *)(err ? err : "");
 	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_RESULT, &r);
-}
-
-int r2d_ctl_rails(struct r2_session *s, struct r2_frame *f)
-{
-	R2ccl__RailsRequest *m = r2ccl__rails_request__unpack(NULL, f->len, f->payload);
-
-	if (!m)
-		return -EPROTO;
-	r2d_health_ctl_rails(s, m->req_id);
-	r2ccl__rails_request__free_unpacked(m, NULL);
-	return 0;
-}
-
-int r2d_ctl_events(struct r2_session *s, struct r2_frame *f)
-{
-	R2ccl__EventsRequest *m = r2ccl__events_request__unpack(NULL, f->len, f->payload);
-
-	if (!m)
-		return -EPROTO;
-	r2d_health_ctl_events(s, m->req_id, m->since_seq, m->max);
-	r2ccl__events_request__free_unpacked(m, NULL);
-	return 0;
 }
 
 int r2d_ctl_nic_admin(struct r2_session *s, struct r2_frame *f)

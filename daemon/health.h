@@ -4,8 +4,12 @@
  * communicator (docs/resilience.md).
  *
  * Loop thread: rtnetlink link events, heartbeats, transport CONN/ERROR,
- * peers' RailEvents, re-probing, the view agreement, r2cclctl. Executors:
- * r2d_health_op_begin() at each collective's start (the view to plan with).
+ * peers' RailEvents, re-probing, the view agreement, the operator's drain
+ * and rebalance, and read-only snapshots for r2cclctl (ctl_health.c builds
+ * the replies). Executors: r2d_health_op_begin() at each collective's start
+ * (the view to plan with). Any thread: the throughput monitor's counters.
+ * The files: health.c (lifecycle, tick), health_state.c, health_monitor.c,
+ * health_view.c, health_agree.c, health_peer.c, health_query.c.
  */
 #ifndef R2CCL_HEALTH_H
 #define R2CCL_HEALTH_H
@@ -44,11 +48,62 @@ void r2d_health_ctrl(struct r2d *d, const struct r2_loop_ev *ev);
 struct r2_view *r2d_health_op_begin(struct r2_comm *c, uint64_t seq);
 void r2d_view_free(struct r2_view *v);
 
-/* r2cclctl (loop thread). */
-void r2d_health_ctl_rails(struct r2_session *s, uint64_t req_id);
-void r2d_health_ctl_events(struct r2_session *s, uint64_t req_id, uint64_t since, uint32_t max);
+/* The operator (r2cclctl, loop thread): drain or undrain a rail (-ENODEV,
+ * err filled: no such rail); re-plan communicators at their next
+ * collective (-ENOENT: comm_id named and not found). */
 int r2d_health_drain(struct r2d *d, const char *nic, bool drain, char *err, size_t errlen);
 int r2d_health_rebalance(struct r2d *d, uint32_t comm_id, uint32_t uid, const char *tenant);
+
+/* Read-only snapshot of the rails and the paths to peers, for r2cclctl
+ * (loop thread: it copies the loop thread's state). */
+struct r2d_rail_info {
+	char nic[64];
+	uint32_t index;
+	const char *state;     /* r2d_rstate_name() */
+	const char *transport; /* "tcp", "verbs" */
+	uint64_t tx_bps, rx_bps; /* byte rates, 1 s samples, EWMA */
+	uint64_t tx_bytes, rx_bytes;
+	uint64_t errors, changes, failovers;
+	uint64_t since_us;     /* in this state since (r2_now_us) */
+	bool drained;
+	char cause[128];       /* why it is in this state */
+};
+
+struct r2d_path_info {
+	uint64_t peer;         /* the peer host's id */
+	char host[64];         /* its name from a communicator, else the id in hex */
+	uint32_t rail;
+	char nic[64];          /* this host's NIC of the rail */
+	uint32_t addr;         /* the peer's address on the rail (network order) */
+	const char *state;     /* failed too when its host reported the NIC failed */
+	uint64_t rtt_us, last_rx_us;
+	uint32_t missed;       /* heartbeats */
+	uint64_t errors, failovers;
+	char cause[128];
+};
+
+struct r2d_health_snap {
+	size_t nrails, npaths;
+	struct r2d_rail_info *rails;
+	struct r2d_path_info *paths; /* every path known or connected, by peer, then rail */
+};
+
+/* Fills s (0, or -ENOMEM); free it with r2d_health_snap_free. No rails: empty. */
+int r2d_health_snapshot(struct r2d *d, struct r2d_health_snap *s);
+void r2d_health_snap_free(struct r2d_health_snap *s);
+
+/* One event of the ring `r2cclctl events` shows. */
+struct r2d_event_info {
+	uint64_t seq, time_ms;  /* time_ms: Unix time */
+	const char *severity;   /* "err", "warn", "info" */
+	char kind[16], subject[64], msg[224];
+};
+
+/* Copies the events after seq `since` still kept, the last max of them (0:
+ * all), taken under health's lock: *ev (malloc'd, free it) and *n; *last_seq
+ * is the newest event's seq. 0 or -ENOMEM. */
+int r2d_health_events(struct r2d *d, uint64_t since, uint32_t max, struct r2d_event_info **ev,
+		      size_t *n, uint64_t *last_seq);
 
 /* An event for `r2cclctl events` and the log (loop thread). */
 void r2d_health_event(struct r2d *d, int sev, const char *kind, const char *subject,
