@@ -84,6 +84,7 @@
 
 #include "log.h"
 #include "tcp_wire.h"
+#include "tp_common.h"
 #include "transport.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
@@ -102,7 +103,6 @@
 #define TCP_TX_IOV 64
 #define TCP_TX_BATCH (8u << 20)
 #define TCP_TX_ROUNDS 8
-#define TCP_PEER_BUCKETS 256
 #define HDR_SIZE ((uint32_t)sizeof(struct r2_chunk_hdr))
 
 /* pool size classes: 4 KiB .. 64 MiB */
@@ -171,12 +171,11 @@ struct tcp_stream {
 };
 
 struct tcp_peer {
-	struct tcp_peer *hnext;             /* bucket chain (while in_table) */
-	struct tcp_peer *anext, *aprev;     /* tp->peers (all alive) */
-	uint64_t id, nonce;
+	struct r2_tp_peer h;                /* first: id, table, list (tp->b.peers) */
+	uint64_t nonce;
 	int role;
 	int nstreams, nup, nattached;
-	bool in_table, conn_reported, failed;
+	bool conn_reported;
 	uint32_t max_msg;                   /* the peer's */
 	unsigned rr;
 	struct tcp_stream *streams[];
@@ -201,59 +200,25 @@ struct pool_buf {
 _Static_assert(sizeof(struct pool_buf) <= POOL_HDR, "pool header");
 
 struct r2_tp {
+	struct r2_tp_base b; /* first: tp_common.h */
 	struct r2_tp_config cfg;
 	int lfd;
-	uint16_t port;
 	struct tcp_obj listen_obj;
 	atomic_bool stop;
 	atomic_bool cc_warned; /* tcp_congestion refused: said once */
 
-	pthread_mutex_t lock; /* peers, streams list, stream<->peer links */
-	struct tcp_peer *buckets[TCP_PEER_BUCKETS];
-	struct tcp_peer *peers;
+	/* b.lock: peers, streams list, stream<->peer links */
 	struct tcp_stream *streams;
 	unsigned next_thread;
 	int nthreads;
 	struct tcp_thread *threads;
 
-	pthread_mutex_t cq_lock;
-	struct r2_tp_cqe *cq;
-	size_t cq_cap, cq_head, cq_cnt;
-	int efd;
 
 	pthread_mutex_t pool_lock;
 	struct pool_buf *pool[POOL_NCLASS];
 	unsigned pool_n[POOL_NCLASS];
 
-	_Atomic uint64_t tx_bytes, rx_bytes;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void hdr_le(struct r2_chunk_hdr *h)
-{
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-	h->magic = htole32(h->magic);
-	h->kind = htole16(h->kind);
-	h->flags = htole16(h->flags);
-	h->comm = htole64(h->comm);
-	h->opseq = htole64(h->opseq);
-	h->step = htole32(h->step);
-	h->chunk = htole32(h->chunk);
-	h->src = htole32(h->src);
-	h->dst = htole32(h->dst);
-	h->off = htole64(h->off);
-	h->len = htole32(h->len);
-	h->aux = htole32(h->aux);
-#else
-	(void)h;
-#endif
-}
 
 static void hello_le(struct tcp_hello *h)
 {
@@ -356,49 +321,7 @@ static void pool_destroy(struct r2_tp *tp)
 	}
 }
 
-/* ---- completion queue ---- */
-
-static void efd_signal(int efd)
-{
-	uint64_t one = 1;
-	ssize_t r = write(efd, &one, sizeof(one));
-	(void)r;
-}
-
-static void efd_drain(int efd)
-{
-	uint64_t v;
-	ssize_t r = read(efd, &v, sizeof(v));
-	(void)r;
-}
-
-static void cq_push(struct r2_tp *tp, const struct r2_tp_cqe *e)
-{
-	pthread_mutex_lock(&tp->cq_lock);
-	if (tp->cq_cnt == tp->cq_cap) {
-		size_t ncap = tp->cq_cap ? tp->cq_cap * 2 : 256;
-		struct r2_tp_cqe *n = malloc(ncap * sizeof(*n));
-		if (!n) {
-			/* Out of memory: nothing sane to do but drop; a RECV's
-			 * buffer is freed so that at least nothing leaks. */
-			pthread_mutex_unlock(&tp->cq_lock);
-			log_err("tcp: completion queue full, completion dropped");
-			if (e->type == R2_TPC_RECV)
-				pool_put(tp, e->buf);
-			return;
-		}
-		for (size_t i = 0; i < tp->cq_cnt; i++)
-			n[i] = tp->cq[(tp->cq_head + i) % tp->cq_cap];
-		free(tp->cq);
-		tp->cq = n;
-		tp->cq_cap = ncap;
-		tp->cq_head = 0;
-	}
-	tp->cq[(tp->cq_head + tp->cq_cnt) % tp->cq_cap] = *e;
-	if (tp->cq_cnt++ == 0)
-		efd_signal(tp->efd);
-	pthread_mutex_unlock(&tp->cq_lock);
-}
+/* ---- completions ---- */
 
 static void complete_msgs(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg *m, int status)
 {
@@ -407,15 +330,15 @@ static void complete_msgs(struct r2_tp *tp, struct tcp_stream *st, struct tcp_ms
 		struct r2_tp_cqe e = {
 			.type = R2_TPC_SEND,
 			.status = status,
-			.peer = st->peer ? st->peer->id : 0,
+			.peer = st->peer ? st->peer->h.id : 0,
 			.conn = (struct r2_tp_conn *)st->peer,
 			.hdr = m->wire,
 			.buf = (void *)m->buf,
 			.ctx = m->ctx,
 			.stream = st->idx,
 		};
-		hdr_le(&e.hdr);
-		cq_push(tp, &e);
+		r2_tp_hdr_le(&e.hdr);
+		r2_tp_cq_push(&tp->b.cmpl, &e);
 		free(m);
 		m = next;
 	}
@@ -423,14 +346,7 @@ static void complete_msgs(struct r2_tp *tp, struct tcp_stream *st, struct tcp_ms
 
 static void push_simple(struct r2_tp *tp, int type, int status, struct tcp_peer *p)
 {
-	struct r2_tp_cqe e = {
-		.type = (uint8_t)type,
-		.status = status,
-		.peer = p->id,
-		.conn = (struct r2_tp_conn *)p,
-		.stream = -1,
-	};
-	cq_push(tp, &e);
+	r2_tp_cq_push_simple(&tp->b.cmpl, type, status, p->h.id, (struct r2_tp_conn *)p);
 }
 
 /* ---- sockets ---- */
@@ -520,7 +436,7 @@ static struct tcp_stream *stream_new(struct r2_tp *tp, int fd, int role)
 	st->role = role;
 	st->idx = -1;
 	st->rx_phase = RX_HELLO;
-	st->t_start = now_ns();
+	st->t_start = r2_tp_now_ns();
 	pthread_mutex_init(&st->qlock, NULL);
 	st->th = pick_thread(tp);
 	st->anext = tp->streams;
@@ -560,20 +476,9 @@ static void stream_free(struct r2_tp *tp, struct tcp_stream *st, bool complete, 
 
 /* ---- peers (all under tp->lock) ---- */
 
-static unsigned peer_hash(uint64_t id)
-{
-	id ^= id >> 33;
-	id *= 0xff51afd7ed558ccdull;
-	id ^= id >> 33;
-	return (unsigned)(id % TCP_PEER_BUCKETS);
-}
-
 static struct tcp_peer *peer_find(struct r2_tp *tp, uint64_t id)
 {
-	for (struct tcp_peer *p = tp->buckets[peer_hash(id)]; p; p = p->hnext)
-		if (p->id == id)
-			return p;
-	return NULL;
+	return (struct tcp_peer *)r2_tp_peer_find(&tp->b.peers, id);
 }
 
 static struct tcp_peer *peer_new(struct r2_tp *tp, uint64_t id, int role, int nstreams,
@@ -582,50 +487,24 @@ static struct tcp_peer *peer_new(struct r2_tp *tp, uint64_t id, int role, int ns
 	struct tcp_peer *p = calloc(1, sizeof(*p) + (size_t)nstreams * sizeof(p->streams[0]));
 	if (!p)
 		return NULL;
-	p->id = id;
 	p->role = role;
 	p->nstreams = nstreams;
 	p->nonce = nonce;
 	p->max_msg = UINT32_MAX;
-	unsigned h = peer_hash(id);
-	p->hnext = tp->buckets[h];
-	tp->buckets[h] = p;
-	p->in_table = true;
-	p->anext = tp->peers;
-	if (tp->peers)
-		tp->peers->aprev = p;
-	tp->peers = p;
+	r2_tp_peer_insert(&tp->b.peers, &p->h, id);
 	return p;
-}
-
-static void peer_unhash(struct r2_tp *tp, struct tcp_peer *p)
-{
-	if (!p->in_table)
-		return;
-	struct tcp_peer **pp = &tp->buckets[peer_hash(p->id)];
-	while (*pp && *pp != p)
-		pp = &(*pp)->hnext;
-	if (*pp)
-		*pp = p->hnext;
-	p->in_table = false;
 }
 
 static void peer_free(struct r2_tp *tp, struct tcp_peer *p)
 {
-	peer_unhash(tp, p);
-	if (p->aprev)
-		p->aprev->anext = p->anext;
-	else
-		tp->peers = p->anext;
-	if (p->anext)
-		p->anext->aprev = p->aprev;
+	r2_tp_peer_unlink(&tp->b.peers, &p->h);
 	free(p);
 }
 
 static void wake_thread(struct tcp_thread *th)
 {
 	atomic_store(&th->reap, true);
-	efd_signal(th->wfd);
+	r2_tp_efd_signal(th->wfd);
 }
 
 /* Marks a stream for its owner to tear down; under tp->lock. */
@@ -642,16 +521,16 @@ static void stream_kill(struct tcp_stream *st, int status)
 /* Fails a peer connection on this rail; under tp->lock. */
 static void peer_fail(struct r2_tp *tp, struct tcp_peer *p, int status, bool report)
 {
-	if (p->failed)
+	if (p->h.failed)
 		return;
-	p->failed = true;
-	peer_unhash(tp, p);
+	p->h.failed = true;
+	r2_tp_peer_unhash(&tp->b.peers, &p->h);
 	/* A dial to a lower id that fails before it is up was most likely
 	 * refused because that peer dialed us at the same time (its
 	 * connection wins): no ERROR, its connection reports CONN. */
-	if (report && (p->conn_reported || (p->role == ROLE_DIAL && p->id > tp->cfg.self_id)))
+	if (report && (p->conn_reported || (p->role == ROLE_DIAL && p->h.id > tp->cfg.self_id)))
 		push_simple(tp, R2_TPC_ERROR, status, p);
-	log_debug("tcp %s: peer %llu failed (%d)", tp->cfg.ifname, (unsigned long long)p->id,
+	log_debug("tcp %s: peer %llu failed (%d)", tp->cfg.ifname, (unsigned long long)p->h.id,
 		  status);
 	for (int i = 0; i < p->nstreams; i++)
 		if (p->streams[i])
@@ -660,15 +539,20 @@ static void peer_fail(struct r2_tp *tp, struct tcp_peer *p, int status, bool rep
 		peer_free(tp, p);
 }
 
+static void peer_fail_hook(struct r2_tp *tp, struct r2_tp_peer *p, int status, bool report)
+{
+	peer_fail(tp, (struct tcp_peer *)p, status, report);
+}
+
 /* A stream's own error (owner thread). */
 static void stream_fail(struct r2_tp *tp, struct tcp_stream *st, int status)
 {
-	pthread_mutex_lock(&tp->lock);
+	pthread_mutex_lock(&tp->b.lock);
 	if (st->peer)
 		peer_fail(tp, st->peer, status, true);
 	else
 		stream_kill(st, status);
-	pthread_mutex_unlock(&tp->lock);
+	pthread_mutex_unlock(&tp->b.lock);
 }
 
 /* The owner thread tears down its dead streams (after an epoll batch, so no
@@ -677,7 +561,7 @@ static void reap_streams(struct r2_tp *tp, struct tcp_thread *th)
 {
 	struct tcp_stream *list = NULL;
 
-	pthread_mutex_lock(&tp->lock);
+	pthread_mutex_lock(&tp->b.lock);
 	for (struct tcp_stream *st = tp->streams, *next; st; st = next) {
 		next = st->anext;
 		if (st->th != th || !atomic_load(&st->dead))
@@ -691,7 +575,7 @@ static void reap_streams(struct r2_tp *tp, struct tcp_thread *th)
 		st->anext = list;
 		list = st;
 	}
-	pthread_mutex_unlock(&tp->lock);
+	pthread_mutex_unlock(&tp->b.lock);
 
 	while (list) {
 		struct tcp_stream *st = list;
@@ -703,15 +587,15 @@ static void reap_streams(struct r2_tp *tp, struct tcp_thread *th)
 		st->q_head = st->q_tail = NULL;
 		pthread_mutex_unlock(&st->qlock);
 		complete_msgs(tp, st, q, st->fail_status ? st->fail_status : -ECONNRESET);
-		pthread_mutex_lock(&tp->lock);
+		pthread_mutex_lock(&tp->b.lock);
 		struct tcp_peer *p = st->peer;
 		if (p) {
 			p->streams[st->idx] = NULL;
-			if (--p->nattached == 0 && p->failed)
+			if (--p->nattached == 0 && p->h.failed)
 				peer_free(tp, p);
 			st->peer = NULL;
 		}
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		stream_free(tp, st, false, 0);
 	}
 }
@@ -745,11 +629,11 @@ static void stage_hello(struct r2_tp *tp, struct tcp_stream *st, uint64_t dst, i
 static void stream_up(struct r2_tp *tp, struct tcp_peer *p, struct tcp_stream *st)
 {
 	st->state = ST_UP;
-	if (++p->nup == p->nstreams && !p->conn_reported && !p->failed) {
+	if (++p->nup == p->nstreams && !p->conn_reported && !p->h.failed) {
 		p->conn_reported = true;
 		push_simple(tp, R2_TPC_CONN, 0, p);
 		log_debug("tcp %s: peer %llu connected (%d streams)", tp->cfg.ifname,
-			  (unsigned long long)p->id, p->nstreams);
+			  (unsigned long long)p->h.id, p->nstreams);
 	}
 }
 
@@ -764,25 +648,25 @@ static int hello_in(struct r2_tp *tp, struct tcp_stream *st)
 	if (h.dst_id != tp->cfg.self_id || h.self_id == tp->cfg.self_id)
 		return -EPROTO;
 
-	pthread_mutex_lock(&tp->lock);
+	pthread_mutex_lock(&tp->b.lock);
 	if (st->role == ROLE_DIAL) {
 		struct tcp_peer *p = st->peer;
-		if (!p || p->failed)
+		if (!p || p->h.failed)
 			ret = -ECONNABORTED;
-		else if (h.self_id != p->id || h.stream != st->idx || h.nonce != p->nonce ||
+		else if (h.self_id != p->h.id || h.stream != st->idx || h.nonce != p->nonce ||
 			 h.nstreams != p->nstreams)
 			ret = -EPROTO;
 		else {
 			p->max_msg = h.max_msg;
 			stream_up(tp, p, st);
 		}
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		return ret;
 	}
 
 	/* acceptor */
 	if (h.nstreams == 0 || h.nstreams > TCP_MAX_STREAMS || h.stream >= h.nstreams) {
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		return -EPROTO;
 	}
 	struct tcp_peer *p = peer_find(tp, h.self_id);
@@ -790,10 +674,10 @@ static int hello_in(struct r2_tp *tp, struct tcp_stream *st)
 	    p->nstreams == h.nstreams) {
 		/* one more stream of the connection being set up */
 	} else {
-		if (p && p->role == ROLE_DIAL && !p->failed) {
+		if (p && p->role == ROLE_DIAL && !p->h.failed) {
 			/* Both sides dialed: the lower id's connection wins. */
 			if (h.self_id > tp->cfg.self_id) {
-				pthread_mutex_unlock(&tp->lock);
+				pthread_mutex_unlock(&tp->b.lock);
 				return -EPROTO; /* ours wins; it drops its own quietly */
 			}
 			peer_fail(tp, p, -ECONNABORTED, false); /* theirs wins */
@@ -803,7 +687,7 @@ static int hello_in(struct r2_tp *tp, struct tcp_stream *st)
 			peer_fail(tp, p, -ECONNRESET, true);
 		p = peer_new(tp, h.self_id, ROLE_ACCEPT, h.nstreams, h.nonce);
 		if (!p) {
-			pthread_mutex_unlock(&tp->lock);
+			pthread_mutex_unlock(&tp->b.lock);
 			return -ENOMEM;
 		}
 	}
@@ -814,7 +698,7 @@ static int hello_in(struct r2_tp *tp, struct tcp_stream *st)
 	p->nattached++;
 	stage_hello(tp, st, h.self_id, h.nstreams, h.nonce);
 	stream_up(tp, p, st);
-	pthread_mutex_unlock(&tp->lock);
+	pthread_mutex_unlock(&tp->b.lock);
 	return 0;
 }
 
@@ -824,13 +708,13 @@ static void deliver(struct r2_tp *tp, struct tcp_stream *st)
 {
 	struct r2_tp_cqe e = {
 		.type = R2_TPC_RECV,
-		.peer = st->peer ? st->peer->id : 0,
+		.peer = st->peer ? st->peer->h.id : 0,
 		.conn = (struct r2_tp_conn *)st->peer,
 		.hdr = st->rx_h.hdr,
 		.buf = st->rx_buf,
 		.stream = st->idx,
 	};
-	hdr_le(&e.hdr);
+	r2_tp_hdr_le(&e.hdr);
 	st->rx_buf = NULL;
 	st->rx_phase = RX_HDR;
 	st->rx_hgot = 0;
@@ -838,14 +722,14 @@ static void deliver(struct r2_tp *tp, struct tcp_stream *st)
 		pool_put(tp, e.buf);
 		return;
 	}
-	cq_push(tp, &e);
+	r2_tp_cq_push(&tp->b.cmpl, &e);
 }
 
 /* a complete chunk header is in rx_h.hdr */
 static int hdr_in(struct r2_tp *tp, struct tcp_stream *st)
 {
 	struct r2_chunk_hdr h = st->rx_h.hdr;
-	hdr_le(&h);
+	r2_tp_hdr_le(&h);
 	if (h.magic != R2_CHUNK_MAGIC || h.len > tp->cfg.max_msg)
 		return -EPROTO;
 	if (h.len == 0) {
@@ -914,7 +798,7 @@ static int stream_rx(struct r2_tp *tp, struct tcp_stream *st)
 			n = recv(st->fd, st->rx_buf + st->rx_got, st->rx_need - st->rx_got,
 				 MSG_DONTWAIT);
 			if (n > 0) {
-				atomic_fetch_add_explicit(&tp->rx_bytes, (uint64_t)n,
+				atomic_fetch_add_explicit(&tp->b.ctr.rx_bytes, (uint64_t)n,
 							  memory_order_relaxed);
 				st->rx_got += (uint32_t)n;
 				if (st->rx_got == st->rx_need)
@@ -925,7 +809,7 @@ static int stream_rx(struct r2_tp *tp, struct tcp_stream *st)
 		} else {
 			n = recv(st->fd, st->stage, TCP_STAGE_SIZE, MSG_DONTWAIT);
 			if (n > 0) {
-				atomic_fetch_add_explicit(&tp->rx_bytes, (uint64_t)n,
+				atomic_fetch_add_explicit(&tp->b.ctr.rx_bytes, (uint64_t)n,
 							  memory_order_relaxed);
 				int r = rx_consume(tp, st, st->stage, (size_t)n);
 				if (r < 0)
@@ -997,7 +881,7 @@ static int stream_tx(struct r2_tp *tp, struct tcp_stream *st)
 				return 0;
 			return -errno;
 		}
-		atomic_fetch_add_explicit(&tp->tx_bytes, (uint64_t)w, memory_order_relaxed);
+		atomic_fetch_add_explicit(&tp->b.ctr.tx_bytes, (uint64_t)w, memory_order_relaxed);
 
 		struct tcp_msg *done = NULL, **dtail = &done;
 		size_t left = (size_t)w;
@@ -1062,16 +946,16 @@ static void on_connected(struct r2_tp *tp, struct tcp_stream *st)
 		stream_fail(tp, st, -err);
 		return;
 	}
-	pthread_mutex_lock(&tp->lock);
+	pthread_mutex_lock(&tp->b.lock);
 	struct tcp_peer *p = st->peer;
-	if (!p || p->failed) {
-		pthread_mutex_unlock(&tp->lock);
+	if (!p || p->h.failed) {
+		pthread_mutex_unlock(&tp->b.lock);
 		return;
 	}
 	st->state = ST_HELLO;
-	uint64_t id = p->id, nonce = p->nonce;
+	uint64_t id = p->h.id, nonce = p->nonce;
 	int ns = p->nstreams;
-	pthread_mutex_unlock(&tp->lock);
+	pthread_mutex_unlock(&tp->b.lock);
 	stage_hello(tp, st, id, ns, nonce);
 }
 
@@ -1121,10 +1005,10 @@ static void on_listen(struct r2_tp *tp)
 			return;
 		}
 		set_sockopts(tp, fd);
-		pthread_mutex_lock(&tp->lock);
+		pthread_mutex_lock(&tp->b.lock);
 		struct tcp_stream *st = stream_new(tp, fd, ROLE_ACCEPT);
 		if (!st) {
-			pthread_mutex_unlock(&tp->lock);
+			pthread_mutex_unlock(&tp->b.lock);
 			close(fd);
 			continue;
 		}
@@ -1132,21 +1016,21 @@ static void on_listen(struct r2_tp *tp)
 		st->ev_out = false;
 		if (epoll_set(st->th, EPOLL_CTL_ADD, fd, EPOLLIN, &st->obj) < 0)
 			stream_kill(st, -ENOMEM);
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 	}
 }
 
 /* once a second: connect/hello timeouts of this thread's streams */
 static void tick(struct r2_tp *tp, struct tcp_thread *th)
 {
-	uint64_t now = now_ns();
+	uint64_t now = r2_tp_now_ns();
 	uint64_t limit = 2ull * tp->cfg.user_timeout_ms * 1000000ull;
 
 	if (now - th->last_tick < 1000000000ull)
 		return;
 	th->last_tick = now;
-	pthread_mutex_lock(&tp->lock);
-	now = now_ns(); /* streams made before this are older: no underflow */
+	pthread_mutex_lock(&tp->b.lock);
+	now = r2_tp_now_ns(); /* streams made before this are older: no underflow */
 	for (struct tcp_stream *st = tp->streams; st; st = st->anext) {
 		if (st->th != th || st->state == ST_UP || atomic_load(&st->dead))
 			continue;
@@ -1157,7 +1041,7 @@ static void tick(struct r2_tp *tp, struct tcp_thread *th)
 				stream_kill(st, -ETIMEDOUT);
 		}
 	}
-	pthread_mutex_unlock(&tp->lock);
+	pthread_mutex_unlock(&tp->b.lock);
 }
 
 static void *progress_main(void *arg)
@@ -1166,7 +1050,7 @@ static void *progress_main(void *arg)
 	struct r2_tp *tp = th->tp;
 	struct epoll_event evs[64];
 
-	th->last_tick = now_ns();
+	th->last_tick = r2_tp_now_ns();
 	while (!atomic_load(&tp->stop)) {
 		int n = epoll_wait(th->epfd, evs, 64, 1000);
 		if (n < 0 && errno != EINTR) {
@@ -1177,7 +1061,7 @@ static void *progress_main(void *arg)
 			struct tcp_obj *o = evs[i].data.ptr;
 			switch (o->kind) {
 			case OBJ_WAKE:
-				efd_drain(th->wfd);
+				r2_tp_efd_drain(th->wfd);
 				break;
 			case OBJ_LISTEN:
 				on_listen(tp);
@@ -1198,17 +1082,19 @@ static void *progress_main(void *arg)
 
 static void tcp_close(struct r2_tp *tp);
 
+static void cq_release(void *arg, void *buf)
+{
+	pool_put(arg, buf);
+}
+
 static int tcp_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 {
 	struct r2_tp *tp;
 	int ret, one = 1;
 
-	if (!cfg || !out)
-		return -EINVAL;
-	*out = NULL;
-	tp = calloc(1, sizeof(*tp));
-	if (!tp)
-		return -ENOMEM;
+	ret = r2_tp_alloc(cfg, out, sizeof(*tp), &tp);
+	if (ret < 0)
+		return ret;
 	tp->cfg = *cfg;
 	tp->cfg.ifname[sizeof(tp->cfg.ifname) - 1] = 0;
 	if (tp->cfg.streams <= 0)
@@ -1226,37 +1112,32 @@ static int tcp_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 	if (tp->cfg.max_queued == 0)
 		tp->cfg.max_queued = TCP_DEFAULT_MAX_QUEUED;
 	tp->lfd = -1;
-	tp->efd = -1;
 	tp->listen_obj.kind = OBJ_LISTEN;
-	pthread_mutex_init(&tp->lock, NULL);
-	pthread_mutex_init(&tp->cq_lock, NULL);
+	ret = r2_tp_base_init(&tp->b, "tcp", cq_release, tp, peer_fail_hook);
+	if (ret < 0)
+		goto out;
 	pthread_mutex_init(&tp->pool_lock, NULL);
 	tp->nthreads = tp->cfg.progress_threads;
 	tp->threads = calloc((size_t)tp->nthreads, sizeof(*tp->threads));
 	if (!tp->threads) {
 		ret = -ENOMEM;
-		goto fail;
+		goto out;
 	}
 	for (int i = 0; i < tp->nthreads; i++) {
 		tp->threads[i].epfd = -1;
 		tp->threads[i].wfd = -1;
 	}
 
-	tp->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (tp->efd < 0) {
-		ret = -errno;
-		goto fail;
-	}
 
 	tp->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (tp->lfd < 0) {
 		ret = -errno;
-		goto fail;
+		goto out;
 	}
 	setsockopt(tp->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	ret = bind_device(tp, tp->lfd);
 	if (ret < 0)
-		goto fail;
+		goto out;
 	/* accepted sockets inherit the buffer sizes from the listener */
 	if (tp->cfg.sndbuf > 0)
 		setsockopt(tp->lfd, SOL_SOCKET, SO_SNDBUF, &tp->cfg.sndbuf, sizeof(tp->cfg.sndbuf));
@@ -1266,14 +1147,14 @@ static int tcp_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 				  .sin_port = htons(tp->cfg.port) };
 	if (bind(tp->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(tp->lfd, SOMAXCONN) < 0) {
 		ret = -errno;
-		goto fail;
+		goto out;
 	}
 	socklen_t sl = sizeof(sa);
 	if (getsockname(tp->lfd, (struct sockaddr *)&sa, &sl) < 0) {
 		ret = -errno;
-		goto fail;
+		goto out;
 	}
-	tp->port = ntohs(sa.sin_port);
+	tp->b.port = ntohs(sa.sin_port);
 
 	for (int i = 0; i < tp->nthreads; i++) {
 		struct tcp_thread *th = &tp->threads[i];
@@ -1283,20 +1164,20 @@ static int tcp_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		th->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (th->epfd < 0 || th->wfd < 0) {
 			ret = -errno;
-			goto fail;
+			goto out;
 		}
 		ret = epoll_set(th, EPOLL_CTL_ADD, th->wfd, EPOLLIN, &th->wake_obj);
 		if (ret < 0)
-			goto fail;
+			goto out;
 	}
 	ret = epoll_set(&tp->threads[0], EPOLL_CTL_ADD, tp->lfd, EPOLLIN, &tp->listen_obj);
 	if (ret < 0)
-		goto fail;
+		goto out;
 	for (int i = 0; i < tp->nthreads; i++) {
 		struct tcp_thread *th = &tp->threads[i];
 		ret = -pthread_create(&th->tid, NULL, progress_main, th);
 		if (ret < 0)
-			goto fail;
+			goto out;
 		th->started = true;
 		char name[32];
 		snprintf(name, sizeof(name), "r2tcp%d.%d", tp->cfg.rail, i);
@@ -1304,11 +1185,14 @@ static int tcp_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		pthread_setname_np(th->tid, name);
 	}
 	log_debug("tcp %s: listening on port %u, %d streams/peer, %d threads", tp->cfg.ifname,
-		  tp->port, tp->cfg.streams, tp->nthreads);
+		  tp->b.port, tp->cfg.streams, tp->nthreads);
+	ret = 0;
+out:
+	if (ret < 0) {
+		tcp_close(tp);
+		tp = NULL;
+	}
 	*out = tp;
-	return 0;
-fail:
-	tcp_close(tp);
 	return ret;
 }
 
@@ -1319,7 +1203,7 @@ static void tcp_close(struct r2_tp *tp)
 	atomic_store(&tp->stop, true);
 	for (int i = 0; tp->threads && i < tp->nthreads; i++)
 		if (tp->threads[i].started)
-			efd_signal(tp->threads[i].wfd);
+			r2_tp_efd_signal(tp->threads[i].wfd);
 	for (int i = 0; tp->threads && i < tp->nthreads; i++)
 		if (tp->threads[i].started)
 			pthread_join(tp->threads[i].tid, NULL);
@@ -1329,14 +1213,9 @@ static void tcp_close(struct r2_tp *tp)
 		tp->streams = st->anext;
 		stream_free(tp, st, false, 0);
 	}
-	while (tp->peers)
-		peer_free(tp, tp->peers);
-	for (size_t i = 0; i < tp->cq_cnt; i++) {
-		struct r2_tp_cqe *e = &tp->cq[(tp->cq_head + i) % tp->cq_cap];
-		if (e->type == R2_TPC_RECV)
-			pool_put(tp, e->buf);
-	}
-	free(tp->cq);
+	while (tp->b.peers.all)
+		peer_free(tp, (struct tcp_peer *)tp->b.peers.all);
+	r2_tp_base_fini(&tp->b); /* RECV buffers still queued go back */
 	pool_destroy(tp);
 	for (int i = 0; tp->threads && i < tp->nthreads; i++) {
 		if (tp->threads[i].epfd >= 0)
@@ -1347,20 +1226,8 @@ static void tcp_close(struct r2_tp *tp)
 	free(tp->threads);
 	if (tp->lfd >= 0)
 		close(tp->lfd);
-	if (tp->efd >= 0)
-		close(tp->efd);
-	pthread_mutex_destroy(&tp->lock);
-	pthread_mutex_destroy(&tp->cq_lock);
 	pthread_mutex_destroy(&tp->pool_lock);
 	free(tp);
-}
-
-static int tcp_listen_port(struct r2_tp *tp, uint16_t *port)
-{
-	if (!tp || !port)
-		return -EINVAL;
-	*port = tp->port;
-	return 0;
 }
 
 static int tcp_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, uint16_t port)
@@ -1371,14 +1238,14 @@ static int tcp_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, 
 
 	if (peer_id == tp->cfg.self_id)
 		return -EINVAL;
-	pthread_mutex_lock(&tp->lock);
+	pthread_mutex_lock(&tp->b.lock);
 	struct tcp_peer *p = peer_find(tp, peer_id);
-	if (p && !p->failed) {
+	if (p && !p->h.failed) {
 		ret = p->conn_reported ? -EISCONN : -EALREADY;
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		return ret;
 	}
-	pthread_mutex_unlock(&tp->lock);
+	pthread_mutex_unlock(&tp->b.lock);
 
 	for (int i = 0; i < ns; i++)
 		fds[i] = -1;
@@ -1402,17 +1269,17 @@ static int tcp_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, 
 		}
 	}
 
-	uint64_t nonce = now_ns() ^ ((uint64_t)(uintptr_t)tp << 16) ^ (peer_id * 0x9e3779b97f4a7c15ull);
-	pthread_mutex_lock(&tp->lock);
+	uint64_t nonce = r2_tp_now_ns() ^ ((uint64_t)(uintptr_t)tp << 16) ^ (peer_id * 0x9e3779b97f4a7c15ull);
+	pthread_mutex_lock(&tp->b.lock);
 	p = peer_find(tp, peer_id);
-	if (p && !p->failed) { /* lost a race with another connect or an accept */
+	if (p && !p->h.failed) { /* lost a race with another connect or an accept */
 		ret = p->conn_reported ? -EISCONN : -EALREADY;
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		goto fail;
 	}
 	p = peer_new(tp, peer_id, ROLE_DIAL, ns, nonce);
 	if (!p) {
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		ret = -ENOMEM;
 		goto fail;
 	}
@@ -1441,26 +1308,12 @@ static int tcp_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, 
 			break;
 		}
 	}
-	pthread_mutex_unlock(&tp->lock);
+	pthread_mutex_unlock(&tp->b.lock);
 	ret = 0;
 fail:
 	for (int i = 0; i < ns; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	return ret;
-}
-
-static int tcp_disconnect(struct r2_tp *tp, uint64_t peer_id)
-{
-	int ret = -ENOTCONN;
-
-	pthread_mutex_lock(&tp->lock);
-	struct tcp_peer *p = peer_find(tp, peer_id);
-	if (p && !p->failed) {
-		peer_fail(tp, p, -ECONNABORTED, false);
-		ret = 0;
-	}
-	pthread_mutex_unlock(&tp->lock);
 	return ret;
 }
 
@@ -1494,22 +1347,22 @@ static int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chu
 	m->next = NULL;
 	m->wire = *hdr;
 	m->wire.magic = R2_CHUNK_MAGIC;
-	hdr_le(&m->wire);
+	r2_tp_hdr_le(&m->wire);
 	m->buf = buf;
 	m->len = hdr->len;
 	m->done = 0;
 	m->ctx = ctx;
 	uint64_t sz = HDR_SIZE + (uint64_t)hdr->len;
 
-	pthread_mutex_lock(&tp->lock);
+	pthread_mutex_lock(&tp->b.lock);
 	struct tcp_peer *p = peer_find(tp, peer_id);
-	if (!p || p->failed || !p->conn_reported) {
-		pthread_mutex_unlock(&tp->lock);
+	if (!p || p->h.failed || !p->conn_reported) {
+		pthread_mutex_unlock(&tp->b.lock);
 		free(m);
 		return -ENOTCONN;
 	}
 	if (hdr->len > p->max_msg) {
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		free(m);
 		return -EMSGSIZE;
 	}
@@ -1528,12 +1381,12 @@ static int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chu
 		}
 	}
 	if (!best) {
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		free(m);
 		return -ENOTCONN;
 	}
 	if (total > 0 && total + sz > tp->cfg.max_queued) {
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		free(m);
 		return -EAGAIN;
 	}
@@ -1547,38 +1400,13 @@ static int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chu
 	best->q_tail = m;
 	arm_out(best);
 	pthread_mutex_unlock(&best->qlock);
-	pthread_mutex_unlock(&tp->lock);
+	pthread_mutex_unlock(&tp->b.lock);
 	return 0;
 }
 
 static void tcp_release(struct r2_tp *tp, void *buf)
 {
 	pool_put(tp, buf);
-}
-
-static int tcp_poll(struct r2_tp *tp, struct r2_tp_cqe *out, int max)
-{
-	int n = 0;
-
-	if (!out || max < 0)
-		return -EINVAL;
-	pthread_mutex_lock(&tp->cq_lock);
-	while (n < max && tp->cq_cnt) {
-		out[n++] = tp->cq[tp->cq_head];
-		tp->cq_head = (tp->cq_head + 1) % tp->cq_cap;
-		tp->cq_cnt--;
-	}
-	if (tp->cq_cnt == 0)
-		efd_drain(tp->efd);
-	else
-		efd_signal(tp->efd); /* still more: stay readable */
-	pthread_mutex_unlock(&tp->cq_lock);
-	return n;
-}
-
-static int tcp_event_fd(struct r2_tp *tp)
-{
-	return tp->efd;
 }
 
 static int tcp_link_state(struct r2_tp *tp)
@@ -1625,28 +1453,20 @@ static int tcp_link_state(struct r2_tp *tp)
 	return carrier ? 1 : 0;
 }
 
-static int tcp_stats(struct r2_tp *tp, uint64_t *tx_bytes, uint64_t *rx_bytes)
-{
-	if (tx_bytes)
-		*tx_bytes = atomic_load_explicit(&tp->tx_bytes, memory_order_relaxed);
-	if (rx_bytes)
-		*rx_bytes = atomic_load_explicit(&tp->rx_bytes, memory_order_relaxed);
-	return 0;
-}
-
 const struct r2_tp_ops r2_tp_tcp_ops = {
 	.name = "tcp",
+	.caps = R2_TP_CAP_ZERO_COPY | R2_TP_CAP_STREAMS,
 	.open = tcp_open,
 	.close = tcp_close,
-	.listen_port = tcp_listen_port,
+	.listen_port = r2_tp_base_listen_port,
 	.connect = tcp_connect,
-	.disconnect = tcp_disconnect,
+	.disconnect = r2_tp_base_disconnect,
 	.reg_mem = tcp_reg_mem,
 	.dereg_mem = tcp_dereg_mem,
 	.post_send = tcp_post_send,
 	.release = tcp_release,
-	.poll = tcp_poll,
-	.event_fd = tcp_event_fd,
+	.poll = r2_tp_base_poll,
+	.event_fd = r2_tp_base_event_fd,
 	.link_state = tcp_link_state,
-	.stats = tcp_stats,
+	.stats = r2_tp_base_stats,
 };

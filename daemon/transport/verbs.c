@@ -80,6 +80,7 @@
 #include "config.h"
 #include "log.h"
 #include "nicfilter.h"
+#include "tp_common.h"
 #include "transport.h"
 #include "verbs_util.h"
 
@@ -99,7 +100,6 @@
 #define V_DEFAULT_TIMEOUT_MS 5000u
 #define V_POST_BATCH 32
 #define V_POLL_BATCH 32
-#define V_PEER_BUCKETS 256
 #define V_QP_BUCKETS 1024
 #define V_RECV_TAG (1ull << 63)
 #define V_HEAP_MAGIC 0x56324842u
@@ -183,10 +183,11 @@ struct vsock {
 };
 
 struct vpeer {
-	struct vpeer *hnext, *anext, *aprev;
-	uint64_t id, nonce;
+	struct r2_tp_peer h;  /* first: id, table, list (tp->b.peers) */
+	struct vpeer *dnext;  /* tp->dead */
+	uint64_t nonce;
 	int role;
-	bool in_table, conn_reported, failed;
+	bool conn_reported;
 	int fail_status;
 	struct vsock *sock;
 	int nqps;
@@ -197,6 +198,7 @@ struct vpeer {
 };
 
 struct r2_tp {
+	struct r2_tp_base b; /* first: tp_common.h */
 	struct r2_tp_config cfg;
 	struct vdev *dev;
 	struct r2_tp *dnext;
@@ -228,30 +230,23 @@ struct r2_tp {
 	int sfree_n;
 	int tx_out, tx_cap;
 
-	int lfd, wfd, epfd, efd;
-	uint16_t lport;
+	int lfd, wfd, epfd;
 	int listen_kind, wake_kind, chan_kind;
 	pthread_t tid;
 	bool started;
 	atomic_bool stop;
 
-	pthread_mutex_t lock;
-	struct vpeer *pbuckets[V_PEER_BUCKETS];
-	struct vpeer *peers;
-	struct vpeer *dead; /* failed peers waiting for the reaper (anext chain) */
+	/* b.lock: peers, QPs, side channel sockets */
+	struct vpeer *dead; /* failed peers waiting for the reaper (dnext chain) */
 	struct vqp *qbuckets[V_QP_BUCKETS];
 	struct vsock *socks;
 
-	pthread_mutex_t cq_lock;
-	struct r2_tp_cqe *cqe;
-	size_t cqe_cap, cqe_head, cqe_cnt;
 
 	pthread_mutex_t pool_lock; /* rspare */
 
 	pthread_mutex_t reg_lock;
 	struct vreg *regs;
 
-	_Atomic uint64_t tx_bytes, rx_bytes;
 	/* payload bytes sent straight from memory registered with reg_mem
 	 * (zero copy) and copied into the send slots (logged at close) */
 	_Atomic uint64_t tx_zc_bytes, tx_copy_bytes;
@@ -267,60 +262,10 @@ struct vreg {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vdev *g_devs;
 
-static uint64_t now_ns(void)
+/* A configuration value, or its default where the caller left it 0. */
+static int or_default(int v, int def)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void hdr_le(struct r2_chunk_hdr *h)
-{
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-	h->magic = htole32(h->magic);
-	h->kind = htole16(h->kind);
-	h->flags = htole16(h->flags);
-	h->comm = htole64(h->comm);
-	h->opseq = htole64(h->opseq);
-	h->step = htole32(h->step);
-	h->chunk = htole32(h->chunk);
-	h->src = htole32(h->src);
-	h->dst = htole32(h->dst);
-	h->off = htole64(h->off);
-	h->len = htole32(h->len);
-	h->aux = htole32(h->aux);
-#else
-	(void)h;
-#endif
-}
-
-static int env_int(const char *name, int cur, int def)
-{
-	if (cur)
-		return cur;
-	const char *s = getenv(name);
-	if (s && *s) {
-		char *end;
-		long v = strtol(s, &end, 0);
-		if (!*end)
-			return (int)v;
-		log_warn("verbs: ignoring %s=%s", name, s);
-	}
-	return def;
-}
-
-static void efd_signal(int fd)
-{
-	uint64_t one = 1;
-	ssize_t r = write(fd, &one, sizeof(one));
-	(void)r;
-}
-
-static void efd_drain(int fd)
-{
-	uint64_t v;
-	ssize_t r = read(fd, &v, sizeof(v));
-	(void)r;
+	return v ? v : def;
 }
 
 /* ---- heap buffers (reassembled messages) ---- */
@@ -360,44 +305,16 @@ static void buf_release(struct r2_tp *tp, void *buf)
 	heap_put(buf);
 }
 
-/* ---- completion queue (to the engine) ---- */
+/* ---- completions (to the engine: tp_common.c's queue) ---- */
 
-static void cq_push(struct r2_tp *tp, const struct r2_tp_cqe *e)
+static void cq_release(void *arg, void *buf)
 {
-	pthread_mutex_lock(&tp->cq_lock);
-	if (tp->cqe_cnt == tp->cqe_cap) {
-		size_t ncap = tp->cqe_cap ? tp->cqe_cap * 2 : 256;
-		struct r2_tp_cqe *n = malloc(ncap * sizeof(*n));
-		if (!n) {
-			pthread_mutex_unlock(&tp->cq_lock);
-			log_err("verbs: completion queue full, completion dropped");
-			if (e->type == R2_TPC_RECV)
-				buf_release(tp, e->buf);
-			return;
-		}
-		for (size_t i = 0; i < tp->cqe_cnt; i++)
-			n[i] = tp->cqe[(tp->cqe_head + i) % tp->cqe_cap];
-		free(tp->cqe);
-		tp->cqe = n;
-		tp->cqe_cap = ncap;
-		tp->cqe_head = 0;
-	}
-	tp->cqe[(tp->cqe_head + tp->cqe_cnt) % tp->cqe_cap] = *e;
-	if (tp->cqe_cnt++ == 0)
-		efd_signal(tp->efd);
-	pthread_mutex_unlock(&tp->cq_lock);
+	buf_release(arg, buf);
 }
 
 static void push_simple(struct r2_tp *tp, int type, int status, struct vpeer *p)
 {
-	struct r2_tp_cqe e = {
-		.type = (uint8_t)type,
-		.status = status,
-		.peer = p->id,
-		.conn = (struct r2_tp_conn *)p,
-		.stream = -1,
-	};
-	cq_push(tp, &e);
+	r2_tp_cq_push_simple(&tp->b.cmpl, type, status, p->h.id, (struct r2_tp_conn *)p);
 }
 
 static void complete_send(struct r2_tp *tp, struct vqp *q, struct vmsg *m, int status)
@@ -405,7 +322,7 @@ static void complete_send(struct r2_tp *tp, struct vqp *q, struct vmsg *m, int s
 	struct r2_tp_cqe e = {
 		.type = R2_TPC_SEND,
 		.status = status,
-		.peer = q->peer->id,
+		.peer = q->peer->h.id,
 		.conn = (struct r2_tp_conn *)q->peer,
 		.hdr = m->hdr,
 		.buf = (void *)m->buf,
@@ -416,11 +333,11 @@ static void complete_send(struct r2_tp *tp, struct vqp *q, struct vmsg *m, int s
 	q->queued -= sz;
 	q->peer->queued -= sz;
 	if (!status) {
-		atomic_fetch_add_explicit(&tp->tx_bytes, sz, memory_order_relaxed);
+		atomic_fetch_add_explicit(&tp->b.ctr.tx_bytes, sz, memory_order_relaxed);
 		atomic_fetch_add_explicit(m->zc ? &tp->tx_zc_bytes : &tp->tx_copy_bytes, m->len,
 					  memory_order_relaxed);
 	}
-	cq_push(tp, &e);
+	r2_tp_cq_push(&tp->b.cmpl, &e);
 	free(m);
 }
 
@@ -447,7 +364,7 @@ static void *async_main(void *arg)
 				if (q) {
 					atomic_store(&q->fatal, true);
 					atomic_store(&q->tp->qp_event, true);
-					efd_signal(q->tp->wfd);
+					r2_tp_efd_signal(q->tp->wfd);
 				}
 				log_warn("verbs %s: async event %s on qp %u", d->name,
 					 ibv_event_type_str(ev.event_type),
@@ -474,7 +391,7 @@ static void *async_main(void *arg)
 					} else {
 						continue;
 					}
-					efd_signal(tp->wfd);
+					r2_tp_efd_signal(tp->wfd);
 				}
 				pthread_mutex_unlock(&g_lock);
 				break;
@@ -492,7 +409,7 @@ static void *async_main(void *arg)
 static void dev_free(struct vdev *d)
 {
 	if (d->started) {
-		efd_signal(d->stop_fd);
+		r2_tp_efd_signal(d->stop_fd);
 		pthread_join(d->tid, NULL);
 	}
 	if (d->stop_fd >= 0)
@@ -665,8 +582,6 @@ static int find_port(const char *ifname, const struct r2_nicfilter *f, char *dev
 
 static int parse_filter(const char *hca, struct r2_nicfilter *f)
 {
-	if (!hca || !*hca)
-		hca = getenv("R2CCL_IB_HCA");
 	return r2_nicfilter_parse(hca && *hca ? hca : NULL, f);
 }
 
@@ -687,22 +602,24 @@ int r2_verbs_probe(const char *ifname, const char *hca, char *dev, size_t devlen
 	return 0;
 }
 
-/* ---- peers, QPs ---- */
-
-static unsigned hash64(uint64_t v, unsigned n)
+static int verbs_probe(const struct r2_tp_config *cfg, struct r2_tp_choice *c)
 {
-	v ^= v >> 33;
-	v *= 0xff51afd7ed558ccdull;
-	v ^= v >> 33;
-	return (unsigned)(v % n);
+	char d[IBV_SYSFS_NAME_MAX];
+	int port = 0;
+	int r = r2_verbs_probe(cfg->ifname, cfg->ib_hca, d, sizeof(d), &port);
+
+	if (r == 0) {
+		snprintf(c->dev, sizeof(c->dev), "%.40s:%d", d, port);
+		snprintf(c->desc, sizeof(c->desc), "%.40s port %d", d, port);
+	}
+	return r;
 }
+
+/* ---- peers, QPs ---- */
 
 static struct vpeer *peer_find(struct r2_tp *tp, uint64_t id)
 {
-	for (struct vpeer *p = tp->pbuckets[hash64(id, V_PEER_BUCKETS)]; p; p = p->hnext)
-		if (p->id == id)
-			return p;
-	return NULL;
+	return (struct vpeer *)r2_tp_peer_find(&tp->b.peers, id);
 }
 
 static struct vqp *qp_find(struct r2_tp *tp, uint32_t qpn)
@@ -727,60 +644,37 @@ static struct vpeer *peer_new(struct r2_tp *tp, uint64_t id, int role, int nqps,
 	struct vpeer *p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	p->id = id;
 	p->role = role;
 	p->nqps = nqps;
 	p->nonce = nonce;
-	unsigned b = hash64(id, V_PEER_BUCKETS);
-	p->hnext = tp->pbuckets[b];
-	tp->pbuckets[b] = p;
-	p->in_table = true;
-	p->anext = tp->peers;
-	if (tp->peers)
-		tp->peers->aprev = p;
-	tp->peers = p;
+	r2_tp_peer_insert(&tp->b.peers, &p->h, id);
 	return p;
-}
-
-static void peer_unhash(struct r2_tp *tp, struct vpeer *p)
-{
-	if (!p->in_table)
-		return;
-	for (struct vpeer **pp = &tp->pbuckets[hash64(p->id, V_PEER_BUCKETS)]; *pp;
-	     pp = &(*pp)->hnext)
-		if (*pp == p) {
-			*pp = p->hnext;
-			break;
-		}
-	p->in_table = false;
 }
 
 /* Fails a peer connection (under tp->lock): reports ERROR by tcp's rule and
  * hands it to the progress thread's reaper. */
 static void peer_fail(struct r2_tp *tp, struct vpeer *p, int status, bool report)
 {
-	if (p->failed)
+	if (p->h.failed)
 		return;
-	p->failed = true;
+	p->h.failed = true;
 	p->fail_status = status;
-	peer_unhash(tp, p);
-	if (report && (p->conn_reported || (p->role == ROLE_DIAL && p->id > tp->cfg.self_id)))
+	if (report && (p->conn_reported || (p->role == ROLE_DIAL && p->h.id > tp->cfg.self_id)))
 		push_simple(tp, R2_TPC_ERROR, status, p);
-	log_debug("verbs %s: peer %llu failed (%d)", tp->cfg.ifname, (unsigned long long)p->id,
+	log_debug("verbs %s: peer %llu failed (%d)", tp->cfg.ifname, (unsigned long long)p->h.id,
 		  status);
-	/* all-list -> dead list */
-	if (p->aprev)
-		p->aprev->anext = p->anext;
-	else
-		tp->peers = p->anext;
-	if (p->anext)
-		p->anext->aprev = p->aprev;
-	p->aprev = NULL;
-	p->anext = tp->dead;
+	/* table and list -> dead list */
+	r2_tp_peer_unlink(&tp->b.peers, &p->h);
+	p->dnext = tp->dead;
 	tp->dead = p;
 	if (p->sock)
 		p->sock->dead = true;
-	efd_signal(tp->wfd);
+	r2_tp_efd_signal(tp->wfd);
+}
+
+static void peer_fail_hook(struct r2_tp *tp, struct r2_tp_peer *p, int status, bool report)
+{
+	peer_fail(tp, (struct vpeer *)p, status, report);
 }
 
 static void qp_destroy(struct r2_tp *tp, struct vqp *q, int status)
@@ -824,7 +718,7 @@ static void reap(struct r2_tp *tp)
 {
 	while (tp->dead) {
 		struct vpeer *p = tp->dead;
-		tp->dead = p->anext;
+		tp->dead = p->dnext;
 		int st = p->fail_status ? p->fail_status : -ECONNRESET;
 		for (int i = 0; i < p->nqps; i++)
 			if (p->qps[i])
@@ -882,7 +776,7 @@ static struct vqp *qp_create(struct r2_tp *tp, struct vpeer *p, int idx)
 	if (!q->qp)
 		goto fail;
 	q->qpn = q->qp->qp_num;
-	q->psn = (uint32_t)(now_ns() ^ ((uint64_t)q->qpn << 8) ^ (uint64_t)rand()) & 0xffffff;
+	q->psn = (uint32_t)(r2_tp_now_ns() ^ ((uint64_t)q->qpn << 8) ^ (uint64_t)rand()) & 0xffffff;
 	struct ibv_qp_attr a;
 	int mask = r2v_qp_init_attr(&a, tp->port, IBV_ACCESS_LOCAL_WRITE);
 	if (ibv_modify_qp(q->qp, &a, mask)) {
@@ -976,7 +870,7 @@ static void qp_kick(struct r2_tp *tp, struct vqp *q)
 	int n = 0;
 	struct vpeer *p = q->peer;
 
-	if (!q->qp || p->failed || !p->conn_reported)
+	if (!q->qp || p->h.failed || !p->conn_reported)
 		return;
 	uint32_t fs = p->rslot < tp->slot ? p->rslot : tp->slot;
 	while (q->tq_head && q->r_cnt < q->depth && n < V_POST_BATCH && tp->tx_out < tp->tx_cap) {
@@ -1053,7 +947,7 @@ static void qp_kick(struct r2_tp *tp, struct vqp *q)
 
 static void kick_all(struct r2_tp *tp)
 {
-	for (struct vpeer *p = tp->peers; p; p = p->anext)
+	for (struct vpeer *p = (struct vpeer *)tp->b.peers.all; p; p = (struct vpeer *)p->h.anext)
 		for (int i = 0; i < p->nqps; i++)
 			if (p->qps[i] && p->qps[i]->tq_head)
 				qp_kick(tp, p->qps[i]);
@@ -1065,14 +959,14 @@ static void deliver(struct r2_tp *tp, struct vqp *q, const struct r2_chunk_hdr *
 {
 	struct r2_tp_cqe e = {
 		.type = R2_TPC_RECV,
-		.peer = q->peer->id,
+		.peer = q->peer->h.id,
 		.conn = (struct r2_tp_conn *)q->peer,
 		.hdr = *h,
 		.buf = buf,
 		.stream = q->idx,
 	};
-	atomic_fetch_add_explicit(&tp->rx_bytes, HDR_SIZE + (uint64_t)h->len, memory_order_relaxed);
-	cq_push(tp, &e);
+	atomic_fetch_add_explicit(&tp->b.ctr.rx_bytes, HDR_SIZE + (uint64_t)h->len, memory_order_relaxed);
+	r2_tp_cq_push(&tp->b.cmpl, &e);
 }
 
 /* Returns true when the slot was handed up (not to be reposted), or sets
@@ -1088,7 +982,7 @@ static bool rx_frag(struct r2_tp *tp, struct vqp *q, int slot, uint32_t len, int
 			return false;
 		}
 		memcpy(&h, d, HDR_SIZE);
-		hdr_le(&h);
+		r2_tp_hdr_le(&h);
 		if (h.magic != R2_CHUNK_MAGIC || h.len > tp->cfg.max_msg) {
 			*err = -EPROTO;
 			return false;
@@ -1173,7 +1067,7 @@ static void fail_qp_status(struct r2_tp *tp, struct vqp *q, const struct ibv_wc 
 {
 	int st = r2v_wc_errno(wc->status);
 	log_warn("verbs %s: peer %llu qp %u: completion error %s (%s)", tp->cfg.ifname,
-		 (unsigned long long)q->peer->id, q->qpn, ibv_wc_status_str(wc->status),
+		 (unsigned long long)q->peer->h.id, q->qpn, ibv_wc_status_str(wc->status),
 		 r2v_wc_class_name(r2v_wc_classify(wc->status)));
 	peer_fail(tp, q->peer, st, true);
 }
@@ -1191,11 +1085,11 @@ static int drain_cq(struct r2_tp *tp)
 		struct vqp *kick[V_POLL_BATCH];
 		int nkick = 0;
 		bool was_capped;
-		pthread_mutex_lock(&tp->lock);
+		pthread_mutex_lock(&tp->b.lock);
 		was_capped = tp->tx_out >= tp->tx_cap;
 		for (int i = 0; i < n; i++) {
 			struct vqp *q = qp_find(tp, wc[i].qp_num);
-			if (q && q->peer->failed)
+			if (q && q->peer->h.failed)
 				q = NULL;
 			if (wc[i].wr_id & V_RECV_TAG) {
 				int slot = (int)(wc[i].wr_id & ~V_RECV_TAG);
@@ -1218,7 +1112,7 @@ static int drain_cq(struct r2_tp *tp)
 					repost[nrep++] = slot;
 				if (err) {
 					log_warn("verbs %s: peer %llu: bad message (%d)", tp->cfg.ifname,
-						 (unsigned long long)q->peer->id, err);
+						 (unsigned long long)q->peer->h.id, err);
 					peer_fail(tp, q->peer, err, true);
 				}
 				continue;
@@ -1253,11 +1147,11 @@ static int drain_cq(struct r2_tp *tp)
 		if (nrep)
 			post_recvs(tp, repost, nrep);
 		for (int k = 0; k < nkick; k++)
-			if (!kick[k]->peer->failed)
+			if (!kick[k]->peer->h.failed)
 				qp_kick(tp, kick[k]);
 		if (was_capped)
 			kick_all(tp);
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		total += n;
 		if (n < V_POLL_BATCH)
 			break;
@@ -1287,7 +1181,7 @@ static struct vsock *sock_new(struct r2_tp *tp, int fd, int state, uint32_t even
 	s->kind = OBJ_SOCK;
 	s->fd = fd;
 	s->state = state;
-	s->deadline = now_ns() + 2ull * tp->cfg.user_timeout_ms * 1000000ull;
+	s->deadline = r2_tp_now_ns() + 2ull * tp->cfg.user_timeout_ms * 1000000ull;
 	struct epoll_event ev = { .events = events, .data.ptr = s };
 	if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		free(s);
@@ -1351,7 +1245,7 @@ static void fill_cm(struct r2_tp *tp, struct vpeer *p, struct r2v_cm_msg *m, int
 	m->slot_size = tp->slot;
 	m->max_msg = tp->cfg.max_msg;
 	m->self_id = tp->cfg.self_id;
-	m->dst_id = p->id;
+	m->dst_id = p->h.id;
 	m->nonce = p->nonce;
 	memcpy(m->gid, tp->gid, 16);
 	for (int i = 0; i < p->nqps && type != R2V_CM_READY; i++) {
@@ -1366,7 +1260,7 @@ static void conn_up(struct r2_tp *tp, struct vpeer *p)
 	p->conn_reported = true;
 	push_simple(tp, R2_TPC_CONN, 0, p);
 	log_debug("verbs %s: peer %llu connected (%d QPs)", tp->cfg.ifname,
-		  (unsigned long long)p->id, p->nqps);
+		  (unsigned long long)p->h.id, p->nqps);
 }
 
 /* a whole message arrived on s */
@@ -1382,7 +1276,7 @@ static int sock_msg(struct r2_tp *tp, struct vsock *s)
 	struct vpeer *p = s->peer;
 	switch (s->state) {
 	case S_WAIT_REPLY:
-		if (m.type != R2V_CM_REPLY || m.self_id != p->id || m.nonce != p->nonce ||
+		if (m.type != R2V_CM_REPLY || m.self_id != p->h.id || m.nonce != p->nonce ||
 		    m.nqps != p->nqps)
 			return -EPROTO;
 		r = peer_qps_rts(tp, p, &m);
@@ -1395,7 +1289,7 @@ static int sock_msg(struct r2_tp *tp, struct vsock *s)
 		conn_up(tp, p);
 		return 0;
 	case S_WAIT_READY:
-		if (m.type != R2V_CM_READY || m.self_id != p->id || m.nonce != p->nonce)
+		if (m.type != R2V_CM_READY || m.self_id != p->h.id || m.nonce != p->nonce)
 			return -EPROTO;
 		conn_up(tp, p);
 		return 0;
@@ -1547,14 +1441,14 @@ static void on_listen(struct r2_tp *tp)
 
 static void tick(struct r2_tp *tp)
 {
-	uint64_t t = now_ns();
+	uint64_t t = r2_tp_now_ns();
 	for (struct vsock *s = tp->socks; s; s = s->next)
 		if (!s->dead && s->state != S_UP && t > s->deadline)
 			sock_fail(tp, s, -ETIMEDOUT);
 	/* async events */
 	if (atomic_exchange(&tp->qp_event, false)) {
-		for (struct vpeer *p = tp->peers, *next; p; p = next) {
-			next = p->anext;
+		for (struct vpeer *p = (struct vpeer *)tp->b.peers.all, *next; p; p = next) {
+			next = (struct vpeer *)p->h.anext;
 			for (int i = 0; i < p->nqps; i++)
 				if (p->qps[i] && atomic_load(&p->qps[i]->fatal)) {
 					peer_fail(tp, p, -EIO, true);
@@ -1566,8 +1460,8 @@ static void tick(struct r2_tp *tp)
 	if (atomic_exchange(&tp->port_event, false) || fatal) {
 		int st = fatal ? -ENODEV : atomic_load(&tp->port_err) ? -ENETDOWN : 0;
 		if (st)
-			while (tp->peers)
-				peer_fail(tp, tp->peers, st, true);
+			while (tp->b.peers.all)
+				peer_fail(tp, (struct vpeer *)tp->b.peers.all, st, true);
 	}
 }
 
@@ -1581,8 +1475,8 @@ static void *progress_main(void *arg)
 
 	while (!atomic_load(&tp->stop)) {
 		if (drain_cq(tp) > 0)
-			last_busy = now_ns();
-		uint64_t t = now_ns();
+			last_busy = r2_tp_now_ns();
+		uint64_t t = r2_tp_now_ns();
 		int timeout = 100;
 		if (t - last_busy < idle_ns) {
 			if (t - last_ep < busy_ns)
@@ -1592,17 +1486,17 @@ static void *progress_main(void *arg)
 			ibv_req_notify_cq(tp->cq, 0);
 			armed = true;
 			if (drain_cq(tp) > 0) { /* raced with the arming */
-				last_busy = now_ns();
+				last_busy = r2_tp_now_ns();
 				continue;
 			}
 		}
 		int n = epoll_wait(tp->epfd, evs, 32, timeout);
-		last_ep = now_ns();
-		pthread_mutex_lock(&tp->lock);
+		last_ep = r2_tp_now_ns();
+		pthread_mutex_lock(&tp->b.lock);
 		for (int i = 0; i < n; i++) {
 			int *kind = evs[i].data.ptr;
 			if (*kind == OBJ_WAKE) {
-				efd_drain(tp->wfd);
+				r2_tp_efd_drain(tp->wfd);
 			} else if (*kind == OBJ_CHAN) {
 				struct ibv_cq *cq;
 				void *cctx;
@@ -1625,7 +1519,7 @@ static void *progress_main(void *arg)
 		if (tp->dead || tp->socks) {
 			reap(tp);
 		}
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		/* flushed completions of destroyed QPs leave the CQ before any
 		 * new QP can reuse their numbers */
 		drain_cq(tp);
@@ -1644,35 +1538,30 @@ static int verbs_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 	char devname[IBV_SYSFS_NAME_MAX];
 	int port = 0;
 
-	if (!cfg || !out)
-		return -EINVAL;
-	*out = NULL;
-	tp = calloc(1, sizeof(*tp));
-	if (!tp)
-		return -ENOMEM;
+	ret = r2_tp_alloc(cfg, out, sizeof(*tp), &tp);
+	if (ret < 0)
+		return ret;
 	tp->cfg = *cfg;
 	struct r2_tp_config *c = &tp->cfg;
 	c->ifname[sizeof(c->ifname) - 1] = 0;
 	c->ib_hca[sizeof(c->ib_hca) - 1] = 0;
-	c->ib_qps = env_int("R2CCL_IB_QPS_PER_CONN", c->ib_qps, c->streams > 0 ? c->streams : V_DEFAULT_QPS);
+	c->ib_qps = or_default(c->ib_qps, c->streams > 0 ? c->streams : V_DEFAULT_QPS);
 	if (c->ib_qps < 1)
 		c->ib_qps = 1;
 	if (c->ib_qps > R2V_MAX_QPS)
 		c->ib_qps = R2V_MAX_QPS;
-	c->ib_timeout = env_int("R2CCL_IB_TIMEOUT", c->ib_timeout, V_DEFAULT_TIMEOUT);
-	c->ib_retry_cnt = env_int("R2CCL_IB_RETRY_CNT", c->ib_retry_cnt, V_DEFAULT_RETRY);
-	c->ib_tc = env_int("R2CCL_IB_TC", c->ib_tc, 0);
-	c->ib_sl = env_int("R2CCL_IB_SL", c->ib_sl, 0);
-	c->ib_slot_size = (uint32_t)env_int("R2CCL_IB_SLOT_SIZE", (int)c->ib_slot_size, V_DEFAULT_SLOT);
+	c->ib_timeout = or_default(c->ib_timeout, V_DEFAULT_TIMEOUT);
+	c->ib_retry_cnt = or_default(c->ib_retry_cnt, V_DEFAULT_RETRY);
+	c->ib_slot_size = (uint32_t)or_default((int)c->ib_slot_size, V_DEFAULT_SLOT);
 	if (c->ib_slot_size < 4096)
 		c->ib_slot_size = 4096;
 	if (c->ib_slot_size > (16u << 20))
 		c->ib_slot_size = 16u << 20;
 	c->ib_slot_size = (c->ib_slot_size + 63) & ~63u;
-	c->ib_recv_depth = env_int("R2CCL_IB_SRQ_DEPTH", c->ib_recv_depth, V_DEFAULT_RDEPTH);
+	c->ib_recv_depth = or_default(c->ib_recv_depth, V_DEFAULT_RDEPTH);
 	if (c->ib_recv_depth < 16)
 		c->ib_recv_depth = 16;
-	c->ib_send_depth = env_int("R2CCL_IB_SQ_DEPTH", c->ib_send_depth, V_DEFAULT_SDEPTH);
+	c->ib_send_depth = or_default(c->ib_send_depth, V_DEFAULT_SDEPTH);
 	if (c->ib_send_depth < 4)
 		c->ib_send_depth = 4;
 	if (!c->poll_busy_us)
@@ -1687,12 +1576,13 @@ static int verbs_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		c->max_queued = V_DEFAULT_MAX_QUEUED;
 	tp->slot = c->ib_slot_size;
 	tp->rdepth = c->ib_recv_depth;
-	tp->lfd = tp->wfd = tp->epfd = tp->efd = -1;
+	tp->lfd = tp->wfd = tp->epfd = -1;
 	tp->listen_kind = OBJ_LISTEN;
 	tp->wake_kind = OBJ_WAKE;
 	tp->chan_kind = OBJ_CHAN;
-	pthread_mutex_init(&tp->lock, NULL);
-	pthread_mutex_init(&tp->cq_lock, NULL);
+	ret = r2_tp_base_init(&tp->b, "verbs", cq_release, tp, peer_fail_hook);
+	if (ret < 0)
+		goto fail;
 	pthread_mutex_init(&tp->pool_lock, NULL);
 	pthread_mutex_init(&tp->reg_lock, NULL);
 
@@ -1723,8 +1613,7 @@ static int verbs_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 	bool ib = tp->link_layer == IBV_LINK_LAYER_INFINIBAND;
 	struct r2v_gid_ent ents[256];
 	int ng = gid_table(tp->dev->ctx, tp->port, ib, ents, 256);
-	const char *gi = getenv("R2CCL_IB_GID_INDEX");
-	tp->gid_index = gi && *gi ? atoi(gi) : r2v_gid_choose(ents, ng, c->addr.s_addr, ib);
+	tp->gid_index = c->ib_gid_fixed ? c->ib_gid_index : r2v_gid_choose(ents, ng, c->addr.s_addr, ib);
 	if (tp->gid_index < 0 && ib)
 		tp->gid_index = 0;
 	if (tp->gid_index < 0) {
@@ -1820,11 +1709,10 @@ static int verbs_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		free(init);
 	}
 
-	tp->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	tp->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	tp->epfd = epoll_create1(EPOLL_CLOEXEC);
 	tp->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (tp->efd < 0 || tp->wfd < 0 || tp->epfd < 0 || tp->lfd < 0) {
+	if (tp->wfd < 0 || tp->epfd < 0 || tp->lfd < 0) {
 		ret = -errno;
 		goto fail;
 	}
@@ -1837,7 +1725,7 @@ static int verbs_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		ret = -errno;
 		goto fail;
 	}
-	tp->lport = ntohs(sin.sin_port);
+	tp->b.port = ntohs(sin.sin_port);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &tp->wake_kind };
 	epoll_ctl(tp->epfd, EPOLL_CTL_ADD, tp->wfd, &ev);
 	ev.data.ptr = &tp->listen_kind;
@@ -1862,7 +1750,7 @@ static int verbs_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 	log_info("verbs %s: %s port %u (%s, MTU %d, LID %u, GID[%d] %s), side channel port %u, "
 		 "%d QPs/peer, SRQ %d x %u B, timeout %d retry %d tc %d sl %d",
 		 c->ifname, devname, tp->port, ib ? "InfiniBand" : "RoCE",
-		 r2v_mtu_bytes(tp->active_mtu), tp->lid, tp->gid_index, gs, tp->lport, c->ib_qps,
+		 r2v_mtu_bytes(tp->active_mtu), tp->lid, tp->gid_index, gs, tp->b.port, c->ib_qps,
 		 tp->rdepth, tp->slot, c->ib_timeout, c->ib_retry_cnt, c->ib_tc, c->ib_sl);
 	*out = tp;
 	return 0;
@@ -1877,7 +1765,7 @@ static void verbs_close(struct r2_tp *tp)
 		return;
 	atomic_store(&tp->stop, true);
 	if (tp->started) {
-		efd_signal(tp->wfd);
+		r2_tp_efd_signal(tp->wfd);
 		pthread_join(tp->tid, NULL);
 		log_info("verbs %s: payload sent: %llu bytes zero-copy from registered memory, "
 			 "%llu bytes copied into send slots",
@@ -1894,12 +1782,12 @@ static void verbs_close(struct r2_tp *tp)
 		pthread_mutex_unlock(&g_lock);
 	}
 	/* single-threaded from here; close() drops everything (no completions) */
-	while (tp->peers) {
-		struct vpeer *p = tp->peers;
-		tp->peers = p->anext;
-		p->anext = tp->dead;
+	while (tp->b.peers.all) {
+		struct vpeer *p = (struct vpeer *)tp->b.peers.all;
+		r2_tp_peer_unlink(&tp->b.peers, &p->h);
+		p->dnext = tp->dead;
 		tp->dead = p;
-		p->failed = true;
+		p->h.failed = true;
 		p->fail_status = -ECONNABORTED;
 		if (p->sock)
 			p->sock->dead = true;
@@ -1908,12 +1796,7 @@ static void verbs_close(struct r2_tp *tp)
 		s->dead = true;
 	if (tp->epfd >= 0)
 		reap(tp);
-	for (size_t i = 0; i < tp->cqe_cnt; i++) {
-		struct r2_tp_cqe *e = &tp->cqe[(tp->cqe_head + i) % tp->cqe_cap];
-		if (e->type == R2_TPC_RECV)
-			buf_release(tp, e->buf);
-	}
-	free(tp->cqe);
+	r2_tp_base_fini(&tp->b); /* RECV buffers still queued go back */
 	while (tp->regs) {
 		struct vreg *r = tp->regs;
 		tp->regs = r->next;
@@ -1940,39 +1823,29 @@ static void verbs_close(struct r2_tp *tp)
 	free(tp->sfree);
 	if (tp->dev)
 		dev_put(tp->dev);
-	int fds[] = { tp->lfd, tp->wfd, tp->epfd, tp->efd };
+	int fds[] = { tp->lfd, tp->wfd, tp->epfd };
 	for (unsigned i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	pthread_mutex_destroy(&tp->lock);
-	pthread_mutex_destroy(&tp->cq_lock);
 	pthread_mutex_destroy(&tp->pool_lock);
 	pthread_mutex_destroy(&tp->reg_lock);
 	free(tp);
-}
-
-static int verbs_listen_port(struct r2_tp *tp, uint16_t *port)
-{
-	if (!tp || !port)
-		return -EINVAL;
-	*port = tp->lport;
-	return 0;
 }
 
 static int verbs_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, uint16_t port)
 {
 	if (peer_id == tp->cfg.self_id)
 		return -EINVAL;
-	pthread_mutex_lock(&tp->lock);
+	pthread_mutex_lock(&tp->b.lock);
 	struct vpeer *p = peer_find(tp, peer_id);
-	if (p && !p->failed) {
+	if (p && !p->h.failed) {
 		int r = p->conn_reported ? -EISCONN : -EALREADY;
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		return r;
 	}
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		return -errno;
 	}
 	sock_opts(tp, fd);
@@ -1983,49 +1856,36 @@ static int verbs_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr
 		if (bind(fd, (struct sockaddr *)&la, sizeof(la)) < 0) {
 			int e = errno;
 			close(fd);
-			pthread_mutex_unlock(&tp->lock);
+			pthread_mutex_unlock(&tp->b.lock);
 			return -e;
 		}
 	}
-	uint64_t nonce = now_ns() ^ ((uint64_t)(uintptr_t)tp << 16) ^ (peer_id * 0x9e3779b97f4a7c15ull);
+	uint64_t nonce = r2_tp_now_ns() ^ ((uint64_t)(uintptr_t)tp << 16) ^ (peer_id * 0x9e3779b97f4a7c15ull);
 	struct sockaddr_in ra = { .sin_family = AF_INET, .sin_addr = addr, .sin_port = htons(port) };
 	int r = connect(fd, (struct sockaddr *)&ra, sizeof(ra));
 	if (r < 0 && errno != EINPROGRESS) {
 		int e = errno;
 		close(fd);
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		return -e;
 	}
 	struct vsock *s = sock_new(tp, fd, S_DIALING, EPOLLIN | EPOLLOUT);
 	if (!s) {
 		close(fd);
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		return -ENOMEM;
 	}
 	p = peer_new(tp, peer_id, ROLE_DIAL, tp->cfg.ib_qps, nonce);
 	if (!p) {
 		s->dead = true;
-		pthread_mutex_unlock(&tp->lock);
-		efd_signal(tp->wfd);
+		pthread_mutex_unlock(&tp->b.lock);
+		r2_tp_efd_signal(tp->wfd);
 		return -ENOMEM;
 	}
 	p->sock = s;
 	s->peer = p;
-	pthread_mutex_unlock(&tp->lock);
+	pthread_mutex_unlock(&tp->b.lock);
 	return 0;
-}
-
-static int verbs_disconnect(struct r2_tp *tp, uint64_t peer_id)
-{
-	int ret = -ENOTCONN;
-	pthread_mutex_lock(&tp->lock);
-	struct vpeer *p = peer_find(tp, peer_id);
-	if (p && !p->failed) {
-		peer_fail(tp, p, -ECONNABORTED, false);
-		ret = 0;
-	}
-	pthread_mutex_unlock(&tp->lock);
-	return ret;
 }
 
 static int verbs_reg_mem(struct r2_tp *tp, void *addr, size_t len, void **handle)
@@ -2086,7 +1946,7 @@ static int verbs_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_c
 	m->hdr = *hdr;
 	m->hdr.magic = R2_CHUNK_MAGIC;
 	m->wire = m->hdr;
-	hdr_le(&m->wire);
+	r2_tp_hdr_le(&m->wire);
 	m->buf = buf;
 	m->len = hdr->len;
 	m->ctx = ctx;
@@ -2094,17 +1954,17 @@ static int verbs_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_c
 		m->lkey = lkey_of(tp, buf, m->len, &m->zc);
 	uint64_t sz = HDR_SIZE + (uint64_t)hdr->len;
 
-	pthread_mutex_lock(&tp->lock);
+	pthread_mutex_lock(&tp->b.lock);
 	struct vpeer *p = peer_find(tp, peer_id);
 	int ret = 0;
-	if (!p || p->failed || !p->conn_reported)
+	if (!p || p->h.failed || !p->conn_reported)
 		ret = -ENOTCONN;
 	else if (hdr->len > p->max_msg)
 		ret = -EMSGSIZE;
 	else if (p->queued > 0 && p->queued + sz > tp->cfg.max_queued)
 		ret = -EAGAIN;
 	if (ret) {
-		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_unlock(&tp->b.lock);
 		free(m);
 		return ret;
 	}
@@ -2123,37 +1983,13 @@ static int verbs_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_c
 		best->tq_head = m;
 	best->tq_tail = m;
 	qp_kick(tp, best);
-	pthread_mutex_unlock(&tp->lock);
+	pthread_mutex_unlock(&tp->b.lock);
 	return 0;
 }
 
 static void verbs_release(struct r2_tp *tp, void *buf)
 {
 	buf_release(tp, buf);
-}
-
-static int verbs_poll(struct r2_tp *tp, struct r2_tp_cqe *out, int max)
-{
-	int n = 0;
-	if (!out || max < 0)
-		return -EINVAL;
-	pthread_mutex_lock(&tp->cq_lock);
-	while (n < max && tp->cqe_cnt) {
-		out[n++] = tp->cqe[tp->cqe_head];
-		tp->cqe_head = (tp->cqe_head + 1) % tp->cqe_cap;
-		tp->cqe_cnt--;
-	}
-	if (tp->cqe_cnt == 0)
-		efd_drain(tp->efd);
-	else
-		efd_signal(tp->efd);
-	pthread_mutex_unlock(&tp->cq_lock);
-	return n;
-}
-
-static int verbs_event_fd(struct r2_tp *tp)
-{
-	return tp->efd;
 }
 
 static int verbs_link_state(struct r2_tp *tp)
@@ -2164,28 +2000,21 @@ static int verbs_link_state(struct r2_tp *tp)
 	return pa.state == IBV_PORT_ACTIVE ? 1 : 0;
 }
 
-static int verbs_stats(struct r2_tp *tp, uint64_t *tx_bytes, uint64_t *rx_bytes)
-{
-	if (tx_bytes)
-		*tx_bytes = atomic_load_explicit(&tp->tx_bytes, memory_order_relaxed);
-	if (rx_bytes)
-		*rx_bytes = atomic_load_explicit(&tp->rx_bytes, memory_order_relaxed);
-	return 0;
-}
-
 const struct r2_tp_ops r2_tp_verbs_ops = {
 	.name = "verbs",
+	.caps = 0,
+	.probe = verbs_probe,
 	.open = verbs_open,
 	.close = verbs_close,
-	.listen_port = verbs_listen_port,
+	.listen_port = r2_tp_base_listen_port,
 	.connect = verbs_connect,
-	.disconnect = verbs_disconnect,
+	.disconnect = r2_tp_base_disconnect,
 	.reg_mem = verbs_reg_mem,
 	.dereg_mem = verbs_dereg_mem,
 	.post_send = verbs_post_send,
 	.release = verbs_release,
-	.poll = verbs_poll,
-	.event_fd = verbs_event_fd,
+	.poll = r2_tp_base_poll,
+	.event_fd = r2_tp_base_event_fd,
 	.link_state = verbs_link_state,
-	.stats = verbs_stats,
+	.stats = r2_tp_base_stats,
 };
