@@ -26,7 +26,7 @@ int r2_tp_select(const struct r2_tp_config *cfg, const char *transport,
 
 	if (!cfg || !out || max < 0)
 		return -EINVAL;
-	for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]) && n < max; i++) {
+	for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++) {
 		const struct r2_tp_ops *ops = providers[i];
 		struct r2_tp_choice *c = &out[n];
 		int r = 0;
@@ -34,6 +34,8 @@ int r2_tp_select(const struct r2_tp_config *cfg, const char *transport,
 		if (!any && strcmp(transport, ops->name))
 			continue;
 		known = true;
+		if (n == max)
+			continue;
 		c->dev[0] = c->desc[0] = 0;
 		if (ops->probe)
 			r = ops->probe(cfg, c);
