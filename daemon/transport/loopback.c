@@ -677,10 +677,9 @@ static int lb_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chun
 	uint64_t sz;
 	int ret = 0;
 
-	if (!hdr || (hdr->len && !buf))
-		return -EINVAL;
-	if (hdr->len > tp->cfg.max_msg)
-		return -EMSGSIZE;
+	ret = r2_tp_send_check(hdr, buf, tp->cfg.max_msg);
+	if (ret < 0)
+		return ret;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;

@@ -168,6 +168,13 @@ int r2_tp_alloc(const struct r2_tp_config *cfg, struct r2_tp **out, size_t size,
 	return *tp ? 0 : -ENOMEM;
 }
 
+int r2_tp_send_check(const struct r2_chunk_hdr *hdr, const void *buf, uint32_t max_msg)
+{
+	if (!hdr || (hdr->len && !buf))
+		return -EINVAL;
+	return hdr->len > max_msg ? -EMSGSIZE : 0;
+}
+
 int r2_tp_base_init(struct r2_tp_base *b, const char *name, void (*release)(void *arg, void *buf),
 		    void *arg,
 		    void (*peer_fail)(struct r2_tp *tp, struct r2_tp_peer *p, int status, bool report))

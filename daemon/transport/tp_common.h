@@ -115,6 +115,10 @@ struct r2_tp_base {
  * allocates size zeroed bytes into *tp. 0, -EINVAL or -ENOMEM. */
 int r2_tp_alloc(const struct r2_tp_config *cfg, struct r2_tp **out, size_t size, struct r2_tp **tp);
 
+/* The checks every post_send starts with: -EINVAL without a header or
+ * with a payload length but no buffer, -EMSGSIZE past max_msg, else 0. */
+int r2_tp_send_check(const struct r2_chunk_hdr *hdr, const void *buf, uint32_t max_msg);
+
 /* Initialises b (completion queue as r2_tp_cq_init, lock, empty peer
  * table, the peer_fail hook). 0 or -errno; r2_tp_base_fini undoes it (also
  * after a failed init, when b was zeroed first). */
