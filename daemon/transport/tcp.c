@@ -191,10 +191,10 @@ static int tcp_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		tp->cfg.max_queued = TCP_DEFAULT_MAX_QUEUED;
 	tp->lfd = -1;
 	tp->listen_obj.kind = OBJ_LISTEN;
+	pthread_mutex_init(&tp->pool_lock, NULL);
 	ret = r2_tp_base_init(&tp->b, "tcp", cq_release, tp, tcp_peer_fail_hook);
 	if (ret < 0)
 		goto out;
-	pthread_mutex_init(&tp->pool_lock, NULL);
 	tp->nthreads = tp->cfg.progress_threads;
 	tp->threads = calloc((size_t)tp->nthreads, sizeof(*tp->threads));
 	if (!tp->threads) {

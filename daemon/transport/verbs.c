@@ -205,11 +205,11 @@ static int verbs_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 	tp->listen_kind = OBJ_LISTEN;
 	tp->wake_kind = OBJ_WAKE;
 	tp->chan_kind = OBJ_CHAN;
+	pthread_mutex_init(&tp->pool_lock, NULL);
+	pthread_mutex_init(&tp->reg_lock, NULL);
 	ret = r2_tp_base_init(&tp->b, "verbs", v_cq_release, tp, v_peer_fail_hook);
 	if (ret < 0)
 		goto fail;
-	pthread_mutex_init(&tp->pool_lock, NULL);
-	pthread_mutex_init(&tp->reg_lock, NULL);
 
 	ret = v_open_port(tp, devname, sizeof(devname));
 	if (ret)

@@ -479,6 +479,42 @@ START_TEST(close_peer)
 }
 END_TEST
 
+/* The completion queue (tp_common.c) grows past its first 256 entries while
+ * its ring has wrapped, keeps the order, and its eventfd stays readable
+ * while completions remain after a partial poll. */
+START_TEST(completion_queue_growth)
+{
+	struct r2_tp *a = host(1, 0, 0), *b = host(2, 0, 0);
+	struct pollfd pf = { .fd = ops->event_fd(b), .events = POLLIN };
+	struct r2_tp_cqe e[64];
+	uint32_t want = 0;
+	int n;
+
+	connect_pair(a, b);
+	for (uint32_t i = 0; i < 250; i++)
+		send_chunk(a, 2, i, NULL, 0);
+	for (int k = 0; k < 2; k++) { /* 128 out: the ring's head moves on */
+		ck_assert_int_eq(ops->poll(b, e, 64), 64);
+		for (int i = 0; i < 64; i++)
+			ck_assert_uint_eq(e[i].hdr.chunk, want++);
+	}
+	ck_assert_int_eq(poll(&pf, 1, 0), 1);
+	for (uint32_t i = 250; i < 700; i++) /* wraps, then grows twice */
+		send_chunk(a, 2, i, NULL, 0);
+	while ((n = ops->poll(b, e, 64)) > 0)
+		for (int i = 0; i < n; i++) {
+			ck_assert_int_eq(e[i].type, R2_TPC_RECV);
+			ck_assert_uint_eq(e[i].hdr.chunk, want++);
+		}
+	ck_assert_int_eq(n, 0);
+	ck_assert_uint_eq(want, 700);
+	ck_assert_int_eq(poll(&pf, 1, 0), 0);
+	ck_assert_int_eq(ops->poll(b, NULL, 1), -EINVAL);
+	ops->close(a); /* a's 700 SENDs are dropped unpolled */
+	ops->close(b);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("loopback");
@@ -496,6 +532,7 @@ static Suite *suite(void)
 	tcase_add_test(t, disconnect);
 	tcase_add_test(t, link_down);
 	tcase_add_test(t, close_peer);
+	tcase_add_test(t, completion_queue_growth);
 	suite_add_tcase(s, t);
 	return s;
 }
