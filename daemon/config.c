@@ -189,6 +189,20 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 		      "verbs: traffic class of every QP (set by the daemon, never by a client)" },
 	[P_IB_SL] = { "ib_sl", "R2CCL_IB_SL", "--ib-sl", R2_PT_INT, "0", 0, 15, NULL, NULL, false,
 		      "verbs: service level of every QP" },
+	[P_IB_GID_INDEX] = { "ib_gid_index", "R2CCL_IB_GID_INDEX", "--ib-gid-index", R2_PT_INT,
+			     "-1", -1, 65535, NULL, NULL, false,
+			     "verbs: GID table index of every QP (-1: RoCE v2 with the rail's "
+			     "IPv4 address, IB: 0)" },
+	[P_IB_SLOT_SIZE] = { "ib_slot_size", "R2CCL_IB_SLOT_SIZE", "--ib-slot-size", R2_PT_INT,
+			     "64K", 4096, 16 << 20, NULL, "bytes", false,
+			     "verbs: receive/send slot size (a larger message is sent in "
+			     "fragments of it; rounded up to 64 bytes)" },
+	[P_IB_SRQ_DEPTH] = { "ib_srq_depth", "R2CCL_IB_SRQ_DEPTH", "--ib-srq-depth", R2_PT_INT,
+			     "256", 16, 65536, NULL, NULL, false,
+			     "verbs: receive slots of the shared receive queue per rail" },
+	[P_IB_SQ_DEPTH] = { "ib_sq_depth", "R2CCL_IB_SQ_DEPTH", "--ib-sq-depth", R2_PT_INT,
+			    "64", 4, 16384, NULL, NULL, false,
+			    "verbs: send work requests per QP" },
 };
 
 void r2d_usage(FILE *f)

@@ -92,6 +92,10 @@ enum r2d_param {
 	P_IB_QPS_PER_CONN,
 	P_IB_TC,
 	P_IB_SL,
+	P_IB_GID_INDEX,
+	P_IB_SLOT_SIZE,
+	P_IB_SRQ_DEPTH,
+	P_IB_SQ_DEPTH,
 	P_COUNT
 };
 

@@ -19,7 +19,6 @@
 #include "rails.h"
 #include "util.h"
 #if HAVE_IBVERBS
-#include "transport/verbs_util.h" /* r2_verbs_probe() */
 #endif
 
 void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev); /* bootstrap.c */
@@ -151,7 +150,7 @@ bool r2d_rails_zero_copy(struct r2d *d, int rail)
 {
 	struct r2_rails *rs = d->rails;
 
-	return rs && rail >= 0 && rail < rs->n && rs->rail[rail].ops == &r2_tp_tcp_ops &&
+	return rs && rail >= 0 && rail < rs->n && (rs->rail[rail].ops->caps & R2_TP_CAP_ZERO_COPY) &&
 	       r2_param_bool(&d->params, P_TCP_ZERO_COPY);
 }
 
@@ -320,7 +319,7 @@ static void warmup(struct r2_rails *rs, int rail, uint64_t peer)
 	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_HEARTBEAT,
 				  .flags = R2_HB_WARMUP, .len = WARMUP_MSG };
 
-	if (rl->rdma_dev[0])
+	if (!(rl->ops->caps & R2_TP_CAP_STREAMS))
 		return; /* verbs: no congestion window to grow */
 	for (; bytes > 0; bytes -= WARMUP_MSG)
 		if (rl->ops->post_send(rl->tp, peer, &h, warmup_zeros, 0) < 0)
@@ -446,43 +445,39 @@ static void *rails_thread(void *arg)
 	return NULL;
 }
 
-/* The provider of a rail: verbs where the NIC (netdev) has an RDMA port that
- * passes ib_hca (RoCE: a GID of the port on this netdev; IB: the netdev's
- * device/infiniband/), tcp elsewhere, or everywhere with transport = tcp; a
- * verbs rail that fails to open falls back to tcp. Both ends of a rail must
- * use the same provider (docs/transports.md): a rail is all RDMA or all tcp. */
+/* The provider of a rail (r2_tp_select): verbs where the NIC (netdev) has an
+ * RDMA port that passes ib_hca, tcp elsewhere, or everywhere with transport =
+ * tcp; a provider that fails to open falls back to the next (tcp). Both ends
+ * of a rail must use the same provider (docs/transports.md): a rail is all
+ * RDMA or all tcp. */
 static int open_rail(struct r2d *d, struct r2_rail *rl, const struct r2_tp_config *cfg)
 {
-	int r;
+	struct r2_tp_choice ch[R2_TP_MAX_CHOICES];
+	int n = r2_tp_select(cfg, r2_param_str(&d->params, P_TRANSPORT), ch, R2_TP_MAX_CHOICES);
+	int r = n < 0 ? n : -ENODEV;
 
-	rl->ops = &r2_tp_tcp_ops;
 	rl->rdma_dev[0] = 0;
-#if HAVE_IBVERBS
-	char ibdev[48];
-	int ibport = 0;
+	for (int i = 0; i < n; i++) {
+		const char *next = i + 1 < n ? ch[i + 1].ops->name : "no transport";
 
-	r = strcmp(r2_param_str(&d->params, P_TRANSPORT), "tcp") == 0 ? -ENODEV :
-		r2_verbs_probe(rl->ifname, cfg->ib_hca, ibdev, sizeof(ibdev), &ibport);
-	if (r == -EINVAL)
-		log_warn("rail %s: ib_hca '%s' is not a valid filter; the rail uses tcp", rl->ifname,
-			 cfg->ib_hca);
-	if (r == 0) {
-		r = r2_tp_verbs_ops.open(cfg, &rl->tp);
+		if (ch[i].probe == -EINVAL) {
+			log_warn("rail %s: ib_hca '%s' is not a valid filter; the rail uses %s",
+				 rl->ifname, cfg->ib_hca, next);
+			continue;
+		}
+		r = ch[i].ops->open(cfg, &rl->tp);
 		if (r == 0) {
-			rl->ops = &r2_tp_verbs_ops;
-			snprintf(rl->rdma_dev, sizeof(rl->rdma_dev), "%s:%d", ibdev, ibport);
+			rl->ops = ch[i].ops;
+			snprintf(rl->rdma_dev, sizeof(rl->rdma_dev), "%s", ch[i].dev);
 			return 0;
 		}
-		log_warn("rail %s: %s port %d: verbs transport failed to open (%s), using tcp",
-			 rl->ifname, ibdev, ibport, strerror(-r));
+		if (ch[i].desc[0])
+			log_warn("rail %s: %s: %s transport failed to open (%s), using %s", rl->ifname,
+				 ch[i].desc, ch[i].ops->name, strerror(-r), next);
+		else
+			log_warn("rail %s (%s): %s transport failed to open: %s", rl->ifname,
+				 inet_ntoa(rl->addr), ch[i].ops->name, strerror(-r));
 	}
-#else
-	(void)d;
-#endif
-	r = rl->ops->open(cfg, &rl->tp);
-	if (r < 0)
-		log_warn("rail %s (%s): tcp transport failed to open: %s", rl->ifname,
-			 inet_ntoa(rl->addr), strerror(-r));
 	return r;
 }
 
@@ -497,7 +492,7 @@ static void slow_start_check(struct r2d *d, const struct r2_rails *rs)
 	bool tcp = false;
 
 	for (int i = 0; i < rs->n; i++)
-		tcp |= !rs->rail[i].rdma_dev[0];
+		tcp |= rs->rail[i].ops->caps & R2_TP_CAP_STREAMS;
 	if (!tcp || !r2_param_int(&d->params, P_TCP_WARMUP))
 		return;
 	f = fopen("/proc/sys/net/ipv4/tcp_slow_start_after_idle", "r");
@@ -557,6 +552,11 @@ int r2d_rails_start(struct r2d *d)
 		cfg.ib_qps = (int)r2_param_int(&d->params, P_IB_QPS_PER_CONN);
 		cfg.ib_tc = (int)r2_param_int(&d->params, P_IB_TC);
 		cfg.ib_sl = (int)r2_param_int(&d->params, P_IB_SL);
+		cfg.ib_gid_index = (int)r2_param_int(&d->params, P_IB_GID_INDEX);
+		cfg.ib_gid_fixed = cfg.ib_gid_index >= 0;
+		cfg.ib_slot_size = (uint32_t)r2_param_int(&d->params, P_IB_SLOT_SIZE);
+		cfg.ib_recv_depth = (int)r2_param_int(&d->params, P_IB_SRQ_DEPTH);
+		cfg.ib_send_depth = (int)r2_param_int(&d->params, P_IB_SQ_DEPTH);
 		r = open_rail(d, rl, &cfg);
 		if (r < 0)
 			continue;

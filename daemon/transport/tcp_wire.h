@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The tcp provider's stream hello (private to tcp.c and its unit test).
+/* The tcp provider's stream hello (private to tcp*.c and its unit test).
  * Little-endian on the wire, 40 bytes, first thing on every stream in both
  * directions (the dialer's, then the acceptor's answer). */
 #ifndef R2CCL_TCP_WIRE_H

@@ -101,8 +101,8 @@ struct r2_tp_config {
 	int progress_threads;     /* per rail */
 	uint32_t user_timeout_ms; /* TCP_USER_TIMEOUT and connect/hello timeout base (0: 5000) */
 	uint64_t max_queued;      /* per-peer queued send bytes before -EAGAIN (0: 64 MiB) */
-	/* verbs provider (0 / empty: the R2CCL_IB_* environment, then the default;
-	 * see docs/transports.md) */
+	/* verbs provider (0 / empty: the default; the daemon fills them from its
+	 * parameters ib_*, docs/transports.md) */
 	char ib_hca[128];         /* R2CCL_IB_HCA: NCCL filter (mlx5_0:1, ^mlx5_2) */
 	int ib_qps;               /* RC QPs per peer (R2CCL_IB_QPS_PER_CONN; default: streams) */
 	int ib_timeout;           /* R2CCL_IB_TIMEOUT: local ACK timeout exponent (default 14) */
@@ -112,12 +112,40 @@ struct r2_tp_config {
 	uint32_t ib_slot_size;    /* receive/send slot bytes (R2CCL_IB_SLOT_SIZE, default 64 KiB) */
 	int ib_recv_depth;        /* shared receive queue depth (R2CCL_IB_SRQ_DEPTH, default 256) */
 	int ib_send_depth;        /* send work requests per QP (R2CCL_IB_SQ_DEPTH, default 64) */
+	bool ib_gid_fixed;        /* use ib_gid_index (R2CCL_IB_GID_INDEX); false: pick the GID */
+	int ib_gid_index;
 	uint32_t poll_busy_us;    /* progress: busy-poll slice while loaded (default 10) */
 	uint32_t poll_idle_us;    /* no completion for this long: sleep on the channel (default 100) */
 };
 
+/* The providers that can drive a NIC, best first (r2_tp_select). */
+#define R2_TP_MAX_CHOICES 4
+struct r2_tp_choice {
+	const struct r2_tp_ops *ops;
+	int probe;                /* the probe's answer: 0, or -EINVAL (cfg not valid for it) */
+	char dev[64];             /* the provider's device of the NIC ("rxe0:1"); "" none */
+	char desc[80];            /* the same for people ("rxe0 port 1"); "" none */
+};
+
+/* Capabilities (r2_tp_ops.caps): what the engine may rely on, so that it
+ * never asks which provider a rail has. */
+/* post_send reads the payload straight from the caller's memory, whatever
+ * memory it is (registered or not), until its SEND completion: the engine
+ * may send chunks from the working buffer itself (tcp_zero_copy). */
+#define R2_TP_CAP_ZERO_COPY (1u << 0)
+/* Streams ride TCP congestion control: a new connection starts in slow
+ * start (the rails warm it up: tcp_warmup) and the host's TCP settings
+ * (net.ipv4.tcp_slow_start_after_idle) apply. */
+#define R2_TP_CAP_STREAMS (1u << 1)
+
 struct r2_tp_ops {
 	const char *name;
+	unsigned caps;            /* R2_TP_CAP_* */
+	/* Whether this provider can drive the NIC cfg->ifname as cfg says
+	 * (cfg->ib_hca filter for verbs): 0 with the provider's device of it
+	 * in c->dev and c->desc (left "" when it has none), -ENODEV when not,
+	 * -EINVAL when cfg is not valid for it (a bad filter). NULL: any NIC. */
+	int (*probe)(const struct r2_tp_config *cfg, struct r2_tp_choice *c);
 	/* Creates the rail instance, starts its progress threads and listens. */
 	int (*open)(const struct r2_tp_config *cfg, struct r2_tp **out);
 	void (*close)(struct r2_tp *tp);
@@ -154,6 +182,17 @@ extern const struct r2_tp_ops r2_tp_tcp_ops;
 #if HAVE_IBVERBS
 extern const struct r2_tp_ops r2_tp_verbs_ops;
 #endif
+
+
+/* Picks the providers for the NIC cfg->ifname, in the order the daemon
+ * tries to open them: verbs where the NIC has an RDMA port that passes
+ * cfg->ib_hca, then tcp (any NIC with an IPv4 address). transport is the
+ * daemon's setting: "auto" (that table), or a provider's name ("tcp"): that
+ * provider alone. A provider whose probe answers -EINVAL is listed with
+ * probe -EINVAL (the caller says so and goes on). Returns the number
+ * filled (0: none fits), or -EINVAL for an unknown transport name. */
+int r2_tp_select(const struct r2_tp_config *cfg, const char *transport,
+		 struct r2_tp_choice *out, int max);
 
 /* Fills every NULL operation of ops with one returning -EOPNOTSUPP. */
 void r2_tp_fill_dummy_ops(struct r2_tp_ops *ops);

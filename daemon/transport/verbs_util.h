@@ -7,7 +7,8 @@
  *
  * It uses libibverbs' types and constants (infiniband/verbs.h) but calls no
  * ibv_* function. r2_verbs_probe() at the end is the exception: it is
- * implemented in verbs.c (it opens devices) and declared here for rails.c.
+ * implemented in verbs_dev.c (it opens devices) and declared here for the
+ * provider's probe and its unit test.
  */
 #ifndef R2CCL_VERBS_UTIL_H
 #define R2CCL_VERBS_UTIL_H
@@ -122,12 +123,11 @@ int r2v_cm_pack(const struct r2v_cm_msg *m, uint8_t *out);
  * != 0, self_id != dst_id. 0 or -EPROTO. */
 int r2v_cm_unpack(const uint8_t *in, size_t len, struct r2v_cm_msg *m);
 
-/* ---- the verbs provider's device probe (verbs.c) ---- */
+/* ---- the verbs provider's device probe (verbs_dev.c) ---- */
 
 /* Whether an RDMA device port is bound to the netdev ifname (RoCE: a GID
  * of the port has that netdev; IB: /sys/class/net/IF/device/infiniband/)
- * and passes the R2CCL_IB_HCA filter hca (NULL/empty: the environment's,
- * then any). dev (devlen bytes) and port get it. 0, -ENODEV, or <0. */
+ * and passes the ib_hca filter hca (NULL/empty: any). dev (devlen bytes) and port get it. 0, -ENODEV, or <0. */
 int r2_verbs_probe(const char *ifname, const char *hca, char *dev, size_t devlen, int *port);
 
 #endif

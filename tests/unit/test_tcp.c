@@ -834,6 +834,44 @@ START_TEST(test_bench)
 }
 END_TEST
 
+/* The provider table rails.c opens a rail from (transport/select.c) and the
+ * capability flags it asks instead of the provider's name. */
+START_TEST(test_provider_table)
+{
+	struct r2_tp_config cfg = { .ifname = "lo" };
+	struct r2_tp_choice ch[R2_TP_MAX_CHOICES];
+	int n;
+
+	ck_assert_uint_eq(r2_tp_tcp_ops.caps, R2_TP_CAP_ZERO_COPY | R2_TP_CAP_STREAMS);
+	ck_assert_ptr_null(r2_tp_tcp_ops.probe); /* any NIC */
+	n = r2_tp_select(&cfg, "tcp", ch, R2_TP_MAX_CHOICES);
+	ck_assert_int_eq(n, 1);
+	ck_assert_ptr_eq(ch[0].ops, &r2_tp_tcp_ops);
+	ck_assert_int_eq(ch[0].probe, 0);
+	ck_assert_str_eq(ch[0].dev, "");
+	/* auto: tcp last, after any provider whose probe took the NIC */
+	n = r2_tp_select(&cfg, "auto", ch, R2_TP_MAX_CHOICES);
+	ck_assert_int_ge(n, 1);
+	ck_assert_ptr_eq(ch[n - 1].ops, &r2_tp_tcp_ops);
+#if HAVE_IBVERBS
+	ck_assert_uint_eq(r2_tp_verbs_ops.caps & (R2_TP_CAP_ZERO_COPY | R2_TP_CAP_STREAMS), 0);
+	ck_assert_int_eq(n, 1); /* lo has no RDMA port */
+	/* a bad ib_hca filter: verbs listed with -EINVAL, tcp after it */
+	snprintf(cfg.ib_hca, sizeof(cfg.ib_hca), "mlx5_0:x");
+	n = r2_tp_select(&cfg, "", ch, R2_TP_MAX_CHOICES);
+	ck_assert_int_eq(n, 2);
+	ck_assert_ptr_eq(ch[0].ops, &r2_tp_verbs_ops);
+	ck_assert_int_eq(ch[0].probe, -EINVAL);
+	ck_assert_ptr_eq(ch[1].ops, &r2_tp_tcp_ops);
+	n = r2_tp_select(&cfg, "verbs", ch, 1);
+	ck_assert_int_eq(n, 1);
+	ck_assert_ptr_eq(ch[0].ops, &r2_tp_verbs_ops);
+#endif
+	ck_assert_int_eq(r2_tp_select(&cfg, "tcp", ch, 0), 0);
+	ck_assert_int_eq(r2_tp_select(&cfg, "carrier-pigeon", ch, R2_TP_MAX_CHOICES), -EINVAL);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tcp");
@@ -857,6 +895,7 @@ static Suite *suite(void)
 	ADD(disconnect_reconnect);
 	ADD(malformed);
 	ADD(close_pending);
+	ADD(provider_table);
 #undef ADD
 	return s;
 }

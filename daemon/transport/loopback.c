@@ -1,0 +1,872 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The loopback transport provider: in-memory connections between instances
+ * of one process, with faults on command (loopback.h), for unit tests.
+ *
+ * An instance stands for one rail of one "host": it is found by the address
+ * and port it "listens" on (cfg->addr, cfg->port; port 0 gets a free one), so
+ * a test opens one instance per host and rail and connects them as the
+ * daemon does. Everything is under one process-wide lock; completions go to
+ * each instance's queue (tp_common.c) and its eventfd, as with tcp.
+ *
+ * Semantics, those of tcp.c (read its header comment) where the engine relies
+ * on them:
+ *  - connect() completes with R2_TPC_CONN on both ends, or R2_TPC_ERROR at
+ *    the dialer (-ECONNREFUSED: nothing listens there or another daemon id
+ *    answers; -ENETUNREACH: a link is down; what r2_lb_refuse set). The
+ *    connection is set up at once, so two daemons never dial each other at
+ *    the same time: the second gets -EISCONN, as tcp's connect() does for a
+ *    connected peer.
+ *  - post_send(): -ENOTCONN without a connection, -EMSGSIZE past either
+ *    end's max_msg, -EAGAIN past max_queued while sends are held (one
+ *    message is always accepted). The payload is read when the message is
+ *    sent: at once, or when a hold is released; R2_TPC_SEND (status 0)
+ *    follows, and only then may the caller reuse buf. Sending is not
+ *    delivering: a dropped message has its SEND completion too.
+ *  - R2_TPC_RECV carries the header and a buffer of the provider (NULL for a
+ *    0-byte payload) to give back with release(). One connection delivers
+ *    in order unless a reorder or duplicate rule says otherwise.
+ *  - A failed connection (r2_lb_fail, link down, the peer's disconnect() or
+ *    close()) reports R2_TPC_ERROR once on each end whose CONN was reported;
+ *    its held sends complete with R2_TPC_SEND status < 0 and its messages in
+ *    flight are lost. disconnect() reports no ERROR locally (held sends fail
+ *    with -ECONNABORTED); the other end sees -ECONNRESET. close() drops
+ *    everything without completions.
+ *  - stream: messages take the connection's cfg->streams streams in turn
+ *    (the index is reported; order is kept across them all).
+ * Delays are served by one timer thread, started with the first delayed
+ * message and joined when the last instance closes.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "loopback.h"
+#include "tp_common.h"
+
+#define LB_DEFAULT_MAX_MSG (64u << 20)
+#define LB_DEFAULT_MAX_QUEUED (64ull << 20)
+#define LB_FIRST_PORT 20000
+#define LB_MAX_RULES 16
+#define LB_BUF_MAGIC 0x424c3252u
+#define LB_BUF_HDR 64u
+
+struct lbmsg {
+	struct lbmsg *next;
+	struct r2_chunk_hdr hdr; /* host order, magic set */
+	const void *src;         /* the sender's payload (until SEND) */
+	void *copy;              /* the receiver's buffer (after SEND) */
+	uint64_t ctx;
+	uint64_t due;            /* ns, CLOCK_MONOTONIC */
+	struct lbpeer *dst;      /* the receiving end */
+	int stream;
+};
+
+struct lbpeer {
+	struct r2_tp_peer h;     /* first: tp_common.h */
+	struct r2_tp *tp;
+	struct lbpeer *remote;   /* the other end; NULL once failed */
+	bool conn_reported;
+	uint32_t max_msg;        /* the other end's */
+	unsigned rr;
+	uint64_t queued;         /* bytes of held sends */
+	struct lbmsg *sq_head, *sq_tail; /* held sends, oldest first */
+	struct lbmsg *ro;        /* reorder window to the other end, newest first */
+	uint64_t last_due;       /* of the latest message to this end */
+	int nflight;             /* messages to this end in the timer list */
+};
+
+struct lbrule {
+	bool used, hold;
+	uint64_t peer;
+	uint32_t drop, dup, reorder, delay_us;
+};
+
+struct r2_tp {
+	struct r2_tp_base b;     /* first: tp_common.h; b.lock is not used */
+	struct r2_tp_config cfg;
+	struct r2_tp *next;      /* g.tps */
+	bool link_down;
+	int refuse;
+	struct lbrule rules[LB_MAX_RULES];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct r2_tp *tps;
+	struct lbmsg *flight;    /* delayed messages, by due time (stable) */
+	int nflight;             /* delayed + held for reordering */
+	uint16_t next_port;
+	bool timer_on;
+	unsigned timer_gen;
+	pthread_t timer;
+} g = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void g_init(void)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&g.cond, &a);
+	pthread_condattr_destroy(&a);
+	g.next_port = LB_FIRST_PORT;
+}
+
+static bool is_lb(const struct r2_tp *tp)
+{
+	for (const struct r2_tp *t = g.tps; t; t = t->next)
+		if (t == tp)
+			return true;
+	return false;
+}
+
+/* ---- buffers ---- */
+
+static void *buf_get(uint32_t len)
+{
+	uint8_t *p = malloc(LB_BUF_HDR + (size_t)len);
+
+	if (!p)
+		return NULL;
+	*(uint32_t *)p = LB_BUF_MAGIC;
+	return p + LB_BUF_HDR;
+}
+
+static void buf_put(void *buf)
+{
+	uint32_t *h;
+
+	if (!buf)
+		return;
+	h = (uint32_t *)((uint8_t *)buf - LB_BUF_HDR);
+	if (*h != LB_BUF_MAGIC) {
+		log_err("loopback: release of a buffer that is not the transport's (%p)", buf);
+		return;
+	}
+	*h = 0;
+	free(h);
+}
+
+static void cq_release(void *arg, void *buf)
+{
+	(void)arg;
+	buf_put(buf);
+}
+
+static void msg_free(struct lbmsg *m)
+{
+	buf_put(m->copy);
+	free(m);
+}
+
+/* ---- rules ---- */
+
+static struct lbrule *rule_of(struct r2_tp *tp, uint64_t peer)
+{
+	struct lbrule *any = NULL;
+
+	for (int i = 0; i < LB_MAX_RULES; i++) {
+		struct lbrule *r = &tp->rules[i];
+		if (r->used && r->peer == peer)
+			return r;
+		if (r->used && r->peer == R2_LB_ANY_PEER)
+			any = r;
+	}
+	return any;
+}
+
+static struct lbrule *rule_get(struct r2_tp *tp, uint64_t peer)
+{
+	struct lbrule *free_r = NULL;
+
+	for (int i = 0; i < LB_MAX_RULES; i++) {
+		struct lbrule *r = &tp->rules[i];
+		if (r->used && r->peer == peer)
+			return r;
+		if (!r->used && !free_r)
+			free_r = r;
+	}
+	if (free_r) {
+		memset(free_r, 0, sizeof(*free_r));
+		free_r->used = true;
+		free_r->peer = peer;
+	}
+	return free_r;
+}
+
+static void count_down(uint32_t *n)
+{
+	if (*n != R2_LB_ALL)
+		(*n)--;
+}
+
+/* ---- delivery ---- */
+
+static void deliver_now(struct lbmsg *m)
+{
+	struct lbpeer *d = m->dst;
+	struct r2_tp_cqe e = {
+		.type = R2_TPC_RECV,
+		.peer = d->h.id,
+		.conn = (struct r2_tp_conn *)d,
+		.hdr = m->hdr,
+		.buf = m->copy,
+		.stream = m->stream,
+	};
+
+	r2_tp_count(&d->tp->b.ctr.rx_bytes, R2_TP_HDR_SIZE + (uint64_t)m->hdr.len);
+	r2_tp_cq_push(&d->tp->b.cmpl, &e);
+	free(m);
+}
+
+static void *timer_main(void *arg)
+{
+	unsigned gen = (unsigned)(uintptr_t)arg;
+
+	pthread_mutex_lock(&g.lock);
+	while (g.timer_gen == gen) {
+		struct lbmsg *m = g.flight;
+		uint64_t now = r2_tp_now_ns();
+
+		if (m && m->due <= now) {
+			g.flight = m->next;
+			g.nflight--;
+			m->dst->nflight--;
+			deliver_now(m);
+			continue;
+		}
+		if (!m) {
+			pthread_cond_wait(&g.cond, &g.lock);
+			continue;
+		}
+		struct timespec ts = { .tv_sec = (time_t)(m->due / 1000000000ull),
+				       .tv_nsec = (long)(m->due % 1000000000ull) };
+		pthread_cond_timedwait(&g.cond, &g.lock, &ts);
+	}
+	pthread_mutex_unlock(&g.lock);
+	return NULL;
+}
+
+static int flight_add(struct lbmsg *m)
+{
+	struct lbmsg **pp = &g.flight;
+
+	if (!g.timer_on) {
+		if (pthread_create(&g.timer, NULL, timer_main, (void *)(uintptr_t)g.timer_gen))
+			return -EAGAIN;
+		pthread_setname_np(g.timer, "r2-loopback");
+		g.timer_on = true;
+	}
+	while (*pp && (*pp)->due <= m->due)
+		pp = &(*pp)->next;
+	m->next = *pp;
+	*pp = m;
+	g.nflight++;
+	m->dst->nflight++;
+	pthread_cond_broadcast(&g.cond);
+	return 0;
+}
+
+/* A message reaches the other end: now, or by the timer when it is delayed
+ * or an earlier one to that end still is. */
+static void route(struct lbmsg *m, uint32_t delay_us)
+{
+	struct lbpeer *d = m->dst;
+	uint64_t now = r2_tp_now_ns();
+
+	m->due = now + (uint64_t)delay_us * 1000u;
+	if (m->due < d->last_due)
+		m->due = d->last_due;
+	d->last_due = m->due;
+	if (m->due <= now && d->nflight == 0) {
+		deliver_now(m);
+		return;
+	}
+	if (flight_add(m) < 0) {
+		log_err("loopback: no timer thread, message delivered at once");
+		deliver_now(m);
+	}
+}
+
+static struct lbmsg *msg_clone(const struct lbmsg *m)
+{
+	struct lbmsg *c = malloc(sizeof(*c));
+
+	if (!c)
+		return NULL;
+	*c = *m;
+	c->next = NULL;
+	c->copy = NULL;
+	if (m->hdr.len) {
+		c->copy = buf_get(m->hdr.len);
+		if (!c->copy) {
+			free(c);
+			return NULL;
+		}
+		memcpy(c->copy, m->copy, m->hdr.len);
+	}
+	return c;
+}
+
+/* Into the reorder window of p; the n-th one sends the window, newest
+ * first. */
+static void reorder_add(struct lbpeer *p, struct lbrule *r, struct lbmsg *m)
+{
+	m->next = p->ro;
+	p->ro = m;
+	g.nflight++;
+	count_down(&r->reorder);
+	if (r->reorder)
+		return;
+	while (p->ro) {
+		struct lbmsg *x = p->ro;
+		p->ro = x->next;
+		g.nflight--;
+		route(x, r->delay_us);
+	}
+}
+
+static void forward(struct lbpeer *p, struct lbrule *r, struct lbmsg *m)
+{
+	if (r && r->reorder)
+		reorder_add(p, r, m);
+	else
+		route(m, r ? r->delay_us : 0);
+}
+
+/* The message leaves p's end: SEND completion, then the rules of the way. */
+static void transmit(struct lbpeer *p, struct lbmsg *m)
+{
+	struct r2_tp *tp = p->tp;
+	struct lbrule *r = rule_of(tp, p->h.id);
+	uint64_t sz = R2_TP_HDR_SIZE + (uint64_t)m->hdr.len;
+	struct r2_tp_cqe e = {
+		.type = R2_TPC_SEND,
+		.peer = p->h.id,
+		.conn = (struct r2_tp_conn *)p,
+		.hdr = m->hdr,
+		.buf = (void *)m->src,
+		.ctx = m->ctx,
+	};
+	int status = 0;
+
+	m->stream = (int)(p->rr++ % (unsigned)tp->cfg.streams);
+	e.stream = m->stream;
+	m->dst = p->remote;
+	if (m->hdr.len) {
+		m->copy = buf_get(m->hdr.len);
+		if (m->copy)
+			memcpy(m->copy, m->src, m->hdr.len);
+		else
+			status = -ENOMEM;
+	}
+	e.status = status;
+	if (!status)
+		r2_tp_count(&tp->b.ctr.tx_bytes, sz);
+	r2_tp_cq_push(&tp->b.cmpl, &e);
+	if (status || (r && r->drop)) {
+		if (!status)
+			count_down(&r->drop);
+		msg_free(m);
+		return;
+	}
+	struct lbmsg *twin = NULL;
+	if (r && r->dup) {
+		count_down(&r->dup);
+		twin = msg_clone(m);
+	}
+	forward(p, r, m);
+	if (twin)
+		forward(p, r, twin);
+}
+
+static void flush_held(struct lbpeer *p)
+{
+	while (p->sq_head) {
+		struct lbmsg *m = p->sq_head;
+		p->sq_head = m->next;
+		if (!p->sq_head)
+			p->sq_tail = NULL;
+		p->queued -= R2_TP_HDR_SIZE + (uint64_t)m->hdr.len;
+		m->next = NULL;
+		transmit(p, m);
+	}
+}
+
+/* ---- connections (under g.lock) ---- */
+
+static struct lbpeer *peer_find(struct r2_tp *tp, uint64_t id)
+{
+	return (struct lbpeer *)r2_tp_peer_find(&tp->b.peers, id);
+}
+
+static struct lbpeer *peer_new(struct r2_tp *tp, uint64_t id)
+{
+	struct lbpeer *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->tp = tp;
+	r2_tp_peer_insert(&tp->b.peers, &p->h, id);
+	return p;
+}
+
+/* Drops what is in flight to p (it can no longer arrive). */
+static void purge_to(struct lbpeer *p)
+{
+	for (struct lbmsg **pp = &g.flight; *pp && p->nflight;) {
+		struct lbmsg *m = *pp;
+		if (m->dst != p) {
+			pp = &m->next;
+			continue;
+		}
+		*pp = m->next;
+		g.nflight--;
+		p->nflight--;
+		msg_free(m);
+	}
+}
+
+/* One end of a failed connection: ERROR when report and its CONN was
+ * reported; held sends complete with status (close: silently); what was in
+ * flight to it or held for reordering from it is lost. */
+static void end_fail(struct lbpeer *p, int status, bool report, bool silent)
+{
+	struct r2_tp *tp = p->tp;
+
+	if (p->h.failed)
+		return;
+	p->h.failed = true;
+	r2_tp_peer_unlink(&tp->b.peers, &p->h);
+	if (report && !silent && p->conn_reported)
+		r2_tp_cq_push_simple(&tp->b.cmpl, R2_TPC_ERROR, status, p->h.id,
+				     (struct r2_tp_conn *)p);
+	while (p->sq_head) {
+		struct lbmsg *m = p->sq_head;
+		p->sq_head = m->next;
+		if (!silent) {
+			struct r2_tp_cqe e = {
+				.type = R2_TPC_SEND, .status = status, .peer = p->h.id,
+				.conn = (struct r2_tp_conn *)p, .hdr = m->hdr,
+				.buf = (void *)m->src, .ctx = m->ctx, .stream = -1,
+			};
+			r2_tp_cq_push(&tp->b.cmpl, &e);
+		}
+		msg_free(m);
+	}
+	while (p->ro) {
+		struct lbmsg *m = p->ro;
+		p->ro = m->next;
+		g.nflight--;
+		msg_free(m);
+	}
+	purge_to(p);
+}
+
+/* The connection of p fails: p's end with status (ERROR when report), the
+ * other end with remote_status (ERROR always). */
+static void conn_fail(struct lbpeer *p, int status, bool report, int remote_status, bool silent)
+{
+	struct lbpeer *r = p->remote;
+
+	p->remote = NULL;
+	if (r) {
+		r->remote = NULL;
+		end_fail(r, remote_status, true, false);
+	}
+	end_fail(p, status, report, silent);
+	if (r)
+		free(r);
+	free(p);
+}
+
+static void peer_fail_hook(struct r2_tp *tp, struct r2_tp_peer *p, int status, bool report)
+{
+	(void)tp;
+	conn_fail((struct lbpeer *)p, status, report, -ECONNRESET, false);
+}
+
+static void fail_all(struct r2_tp *tp, int status, bool report, int remote_status, bool silent)
+{
+	while (tp->b.peers.all)
+		conn_fail((struct lbpeer *)tp->b.peers.all, status, report, remote_status, silent);
+}
+
+/* ---- operations ---- */
+
+static struct r2_tp *find_listener(struct in_addr addr, uint16_t port)
+{
+	for (struct r2_tp *t = g.tps; t; t = t->next)
+		if (t->cfg.addr.s_addr == addr.s_addr && t->b.port == port)
+			return t;
+	return NULL;
+}
+
+static int lb_open(const struct r2_tp_config *cfg, struct r2_tp **out)
+{
+	struct r2_tp *tp;
+	int ret = r2_tp_alloc(cfg, out, sizeof(*tp), &tp);
+
+	if (ret < 0)
+		return ret;
+	pthread_once(&g_once, g_init);
+	tp->cfg = *cfg;
+	tp->cfg.ifname[sizeof(tp->cfg.ifname) - 1] = 0;
+	if (tp->cfg.streams <= 0)
+		tp->cfg.streams = 1;
+	if (!tp->cfg.max_msg)
+		tp->cfg.max_msg = LB_DEFAULT_MAX_MSG;
+	if (!tp->cfg.max_queued)
+		tp->cfg.max_queued = LB_DEFAULT_MAX_QUEUED;
+	ret = r2_tp_base_init(&tp->b, "loopback", cq_release, tp, peer_fail_hook);
+	if (ret < 0)
+		goto out;
+	pthread_mutex_lock(&g.lock);
+	tp->b.port = cfg->port;
+	while (!tp->b.port && find_listener(cfg->addr, g.next_port))
+		g.next_port++;
+	if (!tp->b.port)
+		tp->b.port = g.next_port++;
+	if (find_listener(cfg->addr, tp->b.port))
+		ret = -EADDRINUSE;
+	else {
+		tp->next = g.tps;
+		g.tps = tp;
+	}
+	pthread_mutex_unlock(&g.lock);
+out:
+	if (ret < 0) {
+		r2_tp_base_fini(&tp->b);
+		free(tp);
+		tp = NULL;
+	}
+	*out = tp;
+	return ret;
+}
+
+static void lb_close(struct r2_tp *tp)
+{
+	bool join = false;
+	pthread_t timer;
+
+	if (!tp)
+		return;
+	pthread_mutex_lock(&g.lock);
+	fail_all(tp, -ECONNABORTED, false, -ECONNRESET, true);
+	for (struct r2_tp **pp = &g.tps; *pp; pp = &(*pp)->next)
+		if (*pp == tp) {
+			*pp = tp->next;
+			break;
+		}
+	if (!g.tps && g.timer_on) {
+		g.timer_on = false;
+		g.timer_gen++;
+		timer = g.timer;
+		join = true;
+		pthread_cond_broadcast(&g.cond);
+	}
+	pthread_mutex_unlock(&g.lock);
+	if (join)
+		pthread_join(timer, NULL);
+	r2_tp_base_fini(&tp->b);
+	free(tp);
+}
+
+/* Why a connect from tp to addr:port (meaning daemon peer_id) fails; 0 if
+ * it does not. */
+static int dial_status(struct r2_tp *tp, struct r2_tp *t, uint64_t peer_id)
+{
+	if (tp->link_down || (t && t->link_down))
+		return -ENETUNREACH;
+	if (!t || t == tp || t->cfg.self_id != peer_id)
+		return -ECONNREFUSED;
+	return t->refuse;
+}
+
+static int lb_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, uint16_t port)
+{
+	struct lbpeer *a, *b;
+	struct r2_tp *t;
+	int st, ret = 0;
+
+	pthread_mutex_lock(&g.lock);
+	a = peer_find(tp, peer_id);
+	if (a && !a->h.failed) {
+		ret = -EISCONN;
+		goto out;
+	}
+	t = find_listener(addr, port);
+	st = dial_status(tp, t, peer_id);
+	if (st) {
+		r2_tp_cq_push_simple(&tp->b.cmpl, R2_TPC_ERROR, st, peer_id, NULL);
+		goto out;
+	}
+	a = peer_new(tp, peer_id);
+	b = a ? peer_new(t, tp->cfg.self_id) : NULL;
+	if (!b) {
+		if (a)
+			end_fail(a, 0, false, true);
+		free(a);
+		ret = -ENOMEM;
+		goto out;
+	}
+	a->remote = b;
+	b->remote = a;
+	a->max_msg = t->cfg.max_msg;
+	b->max_msg = tp->cfg.max_msg;
+	a->conn_reported = b->conn_reported = true;
+	r2_tp_cq_push_simple(&t->b.cmpl, R2_TPC_CONN, 0, b->h.id, (struct r2_tp_conn *)b);
+	r2_tp_cq_push_simple(&tp->b.cmpl, R2_TPC_CONN, 0, a->h.id, (struct r2_tp_conn *)a);
+out:
+	pthread_mutex_unlock(&g.lock);
+	return ret;
+}
+
+static int lb_disconnect(struct r2_tp *tp, uint64_t peer_id)
+{
+	struct lbpeer *p;
+	int ret = 0;
+
+	pthread_mutex_lock(&g.lock);
+	p = peer_find(tp, peer_id);
+	if (p && !p->h.failed)
+		conn_fail(p, -ECONNABORTED, false, -ECONNRESET, false);
+	else
+		ret = -ENOTCONN;
+	pthread_mutex_unlock(&g.lock);
+	return ret;
+}
+
+static int lb_reg_mem(struct r2_tp *tp, void *addr, size_t len, void **handle)
+{
+	(void)tp;
+	(void)len;
+	if (!handle)
+		return -EINVAL;
+	*handle = addr;
+	return 0;
+}
+
+static int lb_dereg_mem(struct r2_tp *tp, void *handle)
+{
+	(void)tp;
+	(void)handle;
+	return 0;
+}
+
+/* Whether p's sends are held: its rule says so, or earlier ones still are
+ * (order is kept). */
+static bool held(struct lbpeer *p)
+{
+	struct lbrule *r = rule_of(p->tp, p->h.id);
+
+	return p->sq_head || (r && r->hold);
+}
+
+static int lb_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chunk_hdr *hdr,
+			const void *buf, uint64_t ctx)
+{
+	struct lbmsg *m;
+	struct lbpeer *p;
+	uint64_t sz;
+	int ret = 0;
+
+	ret = r2_tp_send_check(hdr, buf, tp->cfg.max_msg);
+	if (ret < 0)
+		return ret;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->hdr = *hdr;
+	m->hdr.magic = R2_CHUNK_MAGIC;
+	m->src = buf;
+	m->ctx = ctx;
+	sz = R2_TP_HDR_SIZE + (uint64_t)hdr->len;
+	pthread_mutex_lock(&g.lock);
+	p = peer_find(tp, peer_id);
+	if (!p || p->h.failed || !p->conn_reported || !p->remote)
+		ret = -ENOTCONN;
+	else if (hdr->len > p->max_msg)
+		ret = -EMSGSIZE;
+	else if (held(p) && p->queued > 0 && p->queued + sz > tp->cfg.max_queued)
+		ret = -EAGAIN;
+	if (ret < 0) {
+		pthread_mutex_unlock(&g.lock);
+		free(m);
+		return ret;
+	}
+	if (held(p)) {
+		if (p->sq_tail)
+			p->sq_tail->next = m;
+		else
+			p->sq_head = m;
+		p->sq_tail = m;
+		p->queued += sz;
+	} else {
+		transmit(p, m);
+	}
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+static void lb_release(struct r2_tp *tp, void *buf)
+{
+	(void)tp;
+	buf_put(buf);
+}
+
+static int lb_link_state(struct r2_tp *tp)
+{
+	int up;
+
+	pthread_mutex_lock(&g.lock);
+	up = tp->link_down ? 0 : 1;
+	pthread_mutex_unlock(&g.lock);
+	return up;
+}
+
+const struct r2_tp_ops r2_tp_loopback_ops = {
+	.name = "loopback",
+	.caps = R2_TP_CAP_ZERO_COPY,
+	.open = lb_open,
+	.close = lb_close,
+	.listen_port = r2_tp_base_listen_port,
+	.connect = lb_connect,
+	.disconnect = lb_disconnect,
+	.reg_mem = lb_reg_mem,
+	.dereg_mem = lb_dereg_mem,
+	.post_send = lb_post_send,
+	.release = lb_release,
+	.poll = r2_tp_base_poll,
+	.event_fd = r2_tp_base_event_fd,
+	.link_state = lb_link_state,
+	.stats = r2_tp_base_stats,
+};
+
+/* ---- control (loopback.h) ---- */
+
+/* Runs set on the rule of (tp, peer) under the lock. */
+static int with_rule(struct r2_tp *tp, uint64_t peer, void (*set)(struct lbrule *, uint32_t),
+		     uint32_t v)
+{
+	struct lbrule *r;
+	int ret = 0;
+
+	pthread_mutex_lock(&g.lock);
+	if (!is_lb(tp))
+		ret = -EINVAL;
+	else if (!(r = rule_get(tp, peer)))
+		ret = -ENOSPC;
+	else
+		set(r, v);
+	pthread_mutex_unlock(&g.lock);
+	return ret;
+}
+
+static void set_drop(struct lbrule *r, uint32_t v) { r->drop = v; }
+static void set_delay(struct lbrule *r, uint32_t v) { r->delay_us = v; }
+static void set_reorder(struct lbrule *r, uint32_t v) { r->reorder = v; }
+static void set_dup(struct lbrule *r, uint32_t v) { r->dup = v; }
+
+int r2_lb_drop(struct r2_tp *tp, uint64_t peer, uint32_t n)
+{
+	return with_rule(tp, peer, set_drop, n);
+}
+
+int r2_lb_delay(struct r2_tp *tp, uint64_t peer, uint32_t delay_us)
+{
+	return with_rule(tp, peer, set_delay, delay_us);
+}
+
+int r2_lb_reorder(struct r2_tp *tp, uint64_t peer, uint32_t n)
+{
+	return with_rule(tp, peer, set_reorder, n);
+}
+
+int r2_lb_duplicate(struct r2_tp *tp, uint64_t peer, uint32_t n)
+{
+	return with_rule(tp, peer, set_dup, n);
+}
+
+int r2_lb_hold(struct r2_tp *tp, uint64_t peer, bool hold)
+{
+	struct lbrule *r;
+	int ret = 0;
+
+	pthread_mutex_lock(&g.lock);
+	if (!is_lb(tp)) {
+		ret = -EINVAL;
+	} else if (!(r = rule_get(tp, peer))) {
+		ret = -ENOSPC;
+	} else {
+		r->hold = hold;
+		for (struct r2_tp_peer *q = tp->b.peers.all; q && !hold; q = q->anext)
+			if (peer == R2_LB_ANY_PEER || q->id == peer)
+				if (!rule_of(tp, q->id)->hold)
+					flush_held((struct lbpeer *)q);
+	}
+	pthread_mutex_unlock(&g.lock);
+	return ret;
+}
+
+int r2_lb_fail(struct r2_tp *tp, uint64_t peer, int status)
+{
+	struct lbpeer *p;
+	int ret = 0;
+
+	pthread_mutex_lock(&g.lock);
+	p = is_lb(tp) ? peer_find(tp, peer) : NULL;
+	if (!is_lb(tp))
+		ret = -EINVAL;
+	else if (!p || p->h.failed)
+		ret = -ENOTCONN;
+	else
+		conn_fail(p, status, true, status, false);
+	pthread_mutex_unlock(&g.lock);
+	return ret;
+}
+
+int r2_lb_link(struct r2_tp *tp, bool up)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&g.lock);
+	if (!is_lb(tp)) {
+		ret = -EINVAL;
+	} else {
+		tp->link_down = !up;
+		if (!up)
+			fail_all(tp, -ENETDOWN, true, -ENETDOWN, false);
+	}
+	pthread_mutex_unlock(&g.lock);
+	return ret;
+}
+
+int r2_lb_refuse(struct r2_tp *tp, int status)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&g.lock);
+	if (is_lb(tp))
+		tp->refuse = status;
+	else
+		ret = -EINVAL;
+	pthread_mutex_unlock(&g.lock);
+	return ret;
+}
+
+int r2_lb_in_flight(void)
+{
+	int n;
+
+	pthread_mutex_lock(&g.lock);
+	n = g.nflight;
+	pthread_mutex_unlock(&g.lock);
+	return n;
+}

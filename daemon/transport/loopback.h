@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The loopback provider's control API, for tests (loopback.c): several
+ * "hosts" in one process, each a provider instance opened with its own
+ * cfg->addr, and the faults a test commands on the messages one instance
+ * sends to a peer: drop, delay, reorder, duplicate, hold; and on its
+ * connections: fail, link down, refuse. docs/transports.md describes the
+ * provider and how its semantics follow tcp.c's.
+ *
+ * A rule applies to the messages instance tp sends to peer (a daemon id), or,
+ * with peer R2_LB_ANY_PEER, to every peer that has no rule of its own. Rules
+ * live on the instance (they outlast a connection: a reconnect finds them).
+ * Every call returns 0 or a negative errno (-EINVAL: tp not a loopback
+ * instance; -ENOSPC: too many rules on it).
+ */
+#ifndef R2CCL_LOOPBACK_H
+#define R2CCL_LOOPBACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "transport.h"
+
+extern const struct r2_tp_ops r2_tp_loopback_ops;
+
+#define R2_LB_ANY_PEER 0
+#define R2_LB_ALL UINT32_MAX /* a count: every message from now on */
+
+/* The next n messages to peer vanish after their SEND completion (status
+ * 0: they were handed to the "network"), as a black-holed link does. */
+int r2_lb_drop(struct r2_tp *tp, uint64_t peer, uint32_t n);
+/* Each message to peer arrives delay_us later (0: at once). Messages of one
+ * connection still arrive in the order sent (a later one never overtakes an
+ * earlier one), as on one TCP stream. */
+int r2_lb_delay(struct r2_tp *tp, uint64_t peer, uint32_t delay_us);
+/* The next n messages to peer are held until the n-th is sent, then
+ * delivered in reverse order (as messages on different streams may come). */
+int r2_lb_reorder(struct r2_tp *tp, uint64_t peer, uint32_t n);
+/* The next n messages to peer arrive twice. */
+int r2_lb_duplicate(struct r2_tp *tp, uint64_t peer, uint32_t n);
+/* hold: messages to peer stay queued in the sender (no SEND completion, as
+ * behind a full socket buffer; post_send returns -EAGAIN past max_queued);
+ * releasing the hold sends them, in order. A connection that fails while
+ * they are queued completes them with SEND status < 0. */
+int r2_lb_hold(struct r2_tp *tp, uint64_t peer, bool hold);
+/* The connection between tp and peer fails now: R2_TPC_ERROR (status) on
+ * both ends, queued sends complete with status, messages in flight are
+ * lost. -ENOTCONN when there is none. */
+int r2_lb_fail(struct r2_tp *tp, uint64_t peer, int status);
+/* The link of tp goes down or up. Down: link_state() says 0, every
+ * connection of tp fails on both ends with -ENETDOWN, and connects from or
+ * to tp fail with -ENETUNREACH. Up: connects work again. */
+int r2_lb_link(struct r2_tp *tp, bool up);
+/* Connects to tp fail with status (ERROR at the dialer, e.g.
+ * -ECONNREFUSED); 0 accepts them again. */
+int r2_lb_refuse(struct r2_tp *tp, int status);
+/* Messages in flight (delayed or held for reordering) anywhere; a test waits
+ * for 0 before it checks what arrived. */
+int r2_lb_in_flight(void);
+
+#endif
