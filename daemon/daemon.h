@@ -92,6 +92,12 @@ enum r2d_param {
 	P_IB_QPS_PER_CONN,
 	P_IB_TC,
 	P_IB_SL,
+	/* the GPU path (daemon/gpu/) */
+	P_GPU_COPY,
+	P_GPU_BLOCKS,
+	P_GPU_SPLIT_MIN,
+	P_GPU_STAGE_CACHE,
+	P_GPU_STAGE_PIECES,
 	P_COUNT
 };
 
