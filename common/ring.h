@@ -47,7 +47,7 @@ struct r2_sqe {
 	uint32_t recv_mem;
 	uint64_t send_off; /* byte offset inside that registration */
 	uint64_t recv_off;
-	/* GPU stream ordering (daemon/gpu/gpu_abi.h); all 0 for host-only ops */
+	/* GPU stream ordering (common/gpu_abi.h); all 0 for host-only ops */
 	uint32_t gflags;   /* R2_SQE_STREAM: wait ready, signal done in the sync slot */
 	uint32_t sync_mem; /* registered host memory holding the sync slot */
 	uint64_t sync_off; /* byte offset of the slot (16-byte aligned) */

@@ -203,6 +203,27 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_IB_SQ_DEPTH] = { "ib_sq_depth", "R2CCL_IB_SQ_DEPTH", "--ib-sq-depth", R2_PT_INT,
 			    "64", 4, 16384, NULL, NULL, false,
 			    "verbs: send work requests per QP" },
+	/* the GPU path (daemon/gpu/README.md); read at the first GPU registration
+	 * (copy, blocks, split) or the first staged operation (stage_*) */
+	[P_GPU_COPY] = { "gpu_copy", "R2CCL_GPU_COPY", "--gpu-copy", R2_PT_ENUM, "ce", 0, 0,
+			 "ce|kernel", NULL, false,
+			 "GPU copies of local collectives: ce (copy engines, cudaMemcpyAsync) "
+			 "or kernel (a copy kernel, several outputs per launch)" },
+	[P_GPU_BLOCKS] = { "gpu_blocks", "R2CCL_GPU_BLOCKS", "--gpu-blocks", R2_PT_INT, "0", 0,
+			   65535, NULL, NULL, false,
+			   "thread blocks per reduction/copy kernel launch (0: 2 per SM)" },
+	[P_GPU_SPLIT_MIN] = { "gpu_split_min", "R2CCL_GPU_SPLIT_MIN", "--gpu-split-min",
+			      R2_PT_INT, "256K", 0, I64MAX, NULL, "bytes", false,
+			      "a local reduction from this size is spread over every GPU "
+			      "holding an output, in contiguous slices" },
+	[P_GPU_STAGE_CACHE] = { "gpu_stage_cache", "R2CCL_GPU_STAGE_CACHE", "--gpu-stage-cache",
+				R2_PT_INT, "8G", 0, I64MAX, NULL, "bytes", false,
+				"pinned host staging buffers (GPU buffers across hosts) kept "
+				"for reuse, at most this many bytes" },
+	[P_GPU_STAGE_PIECES] = { "gpu_stage_pieces", "R2CCL_GPU_STAGE_PIECES",
+				 "--gpu-stage-pieces", R2_PT_BOOL, "1", 0, 0, NULL, NULL, false,
+				 "stage a large AllReduce of one local rank in 4 MiB slices, the "
+				 "rail phase overlapping the copies (0: one copy each way)" },
 };
 
 void r2d_usage(FILE *f)

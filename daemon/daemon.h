@@ -96,6 +96,12 @@ enum r2d_param {
 	P_IB_SLOT_SIZE,
 	P_IB_SRQ_DEPTH,
 	P_IB_SQ_DEPTH,
+	/* the GPU path (daemon/gpu/) */
+	P_GPU_COPY,
+	P_GPU_BLOCKS,
+	P_GPU_SPLIT_MIN,
+	P_GPU_STAGE_CACHE,
+	P_GPU_STAGE_PIECES,
 	P_COUNT
 };
 

@@ -25,7 +25,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "../daemon/gpu/gpu_abi.h"
+#include "gpu_abi.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
 

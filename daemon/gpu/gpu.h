@@ -5,7 +5,8 @@
  * collectives over GPU buffers with the kernels of kernels.cu, and stream
  * ordering through sync slots in the client's shared memory.
  *
- * Every function here exists in a build without CUDA too (HAVE_CUDA 0):
+ * With CUDA: device.c, memory.c, local.c and staging.c (gpu_priv.h). Every
+ * function here exists in a build without CUDA too (gpu_stub.c, HAVE_CUDA 0):
  * registration answers -EOPNOTSUPP and no region is ever a GPU region.
  */
 #ifndef R2CCL_DAEMON_GPU_H

@@ -7,7 +7,8 @@
 // CPU, so one thread can queue every rank's part of a collective.
 //
 //   gpu_test                 every test (exit 77 without a usable GPU)
-//   gpu_test --bench [opts]  nccl-tests-like table (see usage())
+//   gpu_test --bench [opts]  nccl-tests-like table, every size checked (#wrong;
+//                            exit 1 if any element is wrong; 77 without a GPU)
 //   gpu_test --victim ...    (internal) the client killed mid-operation
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -80,6 +81,21 @@ __global__ void k_fill_f32(float *p, size_t n, float base)
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
 		p[i] = base + (float)(i % 13);
+}
+
+// Counts the elements of p[0..n) that differ from base + scale * ((off + i) % 13)
+// into *wrong (the benchmark's check, on the GPU: no host copy of 4 GB).
+__global__ void k_count_wrong(const float *p, size_t n, size_t off, float base, float scale,
+			      unsigned long long *wrong)
+{
+	unsigned long long w = 0;
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		if (p[i] != base + scale * (float)((off + i) % 13))
+			w++;
+	if (w)
+		atomicAdd(wrong, w);
 }
 
 static long long cycles_per_ms(int dev)
@@ -670,9 +686,33 @@ static double busbw_factor(int c, int n)
 	}
 }
 
+// Rank r's part of one benchmark operation (in place: as nccl-tests does).
+static void bench_submit(int c, int r, size_t count, bool inplace)
+{
+	Rank *k = &R[r];
+	size_t blk = count * 4;
+	char *s = k->a, *d = k->b;
+	int rc = 0;
+
+	if (inplace)
+		s = (c == AG) ? d + r * blk : d;
+	if (c == AR)
+		rc = r2ccl_allreduce_stream(k->comm, s, d, count, R2CCL_FLOAT32, R2CCL_SUM, k->st);
+	else if (c == AG)
+		rc = r2ccl_allgather_stream(k->comm, s, d, count, R2CCL_FLOAT32, k->st);
+	else if (c == RS)
+		rc = r2ccl_reducescatter_stream(k->comm, inplace ? d : s, inplace ? d + r * blk : d,
+						count, R2CCL_FLOAT32, R2CCL_SUM, k->st);
+	else if (c == BC)
+		rc = r2ccl_broadcast_stream(k->comm, s, d, count, R2CCL_FLOAT32, 0, k->st);
+	if (rc) {
+		fprintf(stderr, "bench: %s\n", r2ccl_strerror(rc));
+		exit(1);
+	}
+}
+
 static double time_op(int c, size_t count, bool inplace, int iters)
 {
-	size_t blk = count * 4;
 	double t0;
 
 	for (int it = -3; it < iters; it++) {
@@ -684,29 +724,8 @@ static double time_op(int c, size_t count, bool inplace, int iters)
 			t0 = now_s();
 		}
 		for (int r = 0; r < nranks; r++) {
-			Rank *k = &R[r];
-			char *s = k->a, *d = k->b;
-			int rc = 0;
-			CK(cudaSetDevice(k->dev));
-			if (inplace)
-				s = (c == AG) ? d + r * blk : d;
-			if (c == AR)
-				rc = r2ccl_allreduce_stream(k->comm, s, d, count, R2CCL_FLOAT32,
-							    R2CCL_SUM, k->st);
-			else if (c == AG)
-				rc = r2ccl_allgather_stream(k->comm, s, d, count, R2CCL_FLOAT32,
-							    k->st);
-			else if (c == RS)
-				rc = r2ccl_reducescatter_stream(k->comm, inplace ? d : s,
-								inplace ? d + r * blk : d, count,
-								R2CCL_FLOAT32, R2CCL_SUM, k->st);
-			else if (c == BC)
-				rc = r2ccl_broadcast_stream(k->comm, s, d, count, R2CCL_FLOAT32, 0,
-							    k->st);
-			if (rc) {
-				fprintf(stderr, "bench: %s\n", r2ccl_strerror(rc));
-				exit(1);
-			}
+			CK(cudaSetDevice(R[r].dev));
+			bench_submit(c, r, count, inplace);
 		}
 	}
 	for (int r = 0; r < nranks; r++) {
@@ -716,9 +735,60 @@ static double time_op(int c, size_t count, bool inplace, int iters)
 	return (now_s() - t0) / iters;
 }
 
+static unsigned long long *bench_wrong[8]; // a counter on each rank's GPU
+
+// One checked operation of the benchmark's shape: the outputs poisoned
+// (NaN), rank r's input (r + 1) + i % 13, the operation, then the elements
+// of every output that differ from the exact result are counted on the GPU.
+// Returns how many, all ranks together.
+static unsigned long long bench_check(int c, size_t count, bool inplace)
+{
+	size_t blk = count * 4, n = (size_t)nranks;
+	float tri = (float)(n * (n + 1) / 2), fn = (float)n;
+	unsigned long long total = 0;
+
+	for (int r = 0; r < nranks; r++) {
+		Rank *k = &R[r];
+		char *d = k->b, *s = inplace ? ((c == AG) ? d + r * blk : d) : k->a;
+		size_t in_n = (c == RS) ? n * count : count;
+		float *out = (float *)((c == RS && inplace) ? d + r * blk : d);
+
+		CK(cudaSetDevice(k->dev));
+		if (!bench_wrong[r])
+			CK(cudaMalloc(&bench_wrong[r], sizeof(unsigned long long)));
+		CK(cudaMemsetAsync(bench_wrong[r], 0, sizeof(unsigned long long), k->st));
+		CK(cudaMemsetAsync(d, 0xFF, (c == AG || c == RS) ? n * blk : blk, k->st));
+		k_fill_f32<<<256, 256, 0, k->st>>>((float *)s, in_n, (float)(r + 1));
+		bench_submit(c, r, count, inplace);
+		if (c == AR)
+			k_count_wrong<<<256, 256, 0, k->st>>>(out, count, 0, tri, fn, bench_wrong[r]);
+		else if (c == RS)
+			k_count_wrong<<<256, 256, 0, k->st>>>(out, count, (size_t)r * count, tri, fn,
+							      bench_wrong[r]);
+		else if (c == BC)
+			k_count_wrong<<<256, 256, 0, k->st>>>(out, count, 0, 1.0f, 1.0f,
+							      bench_wrong[r]);
+		else
+			for (int q = 0; q < nranks; q++)
+				k_count_wrong<<<256, 256, 0, k->st>>>(out + (size_t)q * count, count, 0,
+								      (float)(q + 1), 1.0f,
+								      bench_wrong[r]);
+		CK(cudaGetLastError());
+	}
+	sync_all("bench check");
+	for (int r = 0; r < nranks; r++) {
+		unsigned long long w = 0;
+		CK(cudaSetDevice(R[r].dev));
+		CK(cudaMemcpy(&w, bench_wrong[r], sizeof(w), cudaMemcpyDeviceToHost));
+		total += w;
+	}
+	return total;
+}
+
 static int bench(int argc, char **argv)
 {
-	int c = AR, g = ngpus;
+	int c = AR, g = ngpus, nsizes = 0;
+	unsigned long long nwrong = 0;
 	size_t maxb = (size_t)4 << 30;
 	const size_t sizes[] = { 8, 32, 128, 512, 2048, 8192, 32768, 131072, 1 << 20, 4 << 20,
 				 16 << 20, 64 << 20, 256 << 20, (size_t)1 << 30, (size_t)4 << 30 };
@@ -752,6 +822,7 @@ static int bench(int argc, char **argv)
 		size_t per = (c == AG || c == RS) ? size / (size_t)g : size; // per-rank block
 		size_t count = per / 4;
 		double t[2];
+		unsigned long long wrong[2];
 		int iters;
 
 		if (size > maxb || count == 0)
@@ -761,20 +832,32 @@ static int bench(int argc, char **argv)
 			iters = 5;
 		if (iters > 200)
 			iters = 200;
-		for (int ip = 0; ip < 2; ip++)
+		for (int ip = 0; ip < 2; ip++) {
+			wrong[ip] = bench_check(c, count, ip);
+			nwrong += wrong[ip];
 			t[ip] = time_op(c, count, ip, iters);
+		}
 		printf("%12zu %12zu %8s %6s %6d", count * 4 * ((c == AG || c == RS) ? g : 1), count,
 		       "float", (c == AR || c == RS) ? "sum" : "none", c == BC ? 0 : -1);
 		for (int ip = 0; ip < 2; ip++) {
 			double alg = (double)(count * 4 * ((c == AG || c == RS) ? g : 1)) / t[ip] / 1e9;
-			printf("  %9.2f %7.2f %7.2f %6s", t[ip] * 1e6, alg, alg * busbw_factor(c, g),
-			       "N/A");
+			printf("  %9.2f %7.2f %7.2f %6llu", t[ip] * 1e6, alg, alg * busbw_factor(c, g),
+			       wrong[ip]);
 		}
 		printf("\n");
 		fflush(stdout);
+		nsizes++;
 	}
 	teardown();
-	return 0;
+	for (int r = 0; r < 8; r++)
+		if (bench_wrong[r]) {
+			cudaFree(bench_wrong[r]);
+			bench_wrong[r] = NULL;
+		}
+	// every size checked, out of place and in place (nccl-tests' #wrong)
+	printf("# %s: %d sizes, %llu wrong element(s), %d other failure(s)\n",
+	       nwrong || failures || !nsizes ? "FAILED" : "PASSED", nsizes, nwrong, failures);
+	return nwrong || failures || !nsizes ? 1 : 0;
 }
 
 int main(int argc, char **argv)

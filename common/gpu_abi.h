@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What libr2ccl and r2ccld agree on for GPU operations (README.md beside
- * this file explains the mechanism).
+ * What libr2ccl and r2ccld agree on for GPU operations (the GPU wire ABI;
+ * daemon/gpu/README.md explains the mechanism).
  *
  * Stream ordering: each stream-ordered operation has a sync slot in host
  * memory the client shares with the daemon (a registered memfd, which the

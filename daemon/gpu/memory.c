@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GPU memory of the clients: CUDA IPC and cuMem POSIX-fd imports, and the
+ * per-session cache of opened allocations that registrations share.
+ *
+ * A client names an allocation by its CUDA IPC handle (cudaMalloc memory) or
+ * by a POSIX fd from cuMemExportToShareableHandle (cuMem). The daemon opens
+ * each allocation once per session (cache keyed by the session and the
+ * handle / the client's allocation address), in the context of the GPU that
+ * holds it, with access from every peer GPU; every registration of a range
+ * of it takes a reference, the last one closes it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../comm.h"
+#include "gpu_priv.h"
+#include "log.h"
+#include "util.h"
+
+static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gpu_alloc *allocs;
+
+/* cudaMalloc memory: the IPC handle opened in the context of its GPU, and
+ * of every peer GPU (a legacy IPC mapping serves the context that opened
+ * it; one context per device may open it). */
+static int open_ipc(struct gpu_alloc *a, const struct r2_gpu_reg_req *req, char *err,
+		    size_t errlen)
+{
+	cudaIpcMemHandle_t h;
+	void *p = NULL;
+	CUdeviceptr base = 0;
+	size_t sz = 0;
+	cudaError_t e;
+	CUresult cr;
+
+	memcpy(&h, req->ipc_handle, sizeof(h));
+	e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+	if (e != cudaSuccess) {
+		log_warn("gpu: cudaIpcOpenMemHandle: %s", cudaGetErrorString(e));
+		snprintf(err, errlen, "cudaIpcOpenMemHandle: %s", cudaGetErrorString(e));
+		return -EINVAL;
+	}
+	/* the client's word for the size is not trusted */
+	cr = r2g.memGetAddressRange(&base, &sz, (CUdeviceptr)p);
+	if (cr != CUDA_SUCCESS || (uint64_t)sz < req->alloc_size) {
+		snprintf(err, errlen, "allocation holds %zu bytes, %llu declared", sz,
+			 (unsigned long long)req->alloc_size);
+		cudaIpcCloseMemHandle(p);
+		return -EINVAL;
+	}
+	a->dptr = p;
+	a->map[a->dev] = p;
+	a->size = req->alloc_size;
+	for (int i = 0; i < r2g.ndev; i++) {
+		int ok = 0;
+		void *q = NULL;
+		if (i == a->dev || cudaDeviceCanAccessPeer(&ok, r2g.dev[i].ord,
+							   r2g.dev[a->dev].ord) != cudaSuccess ||
+		    !ok)
+			continue;
+		cudaSetDevice(r2g.dev[i].ord);
+		if (cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess)
+			a->map[i] = q;
+		else
+			log_warn("gpu: GPU %d cannot map memory of GPU %d: %s", i, a->dev,
+				 cudaGetErrorString(cudaGetLastError()));
+	}
+	return 0;
+}
+
+/* cuMem memory: imported from the fd, mapped once at an address of the
+ * daemon's, readable and writable by its GPU and every peer GPU. */
+static int open_cumem(struct gpu_alloc *a, const struct r2_gpu_reg_req *req, char *err,
+		      size_t errlen)
+{
+	CUmemAccessDesc acc[MAX_DEV];
+	CUdeviceptr va = 0;
+	size_t nacc = 0;
+	int fd = req->fd;
+	CUresult cr;
+
+	cr = r2g.memImport(&a->h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (cr != CUDA_SUCCESS) {
+		snprintf(err, errlen, "cuMemImportFromShareableHandle: error %d", (int)cr);
+		return -EINVAL;
+	}
+	/* 2 MiB: the granularity of every GPU this targets; cuMemMap refuses
+	 * a size over the allocation's own */
+	cr = r2g.memAddressReserve(&va, req->alloc_size, 2u << 20, 0, 0);
+	if (cr != CUDA_SUCCESS) {
+		snprintf(err, errlen, "cuMemAddressReserve(%llu): error %d",
+			 (unsigned long long)req->alloc_size, (int)cr);
+		r2g.memRelease(a->h);
+		return -EINVAL;
+	}
+	cr = r2g.memMap(va, req->alloc_size, 0, a->h, 0);
+	if (cr != CUDA_SUCCESS) {
+		snprintf(err, errlen, "cuMemMap(%llu bytes): error %d",
+			 (unsigned long long)req->alloc_size, (int)cr);
+		r2g.memAddressFree(va, req->alloc_size);
+		r2g.memRelease(a->h);
+		return -EINVAL;
+	}
+	for (int i = 0; i < r2g.ndev; i++) {
+		int ok = i == a->dev;
+		if (!ok && cudaDeviceCanAccessPeer(&ok, r2g.dev[i].ord, r2g.dev[a->dev].ord) !=
+				   cudaSuccess)
+			ok = 0;
+		if (!ok)
+			continue;
+		memset(&acc[nacc], 0, sizeof(acc[nacc]));
+		acc[nacc].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		acc[nacc].location.id = r2g.dev[i].ord;
+		acc[nacc].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		nacc++;
+	}
+	cr = r2g.memSetAccess(va, req->alloc_size, acc, nacc);
+	if (cr != CUDA_SUCCESS) {
+		snprintf(err, errlen, "cuMemSetAccess: error %d", (int)cr);
+		r2g.memUnmap(va, req->alloc_size);
+		r2g.memAddressFree(va, req->alloc_size);
+		r2g.memRelease(a->h);
+		return -EINVAL;
+	}
+	a->dptr = (char *)(uintptr_t)va;
+	for (size_t k = 0; k < nacc; k++)
+		for (int i = 0; i < r2g.ndev; i++)
+			if (r2g.dev[i].ord == acc[k].location.id)
+				a->map[i] = a->dptr; /* one mapping, every GPU */
+	a->size = req->alloc_size;
+	return 0;
+}
+
+static int alloc_open(struct gpu_alloc *a, const struct r2_gpu_reg_req *req, char *err,
+		      size_t errlen)
+{
+	cudaSetDevice(r2g.dev[a->dev].ord);
+	if (a->kind == R2_GPU_MEM_IPC)
+		return open_ipc(a, req, err, errlen);
+	return open_cumem(a, req, err, errlen);
+}
+
+static void alloc_close(struct gpu_alloc *a)
+{
+	if (a->kind == R2_GPU_MEM_IPC) {
+		for (int i = 0; i < r2g.ndev; i++) {
+			if (!a->map[i])
+				continue;
+			cudaSetDevice(r2g.dev[i].ord);
+			cudaIpcCloseMemHandle(a->map[i]);
+		}
+	} else {
+		cudaSetDevice(r2g.dev[a->dev].ord);
+		r2g.memUnmap((CUdeviceptr)(uintptr_t)a->dptr, a->size);
+		r2g.memAddressFree((CUdeviceptr)(uintptr_t)a->dptr, a->size);
+		r2g.memRelease(a->h);
+	}
+	log_info("gpu: session %llu: released %s allocation of %llu bytes on GPU %d",
+		 (unsigned long long)a->sess, a->kind == R2_GPU_MEM_IPC ? "IPC" : "cuMem",
+		 (unsigned long long)a->size, r2g.dev[a->dev].ord);
+	free(a);
+}
+
+/* Checks a registration request; its GPU's index in *dev. */
+static int req_check(const struct r2_gpu_reg_req *req, int *dev, char *err, size_t errlen)
+{
+	if (req->kind != R2_GPU_MEM_IPC && req->kind != R2_GPU_MEM_CUMEM_FD) {
+		snprintf(err, errlen, "unknown GPU memory kind %u", req->kind);
+		return -EINVAL;
+	}
+	if (req->kind == R2_GPU_MEM_IPC && req->ipc_handle_len != R2_GPU_IPC_HANDLE_BYTES) {
+		snprintf(err, errlen, "IPC handle of %zu bytes", req->ipc_handle_len);
+		return -EINVAL;
+	}
+	if (req->kind == R2_GPU_MEM_CUMEM_FD && req->fd < 0) {
+		snprintf(err, errlen, "no fd");
+		return -EINVAL;
+	}
+	if (req->uuid_len != R2_GPU_UUID_BYTES || (*dev = r2g_dev_by_uuid(req->uuid)) < 0) {
+		snprintf(err, errlen, "no GPU of this host has that UUID");
+		return -ENODEV;
+	}
+	if (req->size == 0 || req->alloc_size == 0 || req->offset > req->alloc_size ||
+	    req->size > req->alloc_size - req->offset || req->alloc_size > (1ull << 44)) {
+		snprintf(err, errlen, "range %llu+%llu outside an allocation of %llu bytes",
+			 (unsigned long long)req->offset, (unsigned long long)req->size,
+			 (unsigned long long)req->alloc_size);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The session's allocation of req, opened now if new, with one more
+ * reference (under alloc_lock). */
+static int alloc_ref(struct r2_session *s, const struct r2_gpu_reg_req *req, int dev,
+		     struct gpu_alloc **out, char *err, size_t errlen)
+{
+	struct gpu_alloc *a;
+	uint8_t key[64];
+	int r;
+
+	memset(key, 0, sizeof(key));
+	if (req->kind == R2_GPU_MEM_IPC) {
+		memcpy(key, req->ipc_handle, 64);
+	} else {
+		memcpy(key, &req->alloc_base, 8);
+		memcpy(key + 8, &req->alloc_size, 8);
+	}
+	for (a = allocs; a; a = a->next)
+		if (a->sess == s->id && a->kind == req->kind && !memcmp(a->key, key, 64))
+			break;
+	if (a) {
+		if (a->dev != dev || req->alloc_size > a->size) {
+			snprintf(err, errlen, "does not match the allocation registered before");
+			return -EINVAL;
+		}
+		a->refs++;
+		if (req->kind == R2_GPU_MEM_CUMEM_FD)
+			close(req->fd); /* already imported */
+		*out = a;
+		return 0;
+	}
+	if (!(a = calloc(1, sizeof(*a))))
+		return -ENOMEM;
+	a->sess = s->id;
+	a->kind = req->kind;
+	a->dev = dev;
+	memcpy(a->key, key, 64);
+	r = alloc_open(a, req, err, errlen);
+	if (r < 0) {
+		free(a);
+		return r;
+	}
+	if (req->kind == R2_GPU_MEM_CUMEM_FD)
+		close(req->fd); /* the imported handle keeps the memory */
+	a->refs = 1;
+	a->next = allocs;
+	allocs = a;
+	log_info("gpu: session %llu: opened %s allocation of %llu bytes on GPU %d",
+		 (unsigned long long)s->id, a->kind == R2_GPU_MEM_IPC ? "IPC" : "cuMem",
+		 (unsigned long long)a->size, r2g.dev[dev].ord);
+	*out = a;
+	return 0;
+}
+
+int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
+		      struct r2_memreg **out, char *err, size_t errlen)
+{
+	struct gpu_alloc *a;
+	struct r2_gpu_region *g;
+	int dev = -1, r;
+
+	if ((r = r2g_init(&s->d->params)) < 0) {
+		snprintf(err, errlen, "%s", r2g.errmsg);
+		return r;
+	}
+	if ((r = req_check(req, &dev, err, errlen)) < 0)
+		return r;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	pthread_mutex_lock(&alloc_lock);
+	r = alloc_ref(s, req, dev, &a, err, errlen);
+	pthread_mutex_unlock(&alloc_lock);
+	if (r < 0) {
+		free(g);
+		return r;
+	}
+	g->a = a;
+	g->dev = dev;
+	g->m.fd = R2_MEM_FD_GPU;
+	g->m.size = req->size;
+	g->m.addr = a->dptr + req->offset;
+	atomic_init(&g->m.refs, 1);
+	*out = &g->m;
+	return 0;
+}
+
+void r2_gpu_region_free(struct r2_memreg *m)
+{
+	struct r2_gpu_region *g = (struct r2_gpu_region *)m;
+	struct gpu_alloc *a = g->a, **pp;
+	bool last = false;
+
+	pthread_mutex_lock(&alloc_lock);
+	if (--a->refs == 0) {
+		for (pp = &allocs; *pp; pp = &(*pp)->next)
+			if (*pp == a) {
+				*pp = a->next;
+				break;
+			}
+		last = true;
+	}
+	pthread_mutex_unlock(&alloc_lock);
+	if (last)
+		alloc_close(a);
+	free(g);
+}
