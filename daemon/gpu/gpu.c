@@ -40,8 +40,8 @@
 #include <sched.h>
 #include <time.h>
 
-#include "../comm.h"
-#include "../exec.h"
+#include "../engine/comm.h"
+#include "../engine/exec.h"
 #include "gpu_abi.h"
 #include "kernels.h"
 #include "log.h"
@@ -1614,7 +1614,7 @@ void r2_gpu_shutdown(void)
 
 #else /* !HAVE_CUDA */
 
-#include "../comm.h"
+#include "../engine/comm.h"
 
 int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
 		      struct r2_memreg **out, char *err, size_t errlen)

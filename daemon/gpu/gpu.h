@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../daemon.h"
+#include "base/daemon.h"
 
 struct r2_exec;
 

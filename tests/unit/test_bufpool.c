@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bufpool.h"
+#include "net/bufpool.h"
 #include "transport/transport.h"
 
 #define KB 1024u

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec.h"
+#include "engine/exec.h"
 
 /* ---- parallel-for ---- */
 

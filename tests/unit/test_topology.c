@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "topology.h"
+#include "base/topology.h"
 
 #define DGX_XML "topology/dgx-2s-8gpu-8nic.xml"
 #define ONE_XML "topology/1s-4gpu-4nic.xml"

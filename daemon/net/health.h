@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "daemon.h"
+#include "base/daemon.h"
 
 struct r2_comm;
 struct r2_loop_ev;

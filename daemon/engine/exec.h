@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "comm.h"
+#include "engine/comm.h"
 
 struct r2_pool;
 

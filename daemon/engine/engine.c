@@ -20,9 +20,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "engine/comm.h"
 #include "config.h"
-#include "exec.h"
+#include "engine/exec.h"
 #include "gpu/gpu.h"
 #include "log.h"
 #include "util.h"

@@ -13,10 +13,10 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "bufpool.h"
+#include "net/bufpool.h"
 #include "config.h"
 #include "log.h"
-#include "rails.h"
+#include "net/rails.h"
 #include "util.h"
 
 #define PAGE 4096u

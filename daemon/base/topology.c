@@ -8,7 +8,7 @@
  * device under the same PCI device) and the remaining Network OS devices
  * (Ethernet); on the live machine also every other netdev of sysfs.
  */
-#include "topology.h"
+#include "base/topology.h"
 
 #include <dirent.h>
 #include <errno.h>

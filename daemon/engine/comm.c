@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "engine/comm.h"
 #include "config.h"
 #include "log.h"
 #include "planner/planner.h"

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "exec.h"
+#include "engine/exec.h"
 
 struct r2_pool {
 	int nthreads;

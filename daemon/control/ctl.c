@@ -10,13 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bufpool.h"
-#include "comm.h"
+#include "net/bufpool.h"
+#include "engine/comm.h"
 #include "config.h"
-#include "health.h"
+#include "net/health.h"
 #include "log.h"
 #include "r2ccl.pb-c.h"
-#include "rails.h"
+#include "net/rails.h"
 #include "util.h"
 
 static bool mps_running(void)

@@ -15,11 +15,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "engine/comm.h"
 #include "config.h"
-#include "daemon.h"
+#include "base/daemon.h"
 #include "log.h"
-#include "rails.h"
+#include "net/rails.h"
 #include "util.h"
 
 #if HAVE_SYSTEMD

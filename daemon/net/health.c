@@ -32,13 +32,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "engine/comm.h"
 #include "config.h"
-#include "health.h"
+#include "net/health.h"
 #include "log.h"
 #include "peer.pb-c.h"
 #include "r2ccl.pb-c.h"
-#include "rails.h"
+#include "net/rails.h"
 #include "util.h"
 
 void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe); /* exec_rail.c */

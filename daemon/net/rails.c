@@ -10,13 +10,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "bufpool.h"
-#include "comm.h"
+#include "net/bufpool.h"
+#include "engine/comm.h"
 #include "config.h"
-#include "health.h"
+#include "net/health.h"
 #include "log.h"
-#include "detour.h"
-#include "rails.h"
+#include "net/detour.h"
+#include "net/rails.h"
 #include "util.h"
 #if HAVE_IBVERBS
 #include "transport/verbs_util.h" /* r2_verbs_probe() */

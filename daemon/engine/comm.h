@@ -12,7 +12,7 @@
 #ifndef R2CCL_COMM_H
 #define R2CCL_COMM_H
 
-#include "daemon.h"
+#include "base/daemon.h"
 
 #define R2_UID_MAGIC 0x52324944u /* "DI2R" */
 

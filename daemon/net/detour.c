@@ -20,11 +20,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "comm.h"
-#include "daemon.h"
-#include "detour.h"
+#include "engine/comm.h"
+#include "base/daemon.h"
+#include "net/detour.h"
 #include "log.h"
-#include "rails.h"
+#include "net/rails.h"
 #include "util.h"
 
 struct detour {

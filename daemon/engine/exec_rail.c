@@ -20,15 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bufpool.h"
-#include "comm.h"
+#include "net/bufpool.h"
+#include "engine/comm.h"
 #include "config.h"
-#include "detour.h"
-#include "exec.h"
-#include "health.h"
+#include "net/detour.h"
+#include "engine/exec.h"
+#include "net/health.h"
 #include "log.h"
-#include "planner.h"
-#include "rails.h"
+#include "planner/planner.h"
+#include "net/rails.h"
 #include "reduce.h"
 #include "util.h"
 

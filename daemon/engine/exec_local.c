@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "exec.h"
+#include "engine/exec.h"
 #include "gpu/gpu.h"
 #include "reduce.h"
 #include "util.h"

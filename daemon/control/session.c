@@ -15,9 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "engine/comm.h"
 #include "config.h"
-#include "daemon.h"
+#include "base/daemon.h"
 #include "gpu/gpu.h"
 #include "log.h"
 #include "r2ccl.pb-c.h"

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "daemon.h"
+#include "base/daemon.h"
 #include "gpu/gpu.h"
 
 int r2d_mem_register(struct r2_session *s, int fd, uint64_t size, uint32_t *id, char *err,

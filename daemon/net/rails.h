@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "daemon.h"
+#include "base/daemon.h"
 #include "transport/transport.h"
 
 #define R2_MAX_RAILS 8

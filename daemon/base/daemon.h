@@ -32,7 +32,7 @@
 #include "params.h"
 #include "r2ccl.h"
 #include "ring.h"
-#include "topology.h"
+#include "base/topology.h"
 
 struct r2d;
 struct r2_engine;

@@ -21,12 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "engine/comm.h"
 #include "config.h"
-#include "health.h"
+#include "net/health.h"
 #include "log.h"
 #include "peer.pb-c.h"
-#include "rails.h"
+#include "net/rails.h"
 #include "util.h"
 
 void r2d_uid_fill(struct r2d *d, struct r2_uid *uid)

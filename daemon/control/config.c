@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "daemon.h"
+#include "base/daemon.h"
 #include "log.h"
 
 #define I64MAX INT64_MAX
