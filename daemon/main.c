@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "control/control.h"
 #include "engine/comm.h"
 #include "config.h"
 #include "base/daemon.h"

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * r2ccld internals shared by its modules.
+ * What every layer of r2ccld shares (docs/architecture.md, "Layers"): the
+ * daemon (struct r2d), the parameter indices, and the records of a session
+ * and of a memory region. Their functions live in the control layer
+ * (control/control.h); the engine reaches them through engine/source.h.
  *
  * Threads:
  *  - the control loop (libuv, main thread): the Unix socket, sessions'
  *    control frames, signals, the systemd watchdog, r2cclctl requests;
- *  - the engine dispatcher (engine.c): waits on every session's doorbell,
+ *  - the engine dispatcher (engine/engine.c): waits on every session's doorbell,
  *    copies and validates submissions, matches them across the ranks of a
  *    communicator, runs small operations inline and hands large ones to
  *  - one executor thread per communicator (so a long collective of one
@@ -39,6 +42,9 @@ struct r2_engine;
 struct r2_comm;
 struct r2_rails;
 struct r2_health;
+struct r2_net_events;
+struct r2_source_ops;
+struct r2_outbuf;
 
 /* Parameter indices (config.c holds the table). */
 enum r2d_param {
@@ -107,16 +113,9 @@ struct r2_memreg {
 	struct r2_memreg *next;
 };
 
-struct r2_outbuf {
-	struct r2_outbuf *next;
-	size_t len, off;
-	int fds[R2_FRAME_MAX_FDS];
-	int nfds;
-	uint8_t data[];
-};
-
 struct r2_session {
 	struct r2d *d;
+	const struct r2_source_ops *src; /* what the engine calls (engine/source.h) */
 	uint64_t id;
 	int fd;
 	uv_poll_t poll;
@@ -156,12 +155,22 @@ struct r2_session {
 	struct r2_session *next;
 };
 
+/* The daemon. Each layer keeps its state in its own group below (the
+ * engine's, rails' and health's behind opaque pointers); a layer writes only
+ * its own group. Reads across groups: the engine reads `draining`; net reads
+ * the communicator list under d->lock (membership only, base/comm_record.h);
+ * control reads every group for r2cclctl and the tick. */
 struct r2d {
+	/* base: every layer */
 	uv_loop_t *loop;
 	struct r2_params params;
 	struct r2_topology topo;
 	pthread_mutex_t lock;
+	uint64_t start_us;
+	char hostname[64];
+	uint64_t host_id; /* random per daemon start; names this daemon in unique ids */
 
+	/* control (control/): the socket, the loop's handles, sessions */
 	int listen_fd;
 	uv_poll_t listen_poll;
 	uv_signal_t sig_term, sig_int, sig_hup;
@@ -170,68 +179,26 @@ struct r2d {
 	unsigned socket_mode;
 	uint64_t watchdog_usec;
 	uint64_t last_watchdog_us;
-
 	struct r2_session *sessions;
 	uint32_t nsessions;
 	uint64_t next_session_id;
-	struct r2_comm *comms;
-	uint32_t next_comm_id;
-
-	struct r2_engine *engine;
-	struct r2_rails *rails;
-	struct r2_health *health; /* health.c */
-	void *orphans; /* rail messages for communicators not ready yet */
-	uint32_t norphans;
-	uint64_t start_us;
-	uint64_t ops_total, op_errors_total;
-	atomic_uint_fast64_t chunks_dup_dropped; /* delivered twice, applied once */
 	bool draining;
 	uint64_t drain_deadline_us;
 	int exit_code;
-	char hostname[64];
-	uint64_t host_id; /* random per daemon start; names this daemon in unique ids */
+
+	/* engine (engine/): communicators, the dispatcher, counters */
+	struct r2_comm *comms;
+	uint32_t next_comm_id;
+	struct r2_engine *engine;
+	void *orphans; /* rail messages for communicators not ready yet */
+	uint32_t norphans;
+	uint64_t ops_total, op_errors_total;
+	atomic_uint_fast64_t chunks_dup_dropped; /* delivered twice, applied once */
+
+	/* net (net/): rails, health, and what net reports to the engine */
+	struct r2_rails *rails;
+	struct r2_health *health; /* health.c */
+	const struct r2_net_events *net_ev; /* set by the engine (net/net.h) */
 };
-
-/* config.c */
-int r2d_config_load(struct r2d *d, int argc, char **argv, char *err, size_t errlen);
-void r2d_config_log(const struct r2d *d);
-int r2d_config_reload(struct r2d *d);
-void r2d_usage(FILE *f);
-
-/* server.c: the control loop */
-int r2d_server_start(struct r2d *d);
-void r2d_server_stop(struct r2d *d);
-void r2d_notify(struct r2d *d, const char *state);
-void r2d_begin_drain(struct r2d *d, const char *why);
-
-/* session.c */
-void r2d_session_accept(struct r2d *d, int fd);
-void r2d_session_close(struct r2_session *s, const char *why);
-int r2d_session_send(struct r2_session *s, uint16_t type, const void *msg_packed, size_t len,
-		     const int *fds, int nfds);
-/* Packs a protobuf-c message and queues it; drops the session on failure. */
-int r2d_session_reply(struct r2_session *s, uint16_t type, const void *protobuf_msg);
-void r2d_session_get(struct r2_session *s);
-void r2d_session_put(struct r2_session *s);
-/* Posts a completion to the session's CQ and signals it (any thread). */
-void r2d_session_complete(struct r2_session *s, uint64_t tag, int status);
-
-/* memreg.c (callers hold d->lock) */
-int r2d_mem_register(struct r2_session *s, int fd, uint64_t size, uint32_t *id, char *err,
-		     size_t errlen);
-int r2d_mem_deregister(struct r2_session *s, uint32_t id);
-void r2d_mem_release_all(struct r2_session *s);
-/* Resolves (id, off, len) to an address and takes a reference on the region
- * (drop it with r2d_mem_put); R2CCL_E_BAD_BUFFER if unknown or out of range. */
-int r2d_mem_resolve(struct r2_session *s, uint32_t id, uint64_t off, uint64_t len, void **addr,
-		    struct r2_memreg **ref);
-void r2d_mem_put(struct r2_memreg *m); /* accepts NULL; any thread */
-
-/* ctl.c: r2cclctl requests (d->lock taken inside) */
-void r2d_ctl_status(struct r2_session *s, uint64_t req_id);
-int r2d_ctl_rails(struct r2_session *s, struct r2_frame *f);
-int r2d_ctl_events(struct r2_session *s, struct r2_frame *f);
-int r2d_ctl_nic_admin(struct r2_session *s, struct r2_frame *f);
-int r2d_ctl_rebalance(struct r2_session *s, struct r2_frame *f);
 
 #endif

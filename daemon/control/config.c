@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "control/control.h"
 #include "config.h"
 #include "base/daemon.h"
 #include "log.h"

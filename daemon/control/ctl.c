@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "control/control.h"
 #include "net/bufpool.h"
 #include "engine/comm.h"
 #include "config.h"
@@ -227,7 +228,7 @@ int r2d_ctl_rails(struct r2_session *s, struct r2_frame *f)
 
 	if (!m)
 		return -EPROTO;
-	r2d_health_ctl_rails(s, m->req_id);
+	r2d_health_ctl_rails(s, m->req_id, r2d_session_reply);
 	r2ccl__rails_request__free_unpacked(m, NULL);
 	return 0;
 }
@@ -238,7 +239,7 @@ int r2d_ctl_events(struct r2_session *s, struct r2_frame *f)
 
 	if (!m)
 		return -EPROTO;
-	r2d_health_ctl_events(s, m->req_id, m->since_seq, m->max);
+	r2d_health_ctl_events(s, m->req_id, m->since_seq, m->max, r2d_session_reply);
 	r2ccl__events_request__free_unpacked(m, NULL);
 	return 0;
 }

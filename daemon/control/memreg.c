@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "control/control.h"
 #include "config.h"
 #include "base/daemon.h"
 #include "gpu/gpu.h"

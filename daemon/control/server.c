@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "control/control.h"
 #include "engine/comm.h"
 #include "config.h"
 #include "base/daemon.h"

@@ -15,7 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "control/control.h"
 #include "engine/comm.h"
+#include "engine/source.h"
 #include "config.h"
 #include "base/daemon.h"
 #include "gpu/gpu.h"
@@ -656,6 +658,16 @@ void r2d_session_close(struct r2_session *s, const char *why)
 	uv_close((uv_handle_t *)&s->poll, on_closed);
 }
 
+/* What the engine calls for a session's submissions (engine/source.h). */
+static const struct r2_source_ops session_src = {
+	.complete = r2d_session_complete,
+	.reply = r2d_session_reply,
+	.get = r2d_session_get,
+	.put = r2d_session_put,
+	.mem_resolve = r2d_mem_resolve,
+	.mem_put = r2d_mem_put,
+};
+
 void r2d_session_accept(struct r2d *d, int fd)
 {
 	struct r2_session *s = calloc(1, sizeof(*s));
@@ -667,6 +679,7 @@ void r2d_session_accept(struct r2d *d, int fd)
 		return;
 	}
 	s->d = d;
+	s->src = &session_src;
 	s->fd = fd;
 	s->ring_fd = s->sq_efd = s->cq_efd = -1;
 	atomic_init(&s->refs, 1);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/comm.h"
+#include "engine/source.h"
 #include "config.h"
 #include "log.h"
 #include "planner/planner.h"
@@ -83,19 +84,24 @@ static void init_reply(struct r2_session *s, uint64_t req_id, int status, const 
 		rep.local_ranks = (uint32_t)c->local_ranks;
 		rep.nhosts = (uint32_t)c->nhosts;
 	}
-	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_COMM_INIT_REPLY, &rep);
+	s->src->reply(s, R2CCL__MSG_TYPE__MSG_COMM_INIT_REPLY, &rep);
 }
 
 void r2d_op_free(struct r2_op *op, int status)
 {
 	if (!op)
 		return;
+	/* every op with memory references has its source (engine.c submit);
+	 * the table outlives the source's last reference */
+	const struct r2_source_ops *src = op->s ? op->s->src : NULL;
 	if (op->s) {
-		r2d_session_complete(op->s, op->sqe.tag, status);
-		r2d_session_put(op->s);
+		src->complete(op->s, op->sqe.tag, status);
+		src->put(op->s);
 	}
-	r2d_mem_put(op->sendref);
-	r2d_mem_put(op->recvref);
+	if (src) {
+		src->mem_put(op->sendref);
+		src->mem_put(op->recvref);
+	}
 	free(op);
 }
 
@@ -428,7 +434,7 @@ void r2d_comm_handle_destroy(struct r2_session *s, uint64_t req_id, uint32_t com
 	res.req_id = req_id;
 	if (!res.error)
 		res.error = "";
-	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_RESULT, &res);
+	s->src->reply(s, R2CCL__MSG_TYPE__MSG_RESULT, &res);
 }
 
 void r2d_comm_session_gone(struct r2d *d, struct r2_session *s)

@@ -21,10 +21,12 @@
 #include <unistd.h>
 
 #include "engine/comm.h"
+#include "engine/source.h"
 #include "config.h"
 #include "engine/exec.h"
 #include "gpu/gpu.h"
 #include "log.h"
+#include "net/net.h"
 #include "util.h"
 
 struct r2_engine {
@@ -155,12 +157,12 @@ static int validate(struct r2d *d, struct r2_session *s, const struct r2_sqe *q,
 	if (!r2d_op_extents(q, c->nranks, rank, &slen, &rlen))
 		return -EOVERFLOW;
 	if (slen) {
-		r = r2d_mem_resolve(s, q->send_mem, q->send_off, slen, &op->sendbuf, &op->sendref);
+		r = s->src->mem_resolve(s, q->send_mem, q->send_off, slen, &op->sendbuf, &op->sendref);
 		if (r < 0)
 			return r;
 	}
 	if (rlen) {
-		r = r2d_mem_resolve(s, q->recv_mem, q->recv_off, rlen, &op->recvbuf, &op->recvref);
+		r = s->src->mem_resolve(s, q->recv_mem, q->recv_off, rlen, &op->recvbuf, &op->recvref);
 		if (r < 0)
 			return r;
 	}
@@ -177,23 +179,23 @@ static void submit(struct r2d *d, struct r2_session *s, const struct r2_sqe *q)
 	int r;
 
 	if (!op) {
-		r2d_session_complete(s, q->tag, -ENOMEM);
+		s->src->complete(s, q->tag, -ENOMEM);
 		return;
 	}
 	op->sqe = *q;
 	r = validate(d, s, q, &c, op);
 	if (r < 0) {
-		r2d_mem_put(op->sendref);
-		r2d_mem_put(op->recvref);
+		s->src->mem_put(op->sendref);
+		s->src->mem_put(op->recvref);
 		free(op);
 		d->op_errors_total++;
 		log_debug("session %llu: submission refused: %s", (unsigned long long)s->id,
 			  r2ccl_strerror(r));
-		r2d_session_complete(s, q->tag, r);
+		s->src->complete(s, q->tag, r);
 		return;
 	}
 	op->s = s;
-	r2d_session_get(s);
+	s->src->get(s);
 	op->submitted_us = r2_now_us();
 	m = &c->m[op->rank];
 	if (m->tail)
@@ -625,14 +627,14 @@ int r2d_engine_add_session(struct r2d *d, struct r2_session *s)
 
 	struct r2_engine *e = d->engine;
 
-	r2d_session_get(s); /* the engine's reference, dropped in remove */
+	s->src->get(s); /* the engine's reference, dropped in remove */
 	pthread_mutex_lock(&e->slock);
 	if (e->nspin == e->capspin) {
 		int cap = e->capspin ? e->capspin * 2 : 16;
 		void *n = realloc(e->spin, (size_t)cap * sizeof(*e->spin));
 		if (!n) {
 			pthread_mutex_unlock(&e->slock);
-			r2d_session_put(s);
+			s->src->put(s);
 			return -ENOMEM;
 		}
 		e->spin = n;
@@ -643,7 +645,7 @@ int r2d_engine_add_session(struct r2d *d, struct r2_session *s)
 	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, s->sq_efd, &ev) < 0) {
 		int r = -errno;
 		spin_remove(e, s);
-		r2d_session_put(s);
+		s->src->put(s);
 		return r;
 	}
 	return 0;
@@ -668,8 +670,18 @@ void r2d_engine_remove_session(struct r2d *d, struct r2_session *s)
 		for (int i = 0; i < 200 && atomic_load(&d->engine->heartbeat) == hb; i++)
 			usleep(500);
 	}
-	r2d_session_put(s);
+	s->src->put(s);
 }
+
+/* What net reports to the engine (net/net.h): registered at start, before
+ * the rails start, so net never calls the engine by name. */
+static const struct r2_net_events net_events = {
+	.deliver = r2d_comm_deliver,           /* exec_rail.c */
+	.loop_event = r2d_bootstrap_event,     /* bootstrap.c */
+	.comm_by_key = r2d_comm_by_key,        /* comm.c */
+	.comm_by_uid = r2d_comm_by_uid,
+	.comm_break = r2d_comm_break,
+};
 
 int r2d_engine_start(struct r2d *d)
 {
@@ -681,6 +693,7 @@ int r2d_engine_start(struct r2d *d)
 	if (!e)
 		return -ENOMEM;
 	e->d = d;
+	r2d_net_set_events(d, &net_events);
 	pthread_mutex_init(&e->slock, NULL);
 	e->epfd = epoll_create1(EPOLL_CLOEXEC);
 	e->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include "../engine/comm.h"
+#include "../control/control.h" /* r2d_mem_resolve, r2d_mem_put (tests/unit/layers-allow-gpu.txt) */
 #include "../engine/exec.h"
 #include "gpu_abi.h"
 #include "kernels.h"

@@ -20,9 +20,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "engine/comm.h"
+#include "base/comm_record.h"
 #include "base/daemon.h"
 #include "net/detour.h"
+#include "net/net.h"
 #include "log.h"
 #include "net/rails.h"
 #include "util.h"
@@ -148,7 +149,7 @@ static bool data_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	struct detour *x;
 
 	pthread_mutex_lock(&d->lock);
-	c = r2d_comm_by_key(d, h->comm);
+	c = d->net_ev->comm_by_key(d, h->comm);
 	if (c && c->state == R2_COMM_READY && c->hosts && h->dst < (uint32_t)c->nhosts &&
 	    h->src < (uint32_t)c->nhosts) {
 		if (h->dst != (uint32_t)c->my_host) {
@@ -234,7 +235,7 @@ bool r2d_detour_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		/* this host is the source: the destination is alive */
 		struct r2_comm *c;
 		pthread_mutex_lock(&d->lock);
-		c = r2d_comm_by_key(d, h->comm);
+		c = d->net_ev->comm_by_key(d, h->comm);
 		if (c && c->hosts && h->dst < (uint32_t)c->nhosts)
 			mark_alive(d, c, h->dst);
 		pthread_mutex_unlock(&d->lock);

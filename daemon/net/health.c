@@ -32,16 +32,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/comm.h"
+#include "base/comm_record.h"
 #include "config.h"
 #include "net/health.h"
+#include "net/net.h"
 #include "log.h"
 #include "peer.pb-c.h"
 #include "r2ccl.pb-c.h"
 #include "net/rails.h"
 #include "util.h"
-
-void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe); /* exec_rail.c */
 
 #define EV_RING 256
 #define PROBE_MAX_MS 8000
@@ -807,7 +806,7 @@ static void link_fail(struct r2d *d, struct r2_peer *p, int r, const char *cause
 	if (deliver) {
 		struct r2_tp_cqe e = { .type = R2_TPC_ERROR, .status = -ECONNABORTED,
 				       .peer = p->id, .stream = -1 };
-		r2d_comm_deliver(d, r, &e);
+		d->net_ev->deliver(d, r, &e);
 	}
 	if (report)
 		broadcast_rail(d, r, R2_RS_FAILED, p->id, cause);
@@ -1503,7 +1502,7 @@ void r2d_health_ctrl(struct r2d *d, const struct r2_loop_ev *ev)
 	if (m->uid.len == sizeof(u)) {
 		memcpy(&u, m->uid.data, sizeof(u));
 		pthread_mutex_lock(&d->lock);
-		struct r2_comm *c = r2d_comm_by_uid(d, &u);
+		struct r2_comm *c = d->net_ev->comm_by_uid(d, &u);
 		if (c && c->state == R2_COMM_READY)
 			hc = hc_for(d, c);
 		pthread_mutex_unlock(&d->lock);
@@ -1866,7 +1865,7 @@ static void tick_comms(struct r2d *d, uint64_t now)
 					 (unsigned long long)(now - p->nopath_since_us) / 1000);
 				r2d_health_event(d, 1, "comm_broken", c->hosts[i].name, "comm %u: %s",
 						 c->id, why);
-				r2d_comm_break(c, R2CCL_E_PEER_GONE, why);
+				d->net_ev->comm_break(c, R2CCL_E_PEER_GONE, why);
 				break;
 			}
 		}
@@ -1959,7 +1958,7 @@ static void tick_comms(struct r2d *d, uint64_t now)
 	pthread_mutex_lock(&h->lock);
 	for (struct hcomm **pp = &h->comms; *pp;) {
 		struct hcomm *hc = *pp;
-		if (hc->known && !hc->seen && !r2d_comm_by_key(d, hc->key)) {
+		if (hc->known && !hc->seen && !d->net_ev->comm_by_key(d, hc->key)) {
 			*pp = hc->next;
 			while (hc->views) {
 				struct hview_node *n = hc->views;
@@ -2226,7 +2225,8 @@ int r2d_health_rebalance(struct r2d *d, uint32_t comm_id, uint32_t uid, const ch
 	return comm_id && !found ? -ENOENT : 0;
 }
 
-void r2d_health_ctl_events(struct r2_session *s, uint64_t req_id, uint64_t since, uint32_t max)
+void r2d_health_ctl_events(struct r2_session *s, uint64_t req_id, uint64_t since, uint32_t max,
+			   r2_reply_fn reply)
 {
 	struct r2d *d = s->d;
 	struct r2_health *h = d->health;
@@ -2266,13 +2266,13 @@ void r2d_health_ctl_events(struct r2_session *s, uint64_t req_id, uint64_t since
 	}
 	rep.n_events = n;
 	rep.events = evp;
-	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_EVENTS_REPLY, &rep);
+	reply(s, R2CCL__MSG_TYPE__MSG_EVENTS_REPLY, &rep);
 	free(ev);
 	free(evp);
 	free(copy);
 }
 
-void r2d_health_ctl_rails(struct r2_session *s, uint64_t req_id)
+void r2d_health_ctl_rails(struct r2_session *s, uint64_t req_id, r2_reply_fn reply)
 {
 	struct r2d *d = s->d;
 	struct r2_rails *rs = d->rails;
@@ -2357,7 +2357,7 @@ void r2d_health_ctl_rails(struct r2_session *s, uint64_t req_id)
 	rep.n_peers = n;
 	rep.peers = pip;
 send:
-	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_RAILS_REPLY, &rep);
+	reply(s, R2CCL__MSG_TYPE__MSG_RAILS_REPLY, &rep);
 	free(ri);
 	free(rip);
 	free(pi);

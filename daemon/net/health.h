@@ -44,9 +44,12 @@ void r2d_health_ctrl(struct r2d *d, const struct r2_loop_ev *ev);
 struct r2_view *r2d_health_op_begin(struct r2_comm *c, uint64_t seq);
 void r2d_view_free(struct r2_view *v);
 
-/* r2cclctl (loop thread). */
-void r2d_health_ctl_rails(struct r2_session *s, uint64_t req_id);
-void r2d_health_ctl_events(struct r2_session *s, uint64_t req_id, uint64_t since, uint32_t max);
+/* r2cclctl (loop thread). The reply goes out through reply (the control
+ * layer's r2d_session_reply): net does not call the control layer. */
+typedef int (*r2_reply_fn)(struct r2_session *s, uint16_t type, const void *protobuf_msg);
+void r2d_health_ctl_rails(struct r2_session *s, uint64_t req_id, r2_reply_fn reply);
+void r2d_health_ctl_events(struct r2_session *s, uint64_t req_id, uint64_t since, uint32_t max,
+			   r2_reply_fn reply);
 int r2d_health_drain(struct r2d *d, const char *nic, bool drain, char *err, size_t errlen);
 int r2d_health_rebalance(struct r2d *d, uint32_t comm_id, uint32_t uid, const char *tenant);
 

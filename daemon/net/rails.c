@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "net/bufpool.h"
-#include "engine/comm.h"
 #include "config.h"
 #include "net/health.h"
+#include "net/net.h"
 #include "log.h"
 #include "net/detour.h"
 #include "net/rails.h"
@@ -21,9 +21,6 @@
 #if HAVE_IBVERBS
 #include "transport/verbs_util.h" /* r2_verbs_probe() */
 #endif
-
-void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev); /* bootstrap.c */
-void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe); /* exec_rail.c */
 
 static int nic_mask(const char *ifname, struct in_addr *addr, struct in_addr *mask)
 {
@@ -353,7 +350,7 @@ static void on_async(uv_async_t *h)
 		if (ev->cqe.type == R2_TPC_CONN || ev->cqe.type == R2_TPC_ERROR)
 			r2d_health_conn(rs->d, ev->rail, ev->cqe.peer, ev->cqe.type,
 					ev->cqe.status);
-		r2d_bootstrap_event(rs->d, ev);
+		rs->d->net_ev->loop_event(rs->d, ev);
 		if (ev->cqe.type == R2_TPC_RECV)
 			r2d_rails_release(rs->d, ev->rail, ev->cqe.buf);
 		free(ev);
@@ -426,13 +423,13 @@ static void *rails_thread(void *arg)
 					} else if (c->type == R2_TPC_CONN ||
 						   c->type == R2_TPC_ERROR) {
 						to_loop(rs, rail, c);
-						r2d_comm_deliver(rs->d, rail, c);
+						rs->d->net_ev->deliver(rs->d, rail, c);
 					} else {
 						if (c->type == R2_TPC_RECV &&
 						    c->hdr.kind == R2_MSG_ACK)
 							r2d_health_data_acked(rs->d, rail, c->peer,
 									      c->hdr.aux);
-						r2d_comm_deliver(rs->d, rail, c);
+						rs->d->net_ev->deliver(rs->d, rail, c);
 					}
 				}
 			}
@@ -629,4 +626,9 @@ void r2d_rails_stop(struct r2d *d)
 	pthread_mutex_destroy(&rs->qlock);
 	free(rs);
 	d->rails = NULL;
+}
+
+void r2d_net_set_events(struct r2d *d, const struct r2_net_events *ev)
+{
+	d->net_ev = ev;
 }
