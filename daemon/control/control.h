@@ -12,6 +12,7 @@
 
 #include "base/daemon.h"
 #include "framing.h"
+#include "gpu/gpu.h"
 
 /* A control frame not yet written (the client is slow to read). */
 struct r2_outbuf {
@@ -56,6 +57,9 @@ void r2d_mem_release_all(struct r2_session *s);
 int r2d_mem_resolve(struct r2_session *s, uint32_t id, uint64_t off, uint64_t len, void **addr,
 		    struct r2_memreg **ref);
 void r2d_mem_put(struct r2_memreg *m); /* accepts NULL; any thread */
+/* Registers a GPU region (gpu/gpu.h) in s's memory table (under d->lock). */
+int r2d_mem_register_gpu(struct r2_session *s, const struct r2_gpu_reg_req *req, uint32_t *id,
+			 char *err, size_t errlen);
 
 /* ctl.c: r2cclctl requests (d->lock taken inside) */
 void r2d_ctl_status(struct r2_session *s, uint64_t req_id);
