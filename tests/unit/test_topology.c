@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Topology discovery (daemon/topology.c) on lstopo XML fixtures, a fake
+ * Topology discovery (daemon/base/topology.c) on lstopo XML fixtures, a fake
  * sysfs class/net tree and the live machine.
  *
  * Env: R2CCL_FIXTURES (tests/fixtures), R2CCL_SHARED_FIXTURES (real
