@@ -119,14 +119,18 @@ def check_includes(root, allow, used):
 
 
 def member_file(member):
-    """meson's object name (engine_exec_rail.c.o) -> engine/exec_rail.c"""
+    """meson's object name (engine_exec_rail.c.o) -> engine/exec_rail.c;
+    None for generated code (protobuf-c), an error for a member of no layer"""
     base = os.path.basename(member)
     if base.endswith('.o'):
         base = base[:-2]
-    first, _, rest = base.partition('_')
-    if first in RANK and rest:
-        return first + '/' + rest
-    return None
+    if base.startswith('meson-generated_'):
+        return None
+    for layer in sorted(RANK, key=len, reverse=True):
+        if layer != 'main' and base.startswith(layer + '_'):
+            return layer + '/' + base[len(layer) + 1:]
+    raise SystemExit('check_layers: archive member %s is of no layer (add its folder '
+                     'to RANK)' % member)
 
 
 def check_symbols(archives, allow, used):
@@ -155,7 +159,7 @@ def check_symbols(archives, allow, used):
             else:
                 f = member_file(member)
             if f is None:
-                continue  # generated protobuf code
+                continue
             if typ == 'U':
                 undefs.append((f, sym))
             elif typ.isupper() and typ not in 'UVW':
