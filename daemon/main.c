@@ -9,11 +9,12 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "control/control.h"
+#include "engine/comm.h"
 #include "config.h"
-#include "daemon.h"
+#include "base/daemon.h"
 #include "log.h"
-#include "rails.h"
+#include "net/rails.h"
 #include "gpu/gpu.h"
 #include "util.h"
 

@@ -17,8 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../comm.h"
-#include "../exec.h"
+#include "engine/comm.h"
+#include "engine/exec.h"
+#include "control/control.h" /* r2d_mem_resolve, r2d_mem_put (tests/unit/layers-allow-gpu.txt) */
 #include "gpu_priv.h"
 #include "log.h"
 #include "util.h"

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../daemon.h"
+#include "base/daemon.h"
 
 struct r2_exec;
 
@@ -42,9 +42,6 @@ struct r2_gpu_reg_req {
  * Loop thread, under d->lock. */
 int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
 		      struct r2_memreg **out, char *err, size_t errlen);
-/* memreg.c: registers a GPU region in s's memory table (under d->lock). */
-int r2d_mem_register_gpu(struct r2_session *s, const struct r2_gpu_reg_req *req, uint32_t *id,
-			 char *err, size_t errlen);
 /* Last reference of a GPU region gone (r2d_mem_put): closes it; any thread. */
 void r2_gpu_region_free(struct r2_memreg *m);
 

@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../comm.h"
-#include "../exec.h"
+#include "engine/comm.h"
+#include "engine/exec.h"
 #include "gpu.h"
 
 int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../comm.h"
+#include "engine/comm.h"
 #include "gpu_priv.h"
 #include "log.h"
 #include "util.h"

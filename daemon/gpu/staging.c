@@ -20,8 +20,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../comm.h"
-#include "../exec.h"
+#include "engine/comm.h"
+#include "engine/exec.h"
 #include "gpu_priv.h"
 #include "log.h"
 #include "util.h"

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
-#include "exec.h"
+#include "engine/comm.h"
+#include "engine/exec.h"
 #include "gpu/gpu.h"
 #include "gpu_abi.h"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests of the proxy buffer pools (daemon/bufpool.c): buffers taken,
+/* Unit tests of the proxy buffer pools (daemon/net/bufpool.c): buffers taken,
  * given back and reused; growth up to the cap; an exhausted pool that waits
  * and then fails with -ENOBUFS within the timeout; a waiter woken by a put;
  * several threads at once; registrations with transports (a counting
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bufpool.h"
+#include "net/bufpool.h"
 #include "transport/transport.h"
 
 #define KB 1024u

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec_rail_int.h"
+#include "engine/exec_rail_int.h"
 #include "util.h"
 
 /* ---- lazy input: the regions of W that hold their data ---- */

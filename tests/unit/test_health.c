@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "health_int.h"
+#include "net/health_int.h"
 
 #define S 1000000ull /* 1 s in us */
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests of daemon/pool.c: the parallel-for pool (every part runs once,
+/* Unit tests of daemon/engine/pool.c: the parallel-for pool (every part runs once,
  * a busy pool makes the second caller run its parts itself) and the work
  * queue the rail phase applies received chunks on (every job runs once, on
  * the queue's threads, several at once; destroy runs what is still queued;
@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec.h"
+#include "engine/exec.h"
 
 /* ---- parallel-for ---- */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Topology discovery (daemon/topology.c) on lstopo XML fixtures, a fake
+ * Topology discovery (daemon/base/topology.c) on lstopo XML fixtures, a fake
  * sysfs class/net tree and the live machine.
  *
  * Env: R2CCL_FIXTURES (tests/fixtures: the project's XML and a copy of a real
@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "topology.h"
+#include "base/topology.h"
 
 #define DGX_XML "topology/dgx-2s-8gpu-8nic.xml"
 #define ONE_XML "topology/1s-4gpu-4nic.xml"

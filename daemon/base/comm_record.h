@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The communicator record. The engine owns communicators: it creates, fills,
+ * runs and frees them (engine/comm.h has its functions). The record is
+ * declared here, below every layer, because the net layer reads a ready
+ * communicator's membership (its hosts, under d->lock) for health's view
+ * agreement and for detours; net finds and breaks communicators only through
+ * the table the engine registers (net/net.h, struct r2_net_events).
+ */
+#ifndef R2CCL_COMM_RECORD_H
+#define R2CCL_COMM_RECORD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "r2ccl.h"
+
+struct r2d;
+struct r2_session;
+struct r2_rmsg; /* a message from the rails for this communicator (engine/exec_rail.c) */
+struct r2_op;   /* a rank's submission (engine/comm.h) */
+struct r2_exec; /* a matched operation (engine/comm.h) */
+
+#define R2_UID_MAGIC 0x52324944u /* "DI2R" */
+
+/* Layout of r2ccl_unique_id_t.internal (128 bytes). */
+struct r2_uid {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t host_id;   /* the root daemon's id */
+	uint64_t nonce;     /* random */
+	uint32_t naddrs;    /* root daemon's rail addresses (multi-host) */
+	uint32_t reserved;
+	uint32_t addrs[8];  /* IPv4, network order */
+	uint16_t ports[8];
+	uint8_t pad[128 - 32 - 32 - 16];
+};
+_Static_assert(sizeof(struct r2_uid) == R2CCL_UNIQUE_ID_BYTES, "uid layout");
+
+
+enum r2_comm_state { R2_COMM_JOINING, R2_COMM_READY, R2_COMM_BROKEN, R2_COMM_DEAD };
+
+struct r2_comm_member {
+	struct r2_session *s; /* NULL: not joined (yet), left, or on another host */
+	bool local;           /* a rank of this host */
+	bool left;            /* destroyed its communicator (others may go on) */
+	uint64_t remote_host; /* root, before the membership: the daemon that holds it */
+	uint64_t init_req_id;
+	struct r2_op *head, *tail; /* pending, in submission order */
+	uint32_t npending;
+};
+
+#define R2_COMM_MAX_RAILS 8
+struct r2_host {
+	uint64_t id;
+	uint32_t first_rank, nlocal;
+	int naddrs;
+	uint32_t addr[R2_COMM_MAX_RAILS]; /* IPv4, network order */
+	uint16_t port[R2_COMM_MAX_RAILS];
+	char name[64];
+	uint32_t failed_rails; /* executor: rails whose connection to it failed */
+	uint32_t reset_rails;  /* of those, the ones it reset (its daemon is gone) */
+};
+
+struct r2_comm {
+	struct r2d *d;
+	uint32_t id;
+	struct r2_uid uid;
+	uint64_t key;          /* names it in chunk headers: uid host_id ^ nonce */
+	bool root_local;       /* this daemon is the root (bootstrap) */
+	bool joined_sent;      /* non-root: JOIN sent to the root */
+	bool have_membership;
+	uint64_t membership_us; /* when the membership became known */
+	int my_host;
+	struct r2_host *hosts; /* [nhosts] once the membership is known */
+	int *rank_host;        /* [nranks] */
+	uint64_t coll_seq;     /* collectives run so far (rail-phase opseq) */
+	struct { uint64_t key, next; } *p2p; /* send/recv counters per (src, dst) */
+	uint32_t np2p, capp2p;
+	void *p2p_ops;         /* transfers across hosts in flight (exec_rail.c) */
+	struct r2_rmsg *p2p_stash; /* transfer chunks that came before their op */
+	struct r2_rmsg *deferred;  /* chunks of later collectives */
+	/* mailbox: rail messages for the executor */
+	pthread_mutex_t mbox_lock;
+	pthread_cond_t mbox_cond;
+	struct r2_rmsg *mbox_head, *mbox_tail;
+	int apply_inflight; /* chunks on the apply queue (exec_rail.c); mbox_lock */
+	enum r2_comm_state state;
+	int broken_err;
+	_Atomic int abort_err;  /* set when broken: executors stop waiting for peers */
+	char tenant[256];
+	int mode;           /* enum r2_mode (planner.h) every host agreed on; -1: not known yet */
+	uint32_t owner_uid; /* uid of the first local rank's process */
+	int nranks;
+	int joined;
+	int local_ranks;
+	int nhosts;
+	uint64_t created_us;
+	struct r2_comm_member *m; /* [nranks] */
+	uint64_t ops_total;
+	int refs; /* under d->lock: 1 for the table + executions in flight */
+
+	/* executor */
+	pthread_t thread;
+	bool thread_started;
+	pthread_cond_t cond;
+	bool stop;
+	struct r2_exec *exec_head, *exec_tail; /* matched operations to run */
+	bool executing;
+	struct r2_comm *next;
+};
+
+#endif

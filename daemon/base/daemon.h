@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What every layer of r2ccld shares (docs/architecture.md, "Layers"): the
+ * daemon (struct r2d), the parameter indices, and the records of a session
+ * and of a memory region. Their functions live in the control layer
+ * (control/control.h); the engine reaches them through engine/source.h.
+ *
+ * Threads:
+ *  - the control loop (libuv, main thread): the Unix socket, sessions'
+ *    control frames, signals, the systemd watchdog, r2cclctl requests;
+ *  - the engine dispatcher (engine/engine.c): waits on every session's doorbell,
+ *    copies and validates submissions, matches them across the ranks of a
+ *    communicator, runs small operations inline and hands large ones to
+ *  - one executor thread per communicator (so a long collective of one
+ *    communicator never delays another), which uses
+ *  - the reduction helper pool (parallel-for over element ranges).
+ *
+ * Locking: d->lock protects the session list, every session's memory table,
+ * every communicator's membership and op queues. Nobody holds it while moving
+ * data: an operation being executed holds references on the sessions (and
+ * thus the mappings) it touches, so a client that dies mid-operation cannot
+ * unmap memory under the executor.
+ */
+#ifndef R2CCL_DAEMON_H
+#define R2CCL_DAEMON_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "framing.h"
+#include "params.h"
+#include "r2ccl.h"
+#include "ring.h"
+#include "base/topology.h"
+
+struct r2d;
+struct r2_engine;
+struct r2_comm;
+struct r2_rails;
+struct r2_health;
+struct r2_net_events;
+struct r2_source_ops;
+struct r2_outbuf;
+
+/* Parameter indices (config.c holds the table). */
+enum r2d_param {
+	P_SOCKET,
+	P_SOCKET_MODE,
+	P_SOCKET_OWNER,
+	P_SOCKET_GROUP,
+	P_CONFIG,
+	P_RAILS,
+	P_TOPOLOGY_XML,
+	P_LOG_LEVEL,
+	P_OP_TIMEOUT_MS,
+	P_BOOTSTRAP_TIMEOUT_MS,
+	P_MAX_FRAME,
+	P_MAX_SESSIONS,
+	P_MAX_OUTQ,
+	P_MAX_MEM_PER_SESSION,
+	P_REDUCE_THREADS,
+	P_APPLY_THREADS,
+	P_INLINE_MAX,
+	P_SYSTEMD,
+	P_HB_INTERVAL,
+	P_MAX_RETRIES,
+	P_RECURSION_THRESH,
+	P_ROUTING_ALGO,
+	P_PROXY_BUF_SIZE,
+	P_PROXY_POOL_MAX,
+	P_MODE,
+	P_PORT,
+	P_TCP_STREAMS,
+	P_TCP_THREADS,
+	P_TCP_SNDBUF,
+	P_TCP_RCVBUF,
+	P_TCP_NODELAY,
+	P_TCP_CONGESTION,
+	P_TCP_ZERO_COPY,
+	P_TCP_WARMUP,
+	P_CHUNK_SIZE,
+	P_INJECT_DUP,
+	P_SPIN_US,
+	P_COST_ALPHA_US,
+	P_HB_MISSES,
+	P_HB_STALL_MISSES,
+	P_RECOVER_STABLE_MS,
+	P_PEER_TIMEOUT_MS,
+	P_DEGRADED_PCT,
+	P_TRANSPORT,
+	P_IB_HCA,
+	P_IB_TIMEOUT,
+	P_IB_RETRY_CNT,
+	P_IB_QPS_PER_CONN,
+	P_IB_TC,
+	P_IB_SL,
+	P_IB_GID_INDEX,
+	P_IB_SLOT_SIZE,
+	P_IB_SRQ_DEPTH,
+	P_IB_SQ_DEPTH,
+	/* the GPU path (daemon/gpu/) */
+	P_GPU_COPY,
+	P_GPU_BLOCKS,
+	P_GPU_SPLIT_MIN,
+	P_GPU_STAGE_CACHE,
+	P_GPU_STAGE_PIECES,
+	P_COUNT
+};
+
+extern const struct r2_param_def r2d_param_defs[P_COUNT];
+
+/* A region of client memory the daemon mapped (memfd, sealed). */
+struct r2_memreg {
+	uint32_t id;
+	int fd;
+	uint64_t size;
+	void *addr;
+	atomic_int refs; /* the session's table + operations using it */
+	struct r2_memreg *next;
+};
+
+struct r2_session {
+	struct r2d *d;
+	const struct r2_source_ops *src; /* what the engine calls (engine/source.h) */
+	uint64_t id;
+	int fd;
+	uv_poll_t poll;
+	int poll_events;
+	struct r2_frame_reader reader;
+	bool hello_done;
+	bool control_only;
+	bool closing;  /* loop side: being torn down */
+	bool dead;     /* engine side: no more completions */
+	atomic_int refs;
+
+	/* identity */
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	char tenant[256];
+	char name[64];
+
+	/* shared ring */
+	int ring_fd, sq_efd, cq_efd;
+	struct r2_ring_shm *ring;
+	pthread_mutex_t cq_lock;
+	uint32_t sq_seen;   /* dispatcher's private copy of sq_head */
+
+	/* registered memory (under d->lock) */
+	struct r2_memreg *mem;
+	uint32_t next_mem_id;
+	uint64_t mem_bytes;
+	uint32_t nmem;
+
+	/* outgoing control frames not yet written (client slow to read) */
+	struct r2_outbuf *outq_head, *outq_tail;
+	size_t outq_bytes;
+
+	uint64_t ops_total;
+	uint64_t connected_at_us;
+	struct r2_session *next;
+};
+
+/* The daemon. Each layer keeps its state in its own group below (the
+ * engine's, rails' and health's behind opaque pointers); a layer writes only
+ * its own group. Reads across groups: the engine reads `draining`; net reads
+ * the communicator list under d->lock (membership only, base/comm_record.h);
+ * control reads every group for r2cclctl and the tick. */
+struct r2d {
+	/* base: every layer */
+	uv_loop_t *loop;
+	struct r2_params params;
+	struct r2_topology topo;
+	pthread_mutex_t lock;
+	uint64_t start_us;
+	char hostname[64];
+	uint64_t host_id; /* random per daemon start; names this daemon in unique ids */
+
+	/* control (control/): the socket, the loop's handles, sessions */
+	int listen_fd;
+	uv_poll_t listen_poll;
+	uv_signal_t sig_term, sig_int, sig_hup;
+	uv_timer_t tick;      /* watchdog, timeouts, drain */
+	bool systemd;
+	unsigned socket_mode;
+	uint64_t watchdog_usec;
+	uint64_t last_watchdog_us;
+	struct r2_session *sessions;
+	uint32_t nsessions;
+	uint64_t next_session_id;
+	bool draining;
+	uint64_t drain_deadline_us;
+	int exit_code;
+
+	/* engine (engine/): communicators, the dispatcher, counters */
+	struct r2_comm *comms;
+	uint32_t next_comm_id;
+	struct r2_engine *engine;
+	void *orphans; /* rail messages for communicators not ready yet */
+	uint32_t norphans;
+	uint64_t ops_total, op_errors_total;
+	atomic_uint_fast64_t chunks_dup_dropped; /* delivered twice, applied once */
+
+	/* net (net/): rails, health, and what net reports to the engine */
+	struct r2_rails *rails;
+	struct r2_health *health; /* health.c */
+	const struct r2_net_events *net_ev; /* set by the engine (net/net.h) */
+};
+
+#endif

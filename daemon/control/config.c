@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * r2ccld's parameters: one typed table, three sources
+ * (command line > R2CCL_* environment > configuration file > default).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "control/control.h"
+#include "config.h"
+#include "base/daemon.h"
+#include "log.h"
+
+#define I64MAX INT64_MAX
+
+const struct r2_param_def r2d_param_defs[P_COUNT] = {
+	[P_SOCKET] = { "socket", "R2CCL_SOCKET", "--socket", R2_PT_STRING, R2CCL_DEFAULT_SOCKET,
+		       0, 0, NULL, NULL, false, "Unix socket clients and r2cclctl connect to" },
+	[P_SOCKET_MODE] = { "socket_mode", "R2CCL_SOCKET_MODE", "--socket-mode", R2_PT_STRING,
+			    "0666", 0, 0, NULL, "octal", false,
+			    "permission bits of the socket (tenants are isolated by the daemon)" },
+	[P_SOCKET_OWNER] = { "socket_owner", "R2CCL_SOCKET_OWNER", "--socket-owner",
+			     R2_PT_STRING, "", 0, 0, NULL, NULL, false,
+			     "user owning the socket (empty: the daemon's)" },
+	[P_SOCKET_GROUP] = { "socket_group", "R2CCL_SOCKET_GROUP", "--socket-group",
+			     R2_PT_STRING, "", 0, 0, NULL, NULL, false,
+			     "group owning the socket (empty: the daemon's)" },
+	[P_CONFIG] = { "config", "R2CCL_CONFIG", "--config", R2_PT_STRING,
+		       R2CCL_SYSCONFDIR "/r2ccl/r2ccld.conf", 0, 0, NULL, NULL, false,
+		       "configuration file (a missing default file is not an error)" },
+	[P_RAILS] = { "rails", "R2CCL_RAILS", "--rails", R2_PT_STRING, "", 0, 0, NULL, NULL,
+		      false, "NICs to use as rails, NCCL filter syntax (eth, ^eth2, =eth0)" },
+	[P_TOPOLOGY_XML] = { "topology_xml", "R2CCL_TOPOLOGY_XML", "--topology-xml",
+			     R2_PT_STRING, "", 0, 0, NULL, NULL, false,
+			     "replay this lstopo XML instead of discovering the host" },
+	[P_LOG_LEVEL] = { "log_level", "R2CCL_LOG_LEVEL", "--log-level", R2_PT_ENUM, "info", 0, 0,
+			  "err|warn|info|debug", NULL, true, "log verbosity" },
+	[P_OP_TIMEOUT_MS] = { "op_timeout_ms", "R2CCL_OP_TIMEOUT_MS", "--op-timeout-ms",
+			      R2_PT_INT, "30000", 10, 86400000, NULL, "ms", true,
+			      "an operation whose ranks do not all arrive fails after this" },
+	[P_BOOTSTRAP_TIMEOUT_MS] = { "bootstrap_timeout_ms", "R2CCL_BOOTSTRAP_TIMEOUT_MS",
+				     "--bootstrap-timeout-ms", R2_PT_INT, "30000", 10, 86400000,
+				     NULL, "ms", true,
+				     "a communicator not complete after this fails on every rank" },
+	[P_MAX_FRAME] = { "max_frame", "R2CCL_MAX_FRAME", "--max-frame", R2_PT_INT, "1M", 4096,
+			  64 << 20, NULL, "bytes", false, "largest control frame accepted" },
+	[P_MAX_SESSIONS] = { "max_sessions", "R2CCL_MAX_SESSIONS", "--max-sessions", R2_PT_INT,
+			     "4096", 1, 1 << 20, NULL, NULL, true, "concurrent client sessions" },
+	[P_MAX_OUTQ] = { "max_outq", "R2CCL_MAX_OUTQ", "--max-outq", R2_PT_INT, "4M", 4096,
+			 1 << 30, NULL, "bytes", true,
+			 "replies queued for a client that does not read before it is dropped" },
+	[P_MAX_MEM_PER_SESSION] = { "max_mem_per_session", "R2CCL_MAX_MEM_PER_SESSION",
+				    "--max-mem-per-session", R2_PT_INT, "1T", 4096, I64MAX, NULL,
+				    "bytes", true, "shared memory one session may register" },
+	[P_REDUCE_THREADS] = { "reduce_threads", "R2CCL_REDUCE_THREADS", "--reduce-threads",
+			       R2_PT_INT, "0", 0, 256, NULL, NULL, false,
+			       "threads that share a large reduction (0: one per CPU)" },
+	/* on 16 cores the executor spent 250 of a 1 GB AllReduce's 300 ms
+	 * applying received chunks one after the other (docs/benchmarks.md) */
+	[P_APPLY_THREADS] = { "apply_threads", "R2CCL_APPLY_THREADS", "--apply-threads", R2_PT_INT,
+			      "-1", -1, 64, NULL, NULL, false,
+			      "threads that apply received chunks of the rail phase (reduce or "
+			      "copy them into the working buffer) while the executor goes on "
+			      "(0: the executor applies them itself; -1: by the cores, 0 below 8, "
+			      "else one per 4 cores, at most 8)" },
+	[P_INLINE_MAX] = { "inline_max", "R2CCL_INLINE_MAX", "--inline-max", R2_PT_INT, "64K", 0,
+			   1 << 30, NULL, "bytes", true,
+			   "operations up to this size run on the dispatcher thread" },
+	[P_SYSTEMD] = { "systemd", "R2CCL_SYSTEMD", "--systemd", R2_PT_BOOL, "0", 0, 0, NULL,
+			NULL, false, "notify systemd (READY, STATUS, WATCHDOG, STOPPING)" },
+	[P_HB_INTERVAL] = { "hb_interval", "R2CCL_HB_INTERVAL", "--hb-interval", R2_PT_INT,
+			    "200000", 1000, 60000000, NULL, "us", true,
+			    "heartbeat interval per peer per rail" },
+	[P_MAX_RETRIES] = { "max_retries", "R2CCL_MAX_RETRIES", "--max-retries", R2_PT_INT, "5",
+			    0, 1000, NULL, NULL, true,
+			    "retries of one chunk before its rail is declared failed" },
+	[P_RECURSION_THRESH] = { "recursion_thresh", "R2CCL_RECURSION_THRESH",
+				 "--recursion-thresh", R2_PT_DOUBLE, "0.3", 0, 0, NULL, NULL, true,
+				 "bandwidth variance that triggers recursive sub-rings" },
+	[P_ROUTING_ALGO] = { "routing_algo", "R2CCL_ROUTING_ALGO", "--routing-algo", R2_PT_INT,
+			     "3", 0, 3, NULL, NULL, true,
+			     "0 ring, 1 tree, 2 ring+repair, 3 failure-optimized (Steiner trees)" },
+	[P_PROXY_BUF_SIZE] = { "proxy_buf_size", "R2CCL_PROXY_BUF_SIZE", "--proxy-buf-size",
+			       R2_PT_INT, "4M", 4096, 1 << 30, NULL, "bytes", false,
+			       "proxy buffer chunk (registration unit)" },
+	[P_PROXY_POOL_MAX] = { "proxy_pool_max", "R2CCL_PROXY_POOL_MAX", "--proxy-pool-max",
+			       R2_PT_INT, "256M", 4096, I64MAX, NULL, "bytes", false,
+			       "cap on the proxy buffer pools' memory (all rails together)" },
+	[P_MODE] = { "mode", "R2CCL_MODE", "--mode", R2_PT_ENUM, "balance", 0, 0,
+		     "balance|hotrepair", NULL, true, "failover mode" },
+	[P_PORT] = { "port", "R2CCL_PORT", "--port", R2_PT_INT, "0", 0, 65535, NULL, NULL, false,
+		     "TCP port the rails listen on (0: any; unique ids carry it)" },
+	[P_TCP_STREAMS] = { "tcp_streams", "R2CCL_TCP_STREAMS", "--tcp-streams", R2_PT_INT, "0",
+			    0, 64, NULL, NULL, false,
+			    "TCP streams per peer per rail (0: 2 per progress thread, 1 with one thread)" },
+	[P_TCP_THREADS] = { "tcp_threads", "R2CCL_TCP_THREADS", "--tcp-threads", R2_PT_INT, "0",
+			    0, 16, NULL, NULL, false,
+			    "progress threads per TCP rail, the streams spread over them (0: one per "
+			    "4 cores, 1 to 4)" },
+	[P_TCP_SNDBUF] = { "tcp_sndbuf", "R2CCL_TCP_SNDBUF", "--tcp-sndbuf", R2_PT_INT, "0", 0,
+			   1 << 30, NULL, "bytes", false, "SO_SNDBUF of rail sockets (0: kernel)" },
+	[P_TCP_RCVBUF] = { "tcp_rcvbuf", "R2CCL_TCP_RCVBUF", "--tcp-rcvbuf", R2_PT_INT, "0", 0,
+			   1 << 30, NULL, "bytes", false, "SO_RCVBUF of rail sockets (0: kernel)" },
+	[P_TCP_NODELAY] = { "tcp_nodelay", "R2CCL_TCP_NODELAY", "--tcp-nodelay", R2_PT_BOOL, "1",
+			    0, 0, NULL, NULL, false, "TCP_NODELAY on rail sockets" },
+	/* cubic, not the kernel's default: with bbr (this VM's default) one
+	 * rail's socket now and then took 40-60 ms to deliver a 128 KiB chunk
+	 * without any loss (its pacing), and a 4 MB AllReduce then took 2x
+	 * (docs/resilience.md, "2026-12-01 (night)") */
+	[P_TCP_CONGESTION] = { "tcp_congestion", "R2CCL_TCP_CONGESTION", "--tcp-congestion",
+			       R2_PT_STRING, "cubic", 0, 0, NULL, NULL, false,
+			       "TCP congestion control of rail sockets (TCP_CONGESTION: cubic, "
+			       "reno, bbr...; empty: the kernel's default)" },
+	/* a connection that never carried a burst has TCP's initial window
+	 * (10 segments): the first collective that uses it after a re-plan (a
+	 * shard plan uses every pair, a ring only its neighbours) waited 35-55
+	 * ms more per step on 4 x 2 at 1 Gbit/s (docs/resilience.md) */
+	[P_TCP_WARMUP] = { "tcp_warmup", "R2CCL_TCP_WARMUP", "--tcp-warmup", R2_PT_INT, "2M", 0,
+			   64ll << 20, NULL, "bytes", false,
+			   "bytes sent (and dropped by the peer) per stream of a new TCP rail "
+			   "connection, so that its congestion window has grown before a "
+			   "collective needs it (0: off)" },
+	[P_TCP_ZERO_COPY] = { "tcp_zero_copy", "R2CCL_TCP_ZERO_COPY", "--tcp-zero-copy",
+			      R2_PT_BOOL, "1", 0, 0, NULL, NULL, true,
+			      "TCP rails send chunks from the working buffer itself, not from a "
+			      "proxy-buffer copy (a chunk is copied only if the buffer is about "
+			      "to change before its acknowledgement)" },
+	[P_CHUNK_SIZE] = { "chunk_size", "R2CCL_CHUNK_SIZE", "--chunk-size", R2_PT_INT, "1M",
+			   4096, 64 << 20, NULL, "bytes", true,
+			   "largest chunk of the rail phase (each is acknowledged)" },
+	[P_SPIN_US] = { "spin_us", "R2CCL_SPIN_US", "--spin-us", R2_PT_INT, "50", 0, 1000000, NULL,
+			"us", true,
+			"the dispatcher busy-polls the rings this long after activity (0: never)" },
+	/* 200 us: with it the step model predicts the measured steady-state
+	 * times of the failure plans on 1 Gbit/s TCP rails here within 1-7%
+	 * (1 ms overestimated them by 6-9% and picked fewer, longer steps;
+	 * docs/planner.md, "With alpha set to what a step costs"); RDMA rails
+	 * want less */
+	[P_COST_ALPHA_US] = { "cost_alpha_us", "R2CCL_COST_ALPHA_US", "--cost-alpha-us", R2_PT_INT,
+			      "200", 0, 100000000, NULL, "us", true,
+			      "cost model: time per message on a rail (alpha), for the planner" },
+	[P_INJECT_DUP] = { "inject_dup", "R2CCL_INJECT_DUP", "--inject-dup", R2_PT_INT, "0", 0,
+			   1000000, NULL, NULL, true,
+			   "testing: send every Nth chunk twice and each transfer's chunks in "
+			   "reverse order (0: off)" },
+	[P_HB_MISSES] = { "hb_misses", "R2CCL_HB_MISSES", "--hb-misses", R2_PT_INT, "3", 1, 1000,
+			  NULL, NULL, true,
+			  "a rail to a peer silent (no traffic, no heartbeat) for this many "
+			  "intervals is failed for that peer" },
+	[P_HB_STALL_MISSES] = { "hb_stall_misses", "R2CCL_HB_STALL_MISSES", "--hb-stall-misses",
+				R2_PT_INT, "2", 0, 1000, NULL, NULL, true,
+				"a rail to a peer with data outstanding and nothing heard back "
+				"(no acknowledgement, no heartbeat) for this many intervals, while "
+				"the peer is heard on another rail, is failed for that peer: a "
+				"send stall (0: off; only hb_misses)" },
+	[P_RECOVER_STABLE_MS] = { "recover_stable_ms", "R2CCL_RECOVER_STABLE_MS",
+				  "--recover-stable-ms", R2_PT_INT, "2000", 0, 86400000, NULL,
+				  "ms", true,
+				  "a failed rail rejoins after being up and healthy this long" },
+	[P_PEER_TIMEOUT_MS] = { "peer_timeout_ms", "R2CCL_PEER_TIMEOUT_MS", "--peer-timeout-ms",
+				R2_PT_INT, "5000", 10, 86400000, NULL, "ms", true,
+				"a peer daemon with no usable rail this long breaks its "
+				"communicators (every rank gets an error)" },
+	[P_DEGRADED_PCT] = { "degraded_pct", "R2CCL_DEGRADED_PCT", "--degraded-pct", R2_PT_INT,
+			     "40", 0, 95, NULL, "%", true,
+			     "throughput monitor: a path delivering less than this percentage "
+			     "of the best path while it has work queued is slow; its NIC is "
+			     "planned degraded (0: off)" },
+	/* transports per rail (docs/transports.md) */
+	[P_TRANSPORT] = { "transport", "R2CCL_TRANSPORT", "--transport", R2_PT_ENUM, "auto", 0, 0,
+			  "auto|tcp", NULL, false,
+			  "rail transport: auto (verbs where the NIC has an RDMA port, else "
+			  "tcp) or tcp on every rail" },
+	[P_IB_HCA] = { "ib_hca", "R2CCL_IB_HCA", "--ib-hca", R2_PT_STRING, "", 0, 0, NULL, NULL,
+		       false, "RDMA devices the verbs transport may use, NCCL filter syntax "
+		       "(mlx5_0:1, ^mlx5_2; empty: any)" },
+	[P_IB_TIMEOUT] = { "ib_timeout", "R2CCL_IB_TIMEOUT", "--ib-timeout", R2_PT_INT, "14", 1,
+			   31, NULL, NULL, false,
+			   "verbs: local ACK timeout exponent (4.096 us << N per try)" },
+	[P_IB_RETRY_CNT] = { "ib_retry_cnt", "R2CCL_IB_RETRY_CNT", "--ib-retry-cnt", R2_PT_INT,
+			     "7", 1, 7, NULL, NULL, false,
+			     "verbs: transport retries before a send fails its connection" },
+	[P_IB_QPS_PER_CONN] = { "ib_qps_per_conn", "R2CCL_IB_QPS_PER_CONN", "--ib-qps-per-conn",
+				R2_PT_INT, "0", 0, 16, NULL, NULL, false,
+				"verbs: RC queue pairs per peer per rail (0: tcp_streams)" },
+	[P_IB_TC] = { "ib_tc", "R2CCL_IB_TC", "--ib-tc", R2_PT_INT, "0", 0, 255, NULL, NULL, false,
+		      "verbs: traffic class of every QP (set by the daemon, never by a client)" },
+	[P_IB_SL] = { "ib_sl", "R2CCL_IB_SL", "--ib-sl", R2_PT_INT, "0", 0, 15, NULL, NULL, false,
+		      "verbs: service level of every QP" },
+	[P_IB_GID_INDEX] = { "ib_gid_index", "R2CCL_IB_GID_INDEX", "--ib-gid-index", R2_PT_INT,
+			     "-1", -1, 65535, NULL, NULL, false,
+			     "verbs: GID table index of every QP (-1: RoCE v2 with the rail's "
+			     "IPv4 address, IB: 0)" },
+	[P_IB_SLOT_SIZE] = { "ib_slot_size", "R2CCL_IB_SLOT_SIZE", "--ib-slot-size", R2_PT_INT,
+			     "64K", 4096, 16 << 20, NULL, "bytes", false,
+			     "verbs: receive/send slot size (a larger message is sent in "
+			     "fragments of it; rounded up to 64 bytes)" },
+	[P_IB_SRQ_DEPTH] = { "ib_srq_depth", "R2CCL_IB_SRQ_DEPTH", "--ib-srq-depth", R2_PT_INT,
+			     "256", 16, 65536, NULL, NULL, false,
+			     "verbs: receive slots of the shared receive queue per rail" },
+	[P_IB_SQ_DEPTH] = { "ib_sq_depth", "R2CCL_IB_SQ_DEPTH", "--ib-sq-depth", R2_PT_INT,
+			    "64", 4, 16384, NULL, NULL, false,
+			    "verbs: send work requests per QP" },
+	/* the GPU path (daemon/gpu/README.md); read at the first GPU registration
+	 * (copy, blocks, split) or the first staged operation (stage_*) */
+	[P_GPU_COPY] = { "gpu_copy", "R2CCL_GPU_COPY", "--gpu-copy", R2_PT_ENUM, "ce", 0, 0,
+			 "ce|kernel", NULL, false,
+			 "GPU copies of local collectives: ce (copy engines, cudaMemcpyAsync) "
+			 "or kernel (a copy kernel, several outputs per launch)" },
+	[P_GPU_BLOCKS] = { "gpu_blocks", "R2CCL_GPU_BLOCKS", "--gpu-blocks", R2_PT_INT, "0", 0,
+			   65535, NULL, NULL, false,
+			   "thread blocks per reduction/copy kernel launch (0: 2 per SM)" },
+	[P_GPU_SPLIT_MIN] = { "gpu_split_min", "R2CCL_GPU_SPLIT_MIN", "--gpu-split-min",
+			      R2_PT_INT, "256K", 0, I64MAX, NULL, "bytes", false,
+			      "a local reduction from this size is spread over every GPU "
+			      "holding an output, in contiguous slices" },
+	[P_GPU_STAGE_CACHE] = { "gpu_stage_cache", "R2CCL_GPU_STAGE_CACHE", "--gpu-stage-cache",
+				R2_PT_INT, "8G", 0, I64MAX, NULL, "bytes", false,
+				"pinned host staging buffers (GPU buffers across hosts) kept "
+				"for reuse, at most this many bytes" },
+	[P_GPU_STAGE_PIECES] = { "gpu_stage_pieces", "R2CCL_GPU_STAGE_PIECES",
+				 "--gpu-stage-pieces", R2_PT_BOOL, "1", 0, 0, NULL, NULL, false,
+				 "stage a large AllReduce of one local rank in 4 MiB slices, the "
+				 "rail phase overlapping the copies (0: one copy each way)" },
+};
+
+void r2d_usage(FILE *f)
+{
+	fprintf(f, "Usage: r2ccld [OPTION...]\n"
+		   "R2CCL daemon: runs collectives for the processes of this host.\n\n"
+		   "  -h, --help          this text\n"
+		   "  -V, --version       print the version\n"
+		   "      --check-config  print the configuration and exit\n");
+	for (int i = 0; i < P_COUNT; i++) {
+		const struct r2_param_def *p = &r2d_param_defs[i];
+		char opt[64];
+		snprintf(opt, sizeof(opt), "%s%s", p->cli,
+			 p->type == R2_PT_BOOL ? "" : " VALUE");
+		fprintf(f, "  %-30s %s [%s, default %s%s%s]\n", opt, p->help, p->env,
+			p->defval[0] ? p->defval : "\"\"", p->unit ? " " : "",
+			p->unit ? p->unit : "");
+	}
+}
+
+static void unknown_env(const char *name, void *arg)
+{
+	/* Clients share the prefix (R2CCL_UID_FILE...): not an error here. */
+	(void)arg;
+	log_debug("environment variable %s is not a daemon parameter; ignored", name);
+}
+
+/* Applies the command line. Returns 0, 1 for --help/--version handled, or -EINVAL. */
+static int apply_cli(struct r2d *d, int argc, char **argv, bool apply, char *err,
+		     size_t errlen)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		char key[128];
+		const char *val = NULL;
+		int idx, r;
+
+		if (!strncmp(a, "--", 2) && strchr(a, '=')) {
+			size_t kl = (size_t)(strchr(a, '=') - a);
+			if (kl >= sizeof(key)) {
+				snprintf(err, errlen, "option too long: %s", a);
+				return -EINVAL;
+			}
+			memcpy(key, a, kl);
+			key[kl] = 0;
+			val = strchr(a, '=') + 1;
+		} else if (!strncmp(a, "--", 2) && strlen(a) < sizeof(key)) {
+			strcpy(key, a);
+		} else {
+			snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
+			return -EINVAL;
+		}
+		idx = r2_params_find(&d->params, key);
+		if (idx < 0) {
+			snprintf(err, errlen, "unknown option '%s' (see --help)", key);
+			return -EINVAL;
+		}
+		if (!val) {
+			if (d->params.defs[idx].type == R2_PT_BOOL) {
+				val = "1";
+			} else if (i + 1 < argc) {
+				val = argv[++i];
+			} else {
+				snprintf(err, errlen, "option '%s' needs a value", key);
+				return -EINVAL;
+			}
+		}
+		if (!apply && idx != P_CONFIG)
+			continue;
+		r = r2_params_set(&d->params, key, val, R2_PS_CLI, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int r2d_config_load(struct r2d *d, int argc, char **argv, char *err, size_t errlen)
+{
+	extern char **environ;
+	const char *cfg;
+	int r, lvl;
+	bool explicit_cfg;
+
+	r = r2_params_init(&d->params, r2d_param_defs, P_COUNT, err, errlen);
+	if (r < 0)
+		return r;
+	/* Where is the file? --config wins, then R2CCL_CONFIG, then the default. */
+	r = apply_cli(d, argc, argv, false, err, errlen);
+	if (r < 0)
+		return r;
+	explicit_cfg = d->params.v[P_CONFIG].src == R2_PS_CLI;
+	if (!explicit_cfg && getenv("R2CCL_CONFIG")) {
+		r = r2_params_set(&d->params, "R2CCL_CONFIG", getenv("R2CCL_CONFIG"), R2_PS_ENV,
+				  err, errlen);
+		if (r < 0)
+			return r;
+		explicit_cfg = true;
+	}
+	cfg = r2_param_str(&d->params, P_CONFIG);
+	if (cfg && cfg[0]) {
+		r = r2_params_load_file(&d->params, cfg, err, errlen);
+		if (r == -ENOENT && !explicit_cfg) {
+			r = 0; /* the default file is optional */
+		} else if (r == -ENOENT) {
+			snprintf(err, errlen, "configuration file %s: %s", cfg, strerror(ENOENT));
+			return r;
+		} else if (r < 0) {
+			return r;
+		}
+	}
+	r = r2_params_load_env(&d->params, environ, unknown_env, NULL, err, errlen);
+	if (r < 0)
+		return r;
+	r = apply_cli(d, argc, argv, true, err, errlen);
+	if (r < 0)
+		return r;
+	if (r2_log_level_parse(r2_param_str(&d->params, P_LOG_LEVEL), &lvl) == 0)
+		r2_log_set_level(lvl);
+	d->systemd = r2_param_bool(&d->params, P_SYSTEMD);
+	{
+		const char *mode = r2_param_str(&d->params, P_SOCKET_MODE);
+		char *end;
+		long v = strtol(mode, &end, 8);
+		if (!mode[0] || *end || v < 0 || v > 0777) {
+			snprintf(err, errlen, "socket_mode: \"%s\" is not an octal mode (0000-0777)",
+				 mode);
+			return -EINVAL;
+		}
+		d->socket_mode = (unsigned)v;
+	}
+	return 0;
+}
+
+static void log_line(const char *line, void *arg)
+{
+	(void)arg;
+	log_info("  %s", line);
+}
+
+void r2d_config_log(const struct r2d *d)
+{
+	log_info("configuration (file %s):", d->params.file ? d->params.file : "none");
+	r2_params_dump(&d->params, log_line, NULL);
+}
+
+int r2d_config_reload(struct r2d *d)
+{
+	struct r2_params fresh;
+	char err[512];
+	const char *cfg = r2_param_str(&d->params, P_CONFIG);
+	int r, lvl;
+
+	r = r2_params_init(&fresh, r2d_param_defs, P_COUNT, err, sizeof(err));
+	if (r < 0)
+		goto fail;
+	if (cfg && cfg[0]) {
+		r = r2_params_load_file(&fresh, cfg, err, sizeof(err));
+		if (r < 0 && r != -ENOENT)
+			goto fail_free;
+	}
+	/* Take reloadable values that came from the file; CLI/env keep precedence. */
+	for (int i = 0; i < P_COUNT; i++) {
+		char val[512];
+		if (!r2d_param_defs[i].reloadable || fresh.v[i].src != R2_PS_FILE)
+			continue;
+		if (d->params.v[i].src == R2_PS_CLI || d->params.v[i].src == R2_PS_ENV)
+			continue;
+		r2_param_format(&fresh, i, val, sizeof(val));
+		if (r2_params_set(&d->params, r2d_param_defs[i].name, val, R2_PS_RELOAD, err,
+				  sizeof(err)) == 0)
+			log_info("reload: %s = %s", r2d_param_defs[i].name, val);
+	}
+	r2_params_free(&fresh);
+	if (r2_log_level_parse(r2_param_str(&d->params, P_LOG_LEVEL), &lvl) == 0)
+		r2_log_set_level(lvl);
+	return 0;
+fail_free:
+	r2_params_free(&fresh);
+fail:
+	log_err("reload failed, keeping the running configuration: %s", err);
+	return r;
+}

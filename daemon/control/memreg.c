@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client memory the daemon maps (BRIEF.md decision 3, host memory).
+ *
+ * A client passes a memfd; the daemon maps it shared and works in it directly
+ * (zero copy). The memfd must be sealed against shrinking (F_SEAL_SHRINK):
+ * otherwise a client could truncate it while the daemon reads it and the
+ * daemon would take SIGBUS. Mappings are released when the session's last
+ * reference goes (an executor still running an operation keeps it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "control/control.h"
+#include "config.h"
+#include "base/daemon.h"
+#include "gpu/gpu.h"
+
+int r2d_mem_register(struct r2_session *s, int fd, uint64_t size, uint32_t *id, char *err,
+		     size_t errlen)
+{
+	struct r2_memreg *m;
+	struct stat st;
+	int seals;
+	uint64_t quota = (uint64_t)r2_param_int(&s->d->params, P_MAX_MEM_PER_SESSION);
+
+	if (size == 0) {
+		snprintf(err, errlen, "size 0");
+		return -EINVAL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "the descriptor is not a memfd/regular file");
+		return -EINVAL;
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		snprintf(err, errlen, "the memfd must be sealed with F_SEAL_SHRINK");
+		return -EPERM;
+	}
+	if ((uint64_t)st.st_size < size) {
+		snprintf(err, errlen, "declared size %llu exceeds the file's %lld bytes",
+			 (unsigned long long)size, (long long)st.st_size);
+		return -EINVAL;
+	}
+	if (s->mem_bytes + size > quota) {
+		snprintf(err, errlen, "quota: %llu + %llu bytes over max_mem_per_session %llu",
+			 (unsigned long long)s->mem_bytes, (unsigned long long)size,
+			 (unsigned long long)quota);
+		return R2CCL_E_QUOTA;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m->addr == MAP_FAILED) {
+		int r = -errno;
+		snprintf(err, errlen, "mmap: %s", strerror(errno));
+		free(m);
+		return r;
+	}
+	m->fd = fd;
+	m->size = size;
+	atomic_init(&m->refs, 1);
+	m->id = s->next_mem_id++;
+	m->next = s->mem;
+	s->mem = m;
+	s->mem_bytes += size;
+	s->nmem++;
+	*id = m->id;
+	return 0;
+}
+
+void r2d_mem_put(struct r2_memreg *m)
+{
+	if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
+		return;
+	if (r2_mem_is_gpu(m)) {
+		r2_gpu_region_free(m); /* closes the allocation with its last region */
+		return;
+	}
+	munmap(m->addr, m->size);
+	close(m->fd);
+	free(m);
+}
+
+int r2d_mem_deregister(struct r2_session *s, uint32_t id)
+{
+	for (struct r2_memreg **pp = &s->mem; *pp; pp = &(*pp)->next) {
+		struct r2_memreg *m = *pp;
+		if (m->id != id)
+			continue;
+		*pp = m->next;
+		s->mem_bytes -= m->size;
+		s->nmem--;
+		/* An operation still using it (a client that frees memory
+		 * before its operation completed) keeps the mapping alive. */
+		m->next = NULL;
+		r2d_mem_put(m);
+		return 0;
+	}
+	return R2CCL_E_BAD_BUFFER;
+}
+
+void r2d_mem_release_all(struct r2_session *s)
+{
+	struct r2_memreg *m, *next;
+
+	for (m = s->mem; m; m = next) {
+		next = m->next;
+		m->next = NULL;
+		r2d_mem_put(m);
+	}
+	s->mem = NULL;
+	s->mem_bytes = 0;
+	s->nmem = 0;
+}
+
+int r2d_mem_resolve(struct r2_session *s, uint32_t id, uint64_t off, uint64_t len, void **addr,
+		    struct r2_memreg **ref)
+{
+	for (struct r2_memreg *m = s->mem; m; m = m->next) {
+		if (m->id != id)
+			continue;
+		if (off > m->size || len > m->size - off)
+			return R2CCL_E_BAD_BUFFER;
+		*addr = (char *)m->addr + off;
+		atomic_fetch_add(&m->refs, 1);
+		*ref = m;
+		return 0;
+	}
+	return R2CCL_E_BAD_BUFFER;
+}
+
+/* GPU memory (daemon/gpu/): a region of a CUDA IPC or cuMem allocation the
+ * daemon opened; it lives in the session's table like a memfd region and is
+ * resolved the same way (addr is the daemon's device pointer). GPU memory is
+ * not counted against max_mem_per_session: the daemon maps it, it does not
+ * hold a copy. */
+int r2d_mem_register_gpu(struct r2_session *s, const struct r2_gpu_reg_req *req, uint32_t *id,
+			 char *err, size_t errlen)
+{
+	struct r2_memreg *m = NULL;
+	int r = r2_gpu_region_new(s, req, &m, err, errlen);
+
+	if (r < 0)
+		return r;
+	m->id = s->next_mem_id++;
+	m->next = s->mem;
+	s->mem = m;
+	s->mem_bytes += m->size;
+	s->nmem++;
+	*id = m->id;
+	return 0;
+}

@@ -1,0 +1,707 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client sessions: identity, the control frames (every one untrusted), the
+ * shared ring handed to the client, and a bounded queue of replies for
+ * clients that read slowly.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "control/control.h"
+#include "engine/comm.h"
+#include "engine/source.h"
+#include "config.h"
+#include "base/daemon.h"
+#include "gpu/gpu.h"
+#include "log.h"
+#include "r2ccl.pb-c.h"
+#include "util.h"
+
+static void session_free(struct r2_session *s)
+{
+	struct r2_outbuf *o, *next;
+
+	r2d_mem_release_all(s);
+	if (s->ring)
+		munmap(s->ring, sizeof(*s->ring));
+	r2_closep(&s->ring_fd);
+	r2_closep(&s->sq_efd);
+	r2_closep(&s->cq_efd);
+	for (o = s->outq_head; o; o = next) {
+		next = o->next;
+		for (int i = 0; i < o->nfds; i++)
+			close(o->fds[i]);
+		free(o);
+	}
+	r2_frame_reader_reset(&s->reader);
+	pthread_mutex_destroy(&s->cq_lock);
+	free(s);
+}
+
+void r2d_session_get(struct r2_session *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+}
+
+void r2d_session_put(struct r2_session *s)
+{
+	if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+		session_free(s);
+}
+
+void r2d_session_complete(struct r2_session *s, uint64_t tag, int status)
+{
+	struct r2_ring_shm *ring = s->ring;
+	uint64_t one = 1;
+	uint32_t tail;
+
+	if (!ring || s->dead)
+		return;
+	pthread_mutex_lock(&s->cq_lock);
+	tail = atomic_load_explicit(&ring->cq_tail, memory_order_relaxed);
+	/* The client consumes in order; it cannot have more than R2_RING_ENTRIES
+	 * operations outstanding (it checks before submitting), so the CQ never
+	 * overflows for a well-behaved client. A client that lies only loses its
+	 * own completions. */
+	ring->cq[tail & (R2_RING_ENTRIES - 1)].tag = tag;
+	ring->cq[tail & (R2_RING_ENTRIES - 1)].status = status;
+	ring->cq[tail & (R2_RING_ENTRIES - 1)].reserved = 0;
+	atomic_store(&ring->cq_tail, tail + 1);
+	pthread_mutex_unlock(&s->cq_lock);
+	/* a client still polling its CQ needs no wake-up (ring.h) */
+	if (!atomic_load(&ring->client_waiting))
+		return;
+	if (write(s->cq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_debug("session %llu: completion signal: %s", (unsigned long long)s->id,
+			  strerror(errno));
+}
+
+/* ---- outgoing frames ---- */
+
+static void on_session_io(uv_poll_t *h, int status, int events);
+
+static void set_poll(struct r2_session *s)
+{
+	int ev = UV_READABLE | UV_DISCONNECT;
+
+	if (s->closing)
+		return;
+	if (s->outq_head)
+		ev |= UV_WRITABLE;
+	if (ev != s->poll_events) {
+		uv_poll_start(&s->poll, ev, on_session_io);
+		s->poll_events = ev;
+	}
+}
+
+/* Writes queued frames; returns 0, or negative errno when the socket failed. */
+static int flush_outq(struct r2_session *s)
+{
+	while (s->outq_head) {
+		struct r2_outbuf *o = s->outq_head;
+		struct iovec iov = { o->data + o->off, o->len - o->off };
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * R2_FRAME_MAX_FDS)];
+			struct cmsghdr align;
+		} cbuf;
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t n;
+
+		if (o->nfds && o->off == 0) {
+			struct cmsghdr *cm;
+			memset(&cbuf, 0, sizeof(cbuf));
+			mh.msg_control = cbuf.buf;
+			mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)o->nfds);
+			cm = CMSG_FIRSTHDR(&mh);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)o->nfds);
+			memcpy(CMSG_DATA(cm), o->fds, sizeof(int) * (size_t)o->nfds);
+		}
+		n = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 0;
+			return -errno;
+		}
+		if (o->nfds && o->off == 0) {
+			for (int i = 0; i < o->nfds; i++)
+				close(o->fds[i]);
+			o->nfds = 0;
+		}
+		o->off += (size_t)n;
+		s->outq_bytes -= (size_t)n;
+		if (o->off == o->len) {
+			s->outq_head = o->next;
+			if (!s->outq_head)
+				s->outq_tail = NULL;
+			free(o);
+		}
+	}
+	return 0;
+}
+
+/* Queues one frame; fds are duplicated (the caller keeps its own). */
+int r2d_session_send(struct r2_session *s, uint16_t type, const void *payload, size_t len,
+		     const int *fds, int nfds)
+{
+	struct r2_outbuf *o;
+	struct r2_frame_hdr hdr = { R2_FRAME_MAGIC, type, (uint16_t)nfds, (uint32_t)len, 0 };
+	int r;
+
+	if (s->closing)
+		return -ECONNRESET;
+	if (s->outq_bytes + len > (size_t)r2_param_int(&s->d->params, P_MAX_OUTQ)) {
+		r2d_session_close(s, "client does not read its replies (queue full)");
+		return -ENOBUFS;
+	}
+	o = malloc(sizeof(*o) + R2_FRAME_HDR_SIZE + len);
+	if (!o)
+		return -ENOMEM;
+	o->next = NULL;
+	o->len = R2_FRAME_HDR_SIZE + len;
+	o->off = 0;
+	o->nfds = 0;
+	memcpy(o->data, &hdr, R2_FRAME_HDR_SIZE);
+	if (len)
+		memcpy(o->data + R2_FRAME_HDR_SIZE, payload, len);
+	for (int i = 0; i < nfds; i++) {
+		o->fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+		if (o->fds[i] < 0) {
+			r = -errno;
+			for (int j = 0; j < i; j++)
+				close(o->fds[j]);
+			free(o);
+			return r;
+		}
+		o->nfds++;
+	}
+	if (s->outq_tail)
+		s->outq_tail->next = o;
+	else
+		s->outq_head = o;
+	s->outq_tail = o;
+	s->outq_bytes += o->len;
+	r = flush_outq(s);
+	if (r < 0) {
+		r2d_session_close(s, "write failed");
+		return r;
+	}
+	set_poll(s);
+	return 0;
+}
+
+int r2d_session_reply(struct r2_session *s, uint16_t type, const void *msg)
+{
+	const ProtobufCMessage *m = msg;
+	size_t len = protobuf_c_message_get_packed_size(m);
+	uint8_t stackbuf[512], *buf = len <= sizeof(stackbuf) ? stackbuf : malloc(len);
+	int r;
+
+	if (!buf)
+		return -ENOMEM;
+	protobuf_c_message_pack(m, buf);
+	r = r2d_session_send(s, type, buf, len, NULL, 0);
+	if (buf != stackbuf)
+		free(buf);
+	return r;
+}
+
+static void reply_result(struct r2_session *s, uint64_t req_id, int status, const char *error)
+{
+	R2ccl__Result res = R2CCL__RESULT__INIT;
+
+	res.req_id = req_id;
+	res.status = status;
+	res.error = (char *)(error ? error : "");
+	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_RESULT, &res);
+}
+
+/* ---- identity ---- */
+
+static void read_tenant(struct r2_session *s)
+{
+	char path[64], line[sizeof(s->tenant) + 8];
+	FILE *f;
+
+	snprintf(s->tenant, sizeof(s->tenant), "uid:%u", (unsigned)s->uid);
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)s->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		/* cgroup v2: "0::/path" */
+		if (!strncmp(line, "0::", 3)) {
+			line[strcspn(line, "\n")] = 0;
+			line[3 + sizeof(s->tenant) - 1] = 0;
+			memcpy(s->tenant, line + 3, strlen(line + 3) + 1);
+			break;
+		}
+	}
+	fclose(f);
+}
+
+/* ---- the ring ---- */
+
+static int setup_ring(struct r2_session *s)
+{
+	s->ring_fd = memfd_create("r2ccl-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (s->ring_fd < 0)
+		return -errno;
+	if (ftruncate(s->ring_fd, sizeof(*s->ring)) < 0)
+		return -errno;
+	fcntl(s->ring_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	s->ring = mmap(NULL, sizeof(*s->ring), PROT_READ | PROT_WRITE, MAP_SHARED, s->ring_fd, 0);
+	if (s->ring == MAP_FAILED) {
+		s->ring = NULL;
+		return -errno;
+	}
+	memset(s->ring, 0, sizeof(*s->ring));
+	s->ring->magic = R2_RING_MAGIC;
+	s->ring->entries = R2_RING_ENTRIES;
+	s->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->sq_efd < 0 || s->cq_efd < 0)
+		return -errno;
+	return 0;
+}
+
+/* ---- requests ---- */
+
+static int handle_hello(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__Hello *m = r2ccl__hello__unpack(NULL, f->len, f->payload);
+	R2ccl__HelloReply rep = R2CCL__HELLO_REPLY__INIT;
+	char err[160] = "";
+	int fds[3], r = 0;
+
+	if (!m)
+		return -EPROTO;
+	rep.proto_version = R2CCL__PROTO_VERSION__PROTO_VERSION_CURRENT;
+	rep.daemon_version = R2CCL_VERSION;
+	if (m->proto_version != R2CCL__PROTO_VERSION__PROTO_VERSION_CURRENT) {
+		snprintf(err, sizeof(err),
+			 "protocol version %u is not supported (this daemon speaks %d)",
+			 m->proto_version, R2CCL__PROTO_VERSION__PROTO_VERSION_CURRENT);
+		log_warn("session %llu (pid %d): %s", (unsigned long long)s->id, (int)s->pid, err);
+		rep.status = R2CCL_E_PROTO_VERSION;
+		rep.error = err;
+		r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_HELLO_REPLY, &rep);
+		r2ccl__hello__free_unpacked(m, NULL);
+		r2d_session_close(s, "unsupported protocol version");
+		return 0;
+	}
+	snprintf(s->name, sizeof(s->name), "%s", m->client_name ? m->client_name : "");
+	for (char *p = s->name; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\')
+			*p = '?';
+	s->control_only = m->control_only;
+	r2ccl__hello__free_unpacked(m, NULL);
+	if (s->d->draining) {
+		rep.status = R2CCL_E_SHUTDOWN;
+		rep.error = "the daemon is shutting down";
+		r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_HELLO_REPLY, &rep);
+		return -ESHUTDOWN;
+	}
+	if (!s->control_only) {
+		r = setup_ring(s);
+		if (r == 0)
+			r = r2d_engine_add_session(s->d, s);
+		if (r < 0) {
+			rep.status = r;
+			rep.error = "cannot create the submission ring";
+			r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_HELLO_REPLY, &rep);
+			return r;
+		}
+	}
+	rep.session_id = s->id;
+	rep.ring_entries = R2_RING_ENTRIES;
+	rep.ring_bytes = sizeof(struct r2_ring_shm);
+	rep.op_timeout_ms = (uint32_t)r2_param_int(&s->d->params, P_OP_TIMEOUT_MS);
+	s->hello_done = true;
+	log_info("session %llu: pid %d uid %u tenant %s name '%s'%s", (unsigned long long)s->id,
+		 (int)s->pid, (unsigned)s->uid, s->tenant, s->name,
+		 s->control_only ? " (control)" : "");
+	if (s->control_only)
+		return r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_HELLO_REPLY, &rep);
+	fds[0] = s->ring_fd;
+	fds[1] = s->sq_efd;
+	fds[2] = s->cq_efd;
+	{
+		size_t len = r2ccl__hello_reply__get_packed_size(&rep);
+		uint8_t buf[256];
+		if (len > sizeof(buf))
+			return -EOVERFLOW;
+		r2ccl__hello_reply__pack(&rep, buf);
+		return r2d_session_send(s, R2CCL__MSG_TYPE__MSG_HELLO_REPLY, buf, len, fds, 3);
+	}
+}
+
+static int handle_mem_register(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__MemRegister *m = r2ccl__mem_register__unpack(NULL, f->len, f->payload);
+	R2ccl__MemRegisterReply rep = R2CCL__MEM_REGISTER_REPLY__INIT;
+	char err[256] = "";
+	uint32_t id = 0;
+	int r;
+
+	if (!m)
+		return -EPROTO;
+	if (s->control_only) {
+		r2ccl__mem_register__free_unpacked(m, NULL);
+		return -EPROTO;
+	}
+	pthread_mutex_lock(&s->d->lock);
+	r = r2d_mem_register(s, f->fds[0], m->size, &id, err, sizeof(err));
+	pthread_mutex_unlock(&s->d->lock);
+	if (r == 0)
+		f->fds[0] = -1; /* taken */
+	else
+		log_warn("session %llu: memory registration refused: %s",
+			 (unsigned long long)s->id, err);
+	rep.req_id = m->req_id;
+	rep.status = r;
+	rep.error = err;
+	rep.mem_id = id;
+	r2ccl__mem_register__free_unpacked(m, NULL);
+	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_REPLY, &rep);
+	return 0;
+}
+
+static int handle_mem_deregister(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__MemDeregister *m = r2ccl__mem_deregister__unpack(NULL, f->len, f->payload);
+	int r;
+
+	if (!m)
+		return -EPROTO;
+	pthread_mutex_lock(&s->d->lock);
+	r = r2d_mem_deregister(s, m->mem_id);
+	pthread_mutex_unlock(&s->d->lock);
+	reply_result(s, m->req_id, r, r ? "no such memory registration" : "");
+	r2ccl__mem_deregister__free_unpacked(m, NULL);
+	return 0;
+}
+
+/* MSG_MEM_REGISTER_GPU (IPC handle, no fd) and _GPU_FD (cuMem fd). */
+static int handle_mem_register_gpu(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__MemRegisterGpu *m = r2ccl__mem_register_gpu__unpack(NULL, f->len, f->payload);
+	R2ccl__MemRegisterReply rep = R2CCL__MEM_REGISTER_REPLY__INIT;
+	struct r2_gpu_reg_req req;
+	char err[256] = "";
+	uint32_t id = 0;
+	int r;
+
+	if (!m)
+		return -EPROTO;
+	if (s->control_only) {
+		r2ccl__mem_register_gpu__free_unpacked(m, NULL);
+		return -EPROTO;
+	}
+	memset(&req, 0, sizeof(req));
+	req.kind = m->kind;
+	req.ipc_handle = m->ipc_handle.data;
+	req.ipc_handle_len = m->ipc_handle.len;
+	req.uuid = m->device_uuid.data;
+	req.uuid_len = m->device_uuid.len;
+	req.alloc_base = m->alloc_base;
+	req.alloc_size = m->alloc_size;
+	req.offset = m->offset;
+	req.size = m->size;
+	req.fd = f->nfds ? f->fds[0] : -1;
+	if ((f->type == R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD) !=
+	    (m->kind == 2 /* R2_GPU_MEM_CUMEM_FD */)) {
+		snprintf(err, sizeof(err), "GPU memory kind %u does not fit message type %u",
+			 m->kind, f->type);
+		r = -EINVAL;
+	} else {
+		pthread_mutex_lock(&s->d->lock);
+		r = r2d_mem_register_gpu(s, &req, &id, err, sizeof(err));
+		pthread_mutex_unlock(&s->d->lock);
+	}
+	if (r == 0 && f->nfds)
+		f->fds[0] = -1; /* taken */
+	if (r < 0)
+		log_warn("session %llu: GPU memory registration refused: %s",
+			 (unsigned long long)s->id, err);
+	rep.req_id = m->req_id;
+	rep.status = r;
+	rep.error = err;
+	rep.mem_id = id;
+	r2ccl__mem_register_gpu__free_unpacked(m, NULL);
+	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_REPLY, &rep);
+	return 0;
+}
+
+static int handle_unique_id(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__GetUniqueId *m = r2ccl__get_unique_id__unpack(NULL, f->len, f->payload);
+	R2ccl__UniqueIdReply rep = R2CCL__UNIQUE_ID_REPLY__INIT;
+	struct r2_uid uid;
+
+	if (!m)
+		return -EPROTO;
+	memset(&uid, 0, sizeof(uid));
+	uid.magic = R2_UID_MAGIC;
+	uid.version = 1;
+	uid.host_id = s->d->host_id;
+	if (getrandom(&uid.nonce, sizeof(uid.nonce), 0) != sizeof(uid.nonce))
+		uid.nonce = r2_now_ns() ^ ((uint64_t)s->id << 40);
+	r2d_uid_fill(s->d, &uid); /* every rail address of this (the root) daemon */
+	rep.req_id = m->req_id;
+	rep.id.data = (uint8_t *)&uid;
+	rep.id.len = sizeof(uid);
+	r2ccl__get_unique_id__free_unpacked(m, NULL);
+	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_UNIQUE_ID_REPLY, &rep);
+	return 0;
+}
+
+static int handle_comm_init(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__CommInit *m = r2ccl__comm_init__unpack(NULL, f->len, f->payload);
+
+	if (!m)
+		return -EPROTO;
+	if (s->control_only) {
+		r2ccl__comm_init__free_unpacked(m, NULL);
+		return -EPROTO;
+	}
+	r2d_comm_handle_init(s, m);
+	r2ccl__comm_init__free_unpacked(m, NULL);
+	return 0;
+}
+
+static int handle_comm_destroy(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__CommDestroy *m = r2ccl__comm_destroy__unpack(NULL, f->len, f->payload);
+
+	if (!m)
+		return -EPROTO;
+	r2d_comm_handle_destroy(s, m->req_id, m->comm_id, m->abort);
+	r2ccl__comm_destroy__free_unpacked(m, NULL);
+	return 0;
+}
+
+static int handle_status(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__StatusRequest *m = r2ccl__status_request__unpack(NULL, f->len, f->payload);
+
+	if (!m)
+		return -EPROTO;
+	r2d_ctl_status(s, m->req_id);
+	r2ccl__status_request__free_unpacked(m, NULL);
+	return 0;
+}
+
+__attribute__((unused)) static int handle_not_supported(struct r2_session *s,
+						     struct r2_frame *f)
+{
+	/* Known requests this daemon does not serve yet: answer, do not drop. */
+	reply_result(s, 0, -EOPNOTSUPP, "not supported by this daemon");
+	return 0;
+}
+
+struct handler {
+	int (*fn)(struct r2_session *s, struct r2_frame *f);
+	int nfds;         /* exact number of fds the frame must carry */
+	bool before_hello;
+};
+
+static const struct handler handlers[] = {
+	[R2CCL__MSG_TYPE__MSG_HELLO] = { handle_hello, 0, true },
+	[R2CCL__MSG_TYPE__MSG_GET_UNIQUE_ID] = { handle_unique_id, 0, false },
+	[R2CCL__MSG_TYPE__MSG_COMM_INIT] = { handle_comm_init, 0, false },
+	[R2CCL__MSG_TYPE__MSG_COMM_DESTROY] = { handle_comm_destroy, 0, false },
+	[R2CCL__MSG_TYPE__MSG_MEM_REGISTER] = { handle_mem_register, 1, false },
+	[R2CCL__MSG_TYPE__MSG_MEM_DEREGISTER] = { handle_mem_deregister, 0, false },
+	[R2CCL__MSG_TYPE__MSG_STATUS] = { handle_status, 0, false },
+	[R2CCL__MSG_TYPE__MSG_REBALANCE] = { r2d_ctl_rebalance, 0, false },
+	[R2CCL__MSG_TYPE__MSG_NIC_ADMIN] = { r2d_ctl_nic_admin, 0, false },
+	[R2CCL__MSG_TYPE__MSG_RAILS] = { r2d_ctl_rails, 0, false },
+	[R2CCL__MSG_TYPE__MSG_EVENTS] = { r2d_ctl_events, 0, false },
+	[R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU] = { handle_mem_register_gpu, 0, false },
+	[R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD] = { handle_mem_register_gpu, 1, false },
+};
+
+static int dispatch(struct r2_session *s, struct r2_frame *f)
+{
+	const struct handler *h;
+
+	if (f->type >= R2_ARRAY_SIZE(handlers) || !handlers[f->type].fn) {
+		log_warn("session %llu (pid %d): unknown message type %u; dropping the session",
+			 (unsigned long long)s->id, (int)s->pid, f->type);
+		return -EPROTO;
+	}
+	h = &handlers[f->type];
+	if (!s->hello_done && !h->before_hello) {
+		log_warn("session %llu (pid %d): message type %u before the handshake; dropping",
+			 (unsigned long long)s->id, (int)s->pid, f->type);
+		return -EPROTO;
+	}
+	if (s->hello_done && f->type == R2CCL__MSG_TYPE__MSG_HELLO) {
+		log_warn("session %llu: second handshake; dropping", (unsigned long long)s->id);
+		return -EPROTO;
+	}
+	if (f->nfds != h->nfds) {
+		log_warn("session %llu (pid %d): message type %u carries %u file descriptors, "
+			 "expected %d; dropping the session",
+			 (unsigned long long)s->id, (int)s->pid, f->type, f->nfds, h->nfds);
+		return -EPROTO;
+	}
+	return h->fn(s, f);
+}
+
+static void on_session_io(uv_poll_t *h, int status, int events)
+{
+	struct r2_session *s = h->data;
+	int r;
+
+	if (s->closing)
+		return;
+	if (status < 0) {
+		r2d_session_close(s, uv_strerror(status));
+		return;
+	}
+	if (events & UV_WRITABLE) {
+		r = flush_outq(s);
+		if (r < 0) {
+			r2d_session_close(s, "write failed");
+			return;
+		}
+		set_poll(s);
+	}
+	if (!(events & (UV_READABLE | UV_DISCONNECT)))
+		return;
+	for (int i = 0; i < 32 && !s->closing; i++) {
+		struct r2_frame f;
+
+		r = r2_frame_read(s->fd, &s->reader, &f);
+		if (r == 0)
+			return;
+		if (r < 0) {
+			if (r == -ECONNRESET && s->reader.got == 0) {
+				r2d_session_close(s, "client disconnected");
+			} else if (r == -ECONNRESET) {
+				log_warn("session %llu (pid %d): connection closed inside a frame "
+					 "(truncated frame)",
+					 (unsigned long long)s->id, (int)s->pid);
+				r2d_session_close(s, "truncated frame");
+			} else if (r == -EPROTO) {
+				log_warn("session %llu (pid %d): invalid frame (bad magic, flags, "
+					 "length over %u bytes, or fd count differs from the "
+					 "header); dropping the session",
+					 (unsigned long long)s->id, (int)s->pid, s->reader.max_len);
+				r2d_session_close(s, "invalid frame");
+			} else {
+				r2d_session_close(s, strerror(-r));
+			}
+			return;
+		}
+		r = dispatch(s, &f);
+		r2_frame_free(&f);
+		if (r == -EPROTO && !s->closing) {
+			/* garbage protobuf or a wrong message: the handler said why
+			 * unless unpacking failed */
+			log_warn("session %llu (pid %d): malformed request; dropping the session",
+				 (unsigned long long)s->id, (int)s->pid);
+			r2d_session_close(s, "protocol error");
+			return;
+		}
+		if (r < 0 && !s->closing) {
+			r2d_session_close(s, strerror(-r));
+			return;
+		}
+	}
+}
+
+static void on_closed(uv_handle_t *h)
+{
+	struct r2_session *s = h->data;
+	struct r2d *d = s->d;
+	struct r2_session **pp;
+
+	r2d_engine_remove_session(d, s);
+	pthread_mutex_lock(&d->lock);
+	s->dead = true;
+	r2d_comm_session_gone(d, s);
+	for (pp = &d->sessions; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	d->nsessions--;
+	pthread_mutex_unlock(&d->lock);
+	r2_closep(&s->fd);
+	r2d_session_put(s);
+}
+
+void r2d_session_close(struct r2_session *s, const char *why)
+{
+	if (s->closing)
+		return;
+	s->closing = true;
+	log_info("session %llu (pid %d): closed: %s", (unsigned long long)s->id, (int)s->pid,
+		 why);
+	/* best effort: a final reply (e.g. a version error) may still be queued */
+	flush_outq(s);
+	uv_poll_stop(&s->poll);
+	uv_close((uv_handle_t *)&s->poll, on_closed);
+}
+
+/* What the engine calls for a session's submissions (engine/source.h). */
+static const struct r2_source_ops session_src = {
+	.complete = r2d_session_complete,
+	.reply = r2d_session_reply,
+	.get = r2d_session_get,
+	.put = r2d_session_put,
+	.mem_resolve = r2d_mem_resolve,
+	.mem_put = r2d_mem_put,
+};
+
+void r2d_session_accept(struct r2d *d, int fd)
+{
+	struct r2_session *s = calloc(1, sizeof(*s));
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+
+	if (!s) {
+		close(fd);
+		return;
+	}
+	s->d = d;
+	s->src = &session_src;
+	s->fd = fd;
+	s->ring_fd = s->sq_efd = s->cq_efd = -1;
+	atomic_init(&s->refs, 1);
+	pthread_mutex_init(&s->cq_lock, NULL);
+	r2_frame_reader_init(&s->reader, (uint32_t)r2_param_int(&d->params, P_MAX_FRAME));
+	s->next_mem_id = 1;
+	s->connected_at_us = r2_now_us();
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
+		s->pid = cred.pid;
+		s->uid = cred.uid;
+		s->gid = cred.gid;
+	}
+	read_tenant(s);
+	pthread_mutex_lock(&d->lock);
+	s->id = d->next_session_id++;
+	s->next = d->sessions;
+	d->sessions = s;
+	d->nsessions++;
+	pthread_mutex_unlock(&d->lock);
+	uv_poll_init(d->loop, &s->poll, fd);
+	s->poll.data = s;
+	set_poll(s);
+	log_debug("session %llu: connected (pid %d uid %u)", (unsigned long long)s->id,
+		  (int)s->pid, (unsigned)s->uid);
+}

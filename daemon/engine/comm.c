@@ -1,0 +1,516 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Communicators: joining (CommInit), leaving (destroy, abort, a client that
+ * dies), timeouts, and the clear error every rank gets when one fails.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/comm.h"
+#include "engine/source.h"
+#include "config.h"
+#include "log.h"
+#include "planner/planner.h"
+#include "r2ccl.pb-c.h"
+#include "util.h"
+
+const char *r2d_comm_state_name(enum r2_comm_state st)
+{
+	switch (st) {
+	case R2_COMM_JOINING:
+		return "joining";
+	case R2_COMM_READY:
+		return "ready";
+	case R2_COMM_BROKEN:
+		return "broken";
+	case R2_COMM_DEAD:
+		return "dead";
+	}
+	return "?";
+}
+
+int r2d_comm_mode_parse(const char *name)
+{
+	if (!name)
+		return -1;
+	if (!strcmp(name, "balance"))
+		return R2_MODE_BALANCE;
+	if (!strcmp(name, "hotrepair"))
+		return R2_MODE_HOTREPAIR;
+	return -1;
+}
+
+const char *r2d_comm_mode_name(int mode)
+{
+	return mode == R2_MODE_BALANCE ? "balance" : mode == R2_MODE_HOTREPAIR ? "hotrepair" : "";
+}
+
+struct r2_comm *r2d_comm_by_uid(struct r2d *d, const struct r2_uid *uid)
+{
+	for (struct r2_comm *c = d->comms; c; c = c->next)
+		if (c->state != R2_COMM_DEAD && !memcmp(&c->uid, uid, sizeof(*uid)))
+			return c;
+	return NULL;
+}
+
+struct r2_comm *r2d_comm_by_key(struct r2d *d, uint64_t key)
+{
+	for (struct r2_comm *c = d->comms; c; c = c->next)
+		if (c->state != R2_COMM_DEAD && c->key == key)
+			return c;
+	return NULL;
+}
+
+struct r2_comm *r2d_comm_find(struct r2d *d, uint32_t id)
+{
+	for (struct r2_comm *c = d->comms; c; c = c->next)
+		if (c->id == id && c->state != R2_COMM_DEAD)
+			return c;
+	return NULL;
+}
+
+static void init_reply(struct r2_session *s, uint64_t req_id, int status, const char *error,
+		       const struct r2_comm *c, int rank)
+{
+	R2ccl__CommInitReply rep = R2CCL__COMM_INIT_REPLY__INIT;
+
+	rep.req_id = req_id;
+	rep.status = status;
+	rep.error = (char *)(error ? error : "");
+	if (c && status == 0) {
+		rep.comm_id = (c->id << 16) | (uint32_t)rank; /* the member's handle */
+		rep.local_ranks = (uint32_t)c->local_ranks;
+		rep.nhosts = (uint32_t)c->nhosts;
+	}
+	s->src->reply(s, R2CCL__MSG_TYPE__MSG_COMM_INIT_REPLY, &rep);
+}
+
+void r2d_op_free(struct r2_op *op, int status)
+{
+	if (!op)
+		return;
+	/* every op with memory references has its source (engine.c submit);
+	 * the table outlives the source's last reference */
+	const struct r2_source_ops *src = op->s ? op->s->src : NULL;
+	if (op->s) {
+		src->complete(op->s, op->sqe.tag, status);
+		src->put(op->s);
+	}
+	if (src) {
+		src->mem_put(op->sendref);
+		src->mem_put(op->recvref);
+	}
+	free(op);
+}
+
+static void fail_pending(struct r2_comm *c, int err)
+{
+	for (int r = 0; r < c->nranks; r++) {
+		struct r2_comm_member *m = &c->m[r];
+		struct r2_op *op, *next;
+
+		for (op = m->head; op; op = next) {
+			next = op->next;
+			r2d_op_free(op, err);
+		}
+		m->head = m->tail = NULL;
+		m->npending = 0;
+	}
+}
+
+void r2d_comm_break(struct r2_comm *c, int err, const char *why)
+{
+	if (c->state == R2_COMM_DEAD)
+		return;
+	log_warn("communicator %u (%d ranks, tenant %s): %s: %s", c->id, c->nranks, c->tenant,
+		 why, r2ccl_strerror(err));
+	if (c->state == R2_COMM_JOINING) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "%s", why);
+		for (int r = 0; r < c->nranks; r++) {
+			if (c->m[r].s && !c->m[r].s->closing)
+				init_reply(c->m[r].s, c->m[r].init_req_id, err, msg, NULL, -1);
+		}
+	}
+	fail_pending(c, err == R2CCL_E_MISMATCH || err == -ETIMEDOUT || err == R2CCL_E_PEER_GONE ||
+				err == R2CCL_E_SHUTDOWN || err == R2CCL_E_DUP_RANK ||
+				err == R2CCL_E_BOOTSTRAP || err == R2CCL_E_NO_PATH
+			    ? err
+			    : R2CCL_E_COMM_BROKEN);
+	c->state = R2_COMM_BROKEN;
+	if (!c->broken_err)
+		c->broken_err = err;
+	if (!c->abort_err)
+		c->abort_err = err;
+	pthread_cond_signal(&c->mbox_cond); /* an executor waiting on peers */
+}
+
+static void comm_unlink(struct r2d *d, struct r2_comm *c)
+{
+	for (struct r2_comm **pp = &d->comms; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			return;
+		}
+	}
+}
+
+/* Called with d->lock held; drops it while joining the executor thread. */
+void r2d_comm_put(struct r2_comm *c)
+{
+	struct r2d *d = c->d;
+
+	if (--c->refs > 0)
+		return;
+	comm_unlink(d, c);
+	if (c->thread_started) {
+		c->stop = true;
+		pthread_cond_signal(&c->cond);
+		pthread_mutex_unlock(&d->lock);
+		pthread_join(c->thread, NULL);
+		pthread_mutex_lock(&d->lock);
+	}
+	fail_pending(c, R2CCL_E_COMM_BROKEN);
+	r2d_comm_mbox_flush(c);
+	pthread_cond_destroy(&c->cond);
+	pthread_cond_destroy(&c->mbox_cond);
+	pthread_mutex_destroy(&c->mbox_lock);
+	free(c->hosts);
+	free(c->rank_host);
+	free(c->p2p);
+	free(c->m);
+	free(c);
+}
+
+/* A member leaves (destroy, abort or death). Under d->lock. */
+static void member_leave(struct r2_comm *c, int rank, bool died)
+{
+	struct r2_comm_member *m = &c->m[rank];
+	struct r2_op *op, *next;
+	int others = 0;
+
+	for (op = m->head; op; op = next) {
+		next = op->next;
+		r2d_op_free(op, c->d->draining ? R2CCL_E_SHUTDOWN
+					       : died  ? R2CCL_E_PEER_GONE
+						       : -ECANCELED);
+	}
+	m->head = m->tail = NULL;
+	m->npending = 0;
+	m->s = NULL;
+	m->left = true;
+	c->joined--;
+	for (int r = 0; r < c->nranks; r++)
+		others += c->m[r].s != NULL;
+	if (died && c->nhosts > 1 && c->hosts && c->state == R2_COMM_READY) {
+		char why[128];
+		snprintf(why, sizeof(why), "rank %d on host %s died (its client went away)", rank,
+			 c->d->hostname);
+		r2d_bootstrap_abort(c, R2CCL_E_PEER_GONE, why);
+		if (!others)
+			r2d_comm_break(c, R2CCL_E_PEER_GONE, why);
+	}
+	if (others && (died || c->state == R2_COMM_JOINING)) {
+		char why[128];
+		snprintf(why, sizeof(why), "rank %d %s", rank,
+			 died ? "died (its client went away)" : "left during initialization");
+		r2d_comm_break(c, c->d->draining		 ? R2CCL_E_SHUTDOWN
+				  : c->state == R2_COMM_JOINING ? R2CCL_E_BOOTSTRAP
+								: R2CCL_E_PEER_GONE,
+			       why);
+	} else if (others) {
+		/* Destroyed while others still run: operations that need this
+		 * rank (collectives, transfers with it) fail; transfers between
+		 * the others go on (engine.c checks m->left). */
+		r2d_engine_fail_left(c, rank);
+	}
+	if (!others) {
+		c->state = R2_COMM_DEAD;
+		r2d_comm_put(c);
+	}
+}
+
+struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks,
+			     const char *tenant)
+{
+	struct r2_comm *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->m = calloc((size_t)nranks, sizeof(*c->m));
+	if (!c->m) {
+		free(c);
+		return NULL;
+	}
+	c->d = d;
+	c->key = uid->host_id ^ uid->nonce;
+	c->my_host = 0;
+	pthread_mutex_init(&c->mbox_lock, NULL);
+	pthread_cond_init(&c->mbox_cond, NULL);
+	/* ids fit 16 bits (the member handle is id << 16 | rank); skip live ones */
+	do {
+		c->id = d->next_comm_id++;
+		if (d->next_comm_id > 0xffff)
+			d->next_comm_id = 1;
+	} while (r2d_comm_find(d, c->id));
+	c->uid = *uid;
+	c->nranks = nranks;
+	c->nhosts = 0; /* known with the membership */
+	c->state = R2_COMM_JOINING;
+	c->refs = 1;
+	c->created_us = r2_now_us();
+	snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
+	c->owner_uid = (uint32_t)-1;
+	c->mode = -1;
+	pthread_cond_init(&c->cond, NULL);
+	c->next = d->comms;
+	d->comms = c;
+	return c;
+}
+
+extern void *r2d_comm_executor(void *arg);
+
+void r2d_comm_ready(struct r2_comm *c)
+{
+	c->state = R2_COMM_READY;
+	c->local_ranks = 0;
+	for (int r = 0; r < c->nranks; r++)
+		c->local_ranks += c->m[r].local;
+	if (pthread_create(&c->thread, NULL, r2d_comm_executor, c) == 0) {
+		char tn[16];
+		snprintf(tn, sizeof(tn), "r2-exec-%u", c->id);
+		pthread_setname_np(c->thread, tn);
+		c->thread_started = true;
+	} else {
+		r2d_comm_break(c, -EAGAIN, "cannot start the communicator's executor thread");
+		return;
+	}
+	log_info("communicator %u ready: %d ranks on %d host(s), tenant %s", c->id, c->nranks,
+		 c->nhosts, c->tenant);
+	for (int r = 0; r < c->nranks; r++)
+		if (c->m[r].s)
+			init_reply(c->m[r].s, c->m[r].init_req_id, 0, NULL, c, r);
+}
+
+void r2d_comm_handle_init(struct r2_session *s, const void *msg)
+{
+	const R2ccl__CommInit *m = msg;
+	struct r2d *d = s->d;
+	struct r2_uid uid;
+	struct r2_comm *c;
+	char err[192];
+	int mode;
+
+	if (m->id.len != sizeof(uid)) {
+		init_reply(s, m->req_id, -EINVAL, "the unique id has the wrong length", NULL, -1);
+		return;
+	}
+	memcpy(&uid, m->id.data, sizeof(uid));
+	if (uid.magic != R2_UID_MAGIC || uid.version != 1) {
+		init_reply(s, m->req_id, -EINVAL,
+			   "not an R2CCL unique id (use r2ccl_get_unique_id)", NULL, -1);
+		return;
+	}
+	if (m->nranks < 1 || m->nranks > 65536 || m->rank >= m->nranks) {
+		snprintf(err, sizeof(err), "rank %u / nranks %u out of range", m->rank, m->nranks);
+		init_reply(s, m->req_id, -EINVAL, err, NULL, -1);
+		return;
+	}
+	/* the communicator's mode: the rank's, else this daemon's R2CCL_MODE */
+	mode = r2d_comm_mode_parse(m->mode && m->mode[0] ? m->mode
+						       : r2_param_str(&d->params, P_MODE));
+	if (mode < 0) {
+		snprintf(err, sizeof(err), "mode \"%.64s\" is neither balance nor hotrepair",
+			 m->mode);
+		init_reply(s, m->req_id, -EINVAL, err, NULL, -1);
+		return;
+	}
+	if (d->draining) {
+		init_reply(s, m->req_id, R2CCL_E_SHUTDOWN, "the daemon is shutting down", NULL, -1);
+		return;
+	}
+	pthread_mutex_lock(&d->lock);
+	c = r2d_comm_by_uid(d, &uid);
+	if (uid.host_id != d->host_id && !c && uid.naddrs == 0) {
+		pthread_mutex_unlock(&d->lock);
+		init_reply(s, m->req_id, R2CCL_E_BOOTSTRAP,
+			   "the unique id names another host's daemon but carries no address "
+			   "to reach it (its daemon has no rails)",
+			   NULL, -1);
+		return;
+	}
+	if (!c) {
+		c = r2d_comm_new(d, &uid, (int)m->nranks, s->tenant);
+		if (!c) {
+			pthread_mutex_unlock(&d->lock);
+			init_reply(s, m->req_id, -ENOMEM, "out of memory", NULL, -1);
+			return;
+		}
+	}
+	if (c->state != R2_COMM_JOINING) {
+		/* a rank that comes after the communicator failed learns why */
+		int st = c->state == R2_COMM_READY ? R2CCL_E_DUP_RANK
+			 : c->broken_err	    ? c->broken_err
+						    : R2CCL_E_COMM_BROKEN;
+		snprintf(err, sizeof(err), "communicator %u is %s; rank %u cannot join it", c->id,
+			 r2d_comm_state_name(c->state), m->rank);
+		pthread_mutex_unlock(&d->lock);
+		init_reply(s, m->req_id, st, err, NULL, -1);
+		return;
+	}
+	if ((int)m->nranks != c->nranks) {
+		snprintf(err, sizeof(err), "rank %u says nranks %u, others said %d", m->rank,
+			 m->nranks, c->nranks);
+		init_reply(s, m->req_id, R2CCL_E_MISMATCH, err, NULL, -1);
+		r2d_bootstrap_fail(c, R2CCL_E_MISMATCH, err);
+		pthread_mutex_unlock(&d->lock);
+		return;
+	}
+	if (c->mode >= 0 && c->mode != mode) {
+		snprintf(err, sizeof(err), "rank %u asks for mode %s, others for %s", m->rank,
+			 r2d_comm_mode_name(mode), r2d_comm_mode_name(c->mode));
+		init_reply(s, m->req_id, R2CCL_E_MISMATCH, err, NULL, -1);
+		r2d_bootstrap_fail(c, R2CCL_E_MISMATCH, err);
+		pthread_mutex_unlock(&d->lock);
+		return;
+	}
+	if (c->m[m->rank].s || c->m[m->rank].remote_host) {
+		if (c->m[m->rank].s)
+			snprintf(err, sizeof(err), "rank %u was given twice (pids %d and %d)",
+				 m->rank, (int)c->m[m->rank].s->pid, (int)s->pid);
+		else
+			snprintf(err, sizeof(err), "rank %u was given twice (here and on host "
+				 "%016llx)", m->rank,
+				 (unsigned long long)c->m[m->rank].remote_host);
+		init_reply(s, m->req_id, R2CCL_E_DUP_RANK, err, NULL, -1);
+		r2d_comm_break(c, R2CCL_E_DUP_RANK, err);
+		pthread_mutex_unlock(&d->lock);
+		return;
+	}
+	if (c->owner_uid == (uint32_t)-1) {
+		c->owner_uid = s->uid;
+		snprintf(c->tenant, sizeof(c->tenant), "%s", s->tenant);
+	}
+	c->mode = mode;
+	c->m[m->rank].s = s;
+	c->m[m->rank].init_req_id = m->req_id;
+	c->m[m->rank].left = false;
+	c->joined++;
+	c->m[m->rank].local = true;
+	r2d_bootstrap_joined(c);
+	pthread_mutex_unlock(&d->lock);
+}
+
+static int member_rank(const struct r2_comm *c, const struct r2_session *s, int from)
+{
+	for (int r = from; r < c->nranks; r++)
+		if (c->m[r].s == s)
+			return r;
+	return -1;
+}
+
+void r2d_comm_handle_destroy(struct r2_session *s, uint64_t req_id, uint32_t comm_id, bool abort)
+{
+	struct r2d *d = s->d;
+	R2ccl__Result res = R2CCL__RESULT__INIT;
+	struct r2_comm *c;
+	int rank;
+
+	/* comm_id carries the rank in its low 16 bits (see engine.c) */
+	pthread_mutex_lock(&d->lock);
+	c = r2d_comm_find(d, comm_id >> 16);
+	rank = (int)(comm_id & 0xffff);
+	if (!c || rank >= c->nranks || c->m[rank].s != s) {
+		res.status = -ENOENT;
+		res.error = "no such communicator in this session";
+	} else {
+		log_debug("communicator %u: rank %d %s", c->id, rank,
+			  abort ? "aborted" : "destroyed");
+		member_leave(c, rank, false);
+	}
+	pthread_mutex_unlock(&d->lock);
+	res.req_id = req_id;
+	if (!res.error)
+		res.error = "";
+	s->src->reply(s, R2CCL__MSG_TYPE__MSG_RESULT, &res);
+}
+
+void r2d_comm_session_gone(struct r2d *d, struct r2_session *s)
+{
+	struct r2_comm *c, *next;
+
+	for (c = d->comms; c; c = next) {
+		next = c->next;
+		/* member_leave may free c; keep next first. Several ranks of one
+		 * session: leave them all. */
+		int r;
+		while (c && (r = member_rank(c, s, 0)) >= 0) {
+			bool last = c->joined == 1;
+			member_leave(c, r, true);
+			if (last)
+				break;
+		}
+	}
+}
+
+void r2d_comm_tick(struct r2d *d)
+{
+	int64_t boot = r2_param_int(&d->params, P_BOOTSTRAP_TIMEOUT_MS) * 1000;
+	int64_t opt = r2_param_int(&d->params, P_OP_TIMEOUT_MS) * 1000;
+	uint64_t now;
+	char why[192];
+
+	pthread_mutex_lock(&d->lock);
+	r2d_bootstrap_tick(d);
+	/* read the clock under the lock: an op stamped by the dispatcher while
+	 * we waited for it is never "older" than now (signed differences too) */
+	now = r2_now_us();
+	for (struct r2_comm *c = d->comms; c; c = c->next) {
+		if (c->state == R2_COMM_JOINING && (int64_t)(now - c->created_us) > boot) {
+			int missing = -1;
+			for (int r = 0; r < c->nranks && missing < 0; r++)
+				if (!c->m[r].s)
+					missing = r;
+			snprintf(why, sizeof(why),
+				 "only %d of %d ranks joined within %llu ms (rank %d missing)",
+				 c->joined, c->nranks, (unsigned long long)(boot / 1000), missing);
+			r2d_comm_break(c, R2CCL_E_BOOTSTRAP, why);
+			continue;
+		}
+		if (c->state != R2_COMM_READY)
+			continue;
+		for (int r = 0; r < c->nranks; r++) {
+			struct r2_op *op = c->m[r].head;
+			if (!op || (int64_t)(now - op->submitted_us) <= opt)
+				continue;
+			int absent = -1;
+			for (int q = 0; q < c->nranks && absent < 0; q++)
+				if (!c->m[q].head)
+					absent = q;
+			snprintf(why, sizeof(why),
+				 "rank %d waited %llu ms for rank %d to call the matching "
+				 "operation",
+				 r, (unsigned long long)(opt / 1000), absent);
+			r2d_comm_break(c, -ETIMEDOUT, why);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+void r2d_comm_destroy_all(struct r2d *d)
+{
+	pthread_mutex_lock(&d->lock);
+	while (d->comms) {
+		struct r2_comm *c = d->comms;
+		for (int r = 0; r < c->nranks; r++)
+			c->m[r].s = NULL;
+		fail_pending(c, R2CCL_E_SHUTDOWN);
+		c->state = R2_COMM_DEAD;
+		c->refs = 1;
+		r2d_comm_put(c);
+	}
+	pthread_mutex_unlock(&d->lock);
+}

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Communicators and their operations.
+ *
+ * A communicator is created by the first CommInit carrying its unique id and
+ * is ready once all of its ranks joined (on one host: all nranks; across
+ * hosts: the bootstrap fills in the remote ones). Each rank's submissions form
+ * a FIFO; the nth collective of every rank forms one operation, which is
+ * checked for matching arguments before it runs. Send/Recv pair the head SEND
+ * of one rank with the head RECV of its peer.
+ */
+#ifndef R2CCL_COMM_H
+#define R2CCL_COMM_H
+
+#include "base/comm_record.h"
+#include "base/daemon.h"
+#include "transport/transport.h"
+
+struct r2_op {
+	struct r2_op *next;
+	struct r2_session *s;
+	int rank;
+	struct r2_sqe sqe;
+	void *sendbuf, *recvbuf; /* resolved at submission */
+	struct r2_memreg *sendref, *recvref;
+	uint64_t submitted_us;
+};
+
+/* One matched operation: an op per participating rank. */
+struct r2_exec {
+	struct r2_exec *next;
+	struct r2_comm *c;
+	uint32_t opcode;
+	int nops;
+	void *gpu_stage; /* GPU buffers staged through host memory (gpu/gpu.c) */
+	/* Set by gpu/gpu.c when it stages piecewise (NULL otherwise): the rail
+	 * phase calls stage_wait before it touches host bytes [p, p+n) that may
+	 * still be on their way from the GPU (a negative error stops it), and
+	 * stage_out once host bytes [p, p+n) of the output are final (their
+	 * copy back to the GPU starts then). */
+	int (*stage_wait)(struct r2_exec *x, const void *p, uint64_t n);
+	void (*stage_out)(struct r2_exec *x, const void *p, uint64_t n);
+	/* Before its first stage_wait the rail phase names the input ranges
+	 * [p[i], p[i]+n[i]) its first step sends, so that they come from the
+	 * GPU first (interleaved: each rail's first chunks early); the rest
+	 * follows at the first stage_wait. */
+	void (*stage_first)(struct r2_exec *x, const char *const *p, const uint64_t *n, int k);
+#define R2_STAGE_FIRST_MAX 64 /* ranges stage_first takes at most */
+	struct r2_op *ops[]; /* indexed by rank for collectives; [0]=send,[1]=recv for p2p */
+};
+
+/* comm.c (loop thread, takes d->lock itself) */
+void r2d_comm_handle_init(struct r2_session *s, const void *msg /* R2ccl__CommInit */);
+void r2d_comm_handle_destroy(struct r2_session *s, uint64_t req_id, uint32_t comm_id, bool abort);
+void r2d_comm_session_gone(struct r2d *d, struct r2_session *s);
+void r2d_comm_tick(struct r2d *d); /* bootstrap/op timeouts */
+void r2d_comm_destroy_all(struct r2d *d);
+struct r2_comm *r2d_comm_find(struct r2d *d, uint32_t id); /* under d->lock */
+const char *r2d_comm_state_name(enum r2_comm_state st);
+/* Communicator modes: "balance" -> R2_MODE_BALANCE, "hotrepair" ->
+ * R2_MODE_HOTREPAIR, anything else -1; the name of a mode ("" for -1). */
+int r2d_comm_mode_parse(const char *name);
+const char *r2d_comm_mode_name(int mode);
+/* Fails every pending op of c with err and marks it broken (under d->lock). */
+void r2d_comm_break(struct r2_comm *c, int err, const char *why);
+void r2d_comm_put(struct r2_comm *c); /* under d->lock */
+/* Completes op with status (CQE), drops its references, frees it. */
+void r2d_op_free(struct r2_op *op, int status);
+
+/* bootstrap.c (loop thread) */
+void r2d_uid_fill(struct r2d *d, struct r2_uid *uid);
+/* Called after a local rank joined c (under d->lock). */
+void r2d_bootstrap_joined(struct r2_comm *c);
+void r2d_bootstrap_tick(struct r2d *d); /* loop thread, under d->lock */
+/* Fails c's initialization here and on every other host (JOIN_FAIL through
+ * the root), e.g. a local rank whose arguments disagree (under d->lock). */
+void r2d_bootstrap_fail(struct r2_comm *c, int status, const char *why);
+/* Tells every other host of c that it is broken (PEER_ABORT). */
+void r2d_bootstrap_abort(struct r2_comm *c, int status, const char *why);
+void r2d_comm_ready(struct r2_comm *c); /* comm.c, under d->lock */
+struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks,
+			     const char *tenant);
+struct r2_comm *r2d_comm_by_uid(struct r2d *d, const struct r2_uid *uid);
+struct r2_comm *r2d_comm_by_key(struct r2d *d, uint64_t key);
+
+/* A rail message (DATA, ACK, CONN, ERROR) to the mailbox of the communicator
+ * its header names, or kept as an orphan until that communicator is ready
+ * (exec_rail.c; net calls it through struct r2_net_events). */
+void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe);
+/* A peer's bootstrap message or a path's CONN / ERROR (bootstrap.c, loop
+ * thread; net calls it through struct r2_net_events). */
+struct r2_loop_ev;
+void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev);
+
+/* exec_rail.c */
+void r2d_comm_mbox_flush(struct r2_comm *c);
+void r2d_comm_adopt_orphans(struct r2_comm *c); /* under d->lock */
+void r2d_orphans_free(struct r2d *d);
+
+/* engine.c */
+int r2d_engine_start(struct r2d *d);
+void r2d_engine_stop(struct r2d *d);
+int r2d_engine_add_session(struct r2d *d, struct r2_session *s);
+void r2d_engine_remove_session(struct r2d *d, struct r2_session *s);
+/* Try to match and run ops of c (under d->lock). */
+void r2d_engine_progress_comm(struct r2_comm *c);
+/* Number of matched ops waiting or running (for drain). */
+int r2d_engine_busy(struct r2d *d);
+/* True while the dispatcher thread keeps waking up (systemd watchdog). */
+bool r2d_engine_alive(struct r2d *d);
+/* Rank left c: fail the pending operations that need it (under d->lock). */
+void r2d_engine_fail_left(struct r2_comm *c, int rank);
+
+#endif

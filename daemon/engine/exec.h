@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Executing matched operations. exec_local.c is the local phase: the daemon
+ * maps every local rank's buffer, so a collective among the ranks of one host
+ * is a direct reduction/copy in shared memory, split over the helper pool.
+ */
+#ifndef R2CCL_EXEC_H
+#define R2CCL_EXEC_H
+
+#include <stddef.h>
+
+#include "engine/comm.h"
+
+struct r2_pool;
+
+/* A pool of nthreads-1 helper threads; the caller of r2_pool_run is the
+ * nthreads-th worker. */
+int r2_pool_create(struct r2_pool **p, int nthreads);
+void r2_pool_destroy(struct r2_pool *p); /* accepts NULL */
+int r2_pool_threads(const struct r2_pool *p);
+/* Runs fn(ctx, i) for i in [0, nparts) on the pool and the caller; returns
+ * when all are done. If another caller holds the pool, runs them all itself
+ * (so executors of several communicators never wait on each other). */
+void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t part),
+		 void *ctx);
+
+/* A work queue: nthreads threads run submitted jobs, each whole, in
+ * submission order of start (the rail phase applies received chunks on it,
+ * several at once, while its executor goes on). destroy runs what is queued,
+ * then joins. */
+struct r2_workq;
+struct r2_work {
+	struct r2_work *next;
+	void (*fn)(struct r2_work *w);
+};
+int r2_workq_create(struct r2_workq **q, int nthreads, const char *name);
+void r2_workq_destroy(struct r2_workq *q); /* accepts NULL */
+int r2_workq_threads(const struct r2_workq *q); /* 0 for NULL */
+void r2_workq_submit(struct r2_workq *q, struct r2_work *w);
+
+/* r2_exec_run's answer for an operation that completes later */
+#define R2_EXEC_PENDING 1
+
+/* Bytes each buffer of an op must span (0: none); false if they overflow. */
+bool r2d_op_extents(const struct r2_sqe *q, int nranks, int rank, uint64_t *send_len,
+		    uint64_t *recv_len);
+
+/* Completes every rank's op of x with status and frees x (engine.c). */
+void r2d_exec_complete(struct r2_exec *x, int status);
+
+/* Transfers across hosts in flight (exec_rail_p2p.c, executor thread). */
+bool r2_p2p_pending(struct r2_comm *c);
+/* Handles mailbox messages for up to timeout_ms; completes transfers. */
+void r2_p2p_pump(struct r2_comm *c, int timeout_ms);
+void r2_p2p_fail_all(struct r2_comm *c, int status);
+
+/* Runs x: 0, R2_EXEC_PENDING, or a negative error. */
+int r2_exec_run(struct r2_exec *x, struct r2_pool *pool);
+/* One host: every rank of x is local (exec_local.c). */
+int r2_exec_local(struct r2_exec *x, struct r2_pool *pool);
+/* Several hosts: local phase, rail phase, local phase (exec_rail.c). */
+int r2_exec_hier(struct r2_exec *x, struct r2_pool *pool);
+
+/* Local-phase helpers for exec_rail*.c: out = reduce over the nin inputs
+ * (AVG reduced as SUM), split over the pool; and a parallel copy. */
+void r2_local_reduce(struct r2_pool *pool, void *out, void *const *in, int nin, size_t count,
+		     r2ccl_dtype_t dtype, r2ccl_redop_t op);
+void r2_local_copy(struct r2_pool *pool, void *dst, const void *src, size_t bytes);
+
+const char *r2_opcode_name(uint32_t opcode);
+struct r2_pool *r2d_engine_pool(struct r2d *d);
+/* the engine's apply queue, NULL when chunks are applied inline */
+struct r2_workq *r2d_engine_applyq(struct r2d *d);
+
+#endif

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the files of the rail phase share (exec_rail*.c; private to them).
+ *
+ * The chunk protocol (docs/architecture.md, The chunk / acknowledgement
+ * protocol): every chunk carries
+ * (communicator, operation sequence, step, source, offset); the receiving
+ * daemon acknowledges it as soon as it holds it (rails thread), and applies
+ * it exactly once: a chunk whose (step, source, offset) was already applied
+ * or staged is dropped (and acknowledged again). The sender keeps each chunk
+ * until its acknowledgement, so a chunk lost with a failed connection is sent
+ * again on another rail. Chunks for later steps or operations wait in a stash
+ * until the executor gets there.
+ *
+ *   exec_rail.c         the hierarchical collectives: local, rail, local phase
+ *   exec_rail_mbox.c    the communicator mailbox and orphans (rails thread)
+ *   exec_rail_p2p.c     send/recv across hosts
+ *   exec_rail_input.c   rail input: GPU staging glue, lazy input, plan build
+ *   exec_rail_send.c    sending: chunk buffers, post, repost, completions
+ *   exec_rail_detour.c  sending through a bridge when no rail is left
+ *   exec_rail_settle.c  chunks sent from W: waiting until transports let go
+ *   exec_rail_apply.c   applying: seen set, apply queue, relay, ack
+ *   exec_rail_loop.c    the rail phase loop
+ */
+#ifndef R2CCL_EXEC_RAIL_INT_H
+#define R2CCL_EXEC_RAIL_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/comm.h"
+#include "engine/exec.h"
+#include "planner/planner.h"
+#include "transport/transport.h"
+
+struct r2_bufpool;
+struct r2_pool;
+struct r2_view;
+
+/* A message of a communicator's mailbox: a transport's completion (from the
+ * rails thread), or a received chunk back from the apply queue. */
+struct r2_rmsg {
+	struct r2_rmsg *next;
+	int rail;
+	uint64_t when_us;
+	struct r2_tp_cqe cqe;
+};
+
+/* cqe.type of a received chunk the apply queue has applied, back in the
+ * mailbox (no transport reports it) */
+#define R2_RMSG_APPLIED 0xa0
+/* A chunk this host sends (or relays), kept until it is acknowledged. */
+struct sendrec {
+	struct sendrec *next;
+	struct r2_chunk_hdr hdr;
+	void *buf;
+	int rail;
+	uint64_t peer;
+	uint64_t via; /* 0, or the bridge it went to (detour.h): no rail to peer */
+	bool posted, sent, acked;
+	bool orphan; /* its operation ended first: freed at its send completion */
+	void *owner; /* a transfer (struct p2pop), NULL for a collective's chunk */
+	int retries;
+	struct r2_bufpool *pool; /* where buf comes from (NULL: the heap) */
+	/* buf points into the working buffer W (tcp_zero_copy): nothing to
+	 * free; copied out (unborrow) before W changes under it */
+	bool borrowed;
+	/* borrowed from the caller's input S (lazy input), which does not
+	 * change during the operation: never copied out */
+	bool stable;
+};
+
+/* opseq of a send/recv transfer's chunks: never a collective's */
+#define P2P_BIT (1ull << 63)
+
+/* The send window of an operation (exec_rail_send.c): its chunks sent and
+ * not acknowledged yet. */
+struct rail_tx {
+	/* unacknowledged (or unsent), oldest first: acknowledgements come
+	 * mostly in that order, and rl_repost() posts in it */
+	struct sendrec *sends, **sends_tail; /* sends_tail: the last one's next */
+	int nsends;
+	bool need_repost; /* a send failed or its rail went: post it again */
+	/* the proxy buffer pool is exhausted: sends wait for acknowledgements */
+	struct r2_bufpool *pool_wait;
+	uint64_t pool_wait_since;
+};
+
+/* Detours of an operation, the sender's side (exec_rail_detour.c). */
+struct rail_detours {
+	/* bridges that refused a detour (NACK): no rail to dst either */
+	struct { uint32_t dst, via; } *nacked;
+	size_t nnacked, capnacked;
+	unsigned detoured; /* chunks sent through a bridge (logged once) */
+};
+
+/* The lazy input (exec_rail_input.c; out-of-place, one local rank): W
+ * starts as a copy of S, made piecewise only where needed; until a region
+ * of W is written, its sends read S and its first reduction reads S and
+ * writes W. */
+struct rail_lazy {
+	const char *S; /* NULL: W holds the input from the start */
+	/* the regions of W that hold their data, sorted, disjoint */
+	struct { uint64_t a, b; } *init;
+	size_t ninit, capinit;
+};
+
+/* Received chunks on the apply queue (exec_rail_apply.c). */
+struct rail_applyq {
+	/* chunks on the apply queue since the last drain: [off, off+len) of W
+	 * each writes (one that overlaps waits for the queue to drain) */
+	struct { uint64_t off, len; } *busy;
+	size_t nbusy, capbusy;
+	uint64_t async_got; /* bytes of the current step the queue applied */
+};
+
+/* The chunks of the current step applied or relayed (exec_rail_apply.c):
+ * each once, however often it is delivered. */
+struct rail_dedup {
+	/* applied chunks: (src, off) */
+	struct { uint32_t src; uint64_t off; } *seen;
+	size_t nseen, capseen;
+	/* chunks relayed for other hosts (bridge): (src, dst, off) */
+	struct { uint32_t src, dst; uint64_t off; } *rseen;
+	size_t nrseen, caprseen;
+};
+
+/* GPU staging (exec_rail_input.c; gpu/gpu.c stages the buffers piecewise). */
+struct rail_stage {
+	/* the operation; its stage_* hooks are set for GPU buffers */
+	struct r2_exec *x;
+	/* with x->stage_out set: every write into W of the plan, to tell when
+	 * a region is final */
+	struct wr { uint32_t step, peer; uint64_t off, len; } *wr;
+	size_t nwr, capwr;
+};
+
+/* One collective's rail phase (exec_rail_loop.c runs it; executor thread). */
+struct railop {
+	/* the operation */
+	struct r2_comm *c;
+	struct r2d *d;
+	char *W;
+	uint64_t size;
+	uint32_t elem;
+	r2ccl_dtype_t dtype;
+	r2ccl_redop_t redop;
+	uint64_t opseq;
+	uint32_t chunk;
+	uint32_t spread; /* a transfer's chunk count is a multiple of this */
+	uint64_t deadline;
+	int err;
+	struct r2_view *view; /* the agreed view this operation plans with */
+	/* the plan and its current step */
+	struct r2_plan *plan;
+	struct r2_xfer *xf, *xfn; /* this step's transfers and the next step's */
+	size_t maxx;
+	int nxn;
+	uint32_t step;
+	bool applied_since; /* a chunk was applied: try the next step's sends */
+	/* the next step's send chunks: posted early once the bytes they read
+	 * are no longer awaited in this step (chunk-level pipelining) */
+	struct pend {
+		uint64_t off, len;
+		uint32_t xi;
+		bool posted;
+		uint32_t scan; /* rcv[] before this index no longer holds it back */
+	} *nsend;
+	size_t nnsend, capnsend;
+	/* this step's expected receive chunks */
+	struct rpend { uint32_t src; uint64_t off, len; bool done; } *rcv;
+	size_t nrcv, caprcv;
+	struct r2_rmsg *stash; /* chunks of later steps or operations */
+	uint64_t step_got; /* bytes of the current step received (stuck()) */
+	/* the step's last chunk: when it reached the mailbox, from whom, on
+	 * which rail (the per-step debug line) */
+	uint64_t last_rx_us;
+	uint32_t last_rx_src;
+	int last_rx_rail;
+	/* where the operation's time went (the --log-level debug line at its
+	 * end): microseconds blocked on an empty mailbox, in reductions and
+	 * copies of received chunks, waiting for transports to let go of W
+	 * (settle), for GPU staging; messages handled; post attempts */
+	struct {
+		uint64_t t0, idle_us, apply_us, settle_us, stage_us;
+		uint64_t data, acks, sendc, reposts, tries, eagain, queued;
+		uint64_t first_rx, last_rx;
+	} prof;
+	struct rail_tx tx;
+	struct rail_detours det;
+	struct rail_lazy in;
+	struct rail_applyq aq;
+	struct rail_dedup dedup;
+	struct rail_stage stage;
+};
+
+/* ---- exec_rail_mbox.c: the communicator mailbox (rails thread in,
+ * executor out) ---- */
+
+/* Appends m to c's mailbox; applied: m comes back from the apply queue */
+void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied);
+/* The oldest message, waiting up to timeout_ms for one (NULL: none). */
+struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms);
+/* Puts messages back at the head of the mailbox, in their order. */
+void rl_mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail);
+/* Frees m and gives a received chunk's buffer back to its rail. */
+void rl_rmsg_free(struct r2d *d, struct r2_rmsg *m);
+
+/* ---- exec_rail_p2p.c: send/recv ---- */
+
+/* Handles a transfer's message; true if it was one (and m is consumed). */
+bool rl_p2p_handle(struct r2_comm *c, struct r2_rmsg *m);
+/* The pair's counter slot (executor thread only). */
+uint64_t *rl_p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst);
+uint64_t rl_p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr);
+int rl_p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_host,
+	      bool is_send, char *buf, uint64_t len);
+
+/* ---- exec_rail_input.c: GPU staging, lazy input, the plan ---- */
+
+int rl_stage_wait(struct railop *o, const void *p, uint64_t n);
+int rl_stage_plan(struct railop *o);
+void rl_stage_first_sends(struct railop *o);
+void rl_stage_final(struct railop *o, uint32_t src, uint32_t step, uint64_t off, uint64_t len);
+int rl_init_cov(const struct rail_lazy *in, uint64_t a, uint64_t b);
+int rl_init_mark(struct rail_lazy *in, uint64_t a, uint64_t b);
+int rl_init_fill(struct railop *o, uint64_t a, uint64_t b);
+int rl_build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer);
+int rl_list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int dir, bool sends);
+
+/* ---- exec_rail_send.c: chunk records, posting, send completions ---- */
+
+struct r2_pool *rl_par_pool(struct r2d *d, uint64_t len);
+void rl_sendrec_free(struct sendrec *s);
+int rl_chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len);
+int rl_unborrow(struct r2d *d, struct sendrec *s);
+int rl_post_any(struct r2d *d, struct sendrec *s);
+int rl_post(struct railop *o, struct sendrec *s);
+void rl_inject_dup(struct r2d *d, const struct sendrec *s);
+void rl_sends_add(struct rail_tx *tx, struct sendrec *s);
+void rl_sends_free(struct rail_tx *tx, struct sendrec **pp);
+int rl_send_ready(struct railop *o, bool all);
+int rl_pool_timeout(struct railop *o);
+int rl_repost(struct railop *o);
+bool rl_sent_on_failed(const struct r2_comm *c, const struct sendrec *s);
+void rl_sent(struct railop *o, struct sendrec *t, int status);
+
+/* ---- exec_rail_detour.c: the sender's side of detours ---- */
+
+bool rl_detour_possible(const struct railop *o, uint64_t peer);
+int rl_detour_post(struct railop *o, struct sendrec *s);
+int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from);
+
+/* ---- exec_rail_settle.c: chunks sent from W (tcp_zero_copy) ---- */
+
+void rl_settle_end(struct railop *o);
+int rl_before_write(struct railop *o, uint64_t off, uint64_t len);
+
+/* ---- exec_rail_apply.c: received chunks into W ---- */
+
+void rl_apply_drain(struct railop *o);
+void rl_applied(struct railop *o, const struct r2_rmsg *m);
+uint64_t rl_apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken);
+uint64_t rl_relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx);
+void rl_ack(struct railop *o, const struct r2_chunk_hdr *h);
+
+/* ---- exec_rail_loop.c: the rail phase ---- */
+
+int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx);
+int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_dtype_t dtype,
+	       r2ccl_redop_t redop, enum r2_plan_op op, uint32_t root, uint32_t peer,
+	       uint64_t opseq, struct r2_view *view);
+
+#endif

@@ -1,0 +1,527 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The rail phase loop: the planner's steps run one after the other, each
+ * waiting for its chunks while the mailbox's messages are handled.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/bufpool.h"
+#include "net/detour.h"
+#include "net/health.h"
+#include "log.h"
+#include "net/rails.h"
+#include "util.h"
+
+#include "engine/exec_rail_int.h"
+
+/* mbox_take for the operation, counting the time it waited */
+static struct r2_rmsg *op_take(struct railop *o, int timeout_ms)
+{
+	uint64_t t = r2_now_us();
+	struct r2_rmsg *m = rl_mbox_take(o->c, timeout_ms);
+
+	o->prof.idle_us += r2_now_us() - t;
+	return m;
+}
+
+/* The messages handled, for the operation's debug line. */
+static void prof_count(struct railop *o, const struct r2_rmsg *m)
+{
+	if (m->cqe.type == R2_TPC_SEND)
+		o->prof.sendc++;
+	else if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_ACK)
+		o->prof.acks++;
+	else if (m->cqe.type == R2_TPC_RECV) {
+		o->prof.data++;
+		if (!o->prof.first_rx)
+			o->prof.first_rx = m->when_us;
+		o->prof.last_rx = m->when_us;
+	}
+}
+
+/* A connection to m's peer failed on m's rail (p2p_handle already marked
+ * the rail failed). Chunks written on that rail but not acknowledged may be
+ * lost with it (and the acknowledgement of one that arrived comes back by
+ * the same rail): they are posted again; the receiver applies each once.
+ * R2CCL_E_PEER_GONE when no rail and no detour is left to the peer. */
+static int conn_error(struct railop *o, const struct r2_rmsg *m)
+{
+	struct r2_rails *rs = o->d->rails;
+	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+	bool lost = false;
+
+	for (struct sendrec *s = o->tx.sends; s; s = s->next) {
+		if ((s->via ? s->via : s->peer) == m->cqe.peer && s->rail == m->rail && s->sent &&
+		    !s->acked) {
+			s->sent = false;
+			s->posted = false;
+			o->tx.need_repost = true;
+		}
+	}
+	for (int hi = 0; hi < o->c->nhosts; hi++)
+		if (o->c->hosts[hi].id == m->cqe.peer)
+			lost = (o->c->hosts[hi].failed_rails & all) == all;
+	if (lost && !rl_detour_possible(o, m->cqe.peer)) {
+		log_warn("communicator %u: no rail left to peer %016llx", o->c->id,
+			 (unsigned long long)m->cqe.peer);
+		return R2CCL_E_PEER_GONE;
+	}
+	return 0;
+}
+
+/* Handles one message; returns bytes of the current step applied, or <0. */
+int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	uint64_t n = 0;
+	bool taken = false;
+
+	if (m->cqe.type == R2_RMSG_APPLIED) {
+		rl_applied(o, m); /* its bytes count in o->aq.async_got */
+		rl_rmsg_free(o->d, m);
+		return 0;
+	}
+	if (rl_p2p_handle(o->c, m))
+		return 0; /* a transfer's message, handled */
+	prof_count(o, m);
+	switch (m->cqe.type) {
+	case R2_TPC_SEND:
+		rl_sent(o, (struct sendrec *)(uintptr_t)m->cqe.ctx, m->cqe.status);
+		break;
+	case R2_TPC_ERROR: {
+		int e = conn_error(o, m);
+		if (e < 0) {
+			rl_rmsg_free(o->d, m);
+			return e;
+		}
+		break;
+	}
+	case R2_TPC_RECV:
+		if (h->kind == R2_MSG_ACK) {
+			if (h->opseq == o->opseq && (h->flags & R2_CHUNK_NACK)) {
+				int e = rl_nack(o, h, m->cqe.peer);
+				if (e < 0) {
+					rl_rmsg_free(o->d, m);
+					return e;
+				}
+			} else if (h->opseq == o->opseq) {
+				rl_ack(o, h);
+			}
+			break;
+		}
+		if (h->opseq == o->opseq && h->step == step) {
+			n = h->dst != (uint32_t)o->c->my_host ? rl_relay(o, h, m->cqe.buf, nx)
+							      : rl_apply(o, m, nx, &taken);
+			if (n) {
+				o->last_rx_us = m->when_us;
+				o->last_rx_src = h->src;
+				o->last_rx_rail = m->rail;
+			}
+			break;
+		}
+		/* later: a later step of this op or a later collective */
+		if ((h->opseq == o->opseq && h->step > step) ||
+		    (!(h->opseq & P2P_BIT) && h->opseq > o->c->coll_seq)) {
+			m->next = o->stash; /* for a later step or operation */
+			o->stash = m;
+			return 0;
+		}
+		break; /* an old duplicate: already applied and acknowledged */
+	}
+	if (!taken)
+		rl_rmsg_free(o->d, m);
+	return (int64_t)n;
+}
+
+static int broken(struct r2_comm *c);
+static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect);
+
+/* Why an operation did not finish (a timeout, a broken communicator): what
+ * the step still waited for and which chunks were not acknowledged. */
+static void stuck(const struct railop *o, uint32_t step, uint64_t got, uint64_t expect, int r)
+{
+	unsigned n = 0, shown = 0;
+	char what[256] = "";
+
+	for (const struct sendrec *s = o->tx.sends; s; s = s->next) {
+		if (s->acked)
+			continue;
+		if (n++ < 4) {
+			size_t l = strlen(what);
+			snprintf(what + l, sizeof(what) - l, "%s to host %u%s on rail %d%s",
+				 shown++ ? "," : "", s->hdr.dst, s->via ? " (detour)" : "", s->rail,
+				 s->posted ? s->sent ? " sent" : " queued" : " not posted");
+		}
+	}
+	log_warn("communicator %u: op %llu step %u: %s with %llu of %llu bytes received; %u "
+		 "chunks unacknowledged%s%s",
+		 o->c->id, (unsigned long long)o->opseq, step, r2ccl_strerror(r),
+		 (unsigned long long)got, (unsigned long long)expect, n, n ? ":" : "", what);
+}
+
+static int wait_step(struct railop *o, uint32_t step, int nx, uint64_t expect)
+{
+	int r = wait_step_in(o, step, nx, expect);
+
+	if (r < 0 && r != R2CCL_E_SHUTDOWN)
+		stuck(o, step, o->step_got, expect, r);
+	return r;
+}
+
+static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect)
+{
+	uint64_t got = 0;
+	struct r2_rmsg **pp = &o->stash;
+
+	/* first what arrived early */
+	while (*pp) {
+		struct r2_rmsg *m = *pp;
+		if (m->cqe.hdr.opseq == o->opseq && m->cqe.hdr.step == step) {
+			bool taken = false;
+			*pp = m->next;
+			got += m->cqe.hdr.dst != (uint32_t)o->c->my_host
+				       ? rl_relay(o, &m->cqe.hdr, m->cqe.buf, nx)
+				       : rl_apply(o, m, nx, &taken);
+			if (!taken)
+				rl_rmsg_free(o->d, m);
+			if (o->err)
+				return o->err;
+			continue;
+		}
+		pp = &m->next;
+	}
+	while (got + o->aq.async_got < expect) {
+		struct r2_rmsg *m;
+		int64_t n;
+
+		if (o->tx.need_repost) {
+			int r = rl_repost(o);
+			if (r < 0)
+				return r;
+		}
+		m = op_take(o, o->tx.pool_wait ? 1 : o->tx.need_repost ? 10 : 100);
+
+		if (!m) {
+			if (o->c->stop)
+				return R2CCL_E_SHUTDOWN;
+			if (o->c->abort_err)
+				return o->c->abort_err; /* broken elsewhere: stop waiting */
+			if (r2_now_us() > o->deadline)
+				return o->tx.pool_wait ? rl_pool_timeout(o) : -ETIMEDOUT;
+			if (broken(o->c))
+				return broken(o->c);
+			if (o->tx.pool_wait) {
+				int r = rl_send_ready(o, false);
+				if (r < 0)
+					return r;
+			}
+			continue;
+		}
+		n = rl_handle(o, m, step, nx);
+		if (n < 0)
+			return (int)n;
+		if (o->err)
+			return o->err;
+		got += (uint64_t)n;
+		o->step_got = got + o->aq.async_got;
+		if (o->applied_since || o->tx.pool_wait) {
+			int r = rl_send_ready(o, false);
+			if (r < 0)
+				return r;
+			o->applied_since = false;
+		}
+	}
+	return 0;
+}
+
+/* The communicator was broken meanwhile (peer timeout, abort): stop. */
+static int broken(struct r2_comm *c)
+{
+	if (c->state == R2_COMM_BROKEN || c->state == R2_COMM_DEAD)
+		return c->broken_err ? c->broken_err : R2CCL_E_COMM_BROKEN;
+	return 0;
+}
+
+/* Posts every listed send chunk (rl_send_ready(all)), waiting for proxy
+ * buffers if the pool is exhausted. Meanwhile data of this operation's
+ * coming steps waits in the stash; acknowledgements free buffers. */
+static int send_all(struct railop *o)
+{
+	int r = rl_send_ready(o, true);
+
+	while (r == 0 && o->tx.pool_wait) {
+		struct r2_rmsg *m = op_take(o, 1);
+		if (!m) {
+			if (o->c->stop)
+				return R2CCL_E_SHUTDOWN;
+			if (o->c->abort_err)
+				return o->c->abort_err;
+			if (r2_now_us() > o->deadline)
+				return rl_pool_timeout(o);
+			if (broken(o->c))
+				return broken(o->c);
+		} else if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
+			   m->cqe.hdr.opseq == o->opseq &&
+			   (o->step == UINT32_MAX || m->cqe.hdr.step > o->step)) {
+			m->next = o->stash; /* a coming step's */
+			o->stash = m;
+		} else {
+			int64_t n = rl_handle(o, m, o->step, 0);
+			if (n < 0)
+				return (int)n;
+		}
+		if (o->tx.need_repost) {
+			r = rl_repost(o);
+			if (r < 0)
+				return r;
+		}
+		r = rl_send_ready(o, true);
+	}
+	return r;
+}
+
+static int wait_acks(struct railop *o)
+{
+	while (o->tx.nsends > 0) {
+		struct r2_rmsg *m;
+		int r = rl_repost(o);
+		if (r < 0)
+			return r;
+		m = op_take(o, 100);
+		if (!m) {
+			if (o->c->stop)
+				return R2CCL_E_SHUTDOWN;
+			if (o->c->abort_err)
+				return o->c->abort_err; /* broken elsewhere: stop waiting */
+			if (r2_now_us() > o->deadline)
+				return -ETIMEDOUT;
+			if (broken(o->c))
+				return broken(o->c);
+			continue;
+		}
+		int64_t n = rl_handle(o, m, UINT32_MAX, 0);
+		if (n < 0)
+			return (int)n;
+	}
+	return 0;
+}
+
+/* Before step 0: the chunk size, the chunks that came while no collective
+ * ran, a peer known gone (fail at once), the deadline, the plan, and step
+ * 0's transfers (listed as "the next step's" of a step -1). */
+static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t peer)
+{
+	struct r2_comm *c = o->c;
+	struct r2_rails *rs = c->d->rails;
+	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+	uint64_t cs = (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE);
+	struct r2_bufpool *bp = r2d_bufpool_for(c->d, 0);
+	int r;
+
+	if (bp && cs > r2_bufpool_buf_size(bp))
+		cs = r2_bufpool_buf_size(bp); /* chunk_size raised since start-up */
+	o->chunk = (uint32_t)R2_MAX(o->elem, cs / o->elem * o->elem);
+	o->spread = (uint32_t)(c->d->rails ? R2_MAX(1, c->d->rails->tcp_streams) : 1);
+	o->stash = c->deferred; /* chunks that came while no collective ran */
+	c->deferred = NULL;
+	for (int h = 0; h < c->nhosts; h++) {
+		if (h != c->my_host && (c->hosts[h].failed_rails & all) == all &&
+		    !rl_detour_possible(o, c->hosts[h].id))
+			return R2CCL_E_PEER_GONE; /* known gone: fail at once */
+	}
+	o->prof.t0 = r2_now_us();
+	o->deadline = o->prof.t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	r = rl_build_plan(o, op, root, peer);
+	if (r < 0) {
+		log_warn("communicator %u: no plan for %u bytes (op %d, root %u, peer %u, %d hosts)",
+			 c->id, (unsigned)o->size, (int)op, root, peer, c->nhosts);
+		return r;
+	}
+	r = rl_stage_plan(o);
+	if (r < 0)
+		return r;
+	/* step 0's sends are "the next step's" of a step -1 that awaits nothing */
+	o->nxn = r2_plan_expand(o->plan, (uint32_t)c->my_host, 0, o->xfn, o->maxx);
+	o->step = UINT32_MAX; /* so that step + 1 == 0 */
+	if (o->nxn < 0)
+		return o->nxn;
+	rl_stage_first_sends(o);
+	return 0;
+}
+
+/* Step k: its sends (listed, and partly posted, during step k - 1) all go,
+ * step k + 1's are listed and posted as soon as their bytes are final, and
+ * the step waits for what it receives or relays. */
+static int run_step(struct railop *o, uint32_t k)
+{
+	struct r2_comm *c = o->c;
+	struct r2_xfer *t;
+	uint64_t expect = 0, w0;
+	int nx, r;
+
+	/* this step's sends: the list was made (and partly posted early)
+	 * during the previous step; step 0's is made here */
+	r = k == 0 ? rl_list_chunks(o, o->xfn, o->nxn, R2_XFER_SEND, true) : 0;
+	if (r == 0) {
+		o->nrcv = 0;
+		r = send_all(o); /* whatever is left of them */
+	}
+	if (r < 0)
+		return r;
+	t = o->xf;
+	o->xf = o->xfn;
+	o->xfn = t;
+	nx = o->nxn;
+	o->step = k;
+	o->dedup.nseen = 0;
+	o->step_got = 0;
+	o->aq.async_got = 0;
+	o->dedup.nrseen = 0;
+	for (int i = 0; i < nx; i++) {
+		const struct r2_xfer *xr = &o->xf[i];
+		/* a bridge waits for what it relays as for what it receives */
+		if (xr->dir == R2_XFER_RECV || xr->dir == R2_XFER_RELAY)
+			expect += xr->len;
+	}
+	r = rl_list_chunks(o, o->xf, nx, R2_XFER_RECV, false);
+	if (r < 0)
+		return r;
+	/* the next step's sends, posted as soon as their bytes are final */
+	o->nnsend = 0;
+	o->nxn = 0;
+	if (k + 1 < o->plan->nsteps) {
+		o->nxn = r2_plan_expand(o->plan, (uint32_t)c->my_host, k + 1, o->xfn, o->maxx);
+		if (o->nxn < 0)
+			return o->nxn;
+		r = rl_list_chunks(o, o->xfn, o->nxn, R2_XFER_SEND, true);
+		if (r < 0)
+			return r;
+		/* chunks that read nothing this step awaits go at once */
+		r = rl_send_ready(o, false);
+		if (r < 0)
+			return r;
+	}
+	r = rl_repost(o);
+	if (r < 0)
+		return r;
+	w0 = r2_now_us();
+	o->last_rx_us = 0;
+	r = wait_step(o, k, nx, expect);
+	if (r < 0)
+		return r;
+	/* where a slow collective waits (--log-level debug) */
+	log_debug("communicator %u: op %llu step %u of %u: waited %.1f ms for %llu "
+		  "bytes (last chunk from host %u on rail %d, in the mailbox at "
+		  "%+.1f ms)", c->id, (unsigned long long)o->opseq, k, o->plan->nsteps,
+		  (double)(r2_now_us() - w0) / 1000.0, (unsigned long long)expect,
+		  o->last_rx_src, o->last_rx_us ? o->last_rx_rail : -1,
+		  o->last_rx_us ? ((double)o->last_rx_us - (double)w0) / 1000.0 : 0.0);
+	return 0;
+}
+
+/* Where the operation's time went (--log-level debug). */
+static void log_profile(const struct railop *o)
+{
+	log_debug("communicator %u: op %llu, %llu bytes: %.1f ms (chunks in %.1f..%.1f ms); "
+		  "idle %.1f ms, applying %.1f ms, settle %.1f ms, staging %.1f ms; "
+		  "%llu data (%llu queued), %llu acks, %llu send completions; %llu reposts, "
+		  "%llu tries, %llu full", o->c->id, (unsigned long long)o->opseq,
+		  (unsigned long long)o->size,
+		  (double)(r2_now_us() - o->prof.t0) / 1e3,
+		  o->prof.first_rx ? ((double)o->prof.first_rx - (double)o->prof.t0) / 1e3 : 0.0,
+		  o->prof.last_rx ? ((double)o->prof.last_rx - (double)o->prof.t0) / 1e3 : 0.0,
+		  (double)o->prof.idle_us / 1e3, (double)o->prof.apply_us / 1e3,
+		  (double)o->prof.settle_us / 1e3, (double)o->prof.stage_us / 1e3,
+		  (unsigned long long)o->prof.data, (unsigned long long)o->prof.queued,
+		  (unsigned long long)o->prof.acks,
+		  (unsigned long long)o->prof.sendc, (unsigned long long)o->prof.reposts,
+		  (unsigned long long)o->prof.tries, (unsigned long long)o->prof.eagain);
+}
+
+/* The operation ends (r: its result): no thread or transport may touch W
+ * afterwards; what is unacknowledged is freed or left to its completion,
+ * chunks of later collectives wait for them. */
+static void op_end(struct railop *o, int r)
+{
+	struct r2_comm *c = o->c;
+
+	rl_apply_drain(o); /* no thread may write W after this returns */
+	if (r < 0)
+		log_warn("communicator %u: rail phase of operation %llu failed: %s", c->id,
+			 (unsigned long long)o->opseq, r2ccl_strerror(r));
+	if (r < 0)
+		rl_settle_end(o);
+	/* what is still unacknowledged: the rails thread frees it on completion
+	 * if posted; otherwise free it now */
+	while (o->tx.sends) {
+		struct sendrec *s = o->tx.sends;
+		o->tx.sends = s->next;
+		if (s->posted && !s->sent) {
+			s->orphan = true; /* freed at its send completion */
+			continue;
+		}
+		rl_sendrec_free(s);
+	}
+	/* chunks for later collectives wait for them */
+	while (o->stash) {
+		struct r2_rmsg *m = o->stash;
+		o->stash = m->next;
+		if (m->cqe.hdr.opseq > c->coll_seq) {
+			m->next = c->deferred;
+			c->deferred = m;
+		} else {
+			rl_rmsg_free(c->d, m);
+		}
+	}
+	free(o->dedup.seen);
+	free(o->dedup.rseen);
+	free(o->det.nacked);
+	free(o->in.init);
+	free(o->xf);
+	free(o->xfn);
+	free(o->nsend);
+	free(o->rcv);
+	free(o->stage.wr);
+	free(o->aq.busy);
+	r2_plan_free(o->plan);
+}
+
+/* S: NULL, or the input W starts as (lazy input, read where W does not
+ * hold it yet; W holds all of it afterwards). */
+int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_dtype_t dtype,
+	       r2ccl_redop_t redop, enum r2_plan_op op, uint32_t root, uint32_t peer,
+	       uint64_t opseq, struct r2_view *view)
+{
+	struct railop o = {
+		.stage.x = x,
+		.c = x->c,
+		.d = x->c->d,
+		.W = W,
+		.in.S = S != W ? S : NULL,
+		.size = size,
+		.elem = (uint32_t)r2ccl_dtype_size(dtype),
+		.dtype = dtype,
+		.redop = redop,
+		.opseq = opseq,
+		.view = view,
+	};
+	int r;
+
+	o.tx.sends_tail = &o.tx.sends;
+	if (size == 0)
+		return 0;
+	r = op_begin(&o, op, root, peer);
+	for (uint32_t k = 0; r == 0 && k < o.plan->nsteps; k++)
+		r = run_step(&o, k);
+	if (r == 0)
+		r = wait_acks(&o);
+	if (r == 0)
+		r = rl_init_fill(&o, 0, size);
+	if (r == 0)
+		log_profile(&o);
+	op_end(&o, r);
+	return r;
+}

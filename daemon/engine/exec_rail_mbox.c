@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The communicator mailbox and orphans: the rails thread hands each
+ * completion to its communicator's executor here (rails thread in,
+ * executor out); chunks of a communicator not ready yet wait as orphans.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "net/detour.h"
+#include "net/rails.h"
+#include "util.h"
+
+#include "engine/exec_rail_int.h"
+
+/* ---- delivery (rails thread) ---- */
+
+/* Appends m to c's mailbox; applied: m comes back from the apply queue
+ * (one chunk fewer on it, counted under the same lock) */
+void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied)
+{
+	m->next = NULL;
+	pthread_mutex_lock(&c->mbox_lock);
+	if (c->mbox_tail)
+		c->mbox_tail->next = m;
+	else
+		c->mbox_head = m;
+	c->mbox_tail = m;
+	if (applied)
+		c->apply_inflight--;
+	pthread_cond_signal(&c->mbox_cond);
+	pthread_mutex_unlock(&c->mbox_lock);
+}
+
+static void mbox_push(struct r2_comm *c, struct r2_rmsg *m)
+{
+	rl_mbox_append(c, m, false);
+}
+
+void rl_rmsg_free(struct r2d *d, struct r2_rmsg *m)
+{
+	if (m->cqe.type == R2_TPC_RECV || m->cqe.type == R2_RMSG_APPLIED)
+		r2d_rails_release(d, m->rail, m->cqe.buf);
+	free(m);
+}
+
+void r2d_comm_mbox_flush(struct r2_comm *c)
+{
+	struct r2_rmsg *m, *next;
+
+	pthread_mutex_lock(&c->mbox_lock);
+	m = c->mbox_head;
+	c->mbox_head = c->mbox_tail = NULL;
+	pthread_mutex_unlock(&c->mbox_lock);
+	for (; m; m = next) {
+		next = m->next;
+		if (m->cqe.type == R2_TPC_SEND && m->cqe.ctx > 1) {
+			struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
+			if (s->orphan) {
+				rl_sendrec_free(s);
+			}
+		}
+		rl_rmsg_free(c->d, m);
+	}
+}
+
+static bool comm_has_host(const struct r2_comm *c, uint64_t id)
+{
+	for (int h = 0; h < c->nhosts && c->hosts; h++)
+		if (c->hosts[h].id == id)
+			return true;
+	return false;
+}
+
+/* A received chunk is acknowledged at once (the rails thread holds it), on
+ * the rail it came by; if that one just went, on any other. */
+static void ack_chunk(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
+{
+	struct r2_chunk_hdr ack = cqe->hdr;
+	struct r2_rails *rs = d->rails;
+
+	ack.kind = R2_MSG_ACK;
+	ack.len = 0;
+	ack.aux = cqe->hdr.len; /* the sender's throughput monitor counts it */
+	if (r2d_rails_send(d, rail, cqe->peer, &ack, NULL, 0) < 0)
+		for (int i = 0; rs && i < rs->n; i++)
+			if (i != rail && r2d_rails_send(d, i, cqe->peer, &ack, NULL, 0) == 0)
+				break;
+}
+
+/* A connection event (ERROR, CONN): every communicator that spans its peer
+ * hears of it, each from its own copy of m (under d->lock). */
+static void deliver_to_all(struct r2d *d, const struct r2_rmsg *m)
+{
+	for (struct r2_comm *c = d->comms; c; c = c->next) {
+		if (c->state != R2_COMM_READY || !comm_has_host(c, m->cqe.peer))
+			continue;
+		struct r2_rmsg *copy = malloc(sizeof(*copy));
+		if (!copy)
+			continue;
+		*copy = *m;
+		copy->next = NULL;
+		mbox_push(c, copy);
+	}
+}
+
+/* A chunk or a send completion: to its communicator's mailbox, kept as an
+ * orphan while the communicator is not ready here yet, or freed (under
+ * d->lock). m is not touched after it is pushed. */
+static void deliver_one(struct r2d *d, struct r2_rmsg *m)
+{
+	const struct r2_tp_cqe *cqe = &m->cqe;
+	struct r2_comm *c;
+
+	if (cqe->type == R2_TPC_SEND) {
+		struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
+		c = r2d_comm_by_key(d, s->hdr.comm);
+	} else {
+		c = r2d_comm_by_key(d, cqe->hdr.comm);
+	}
+	if (c && c->state == R2_COMM_READY) {
+		mbox_push(c, m);
+	} else if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA &&
+		   d->norphans < 65536) {
+		/* the communicator is not ready here yet: keep it for later */
+		m->next = d->orphans;
+		d->orphans = m;
+		d->norphans++;
+	} else {
+		if (cqe->type == R2_TPC_SEND) {
+			struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
+			if (c && !s->orphan) {
+				/* the communicator broke while its executor still
+				 * lists this chunk (it frees or orphans it on the way
+				 * out; the mailbox flush frees orphans): freeing it
+				 * here would free it under the executor */
+				mbox_push(c, m);
+				return;
+			}
+			rl_sendrec_free(s);
+		}
+		rl_rmsg_free(d, m);
+	}
+}
+
+void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
+{
+	struct r2_rmsg *m;
+
+	if (cqe->type == R2_TPC_SEND && cqe->ctx == 0)
+		return; /* acknowledgements and heartbeats carry no record */
+	if (r2d_detour_in(d, rail, cqe))
+		return; /* a chunk this host forwards as a bridge, or its ACK */
+	if (cqe->type == R2_TPC_ERROR)
+		r2d_detour_failed(d, rail, cqe->peer);
+	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA)
+		ack_chunk(d, rail, cqe);
+	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
+	    cqe->hdr.kind != R2_MSG_ACK) {
+		r2d_rails_release(d, rail, cqe->buf);
+		return;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		if (cqe->type == R2_TPC_RECV)
+			r2d_rails_release(d, rail, cqe->buf);
+		return;
+	}
+	m->rail = rail;
+	m->cqe = *cqe;
+	m->when_us = r2_now_us();
+	pthread_mutex_lock(&d->lock);
+	if (cqe->type == R2_TPC_ERROR || cqe->type == R2_TPC_CONN) {
+		deliver_to_all(d, m);
+		pthread_mutex_unlock(&d->lock);
+		free(m);
+		return;
+	}
+	deliver_one(d, m);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Moves early data for c into its mailbox (under d->lock). */
+void r2d_comm_adopt_orphans(struct r2_comm *c)
+{
+	struct r2d *d = c->d;
+	struct r2_rmsg **pp = (struct r2_rmsg **)&d->orphans;
+
+	while (*pp) {
+		struct r2_rmsg *m = *pp;
+		if (m->cqe.hdr.comm == c->key) {
+			*pp = m->next;
+			m->next = NULL;
+			d->norphans--;
+			mbox_push(c, m);
+			continue;
+		}
+		pp = &m->next;
+	}
+}
+
+void r2d_orphans_free(struct r2d *d)
+{
+	struct r2_rmsg *m = d->orphans, *next;
+
+	for (; m; m = next) {
+		next = m->next;
+		rl_rmsg_free(d, m);
+	}
+	d->orphans = NULL;
+	d->norphans = 0;
+}
+
+/* Puts messages back at the head of the mailbox, in their order. */
+void rl_mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail)
+{
+	pthread_mutex_lock(&c->mbox_lock);
+	tail->next = c->mbox_head;
+	c->mbox_head = head;
+	if (!c->mbox_tail)
+		c->mbox_tail = tail;
+	pthread_mutex_unlock(&c->mbox_lock);
+}
+
+struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms)
+{
+	struct r2_rmsg *m;
+	struct timespec ts;
+
+	pthread_mutex_lock(&c->mbox_lock);
+	if (!c->mbox_head && timeout_ms > 0) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)timeout_ms * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&c->mbox_cond, &c->mbox_lock, &ts);
+	}
+	m = c->mbox_head;
+	if (m) {
+		c->mbox_head = m->next;
+		if (!c->mbox_head)
+			c->mbox_tail = NULL;
+		m->next = NULL;
+	}
+	pthread_mutex_unlock(&c->mbox_lock);
+	return m;
+}

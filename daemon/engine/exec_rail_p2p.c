@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Send/recv across hosts: transfers run asynchronously on the executor,
+ * with their own sequence numbers per (source, destination).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/bufpool.h"
+#include "log.h"
+#include "net/rails.h"
+#include "util.h"
+
+#include "engine/exec_rail_int.h"
+
+/* A connection to a peer failed on a rail: true if none is left to it.
+ * (A CONN, the rail connected again, clears the rail.) */
+static bool peer_lost(struct r2_comm *c, const struct r2_rmsg *m)
+{
+	struct r2_rails *rs = c->d->rails;
+	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+
+	for (int h = 0; h < c->nhosts; h++) {
+		if (c->hosts[h].id != m->cqe.peer)
+			continue;
+		if (m->cqe.type == R2_TPC_CONN) {
+			c->hosts[h].failed_rails &= ~(1u << m->rail);
+			c->hosts[h].reset_rails &= ~(1u << m->rail);
+			return false;
+		}
+		c->hosts[h].failed_rails |= 1u << m->rail;
+		/* reset (or closed) by the peer, or a dial refused: its daemon,
+		 * not a link, is gone (health's gone_mask, the same rule) */
+		if (m->cqe.status == -ECONNRESET || m->cqe.status == -ECONNREFUSED)
+			c->hosts[h].reset_rails |= 1u << m->rail;
+		else
+			c->hosts[h].reset_rails &= ~(1u << m->rail);
+		return (c->hosts[h].failed_rails & all) == all;
+	}
+	return false;
+}
+
+/* ---- send/recv sequence numbers: one counter per (source, destination) ---- */
+
+#define P2P_CTR_MASK 0x1fffffull
+
+static uint64_t p2p_key(uint32_t src, uint32_t dst)
+{
+	return ((uint64_t)src << 32) | dst;
+}
+
+/* The pair's counter slot (executor thread only). */
+uint64_t *rl_p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst)
+{
+	uint64_t key = p2p_key(src, dst);
+
+	for (uint32_t i = 0; i < c->np2p; i++)
+		if (c->p2p[i].key == key)
+			return &c->p2p[i].next;
+	if (c->np2p == c->capp2p) {
+		uint32_t cap = c->capp2p ? c->capp2p * 2 : 16;
+		void *n = realloc(c->p2p, cap * sizeof(*c->p2p));
+		if (!n)
+			return NULL;
+		c->p2p = n;
+		c->capp2p = cap;
+	}
+	c->p2p[c->np2p].key = key;
+	c->p2p[c->np2p].next = 0;
+	return &c->p2p[c->np2p++].next;
+}
+
+uint64_t rl_p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr)
+{
+	return P2P_BIT | ((uint64_t)src << 42) | ((uint64_t)dst << 21) | (ctr & P2P_CTR_MASK);
+}
+
+/* A transfer chunk of a pair whose counter has moved past it: a duplicate. */
+static bool p2p_old(struct r2_comm *c, uint64_t seq)
+{
+	uint32_t src = (uint32_t)((seq >> 42) & 0x1fffff), dst = (uint32_t)((seq >> 21) & 0x1fffff);
+	uint64_t *slot = rl_p2p_slot(c, src, dst);
+
+	return slot && (seq & P2P_CTR_MASK) < (*slot & P2P_CTR_MASK);
+}
+
+/* ---- transfers across hosts: asynchronous, so that independent transfers
+ * never wait on each other (a ring of sends and receives over several hosts
+ * would deadlock if each host ran its transfers one after the other) ---- */
+
+struct p2pop {
+	struct p2pop *next;
+	struct r2_exec *x;
+	uint64_t seq;
+	bool is_send;
+	char *buf;
+	uint64_t len, got;
+	uint32_t peer_host;
+	struct sendrec *sends;
+	int nsends;
+	uint64_t *seen;
+	size_t nseen, capseen;
+	uint64_t deadline;
+	bool blocked;           /* sends wait for a proxy buffer or queue room */
+	uint64_t pool_since;    /* waiting for a proxy buffer since (0: not) */
+	struct r2_bufpool *pool_wait;
+};
+
+static bool p2p_is(const struct r2_rmsg *m)
+{
+	if (m->cqe.type == R2_TPC_SEND) {
+		const struct sendrec *s = (const struct sendrec *)(uintptr_t)m->cqe.ctx;
+		return s && s->owner;
+	}
+	return m->cqe.type == R2_TPC_RECV && (m->cqe.hdr.opseq & P2P_BIT);
+}
+
+bool r2_p2p_pending(struct r2_comm *c)
+{
+	return c->p2p_ops != NULL;
+}
+
+static void p2p_free(struct r2d *d, struct p2pop *p)
+{
+	while (p->sends) {
+		struct sendrec *s = p->sends;
+		p->sends = s->next;
+		if (s->posted && !s->sent) {
+			s->orphan = true;
+			s->owner = NULL;
+			continue;
+		}
+		rl_sendrec_free(s);
+	}
+	free(p->seen);
+	free(p);
+}
+
+static void p2p_finish(struct r2_comm *c, struct p2pop *p, int status)
+{
+	struct p2pop **pp = (struct p2pop **)&c->p2p_ops;
+
+	for (; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	if (status < 0)
+		log_warn("communicator %u: transfer %s host %u failed: %s", c->id,
+			 p->is_send ? "to" : "from", p->peer_host, r2ccl_strerror(status));
+	r2d_exec_complete(p->x, status);
+	p2p_free(c->d, p);
+}
+
+static void p2p_check(struct r2_comm *c, struct p2pop *p)
+{
+	if (p->is_send ? p->nsends == 0 : p->got >= p->len)
+		p2p_finish(c, p, 0);
+}
+
+static struct p2pop *p2p_find(struct r2_comm *c, uint64_t seq, bool is_send)
+{
+	for (struct p2pop *p = c->p2p_ops; p; p = p->next)
+		if (p->seq == seq && p->is_send == is_send)
+			return p;
+	return NULL;
+}
+
+/* Applies a data chunk to its receive; false if it is not this one's. */
+static void p2p_apply(struct r2d *d, struct p2pop *p, const struct r2_chunk_hdr *h,
+		      const void *buf)
+{
+	for (size_t i = 0; i < p->nseen; i++) {
+		if (p->seen[i] == h->off) {
+			atomic_fetch_add(&d->chunks_dup_dropped, 1);
+			log_debug("transfer chunk (offset %llu) delivered twice: applied once",
+				  (unsigned long long)h->off);
+			return; /* delivered twice: applied once */
+		}
+	}
+	if (h->off > p->len || h->len > p->len - h->off)
+		return;
+	if (R2_GROW(p->seen, p->capseen, p->nseen, 64) < 0)
+		return;
+	p->seen[p->nseen++] = h->off;
+	memcpy(p->buf + h->off, buf, h->len);
+	p->got += h->len;
+}
+
+
+static int p2p_post(struct r2_comm *c, struct sendrec *s)
+{
+	return rl_post_any(c->d, s);
+}
+
+/* A connection to a peer failed on a rail: a transfer's chunk written on
+ * that rail but not acknowledged may be lost with it, so it goes again; with
+ * no rail left to the peer, its transfers fail. */
+static void p2p_conn_error(struct r2_comm *c, const struct r2_rmsg *m)
+{
+	for (struct p2pop *p = c->p2p_ops; p; p = p->next) {
+		for (struct sendrec *s = p->sends; s; s = s->next) {
+			if (s->peer == m->cqe.peer && s->rail == m->rail && s->sent && !s->acked) {
+				s->sent = false;
+				s->posted = false;
+				if (p2p_post(c, s) < 0 && !s->posted)
+					s->sent = true; /* no rail now: keep waiting */
+			}
+		}
+	}
+	if (peer_lost(c, m)) {
+		for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
+			next = p->next;
+			if (c->hosts[p->peer_host].id == m->cqe.peer)
+				p2p_finish(c, p, R2CCL_E_PEER_GONE);
+		}
+	}
+}
+
+/* A transfer's chunk was rl_sent (or failed: then it goes again, up to
+ * max_retries); sent and acknowledged, it is done. Frees m. */
+static void p2p_sent(struct r2_comm *c, struct r2_rmsg *m)
+{
+	struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
+	struct p2pop *p = s->owner;
+
+	if ((m->cqe.status < 0 || rl_sent_on_failed(c, s)) && !s->acked) {
+		s->posted = false;
+		if (++s->retries > (int)r2_param_int(&c->d->params, P_MAX_RETRIES) ||
+		    (p2p_post(c, s) < 0 && !s->posted))
+			p2p_finish(c, p, R2CCL_E_NO_PATH);
+	} else {
+		s->sent = true;
+		if (s->acked) {
+			for (struct sendrec **pp = &p->sends; *pp; pp = &(*pp)->next) {
+				if (*pp == s) {
+					*pp = s->next;
+					break;
+				}
+			}
+			rl_sendrec_free(s);
+			p->nsends--;
+			p2p_check(c, p);
+		}
+	}
+	free(m);
+}
+
+/* A transfer's chunk was acknowledged; acknowledged and sent, it is done.
+ * Frees m. */
+static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	struct p2pop *p = p2p_find(c, h->opseq, true);
+
+	for (struct sendrec **pp = p ? &p->sends : NULL; pp && *pp; pp = &(*pp)->next) {
+		struct sendrec *s = *pp;
+		if (s->hdr.off != h->off || s->acked)
+			continue;
+		s->acked = true;
+		if (s->sent) {
+			*pp = s->next;
+			rl_sendrec_free(s);
+			p->nsends--;
+			p2p_check(c, p);
+		}
+		break;
+	}
+	rl_rmsg_free(c->d, m);
+}
+
+/* A transfer's data chunk: applied to its receive, or stashed until the
+ * receive is posted, or dropped as an old duplicate. Takes m. */
+static void p2p_data(struct r2_comm *c, struct r2_rmsg *m)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	struct p2pop *p = p2p_find(c, h->opseq, false);
+
+	if (p) {
+		p2p_apply(c->d, p, h, m->cqe.buf);
+		rl_rmsg_free(c->d, m);
+		p2p_check(c, p);
+	} else if (!p2p_old(c, h->opseq)) {
+		m->next = c->p2p_stash; /* its receive is not posted yet */
+		c->p2p_stash = m;
+	} else {
+		rl_rmsg_free(c->d, m);
+	}
+}
+
+/* Handles a transfer's message; true if it was one (and m is consumed). */
+bool rl_p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
+{
+	if (m->cqe.type == R2_TPC_CONN) {
+		peer_lost(c, m);
+		return false;
+	}
+	if (m->cqe.type == R2_TPC_ERROR) {
+		p2p_conn_error(c, m);
+		return false; /* a collective in flight must hear of it too */
+	}
+	if (!p2p_is(m))
+		return false;
+	if (m->cqe.type == R2_TPC_SEND)
+		p2p_sent(c, m);
+	else if (m->cqe.hdr.kind == R2_MSG_ACK)
+		p2p_acked(c, m);
+	else
+		p2p_data(c, m);
+	return true;
+}
+
+
+/* Posts a transfer's chunks not posted yet, in order, each from a proxy
+ * buffer; stops (p->blocked) when the pool is exhausted or the send queue
+ * is full: r2_p2p_pump calls again. */
+static int p2p_fill(struct r2_comm *c, struct p2pop *p)
+{
+	p->blocked = false;
+	for (struct sendrec *s = p->sends; s; s = s->next) {
+		int r;
+		if (s->posted || s->sent || s->acked)
+			continue;
+		if (!s->buf) {
+			r = rl_chunk_buf(c->d, s, p->buf + s->hdr.off, s->hdr.len);
+			if (r == -ENOBUFS) {
+				if (!p->pool_since) {
+					p->pool_since = r2_now_us();
+					p->pool_wait = r2d_bufpool_for(c->d, s->rail);
+					r2_bufpool_note_wait(p->pool_wait, false);
+				}
+				p->blocked = true;
+				return 0;
+			}
+			if (r < 0)
+				return r;
+		}
+		r = p2p_post(c, s);
+		if (r == -EAGAIN) {
+			p->blocked = true; /* the queue is full: later */
+			return 0;
+		}
+		if (r < 0 && !s->posted)
+			return R2CCL_E_NO_PATH;
+		rl_inject_dup(c->d, s);
+	}
+	p->pool_since = 0;
+	return 0;
+}
+
+int rl_p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t peer_host,
+		     bool is_send, char *buf, uint64_t len)
+{
+	struct r2_rails *rs = c->d->rails;
+	uint64_t cs = (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE);
+	struct p2pop *p;
+	int i = 0, r;
+
+	if (len == 0)
+		return 0;
+	if (!rs || rs->n == 0)
+		return R2CCL_E_NO_PATH;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->x = x;
+	p->seq = seq;
+	p->is_send = is_send;
+	p->buf = buf;
+	p->len = len;
+	p->peer_host = peer_host;
+	p->deadline = r2_now_us() + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	p->next = c->p2p_ops;
+	c->p2p_ops = p;
+	if (is_send) {
+		struct sendrec **tail = &p->sends;
+		struct r2_bufpool *bp = r2d_bufpool_for(c->d, 0);
+		if (bp && cs > r2_bufpool_buf_size(bp))
+			cs = r2_bufpool_buf_size(bp);
+		for (uint64_t off = 0; off < len; off += cs, i++) {
+			struct sendrec *s = calloc(1, sizeof(*s));
+			uint64_t n = R2_MIN(cs, len - off);
+			if (!s) {
+				p2p_finish(c, p, -ENOMEM);
+				return R2_EXEC_PENDING;
+			}
+			s->hdr.magic = R2_CHUNK_MAGIC;
+			s->hdr.kind = R2_MSG_DATA;
+			s->hdr.comm = c->key;
+			s->hdr.opseq = seq;
+			s->hdr.src = (uint32_t)c->my_host;
+			s->hdr.dst = peer_host;
+			s->hdr.off = off;
+			s->hdr.len = (uint32_t)n;
+			s->rail = i % rs->n; /* spread over every rail */
+			s->peer = c->hosts[peer_host].id;
+			s->owner = p;
+			*tail = s; /* in order: buffers are taken and posted so */
+			tail = &s->next;
+			p->nsends++;
+		}
+		r = p2p_fill(c, p);
+		if (r < 0)
+			p2p_finish(c, p, r);
+		return R2_EXEC_PENDING;
+	}
+	/* a receive: what already came */
+	for (struct r2_rmsg **pp = &c->p2p_stash; *pp;) {
+		struct r2_rmsg *m = *pp;
+		if (m->cqe.hdr.opseq == seq) {
+			*pp = m->next;
+			p2p_apply(c->d, p, &m->cqe.hdr, m->cqe.buf);
+			rl_rmsg_free(c->d, m);
+			continue;
+		}
+		pp = &m->next;
+	}
+	p2p_check(c, p);
+	return R2_EXEC_PENDING;
+}
+
+void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
+{
+	struct r2_rmsg *m = rl_mbox_take(c, timeout_ms);
+	uint64_t now;
+
+	for (int i = 0; m && i < 1024; i++) {
+		if (!rl_p2p_handle(c, m)) {
+			if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
+			    m->cqe.hdr.opseq > c->coll_seq) {
+				m->next = c->deferred; /* for a later collective */
+				c->deferred = m;
+			} else {
+				if (m->cqe.type == R2_TPC_SEND) {
+					struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
+					if (s && s->orphan) {
+						rl_sendrec_free(s);
+					}
+				}
+				rl_rmsg_free(c->d, m);
+			}
+		}
+		m = rl_mbox_take(c, 0);
+	}
+	now = r2_now_us();
+	for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
+		int r = 0;
+		next = p->next;
+		if (c->abort_err) {
+			p2p_finish(c, p, c->abort_err);
+		} else if (now > p->deadline) {
+			if (p->pool_since) {
+				r2_bufpool_note_wait(p->pool_wait, true);
+				log_warn("communicator %u: transfer to host %u waited %llu ms for a "
+					 "proxy buffer (proxy_pool_max): giving up",
+					 c->id, p->peer_host,
+					 (unsigned long long)((now - p->pool_since) / 1000));
+				r = -ENOBUFS;
+			}
+			p2p_finish(c, p, r ? r : -ETIMEDOUT);
+		} else if (p->blocked && (r = p2p_fill(c, p)) < 0) {
+			p2p_finish(c, p, r);
+		}
+	}
+}
+
+void r2_p2p_fail_all(struct r2_comm *c, int status)
+{
+	while (c->p2p_ops)
+		p2p_finish(c, c->p2p_ops, status);
+	while (c->p2p_stash) {
+		struct r2_rmsg *m = c->p2p_stash;
+		c->p2p_stash = m->next;
+		rl_rmsg_free(c->d, m);
+	}
+	while (c->deferred) {
+		struct r2_rmsg *m = c->deferred;
+		c->deferred = m->next;
+		rl_rmsg_free(c->d, m);
+	}
+}

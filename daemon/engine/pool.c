@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/* A small parallel-for pool for large reductions and copies. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "engine/exec.h"
+
+struct r2_pool {
+	int nthreads;
+	pthread_t *threads;
+	pthread_mutex_t run_lock; /* one job at a time */
+	pthread_mutex_t lock;
+	pthread_cond_t cond, done_cond;
+	uint64_t gen;
+	bool stop;
+	/* the current job */
+	void (*fn)(void *ctx, size_t part);
+	void *ctx;
+	size_t nparts;
+	atomic_size_t next;
+	atomic_size_t done;
+	int active; /* helpers inside the current job */
+};
+
+static void work(struct r2_pool *p)
+{
+	size_t i;
+
+	while ((i = atomic_fetch_add(&p->next, 1)) < p->nparts) {
+		p->fn(p->ctx, i);
+		atomic_fetch_add(&p->done, 1);
+	}
+}
+
+static void *helper(void *arg)
+{
+	struct r2_pool *p = arg;
+	uint64_t seen = 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->stop && p->gen == seen)
+			pthread_cond_wait(&p->cond, &p->lock);
+		if (p->stop)
+			break;
+		seen = p->gen;
+		p->active++;
+		pthread_mutex_unlock(&p->lock);
+		work(p);
+		pthread_mutex_lock(&p->lock);
+		if (--p->active == 0)
+			pthread_cond_signal(&p->done_cond);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int r2_pool_create(struct r2_pool **out, int nthreads)
+{
+	struct r2_pool *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	if (nthreads < 1)
+		nthreads = 1;
+	p->nthreads = nthreads;
+	pthread_mutex_init(&p->run_lock, NULL);
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	pthread_cond_init(&p->done_cond, NULL);
+	p->threads = calloc((size_t)nthreads, sizeof(pthread_t));
+	if (!p->threads) {
+		free(p);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < nthreads - 1; i++) {
+		if (pthread_create(&p->threads[i], NULL, helper, p) == 0)
+			pthread_setname_np(p->threads[i], "r2-reduce");
+		else {
+			p->nthreads = i + 1;
+			break;
+		}
+	}
+	*out = p;
+	return 0;
+}
+
+void r2_pool_destroy(struct r2_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < p->nthreads - 1; i++)
+		pthread_join(p->threads[i], NULL);
+	pthread_mutex_destroy(&p->run_lock);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->cond);
+	pthread_cond_destroy(&p->done_cond);
+	free(p->threads);
+	free(p);
+}
+
+int r2_pool_threads(const struct r2_pool *p)
+{
+	return p->nthreads;
+}
+
+void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t part),
+		 void *ctx)
+{
+	if (nparts == 1 || p->nthreads == 1 || pthread_mutex_trylock(&p->run_lock) != 0) {
+		for (size_t i = 0; i < nparts; i++)
+			fn(ctx, i);
+		return;
+	}
+	pthread_mutex_lock(&p->lock);
+	while (p->active > 0) /* a helper late from the previous job */
+		pthread_cond_wait(&p->done_cond, &p->lock);
+	p->fn = fn;
+	p->ctx = ctx;
+	p->nparts = nparts;
+	atomic_store(&p->next, 0);
+	atomic_store(&p->done, 0);
+	p->gen++;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	work(p);
+	/* wait for the parts helpers took, and for every helper to leave the
+	 * job before the next one may reuse the fields */
+	pthread_mutex_lock(&p->lock);
+	while (atomic_load(&p->done) < nparts || p->active > 0)
+		pthread_cond_wait(&p->done_cond, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->run_lock);
+}
+
+/* ---- a work queue: independent jobs, each run whole by one thread ---- */
+
+struct r2_workq {
+	int nthreads;
+	pthread_t *threads;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct r2_work *head, *tail;
+	bool stop;
+};
+
+static void *workq_main(void *arg)
+{
+	struct r2_workq *q = arg;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		struct r2_work *w;
+		while (!q->stop && !q->head)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if (!q->head)
+			break; /* stopping, nothing left */
+		w = q->head;
+		q->head = w->next;
+		if (!q->head)
+			q->tail = NULL;
+		pthread_mutex_unlock(&q->lock);
+		w->fn(w);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int r2_workq_create(struct r2_workq **out, int nthreads, const char *name)
+{
+	struct r2_workq *q = calloc(1, sizeof(*q));
+
+	*out = NULL;
+	if (!q || nthreads < 1) {
+		free(q);
+		return q ? -EINVAL : -ENOMEM;
+	}
+	if (!(q->threads = calloc((size_t)nthreads, sizeof(pthread_t)))) {
+		free(q);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	for (int i = 0; i < nthreads; i++) {
+		if (pthread_create(&q->threads[i], NULL, workq_main, q) != 0)
+			break;
+		pthread_setname_np(q->threads[i], name);
+		q->nthreads++;
+	}
+	if (!q->nthreads) {
+		r2_workq_destroy(q);
+		return -EAGAIN;
+	}
+	*out = q;
+	return 0;
+}
+
+void r2_workq_destroy(struct r2_workq *q)
+{
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	for (int i = 0; i < q->nthreads; i++)
+		pthread_join(q->threads[i], NULL);
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->cond);
+	free(q->threads);
+	free(q);
+}
+
+int r2_workq_threads(const struct r2_workq *q)
+{
+	return q ? q->nthreads : 0;
+}
+
+void r2_workq_submit(struct r2_workq *q, struct r2_work *w)
+{
+	w->next = NULL;
+	pthread_mutex_lock(&q->lock);
+	if (q->tail)
+		q->tail->next = w;
+	else
+		q->head = w;
+	q->tail = w;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}

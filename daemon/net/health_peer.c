@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Control messages between peer daemons: the RailEvents this host sends
+ * (its NICs, its paths, its slow paths) and those it receives, and the
+ * view agreement's messages received (PROPOSE, ACK, COMMIT, REQUEST: what
+ * they do to a communicator's agreement state, health_agree.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/health_int.h"
+#include "peer.pb-c.h"
+#include "util.h"
+
+
+const char *r2h_peer_name(struct r2d *d, uint64_t id, char *buf, size_t len)
+{
+	/* a host name from any communicator that has it */
+	pthread_mutex_lock(&d->lock);
+	for (struct r2_comm *c = d->comms; c; c = c->next) {
+		for (int h = 0; h < c->nhosts && c->hosts; h++) {
+			if (c->hosts[h].id == id && c->hosts[h].name[0]) {
+				snprintf(buf, len, "%s", c->hosts[h].name);
+				pthread_mutex_unlock(&d->lock);
+				return buf;
+			}
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	snprintf(buf, len, "%016llx", (unsigned long long)id);
+	return buf;
+}
+
+void r2h_send_peer_msg(struct r2d *d, uint64_t peer, uint32_t type, const ProtobufCMessage *m)
+{
+	size_t len = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = malloc(len ? len : 1);
+
+	if (!buf)
+		return;
+	protobuf_c_message_pack(m, buf);
+	r2d_rails_send_ctrl_all(d, peer, type, buf, (uint32_t)len);
+	free(buf);
+}
+
+/* Tells every connected peer daemon about (this host, rail[, peer]); bw: a
+ * slow path's planning bandwidth (state DEGRADED; 0: no longer slow). */
+void r2h_broadcast_ev(struct r2d *d, int rail, int state, uint64_t peer_host, uint64_t bw,
+			 const char *cause)
+{
+	struct r2_rails *rs = d->rails;
+	R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
+
+	e.host_id = d->host_id;
+	e.rail = (uint32_t)rail;
+	e.state = (uint32_t)state;
+	e.peer_host = peer_host;
+	e.bw = bw;
+	e.cause = (char *)(cause ? cause : "");
+	e.seq = ++d->health->my_seq;
+	for (int i = 0; i < atomic_load(&rs->npeers); i++)
+		if (rs->peer[i].conn_mask)
+			r2h_send_peer_msg(d, rs->peer[i].id, R2PEER__PEER_MSG__PEER_RAIL_EVENT, &e.base);
+}
+
+void r2h_broadcast_rail(struct r2d *d, int rail, int state, uint64_t peer_host,
+			   const char *cause)
+{
+	r2h_broadcast_ev(d, rail, state, peer_host, 0, cause);
+}
+
+/* A peer that connects first now learns of NICs of ours that were drained or
+ * failed before (their events went to the peers connected then). */
+void r2h_tell_local_state(struct r2d *d, struct r2_peer *p)
+{
+	struct r2_rails *rs = d->rails;
+
+	for (int r = 0; r < rs->n; r++) {
+		struct r2_rail *rl = &rs->rail[r];
+		R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
+		if (!rl->h.drained && rl->h.link_up)
+			continue;
+		e.host_id = d->host_id;
+		e.rail = (uint32_t)r;
+		e.state = rl->h.drained ? R2_RS_DRAINED : R2_RS_FAILED;
+		e.cause = rl->h.drained ? "drained by the operator" : rl->h.cause;
+		e.seq = ++d->health->my_seq;
+		r2h_send_peer_msg(d, p->id, R2PEER__PEER_MSG__PEER_RAIL_EVENT, &e.base);
+	}
+}
+
+/* A peer reports its path to another host failed (failed) or healthy again. */
+static void linkrep_set(struct r2_health *h, uint64_t a, uint64_t b, int rail, bool failed)
+{
+	for (size_t i = 0; i < h->nreps; i++) {
+		if (h->reps[i].rail == rail && ((h->reps[i].a == a && h->reps[i].b == b) ||
+						 (h->reps[i].a == b && h->reps[i].b == a))) {
+			if (!failed)
+				h->reps[i] = h->reps[--h->nreps];
+			return;
+		}
+	}
+	if (!failed)
+		return;
+	if (h->nreps == h->capreps) {
+		size_t cap = h->capreps ? h->capreps * 2 : 16;
+		void *n = realloc(h->reps, cap * sizeof(*h->reps));
+		if (!n)
+			return;
+		h->reps = n;
+		h->capreps = cap;
+	}
+	h->reps[h->nreps++] = (struct linkrep){ a, b, rail };
+	h->view_dirty = true;
+}
+
+/* Whether RailEvent e (from peer `from`, about host p) is new. An event
+ * about its own NIC comes first-hand or passed on by another host; ordered
+ * per NIC, so any copy, by any rail or host, applies once and never after a
+ * later one. A first-hand one is passed on to every other peer: one that
+ * has no rail left to the NIC's host (two NICs failed on different rails)
+ * learns it through this host, or it would keep sending into the failed
+ * NIC until the peer timeout. An event about a path comes first-hand only. */
+static bool event_fresh(struct r2d *d, struct r2_peer *p, const R2peer__RailEvent *e,
+			uint64_t from)
+{
+	struct r2_rails *rs = d->rails;
+	int r = (int)e->rail;
+
+	if (e->peer_host) {
+		if (from != e->host_id)
+			return false;
+		if (e->seq && e->seq <= p->remote_seq)
+			return false; /* a copy that came by another rail, or older */
+		p->remote_seq = e->seq;
+		return true;
+	}
+	if (e->seq && e->seq <= p->nic_seq[r])
+		return false;
+	p->nic_seq[r] = e->seq;
+	if (from == e->host_id)
+		for (int i = 0; i < atomic_load(&rs->npeers); i++)
+			if (rs->peer[i].conn_mask && rs->peer[i].id != from)
+				r2h_send_peer_msg(d, rs->peer[i].id, R2PEER__PEER_MSG__PEER_RAIL_EVENT,
+						  &e->base);
+	return true;
+}
+
+/* A RailEvent about p's path to e->peer_host (this host or another). */
+static void path_event_in(struct r2d *d, struct r2_peer *p, const R2peer__RailEvent *e)
+{
+	int r = (int)e->rail;
+	char cause[160], name[64];
+
+	if (e->state == R2_RS_DEGRADED) {
+		/* its throughput monitor: the path to peer_host is slow (bw) or
+		 * normal again (bw 0) */
+		r2h_slow_set(d->health, e->host_id, e->peer_host, r, e->bw);
+		r2d_health_event(d, 3, "peer_path", r2h_peer_name(d, p->id, name, sizeof(name)),
+				 "rail %d to %016llx %s (%s)", r, (unsigned long long)e->peer_host,
+				 e->bw ? "slow" : "normal again", e->cause);
+		return;
+	}
+	if (e->peer_host != d->host_id) {
+		linkrep_set(d->health, e->host_id, e->peer_host, r, e->state == R2_RS_FAILED);
+		return;
+	}
+	if (e->state == R2_RS_FAILED) {
+		snprintf(cause, sizeof(cause), "%s reports the path silent: %s",
+			 r2h_peer_name(d, p->id, name, sizeof(name)), e->cause);
+		r2h_link_fail(d, p, r, cause, false, true);
+	}
+}
+
+/* A RailEvent about p's own NIC on rail e->rail. */
+static void nic_event_in(struct r2d *d, struct r2_peer *p, const R2peer__RailEvent *e)
+{
+	int r = (int)e->rail;
+	char cause[160], name[64];
+
+	if (e->state == R2_RS_FAILED || e->state == R2_RS_DRAINED) {
+		p->remote_down |= 1u << r;
+		d->health->view_dirty = true;
+		snprintf(cause, sizeof(cause), "%s's NIC %s: %s",
+			 r2h_peer_name(d, p->id, name, sizeof(name)),
+			 e->state == R2_RS_DRAINED ? "drained" : "failed", e->cause);
+		if (e->state == R2_RS_FAILED)
+			r2h_link_fail(d, p, r, cause, false, true);
+		else
+			r2d_health_event(d, 3, "peer_rail", name, "rail %d: %s", r, cause);
+	} else if (e->state == R2_RS_HEALTHY || e->state == R2_RS_DEGRADED) {
+		p->remote_down &= ~(1u << r);
+		d->health->view_dirty = true;
+		p->link[r].next_probe_us = r2_now_us();
+		p->link[r].backoff_ms = 0;
+		r2d_health_event(d, 3, "peer_rail", r2h_peer_name(d, p->id, name, sizeof(name)),
+				 "rail %d usable again (%s)", r, e->cause);
+	}
+	r2h_set_bad(d, p);
+}
+
+static void rail_event_in(struct r2d *d, const R2peer__RailEvent *e, uint64_t from)
+{
+	struct r2_peer *p = r2d_rails_peer_find(d, e->host_id);
+
+	if (!p || (int)e->rail < 0 || (int)e->rail >= d->rails->n || !event_fresh(d, p, e, from))
+		return;
+	if (e->peer_host)
+		path_event_in(d, p, e);
+	else
+		nic_event_in(d, p, e);
+}
+
+/* ---- view messages from peers ---- */
+
+/* Member: the coordinator proposes a view: hold at the next collective
+ * boundary and answer with the last collective started. */
+static void propose_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m)
+{
+	struct r2_health *h = d->health;
+	uint64_t started;
+
+	if (m->epoch <= hc->committed_epoch)
+		return;
+	pthread_mutex_lock(&h->lock);
+	hc->hold = true;
+	hc->hold_epoch = m->epoch;
+	hc->hold_since_us = r2_now_us();
+	started = hc->started;
+	pthread_mutex_unlock(&h->lock);
+	r2h_send_view(d, hc, 0, R2PEER__PEER_MSG__PEER_VIEW_ACK, NULL, m->epoch, started);
+}
+
+/* Coordinator: a member's answer (from: its host index). */
+static void ack_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m, int from)
+{
+	if (hc->my_host == 0 && hc->last && m->epoch <= hc->last->epoch &&
+	    (!hc->prop || m->epoch != hc->prop->epoch)) {
+		/* a member still holding for this epoch: its commit was lost */
+		r2h_send_view(d, hc, from, R2PEER__PEER_MSG__PEER_VIEW_COMMIT, hc->last,
+			      hc->last->epoch, 0);
+		return;
+	}
+	if (hc->my_host != 0 || !hc->prop || m->epoch != hc->prop->epoch)
+		return;
+	hc->acked[from] = 1;
+	if (m->started > hc->max_started)
+		hc->max_started = m->started;
+	r2h_check_acks(d, hc);
+}
+
+/* Member: the coordinator's commit. */
+static void commit_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m)
+{
+	struct r2_view *v;
+
+	if (m->epoch <= hc->committed_epoch || m->nrails == 0)
+		return;
+	v = r2h_view_new((uint32_t)hc->nhosts, m->nrails);
+	if (!v)
+		return;
+	v->epoch = m->epoch;
+	v->start = m->start_opseq;
+	for (size_t i = 0; i < m->n_down_nics; i++)
+		if (m->down_nics[i] < v->nhosts * v->nrails)
+			v->down[m->down_nics[i]] = 1;
+	for (size_t i = 0; i < m->n_nic_bw && i < v->nhosts * v->nrails; i++)
+		v->bw[i] = m->nic_bw[i];
+	r2h_view_committed(d, hc, v);
+}
+
+/* The communicator a view message is about (a live one of ours), and the
+ * sender's host index in it. */
+static struct hcomm *view_msg_comm(struct r2d *d, const R2peer__PlanView *m, uint64_t peer,
+				   int *from)
+{
+	struct hcomm *hc = NULL;
+	struct r2_uid u;
+
+	*from = -1;
+	if (m->uid.len != sizeof(u))
+		return NULL;
+	memcpy(&u, m->uid.data, sizeof(u));
+	pthread_mutex_lock(&d->lock);
+	struct r2_comm *c = d->net_ev->comm_by_uid(d, &u);
+	if (c && c->state == R2_COMM_READY)
+		hc = r2h_hc_for(d, c);
+	pthread_mutex_unlock(&d->lock);
+	for (int i = 0; hc && i < hc->nhosts; i++)
+		if (hc->host_ids[i] == peer)
+			*from = i;
+	return *from < 0 ? NULL : hc;
+}
+
+/* PEER_VIEW_PROPOSE, _ACK, _COMMIT, _REQUEST from peer. */
+static void view_msg_in(struct r2d *d, uint32_t type, const uint8_t *buf, size_t len, uint64_t peer)
+{
+	R2peer__PlanView *m = r2peer__plan_view__unpack(NULL, len, buf);
+	struct hcomm *hc;
+	int from;
+
+	if (!m)
+		return;
+	hc = view_msg_comm(d, m, peer, &from);
+	if (!hc)
+		goto out;
+	switch (type) {
+	case R2PEER__PEER_MSG__PEER_VIEW_PROPOSE:
+		if (from == 0)
+			propose_in(d, hc, m);
+		break;
+	case R2PEER__PEER_MSG__PEER_VIEW_ACK:
+		ack_in(d, hc, m, from);
+		break;
+	case R2PEER__PEER_MSG__PEER_VIEW_COMMIT:
+		if (from == 0)
+			commit_in(d, hc, m);
+		break;
+	case R2PEER__PEER_MSG__PEER_VIEW_REQUEST:
+		if (hc->my_host == 0)
+			hc->replan = true;
+		break;
+	}
+out:
+	r2peer__plan_view__free_unpacked(m, NULL);
+}
+
+void r2d_health_ctrl(struct r2d *d, const struct r2_loop_ev *ev)
+{
+	uint32_t type = ev->cqe.hdr.aux;
+
+	if (!d->health)
+		return;
+	if (type == R2PEER__PEER_MSG__PEER_ALIVE)
+		return; /* the rails thread marked its origin alive (detour_rx_us) */
+	if (type != R2PEER__PEER_MSG__PEER_RAIL_EVENT) {
+		view_msg_in(d, type, ev->cqe.buf, ev->cqe.hdr.len, ev->cqe.peer);
+		return;
+	}
+	R2peer__RailEvent *e = r2peer__rail_event__unpack(NULL, ev->cqe.hdr.len, ev->cqe.buf);
+	if (e) {
+		rail_event_in(d, e, ev->cqe.peer);
+		r2peer__rail_event__free_unpacked(e, NULL);
+	}
+	r2h_kick(d);
+}

@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "net/bufpool.h"
+#include "config.h"
+#include "net/health.h"
+#include "net/net.h"
+#include "log.h"
+#include "net/detour.h"
+#include "net/rails.h"
+#include "util.h"
+#if HAVE_IBVERBS
+#endif
+
+static int nic_mask(const char *ifname, struct in_addr *addr, struct in_addr *mask)
+{
+	struct ifaddrs *ifa, *i;
+	int r = -ENOENT;
+
+	if (getifaddrs(&ifa) < 0)
+		return -errno;
+	for (i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || strcmp(i->ifa_name, ifname))
+			continue;
+		*addr = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+		*mask = ((struct sockaddr_in *)i->ifa_netmask)->sin_addr;
+		r = 0;
+		break;
+	}
+	freeifaddrs(ifa);
+	return r;
+}
+
+int r2d_rails_match(struct r2d *d, uint32_t ipv4)
+{
+	struct r2_rails *rs = d->rails;
+
+	for (int i = 0; rs && i < rs->n; i++) {
+		uint32_t m = rs->rail[i].mask.s_addr;
+		if ((ipv4 & m) == (rs->rail[i].addr.s_addr & m))
+			return i;
+	}
+	return -1;
+}
+
+struct r2_peer *r2d_rails_peer(struct r2d *d, uint64_t id, bool create)
+{
+	struct r2_rails *rs = d->rails;
+
+	int n = atomic_load(&rs->npeers);
+
+	for (int i = 0; i < n; i++)
+		if (rs->peer[i].id == id)
+			return &rs->peer[i];
+	if (!create || n >= R2_MAX_PEERS)
+		return NULL;
+	memset(&rs->peer[n], 0, sizeof(rs->peer[n]));
+	rs->peer[n].id = id;
+	atomic_store(&rs->npeers, n + 1); /* published after it is filled */
+	return &rs->peer[n];
+}
+
+struct r2_peer *r2d_rails_peer_find(struct r2d *d, uint64_t id)
+{
+	struct r2_rails *rs = d->rails;
+	int n = rs ? atomic_load(&rs->npeers) : 0;
+
+	for (int i = 0; i < n; i++)
+		if (rs->peer[i].id == id)
+			return &rs->peer[i];
+	return NULL;
+}
+
+uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer)
+{
+	struct r2_peer *p = r2d_rails_peer_find(d, peer);
+
+	return p ? atomic_load_explicit(&p->bad_mask, memory_order_relaxed) : 0;
+}
+
+int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port)
+{
+	struct r2_rails *rs = d->rails;
+	struct r2_peer *p;
+	struct in_addr a = { ipv4 };
+	int rail = r2d_rails_match(d, ipv4);
+
+	if (rail < 0)
+		return -ENETUNREACH;
+	p = r2d_rails_peer(d, peer, true);
+	if (!p)
+		return -ENOSPC;
+	p->addr[rail] = ipv4;
+	p->port[rail] = port;
+	p->link[rail].known = true;
+	if (p->want_mask & (1u << rail))
+		return 0;
+	p->want_mask |= 1u << rail;
+	return rs->rail[rail].ops->connect(rs->rail[rail].tp, peer, a, port);
+}
+
+int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr,
+		   const void *buf, uint64_t ctx)
+{
+	struct r2_rails *rs = d->rails;
+	bool data = hdr->kind == R2_MSG_DATA && hdr->len;
+	int r;
+
+	if (!rs || rail < 0 || rail >= rs->n)
+		return -EINVAL;
+	/* throughput monitor: counted before the post (its ACK may come first) */
+	if (data)
+		r2d_health_data_posted(d, rail, peer, hdr->len);
+	r = rs->rail[rail].ops->post_send(rs->rail[rail].tp, peer, hdr, buf, ctx);
+	if (r < 0 && data)
+		r2d_health_data_posted(d, rail, peer, -(int64_t)hdr->len);
+	return r;
+}
+
+/* tcp_threads and tcp_streams as set, 0 resolved once at start-up by the
+ * cores: threads one per 4 cores, 1 to 4 (a 2-core host: 1; 16 cores: 4,
+ * where two namespace hosts over 2 rails went from 3.1-3.8 to 5.5-6.8
+ * GB/s); streams 2 per thread, 1 with a single thread (one stream was best
+ * on the 2-core 4 x 2 cluster at 1 Gbit/s, docs/planner.md). */
+static void tcp_resolve(struct r2d *d, struct r2_rails *rs)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	rs->tcp_threads = (int)r2_param_int(&d->params, P_TCP_THREADS);
+	if (rs->tcp_threads <= 0)
+		rs->tcp_threads = (int)R2_MAX(1, R2_MIN(4, cores / 4));
+	rs->tcp_streams = (int)r2_param_int(&d->params, P_TCP_STREAMS);
+	if (rs->tcp_streams <= 0)
+		rs->tcp_streams = rs->tcp_threads > 1 ? 2 * rs->tcp_threads : 1;
+}
+
+bool r2d_rails_zero_copy(struct r2d *d, int rail)
+{
+	struct r2_rails *rs = d->rails;
+
+	return rs && rail >= 0 && rail < rs->n && (rs->rail[rail].ops->caps & R2_TP_CAP_ZERO_COPY) &&
+	       r2_param_bool(&d->params, P_TCP_ZERO_COPY);
+}
+
+void r2d_rails_drop(struct r2d *d, int rail, uint64_t peer)
+{
+	struct r2_rails *rs = d->rails;
+
+	if (rs && rail >= 0 && rail < rs->n && rs->rail[rail].tp)
+		rs->rail[rail].ops->disconnect(rs->rail[rail].tp, peer);
+}
+
+static int send_ctrl_hdr(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
+			 const void *buf);
+
+/* A control message for a peer with no rail left to it goes through the
+ * first other connected peer (detour.h): flagged, with its origin in
+ * hdr.comm and its destination in hdr.opseq; the bridge passes it on, the
+ * destination takes it as the origin's (view agreement, aborts). */
+static int ctrl_detour(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
+		       const void *buf)
+{
+	struct r2_rails *rs = d->rails;
+	struct r2_chunk_hdr h = *hh;
+	int np = rs ? atomic_load(&rs->npeers) : 0;
+
+	h.flags |= R2_CHUNK_DETOUR;
+	h.comm = d->host_id;
+	h.opseq = peer;
+	for (int i = 0; i < np; i++)
+		if (rs->peer[i].id != peer && rs->peer[i].conn_mask &&
+		    send_ctrl_hdr(d, rs->peer[i].id, &h, buf) == 0)
+			return 0;
+	return -ENOTCONN;
+}
+
+/* Rails thread: a detoured control message; true when passed on (this host
+ * is the bridge), else *c is made the origin's. */
+static bool ctrl_detour_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
+{
+	if (!(c->hdr.flags & R2_CHUNK_DETOUR))
+		return false;
+	if (c->hdr.opseq != rs->d->host_id) {
+		struct r2_chunk_hdr h = c->hdr;
+		if (send_ctrl_hdr(rs->d, h.opseq, &h, c->buf) < 0)
+			log_warn("detour: control message %u from %016llx to %016llx: no rail to "
+				 "it either; dropped",
+				 h.aux, (unsigned long long)h.comm, (unsigned long long)h.opseq);
+		r2d_rails_release(rs->d, rail, c->buf);
+		return true;
+	}
+	c->peer = c->hdr.comm;
+	/* a control message through a bridge says its origin is alive, though
+	 * no rail connects it to this host (health's peer timeout) */
+	struct r2_peer *p = r2d_rails_peer_find(rs->d, c->peer);
+	if (p)
+		atomic_store(&p->detour_rx_us, r2_now_us());
+	return false;
+}
+
+static int send_ctrl_hdr(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
+			 const void *buf)
+{
+	struct r2_rails *rs = d->rails;
+	struct r2_chunk_hdr h = *hh;
+	uint32_t len = h.len;
+	int r = -ENOTCONN;
+	uint32_t bad = rs ? r2d_rails_bad(d, peer) : 0;
+
+	/* healthy rails first, then any connected one */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; rs && i < rs->n; i++) {
+			if (((bad >> i) & 1) != (uint32_t)pass)
+				continue;
+			void *copy = malloc(len ? len : 1);
+			if (!copy)
+				return -ENOMEM;
+			memcpy(copy, buf, len);
+			/* ctx = 1 marks a control copy the completion frees */
+			r = rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1);
+			if (r == 0)
+				return 0;
+			free(copy);
+		}
+	}
+	return r;
+}
+
+int r2d_rails_send_ctrl_all(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
+			    uint32_t len)
+{
+	struct r2_rails *rs = d->rails;
+	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_CTRL, .len = len,
+				  .aux = type };
+	uint32_t bad = rs ? r2d_rails_bad(d, peer) : 0;
+	int sent = 0;
+
+	for (int i = 0; rs && i < rs->n; i++) {
+		if (bad & (1u << i))
+			continue;
+		void *copy = malloc(len ? len : 1);
+		if (!copy)
+			break;
+		memcpy(copy, buf, len);
+		if (rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1) == 0)
+			sent++;
+		else
+			free(copy);
+	}
+	if (sent)
+		return 0;
+	int r = r2d_rails_send_ctrl(d, peer, type, buf, len);
+	return r == -ENOTCONN ? ctrl_detour(d, peer, &h, buf) : r;
+}
+
+int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
+			uint32_t len)
+{
+	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_CTRL, .len = len,
+				  .aux = type };
+	return send_ctrl_hdr(d, peer, &h, buf);
+}
+
+void r2d_rails_release(struct r2d *d, int rail, void *buf)
+{
+	struct r2_rails *rs = d->rails;
+
+	if (buf && rs && rail >= 0 && rail < rs->n)
+		rs->rail[rail].ops->release(rs->rail[rail].tp, buf);
+}
+
+static void to_loop(struct r2_rails *rs, int rail, const struct r2_tp_cqe *c)
+{
+	struct r2_loop_ev *ev = calloc(1, sizeof(*ev));
+
+	if (!ev) {
+		if (c->type == R2_TPC_RECV)
+			r2d_rails_release(rs->d, rail, c->buf);
+		return;
+	}
+	ev->rail = rail;
+	ev->cqe = *c;
+	pthread_mutex_lock(&rs->qlock);
+	if (rs->qtail)
+		rs->qtail->next = ev;
+	else
+		rs->qhead = ev;
+	rs->qtail = ev;
+	pthread_mutex_unlock(&rs->qlock);
+	uv_async_send(&rs->async);
+}
+
+/* Warm-up of a new TCP connection (tcp_warmup bytes per stream, in messages
+ * of WARMUP_MSG the peer drops): TCP starts with a window of 10 segments and
+ * grows it only while it is limited by it, so a connection that has carried
+ * only heartbeats needs several round trips of slow start when a re-plan
+ * first sends a chunk on it. The window then stays as long as the host keeps
+ * it over idle periods (net.ipv4.tcp_slow_start_after_idle = 0,
+ * docs/operations.md). */
+#define WARMUP_MSG (256u << 10)
+static const uint8_t warmup_zeros[WARMUP_MSG];
+
+static void warmup(struct r2_rails *rs, int rail, uint64_t peer)
+{
+	struct r2_rail *rl = &rs->rail[rail];
+	int64_t bytes = r2_param_int(&rs->d->params, P_TCP_WARMUP) * R2_MAX(1, rs->tcp_streams);
+	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_HEARTBEAT,
+				  .flags = R2_HB_WARMUP, .len = WARMUP_MSG };
+
+	if (!(rl->ops->caps & R2_TP_CAP_STREAMS))
+		return; /* verbs: no congestion window to grow */
+	for (; bytes > 0; bytes -= WARMUP_MSG)
+		if (rl->ops->post_send(rl->tp, peer, &h, warmup_zeros, 0) < 0)
+			break;
+}
+
+static void on_async(uv_async_t *h)
+{
+	struct r2_rails *rs = h->data;
+	struct r2_loop_ev *ev, *next;
+
+	pthread_mutex_lock(&rs->qlock);
+	ev = rs->qhead;
+	rs->qhead = rs->qtail = NULL;
+	pthread_mutex_unlock(&rs->qlock);
+	for (; ev; ev = next) {
+		next = ev->next;
+		if (ev->cqe.type == R2_TPC_CONN) {
+			struct r2_peer *p = r2d_rails_peer(rs->d, ev->cqe.peer, true);
+			if (p)
+				p->conn_mask |= 1u << ev->rail;
+			log_info("rail %d (%s): connected to peer %016llx", ev->rail,
+				 rs->rail[ev->rail].ifname, (unsigned long long)ev->cqe.peer);
+			warmup(rs, ev->rail, ev->cqe.peer);
+		} else if (ev->cqe.type == R2_TPC_ERROR) {
+			struct r2_peer *p = r2d_rails_peer(rs->d, ev->cqe.peer, false);
+			if (p) {
+				p->conn_mask &= ~(1u << ev->rail);
+				p->want_mask &= ~(1u << ev->rail);
+			}
+			log_warn("rail %d (%s): connection to peer %016llx failed: %s", ev->rail,
+				 rs->rail[ev->rail].ifname, (unsigned long long)ev->cqe.peer,
+				 strerror(-ev->cqe.status));
+		}
+		if (ev->cqe.type == R2_TPC_CONN || ev->cqe.type == R2_TPC_ERROR)
+			r2d_health_conn(rs->d, ev->rail, ev->cqe.peer, ev->cqe.type,
+					ev->cqe.status);
+		rs->d->net_ev->loop_event(rs->d, ev);
+		if (ev->cqe.type == R2_TPC_RECV)
+			r2d_rails_release(rs->d, ev->rail, ev->cqe.buf);
+		free(ev);
+	}
+}
+
+/* A heartbeat (rails thread): flags 0 asks for an answer (flags 1) that
+ * echoes off (the sender's clock, us): the round trip; R2_HB_WARMUP: a new
+ * connection's warm-up, dropped. */
+static void heartbeat_in(struct r2_rails *rs, int rail, const struct r2_tp_cqe *c,
+			 struct r2_peer *p)
+{
+	if (c->hdr.flags == R2_HB_WARMUP) {
+		/* nothing to answer */
+	} else if (c->hdr.flags == 0) {
+		struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_HEARTBEAT,
+					  .flags = 1, .off = c->hdr.off };
+		rs->rail[rail].ops->post_send(rs->rail[rail].tp, c->peer, &h, NULL, 0);
+	} else if (p) {
+		uint64_t now = r2_now_us();
+		if (now >= c->hdr.off)
+			atomic_store_explicit(&p->rtt_us[rail], now - c->hdr.off,
+					      memory_order_relaxed);
+	}
+	r2d_rails_release(rs->d, rail, c->buf);
+}
+
+static void *rails_thread(void *arg)
+{
+	struct r2_rails *rs = arg;
+	struct epoll_event evs[R2_MAX_RAILS + 1];
+	struct r2_tp_cqe cq[64];
+
+	while (!atomic_load(&rs->stop)) {
+		int n = epoll_wait(rs->epfd, evs, R2_MAX_RAILS + 1, 100);
+		for (int e = 0; e < n; e++) {
+			int rail = (int)evs[e].data.u32;
+			uint64_t v;
+			if (rail < 0 || rail >= rs->n) {
+				if (read(rs->wake_fd, &v, sizeof(v)) < 0)
+					(void)0;
+				continue;
+			}
+			if (read(rs->rail[rail].ops->event_fd(rs->rail[rail].tp), &v, sizeof(v)) < 0)
+				(void)0;
+			for (;;) {
+				int k = rs->rail[rail].ops->poll(rs->rail[rail].tp, cq, 64);
+				if (k <= 0)
+					break;
+				for (int i = 0; i < k; i++) {
+					struct r2_tp_cqe *c = &cq[i];
+					if (c->type == R2_TPC_RECV) {
+						struct r2_peer *p =
+							r2d_rails_peer_find(rs->d, c->peer);
+						if (p)
+							atomic_store_explicit(
+								&p->last_rx_us[rail], r2_now_us(),
+								memory_order_relaxed);
+						if (c->hdr.kind == R2_MSG_HEARTBEAT) {
+							heartbeat_in(rs, rail, c, p);
+							continue;
+						}
+					}
+					if (c->type == R2_TPC_SEND && c->ctx == 1) {
+						free(c->buf); /* a control copy */
+					} else if (c->type == R2_TPC_RECV &&
+						   c->hdr.kind == R2_MSG_CTRL) {
+						if (!ctrl_detour_in(rs, rail, c))
+							to_loop(rs, rail, c);
+					} else if (c->type == R2_TPC_CONN ||
+						   c->type == R2_TPC_ERROR) {
+						to_loop(rs, rail, c);
+						rs->d->net_ev->deliver(rs->d, rail, c);
+					} else {
+						if (c->type == R2_TPC_RECV &&
+						    c->hdr.kind == R2_MSG_ACK)
+							r2d_health_data_acked(rs->d, rail, c->peer,
+									      c->hdr.aux);
+						rs->d->net_ev->deliver(rs->d, rail, c);
+					}
+				}
+			}
+		}
+	}
+	return NULL;
+}
+
+/* The provider of a rail (r2_tp_select): verbs where the NIC (netdev) has an
+ * RDMA port that passes ib_hca, tcp elsewhere, or everywhere with transport =
+ * tcp; a provider that fails to open falls back to the next (tcp). Both ends
+ * of a rail must use the same provider (docs/transports.md): a rail is all
+ * RDMA or all tcp. */
+static int open_rail(struct r2d *d, struct r2_rail *rl, const struct r2_tp_config *cfg)
+{
+	struct r2_tp_choice ch[R2_TP_MAX_CHOICES];
+	int n = r2_tp_select(cfg, r2_param_str(&d->params, P_TRANSPORT), ch, R2_TP_MAX_CHOICES);
+	int r = n < 0 ? n : -ENODEV;
+
+	rl->rdma_dev[0] = 0;
+	for (int i = 0; i < n; i++) {
+		const char *next = i + 1 < n ? ch[i + 1].ops->name : "no transport";
+
+		if (ch[i].probe == -EINVAL) {
+			log_warn("rail %s: ib_hca '%s' is not a valid filter; the rail uses %s",
+				 rl->ifname, cfg->ib_hca, next);
+			continue;
+		}
+		r = ch[i].ops->open(cfg, &rl->tp);
+		if (r == 0) {
+			rl->ops = ch[i].ops;
+			snprintf(rl->rdma_dev, sizeof(rl->rdma_dev), "%s", ch[i].dev);
+			return 0;
+		}
+		if (ch[i].desc[0])
+			log_warn("rail %s: %s: %s transport failed to open (%s), using %s", rl->ifname,
+				 ch[i].desc, ch[i].ops->name, strerror(-r), next);
+		else
+			log_warn("rail %s (%s): %s transport failed to open: %s", rl->ifname,
+				 inet_ntoa(rl->addr), ch[i].ops->name, strerror(-r));
+	}
+	return r;
+}
+
+/* With net.ipv4.tcp_slow_start_after_idle = 1 (the kernel's default) TCP
+ * shrinks the window of a connection that idles or carries only heartbeats
+ * back to 10 segments within a second or two, so the connections a re-plan
+ * turns to after a failure start slowly (docs/operations.md). */
+static void slow_start_check(struct r2d *d, const struct r2_rails *rs)
+{
+	FILE *f;
+	int v = 0;
+	bool tcp = false;
+
+	for (int i = 0; i < rs->n; i++)
+		tcp |= rs->rail[i].ops->caps & R2_TP_CAP_STREAMS;
+	if (!tcp || !r2_param_int(&d->params, P_TCP_WARMUP))
+		return;
+	f = fopen("/proc/sys/net/ipv4/tcp_slow_start_after_idle", "r");
+	if (!f)
+		return;
+	if (fscanf(f, "%d", &v) == 1 && v)
+		log_warn("net.ipv4.tcp_slow_start_after_idle is %d: TCP rails lose their "
+			 "congestion window while idle, and the first collective after a re-plan "
+			 "runs slower; set it to 0 on r2ccl hosts (docs/operations.md)", v);
+	fclose(f);
+}
+
+int r2d_rails_start(struct r2d *d)
+{
+	struct r2_rails *rs = calloc(1, sizeof(*rs));
+	struct epoll_event ev = { .events = EPOLLIN };
+	int r;
+
+	if (!rs)
+		return -ENOMEM;
+	rs->d = d;
+	d->rails = rs;
+	tcp_resolve(d, rs);
+	pthread_mutex_init(&rs->qlock, NULL);
+	rs->epfd = epoll_create1(EPOLL_CLOEXEC);
+	rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ev.data.u32 = UINT32_MAX;
+	epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rs->wake_fd, &ev);
+	for (int i = 0; i < d->topo.nnics && rs->n < R2_MAX_RAILS; i++) {
+		const struct r2_topo_nic *nic = &d->topo.nics[i];
+		struct r2_rail *rl = &rs->rail[rs->n];
+		struct r2_tp_config cfg = { 0 };
+
+		if (!nic->selected || nic->kind == R2_NIC_RDMA)
+			continue;
+		if (nic_mask(nic->name, &rl->addr, &rl->mask) < 0)
+			continue; /* no IPv4 address: not usable by tcp */
+		snprintf(rl->ifname, sizeof(rl->ifname), "%s", nic->name);
+		rl->index = rs->n;
+		snprintf(cfg.ifname, sizeof(cfg.ifname), "%s", nic->name);
+		cfg.addr = rl->addr;
+		cfg.port = (uint16_t)r2_param_int(&d->params, P_PORT);
+		cfg.rail = rs->n;
+		cfg.self_id = d->host_id;
+		cfg.streams = rs->tcp_streams;
+		cfg.sndbuf = (int)r2_param_int(&d->params, P_TCP_SNDBUF);
+		cfg.rcvbuf = (int)r2_param_int(&d->params, P_TCP_RCVBUF);
+		cfg.nodelay = r2_param_bool(&d->params, P_TCP_NODELAY);
+		snprintf(cfg.congestion, sizeof(cfg.congestion), "%s",
+			 r2_param_str(&d->params, P_TCP_CONGESTION));
+		cfg.bind_device = true;
+		cfg.max_msg = (uint32_t)r2_param_int(&d->params, P_CHUNK_SIZE) + (1u << 20);
+		cfg.progress_threads = rs->tcp_threads;
+		snprintf(cfg.ib_hca, sizeof(cfg.ib_hca), "%s", r2_param_str(&d->params, P_IB_HCA));
+		cfg.ib_timeout = (int)r2_param_int(&d->params, P_IB_TIMEOUT);
+		cfg.ib_retry_cnt = (int)r2_param_int(&d->params, P_IB_RETRY_CNT);
+		cfg.ib_qps = (int)r2_param_int(&d->params, P_IB_QPS_PER_CONN);
+		cfg.ib_tc = (int)r2_param_int(&d->params, P_IB_TC);
+		cfg.ib_sl = (int)r2_param_int(&d->params, P_IB_SL);
+		cfg.ib_gid_index = (int)r2_param_int(&d->params, P_IB_GID_INDEX);
+		cfg.ib_gid_fixed = cfg.ib_gid_index >= 0;
+		cfg.ib_slot_size = (uint32_t)r2_param_int(&d->params, P_IB_SLOT_SIZE);
+		cfg.ib_recv_depth = (int)r2_param_int(&d->params, P_IB_SRQ_DEPTH);
+		cfg.ib_send_depth = (int)r2_param_int(&d->params, P_IB_SQ_DEPTH);
+		r = open_rail(d, rl, &cfg);
+		if (r < 0)
+			continue;
+		rl->ops->listen_port(rl->tp, &rl->port);
+		ev.data.u32 = (uint32_t)rs->n;
+		epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rl->ops->event_fd(rl->tp), &ev);
+		if (rl->rdma_dev[0])
+			log_info("rail %d: %s %s:%u (verbs on %s, %d QPs per peer)", rs->n, nic->name,
+				 inet_ntoa(rl->addr), rl->port, rl->rdma_dev,
+				 cfg.ib_qps ? cfg.ib_qps : cfg.streams);
+		else
+			log_info("rail %d: %s %s:%u (tcp, %d streams per peer)", rs->n, nic->name,
+				 inet_ntoa(rl->addr), rl->port, cfg.streams);
+		rs->n++;
+	}
+	slow_start_check(d, rs);
+	r2d_bufpools_start(d);
+	uv_async_init(d->loop, &rs->async, on_async);
+	rs->async.data = rs;
+	if (pthread_create(&rs->thread, NULL, rails_thread, rs) == 0)
+		pthread_setname_np(rs->thread, "r2-rails");
+	else {
+		uv_close((uv_handle_t *)&rs->async, NULL);
+		return -EAGAIN;
+	}
+	rs->started = true;
+	r = r2d_health_start(d);
+	if (r < 0)
+		log_warn("health: cannot start: %s", strerror(-r));
+	return 0;
+}
+
+void r2d_rails_quiesce(struct r2d *d)
+{
+	struct r2_rails *rs = d->rails;
+	uint64_t one = 1;
+
+	/* join the rails thread before its uv_async handle is closed: a peer
+	 * that drops its connection now must not signal a closed handle */
+	if (!rs || !rs->started)
+		return;
+	atomic_store(&rs->stop, true);
+	if (write(rs->wake_fd, &one, sizeof(one)) < 0)
+		(void)0;
+	pthread_join(rs->thread, NULL);
+	rs->started = false;
+}
+
+void r2d_rails_stop(struct r2d *d)
+{
+	struct r2_rails *rs = d->rails;
+	uint64_t one = 1;
+
+	if (!rs)
+		return;
+	r2d_health_free(d);
+	if (rs->started) {
+		atomic_store(&rs->stop, true);
+		if (write(rs->wake_fd, &one, sizeof(one)) < 0)
+			(void)0;
+		pthread_join(rs->thread, NULL);
+	}
+	r2d_detours_free(d); /* their receive buffers go back while the transports live */
+	r2d_bufpools_detach(d); /* deregistered while the transports live */
+	for (int i = 0; i < rs->n; i++)
+		rs->rail[i].ops->close(rs->rail[i].tp);
+	r2d_bufpools_free(d);
+	while (rs->qhead) {
+		struct r2_loop_ev *ev = rs->qhead;
+		rs->qhead = ev->next;
+		free(ev);
+	}
+	close(rs->epfd);
+	close(rs->wake_fd);
+	pthread_mutex_destroy(&rs->qlock);
+	free(rs);
+	d->rails = NULL;
+}
+
+void r2d_net_set_events(struct r2d *d, const struct r2_net_events *ev)
+{
+	d->net_ev = ev;
+}

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rails: one transport instance per selected NIC with an IPv4 address, the
+ * peer daemons they connect to, and the thread that drains their completion
+ * queues. Data and acknowledgements go straight to the communicator's mailbox
+ * (its executor runs the rail phase); control messages and connection events
+ * go to the control loop (bootstrap, failure handling), through d->async.
+ */
+#ifndef R2CCL_RAILS_H
+#define R2CCL_RAILS_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "base/daemon.h"
+#include "transport/transport.h"
+
+#define R2_MAX_RAILS 8
+#define R2_MAX_PEERS 1024
+
+/* Health states of a rail and of a (peer, rail) path (health.c). */
+enum r2_rstate { R2_RS_HEALTHY = 0, R2_RS_DEGRADED, R2_RS_FAILED, R2_RS_RECOVERING,
+		 R2_RS_DRAINED /* on the wire only (RailEvent) */ };
+
+/* Local rail health (loop thread; health.c). */
+struct r2_rhealth {
+	uint8_t state;         /* enum r2_rstate */
+	bool link_up;          /* rtnetlink / link_state */
+	bool drained;          /* r2cclctl drain */
+	uint32_t ifindex;
+	uint64_t since_us, up_since_us;
+	uint64_t errors, failovers, changes;
+	uint64_t flap_us[16];  /* recent failures (hysteresis) */
+	char cause[128];
+	uint64_t last_tx, last_rx, last_stat_us; /* throughput monitor */
+	uint64_t tx_bps, rx_bps;                 /* sliding window (EWMA), bytes/s */
+};
+
+struct r2_rail {
+	int index;
+	char ifname[64];
+	struct in_addr addr, mask;
+	uint16_t port;
+	const struct r2_tp_ops *ops;  /* tcp, or verbs where the NIC has an RDMA port */
+	struct r2_tp *tp;
+	char rdma_dev[64];            /* verbs: "rxe0:1" (device:port); "" for tcp */
+	struct r2_rhealth h;
+	struct r2_bufpool *pool; /* proxy buffers on this NIC's node (bufpool.c) */
+};
+
+/* Health of the path to one peer on one rail (loop thread; health.c). */
+struct r2_plink {
+	uint8_t state;         /* enum r2_rstate */
+	bool known;            /* ever connected or wanted */
+	uint64_t since_us, conn_us, stable_since_us;
+	uint64_t last_hb_tx_us, next_probe_us, backoff_ms;
+	uint32_t missed;
+	uint64_t errors, failovers;
+	char cause[128];
+};
+
+struct r2_peer {
+	uint64_t id;
+	uint32_t conn_mask; /* rails with a usable connection */
+	uint32_t want_mask; /* rails we asked to connect */
+	uint32_t addr[R2_MAX_RAILS]; /* its address on each rail (network order), 0 unknown */
+	uint16_t port[R2_MAX_RAILS];
+	struct r2_plink link[R2_MAX_RAILS];
+	uint32_t remote_down;      /* its own NICs it told us are failed or drained */
+	uint64_t remote_seq;       /* last RailEvent seq from it about a path */
+	/* last RailEvent seq about its own NIC r, whoever passed it on */
+	uint64_t nic_seq[R2_MAX_RAILS];
+	uint64_t nopath_since_us;  /* no connection on any rail since (0: has one) */
+	/* rails whose connection it reset or whose dial it refused (no daemon
+	 * listens there any more); a CONN clears the rail (health.c) */
+	uint32_t gone_mask;
+	atomic_uint_fast64_t last_rx_us[R2_MAX_RAILS]; /* rails thread: any message */
+	atomic_uint_fast64_t rtt_us[R2_MAX_RAILS];     /* heartbeat round trip */
+	atomic_uint bad_mask;      /* rails the engine avoids to this peer (any thread) */
+	/* the last time its data came through a bridge (detour.c): alive while
+	 * no rail connects it to this host */
+	_Atomic uint64_t detour_rx_us;
+};
+
+/* An event for the control loop. */
+struct r2_loop_ev {
+	struct r2_loop_ev *next;
+	int rail;
+	struct r2_tp_cqe cqe; /* CTRL RECV (buf owned: release with the rail), CONN, ERROR */
+};
+
+struct r2_rails {
+	struct r2d *d;
+	int n;
+	struct r2_rail rail[R2_MAX_RAILS];
+	pthread_t thread;
+	int epfd, wake_fd;
+	atomic_bool stop;
+	bool started;
+	/* peers (loop thread only) */
+	struct r2_peer peer[R2_MAX_PEERS];
+	atomic_int npeers; /* grows only; entries never move (other threads read) */
+	/* events for the loop */
+	pthread_mutex_t qlock;
+	struct r2_loop_ev *qhead, *qtail;
+	uv_async_t async;
+	uint64_t tx_msgs, rx_msgs;
+	/* tcp_threads, tcp_streams: as set, or (0) by the cores, at start-up */
+	int tcp_threads, tcp_streams;
+};
+
+int r2d_rails_start(struct r2d *d);
+void r2d_rails_stop(struct r2d *d);
+/* Joins the rails thread (before the loop closes its handles). */
+void r2d_rails_quiesce(struct r2d *d);
+/* Sends a message on a rail to a peer daemon. */
+int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr,
+		   const void *buf, uint64_t ctx);
+/* Sends a control message (protobuf-packed) to a peer on every connected rail
+ * until one accepts it (no single NIC carries the control plane). */
+int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
+			uint32_t len);
+/* Connects to a peer on the rail whose subnet holds addr (loop thread). */
+int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port);
+struct r2_peer *r2d_rails_peer(struct r2d *d, uint64_t id, bool create);
+/* Rail whose subnet holds ipv4 (network order), -1 if none. */
+int r2d_rails_match(struct r2d *d, uint32_t ipv4);
+void r2d_rails_release(struct r2d *d, int rail, void *buf);
+/* Any thread: the peer entry (NULL if unknown). */
+struct r2_peer *r2d_rails_peer_find(struct r2d *d, uint64_t id);
+/* Whether a chunk posted on this rail may be sent from the working buffer
+ * itself (TCP rails with tcp_zero_copy; verbs needs registered memory). */
+bool r2d_rails_zero_copy(struct r2d *d, int rail);
+/* Drops the rail's connection to a peer (its queued sends complete with an
+ * error); health reconnects it. */
+void r2d_rails_drop(struct r2d *d, int rail, uint64_t peer);
+/* Rails the engine should not use to this peer (health), any thread. */
+uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer);
+/* Sends a control message to a peer on every healthy connected rail (at least
+ * one attempt on any connected rail; with no rail connected to it, through
+ * another connected peer, detour.h); 0 if at least one accepted it. */
+int r2d_rails_send_ctrl_all(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
+			    uint32_t len);
+
+#endif
