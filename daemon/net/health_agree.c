@@ -239,6 +239,13 @@ void r2h_check_acks(struct r2d *d, struct hcomm *hc)
 
 /* ---- executor side ---- */
 
+/* c broke (health's peer timeout, an abort from a peer): read without
+ * d->lock, as the executors do; a stale answer costs one more 20 ms wait */
+static bool comm_broken(const struct r2_comm *c)
+{
+	return c->state == R2_COMM_BROKEN || c->state == R2_COMM_DEAD || c->abort_err;
+}
+
 struct r2_view *r2d_health_op_begin(struct r2_comm *c, uint64_t seq)
 {
 	struct r2d *d = c->d;
@@ -261,7 +268,10 @@ struct r2_view *r2d_health_op_begin(struct r2_comm *c, uint64_t seq)
 		pthread_mutex_unlock(&h->lock);
 		return NULL;
 	}
-	while (hc->hold && !c->stop && r2_now_us() - hc->hold_since_us < limit) {
+	/* ... and not at all for a communicator broken meanwhile (a peer's
+	 * daemon gone: its next collective fails at once instead of holding
+	 * for a commit that cannot come) */
+	while (hc->hold && !c->stop && !comm_broken(c) && r2_now_us() - hc->hold_since_us < limit) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 20 * 1000000L;
