@@ -514,6 +514,48 @@ static ncclResult_t gstage_get(struct ncclComm *comm, size_t need, cudaStream_t 
 	return ncclSuccess;
 }
 
+/* PreMulSum on GPU buffers: r2ccld's kernels have no pre-multiplication,
+ * so the input goes through the host: the stream is synchronized, the input
+ * copied down and scaled into the staging memory, the sum runs there and the
+ * result goes back to the GPU before the call returns (it blocks the host:
+ * docs/nccl.md gives the cost). */
+static ncclResult_t premul_gpu(struct nccl_op *o, struct nccl_premul *pm, r2ccl_dtype_t t,
+			       size_t count)
+{
+	struct ncclComm *comm = o->comm;
+	size_t sb, rb, soff;
+	ncclResult_t res;
+	void *tmp;
+	char *st;
+	int r;
+
+	op_bytes(o, &sb, &rb);
+	soff = (rb + 63) & ~(size_t)63;
+	res = hstage_get(comm, soff + sb ? soff + sb : 64);
+	if (res != ncclSuccess)
+		return res;
+	if (nccl_cuda_stream_sync(o->stream) < 0)
+		return nccl_fail(comm, ncclUnhandledCudaError, "PreMulSum: the stream failed");
+	tmp = malloc(sb ? sb : 1);
+	if (!tmp)
+		return nccl_fail(comm, ncclSystemError, "out of memory");
+	st = comm->hstage;
+	if (nccl_cuda_memcpy(tmp, o->sendbuff, sb) < 0) {
+		free(tmp);
+		return nccl_fail(comm, ncclUnhandledCudaError, "PreMulSum: copy from the GPU");
+	}
+	res = premul_copy(comm, pm, st + soff, tmp, sb / nccl_dtype_size(o->dtype));
+	free(tmp);
+	if (res != ncclSuccess)
+		return res;
+	r = r2_run(o, st + soff, st, count, t, R2CCL_SUM);
+	if (r < 0)
+		return nccl_fail_r2(comm, r, kind_name(o->kind));
+	if (rb && nccl_cuda_memcpy(o->recvbuff, st, rb) < 0)
+		return nccl_fail(comm, ncclUnhandledCudaError, "PreMulSum: copy to the GPU");
+	return ncclSuccess;
+}
+
 ncclResult_t nccl_run_gpu(struct nccl_op *o)
 {
 	struct ncclComm *comm = o->comm;
@@ -537,9 +579,7 @@ ncclResult_t nccl_run_gpu(struct nccl_op *o)
 	if (res != ncclSuccess)
 		return res;
 	if (pm)
-		return nccl_fail(comm, ncclInvalidUsage,
-				 "PreMulSum on GPU buffers is not supported by R2CCL yet "
-				 "(host buffers are); scale before the sum");
+		return premul_gpu(o, pm, t, count);
 	op_bytes(o, &sb, &rb);
 	if (sb && (res = greg_get(comm, s, sb, &gs)) != ncclSuccess)
 		return res;
