@@ -90,7 +90,7 @@ static ncclResult_t self_copy(struct nccl_op *recv, const struct nccl_op *send)
 	if (res != ncclSuccess)
 		return res;
 	if (ks == NCCL_MEM_HOST && kr == NCCL_MEM_HOST) {
-		if (nccl_cuda_available() && nccl_cuda_stream_sync(recv->stream) < 0)
+		if (nccl_cuda_current_device() >= 0 && nccl_cuda_stream_sync(recv->stream) < 0)
 			return nccl_fail(recv->comm, ncclUnhandledCudaError, "the stream failed");
 		memmove(recv->recvbuff, send->sendbuff, n);
 		return ncclSuccess;

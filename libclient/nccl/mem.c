@@ -78,6 +78,7 @@ static struct nccl_hreg *hreg_take(const void *base, struct nccl_hreg *which)
 
 ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
+	bool gpu;
 	size_t asize;
 	void *p;
 	int r;
@@ -85,7 +86,8 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 	if (!ptr || !size)
 		return nccl_fail(NULL, ncclInvalidArgument, "ncclMemAlloc: ptr NULL or size 0");
 	*ptr = NULL;
-	if (nccl_cuda_current_device() >= 0) {
+	gpu = nccl_cuda_current_device() >= 0;
+	if (gpu) {
 		/* device memory r2ccld can open (a POSIX fd): zero copy */
 		r = nccl_cuda_alloc_exportable(size, &p, &asize);
 		if (r < 0)
@@ -100,8 +102,8 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 			return nccl_fail(NULL, ncclSystemError, "ncclMemAlloc: %zu bytes: %s", size,
 					 strerror(errno));
 	}
-	if (!hreg_add(p, asize, NULL, nccl_cuda_current_device() >= 0)) {
-		if (nccl_cuda_current_device() >= 0)
+	if (!hreg_add(p, asize, NULL, gpu)) {
+		if (gpu)
 			nccl_cuda_free_exportable(p, asize);
 		else
 			munmap(p, asize);
@@ -373,8 +375,9 @@ ncclResult_t nccl_run_host(struct nccl_op *o)
 	res = hstage_get(comm, soff + sb ? soff + sb : 64);
 	if (res != ncclSuccess)
 		return res;
-	/* host memory the GPU may still be writing: wait for the stream */
-	if (nccl_cuda_available() && nccl_cuda_stream_sync(o->stream) < 0)
+	/* host memory the GPU may still be writing: wait for the stream (a
+	 * process with no CUDA context has no GPU work to wait for) */
+	if (nccl_cuda_current_device() >= 0 && nccl_cuda_stream_sync(o->stream) < 0)
 		return nccl_fail(comm, ncclUnhandledCudaError, "%s: the stream failed",
 				 kind_name(o->kind));
 	st = comm->hstage;
@@ -427,11 +430,14 @@ static ncclResult_t greg_get(struct ncclComm *comm, const void *p, size_t len,
 
 	if (r < 0)
 		return nccl_fail(comm, ncclInvalidArgument, "GPU buffer %p: not in an allocation", p);
-	if ((uintptr_t)p + len > base + size)
-		return nccl_fail(comm, ncclInvalidArgument,
-				 "GPU buffer %p + %zu bytes runs past its allocation (%zu bytes at "
-				 "%#lx)",
-				 p, len, size, (unsigned long)base);
+	if ((uintptr_t)p + len > base + size) {
+		/* over several mappings of one reserved range (PyTorch's
+		 * expandable segments map each piece separately): no one
+		 * allocation r2ccld could open holds it; staged, not cached */
+		static struct nccl_greg span = { .staged = true };
+		*out = &span;
+		return ncclSuccess;
+	}
 	for (pp = &comm->gregs; (g = *pp); pp = &g->next) {
 		if (g->base != base)
 			continue;
@@ -618,8 +624,7 @@ void nccl_mem_comm_release(struct ncclComm *comm)
 	}
 	while ((s = comm->gstage_list)) {
 		comm->gstage_list = s->next;
-		if (comm->gstage_stream || 1)
-			nccl_cuda_stream_sync(comm->gstage_stream);
+		nccl_cuda_stream_sync(comm->gstage_stream); /* work that may still use it */
 		nccl_cuda_free_exportable(s->ptr, s->size);
 		free(s);
 	}
