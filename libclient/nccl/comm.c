@@ -140,6 +140,7 @@ static ncclResult_t comm_create(ncclComm_t *out, int nranks, const r2ccl_unique_
 		return nccl_fail(NULL, res, "%s", err);
 	}
 	pthread_mutex_init(&comm->lock, NULL);
+	comm->uid = *id;
 	comm->nranks = nranks;
 	comm->rank = rank;
 	comm->cudev = cudev >= 0 ? cudev : nccl_cuda_current_device();
@@ -518,8 +519,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, ncclComm_t *n
 {
 	ncclResult_t res = nccl_comm_ready(comm, "ncclCommShrink");
 	r2ccl_unique_id_t id;
-	void *buf = NULL;
-	int newrank = 0, newn = 0, root = -1, r = 0;
+	int newrank = 0, newn = 0, root = -1;
 	bool out_me = false;
 
 	(void)flags; /* NCCL_SHRINK_ABORT: r2ccld already failed what involved gone ranks */
@@ -548,30 +548,11 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, ncclComm_t *n
 				 comm->rank);
 	if (root < 0)
 		return nccl_fail(comm, ncclInvalidArgument, "ncclCommShrink: every rank excluded");
-	/* the excluded ranks may be dead: no collective over the parent. The
-	 * first remaining rank makes the id and sends it to each other one
-	 * (transfers between live ranks go on after a rank died). */
-	pthread_mutex_lock(&comm->lock);
-	r = with_buf(comm, sizeof(id), &buf);
-	if (r == 0 && comm->rank == root) {
-		r = r2ccl_get_unique_id(comm->client, buf);
-		for (int i = 0; r == 0 && i < comm->nranks; i++) {
-			bool ex = i == root;
-			for (int j = 0; j < nexcl; j++)
-				ex |= excl[j] == i;
-			if (!ex)
-				r = r2ccl_send(comm->comm, buf, sizeof(id), R2CCL_UINT8, i);
-		}
-	} else if (r == 0) {
-		r = r2ccl_recv(comm->comm, buf, sizeof(id), R2CCL_UINT8, root);
-	}
-	if (r == 0)
-		memcpy(&id, buf, sizeof(id));
-	if (buf)
-		r2ccl_mem_free(comm->client, buf);
-	pthread_mutex_unlock(&comm->lock);
-	if (r < 0)
-		return nccl_fail_r2(comm, r, "ncclCommShrink");
+	/* the excluded ranks may be dead, and r2ccld fails every operation of
+	 * a communicator that lost a rank: nothing can be exchanged over the
+	 * parent. Every remaining rank derives the same id from the parent's
+	 * (its root daemon must still be up). */
+	nccl_uid_derive(&comm->uid, ++comm->shrinks, excl, nexcl, &id);
 	if (!config) {
 		ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
 		c.blocking = comm->cfg.blocking;

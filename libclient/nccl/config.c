@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* libnccl: reading the caller's ncclConfig_t (versioned, grows at its end). */
+/* libnccl: reading the caller's ncclConfig_t (versioned, grows at its end),
+ * and the ids of derived communicators. */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,4 +83,28 @@ ncclResult_t nccl_config_parse(const ncclConfig_t *cfg, struct nccl_cfg *out, ch
 		copy_name(out->comm_name, sizeof(out->comm_name), cfg->commName);
 #undef HAS
 	return ncclSuccess;
+}
+
+/* splitmix64's finalizer: every input bit moves the output */
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+void nccl_uid_derive(const r2ccl_unique_id_t *parent, unsigned gen, const int *excl, int nexcl,
+		     r2ccl_unique_id_t *out)
+{
+	uint64_t nonce, h = mix64(0x6e63636c73687231ULL ^ gen), set = 0;
+
+	*out = *parent;
+	memcpy(&nonce, out->internal + NCCL_UID_NONCE_OFF, sizeof(nonce));
+	/* the excluded set, whatever order it was listed in */
+	for (int i = 0; i < nexcl; i++)
+		set += mix64((uint64_t)(uint32_t)excl[i] + 1);
+	nonce = mix64(nonce ^ h ^ mix64(set));
+	memcpy(out->internal + NCCL_UID_NONCE_OFF, &nonce, sizeof(nonce));
 }

@@ -145,7 +145,18 @@ struct ncclComm {
 	size_t gstage_size;
 	cudaStream_t gstage_stream;
 	struct nccl_premul premul[NCCL_MAX_PREMUL];
+	r2ccl_unique_id_t uid; /* the id it was created with (ncclCommShrink derives from it) */
+	unsigned shrinks;      /* how many times it was shrunk */
 };
+
+/* Byte offset of the random nonce in an r2ccl unique id (struct r2_uid in
+ * daemon/comm.h: magic, version, host id, nonce); the unit test checks it. */
+#define NCCL_UID_NONCE_OFF 16
+/* The id of a communicator shrunk from one created with `parent`: the same
+ * root daemon, a nonce every remaining rank computes alike from the
+ * parent's, the shrink's number and the excluded ranks. */
+void nccl_uid_derive(const r2ccl_unique_id_t *parent, unsigned gen, const int *excl, int nexcl,
+		     r2ccl_unique_id_t *out);
 
 int nccl_comm_rank_of(const struct ncclComm *comm);
 /* ncclSuccess if comm can run operations, else the error (and its text). */

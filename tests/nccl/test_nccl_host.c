@@ -454,6 +454,109 @@ START_TEST(abort_releases_waiter)
 }
 END_TEST
 
+/* One thread, three ranks (ncclCommInitAll), operations in groups over the
+ * three communicators: each runs on its own thread inside ncclGroupEnd. */
+START_TEST(init_all_one_thread)
+{
+	struct th_daemon d;
+	ncclComm_t c[3];
+	int32_t *b[3];
+
+	ck_assert_int_eq(th_daemon_start(&d, NULL), 0);
+	rank = 0;
+	ck_assert_int_eq(ncclCommInitAll(c, 3, NULL), ncclSuccess);
+	for (int r = 0; r < 3; r++) {
+		int cnt, me;
+		void *p;
+		ck_assert_int_eq(ncclCommCount(c[r], &cnt), ncclSuccess);
+		ck_assert_int_eq(ncclCommUserRank(c[r], &me), ncclSuccess);
+		ck_assert_int_eq(cnt, 3);
+		ck_assert_int_eq(me, r);
+		ck_assert_int_eq(ncclMemAlloc(&p, 3 * 4096 * 4), ncclSuccess);
+		b[r] = p;
+		for (int i = 0; i < 4096; i++)
+			b[r][i] = r * 10 + i;
+	}
+	ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+	for (int r = 0; r < 3; r++)
+		ck_assert_int_eq(ncclAllReduce(b[r], b[r], 4096, ncclInt32, ncclSum, c[r], NULL),
+				 ncclSuccess);
+	ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+	for (int r = 0; r < 3; r++)
+		for (int i = 0; i < 4096; i++)
+			ck_assert_int_eq(b[r][i], 30 + 3 * i);
+	/* every rank sends to the next one, all in one group, sends first */
+	ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+	for (int r = 0; r < 3; r++)
+		ck_assert_int_eq(ncclSend(b[r], 16, ncclInt32, (r + 1) % 3, c[r], NULL), ncclSuccess);
+	for (int r = 0; r < 3; r++) {
+		b[r][4096] = -1;
+		ck_assert_int_eq(ncclRecv(b[r] + 4096, 16, ncclInt32, (r + 2) % 3, c[r], NULL),
+				 ncclSuccess);
+	}
+	ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+	for (int r = 0; r < 3; r++)
+		ck_assert_int_eq(b[r][4096 + 5], 30 + 15);
+	for (int r = 0; r < 3; r++) {
+		ck_assert_int_eq(ncclCommDestroy(c[r]), ncclSuccess);
+		ck_assert_int_eq(ncclMemFree(b[r]), ncclSuccess);
+	}
+	ck_assert_int_eq(th_daemon_stop(&d, SIGTERM, 20000), 0);
+	th_daemon_cleanup(&d);
+}
+END_TEST
+
+/* Three ranks; rank 2's process dies; ranks 0 and 1 shrink it away and go
+ * on with the new communicator. */
+START_TEST(shrink_after_death)
+{
+	struct th_daemon d;
+	ncclUniqueId id;
+	pid_t pids[3];
+
+	ck_assert_int_eq(th_daemon_start(&d, NULL), 0);
+	ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+	for (int r = 0; r < 3; r++) {
+		pids[r] = fork();
+		ck_assert_int_ge(pids[r], 0);
+		if (pids[r] == 0) {
+			ncclComm_t comm, sub = NULL;
+			int excl = 2, cnt = 0;
+			int32_t *x;
+			void *p;
+
+			rank = r;
+			alarm(60);
+			NCHECK(ncclCommInitRank(&comm, 3, id, r));
+			NCHECK(ncclMemAlloc(&p, 4096));
+			x = p;
+			x[0] = r;
+			NCHECK(ncclAllReduce(x, x, 1, ncclInt32, ncclSum, comm, NULL));
+			EXPECT(x[0] == 3);
+			if (r == 2)
+				_exit(0); /* gone: its session closes */
+			usleep(300000);
+			NCHECK(ncclCommShrink(comm, &excl, 1, &sub, NULL, NCCL_SHRINK_ABORT));
+			NCHECK(ncclCommCount(sub, &cnt));
+			EXPECT(cnt == 2);
+			x[0] = r + 1;
+			NCHECK(ncclAllReduce(x, x, 1, ncclInt32, ncclSum, sub, NULL));
+			EXPECT(x[0] == 3);
+			NCHECK(ncclCommDestroy(sub));
+			NCHECK(ncclCommAbort(comm));
+			_exit(0);
+		}
+	}
+	for (int r = 0; r < 3; r++) {
+		int st = 0;
+		waitpid(pids[r], &st, 0);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: status %#x", r, st);
+	}
+	ck_assert_int_eq(th_daemon_stop(&d, SIGTERM, 20000), 0);
+	th_daemon_cleanup(&d);
+}
+END_TEST
+
 START_TEST(no_daemon)
 {
 	ncclUniqueId id;
@@ -480,6 +583,8 @@ int main(void)
 	tcase_add_test(t, two_ranks);
 	tcase_add_test(t, four_ranks_nonblocking);
 	tcase_add_test(t, abort_releases_waiter);
+	tcase_add_test(t, init_all_one_thread);
+	tcase_add_test(t, shrink_after_death);
 	suite_add_tcase(s, t);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h" /* daemon/: struct r2_uid */
 #include "nccl_int.h"
 
 /* ---- the ABI ---- */
@@ -236,6 +237,31 @@ START_TEST(version)
 	ck_assert_int_eq(ncclGetVersion(&v), ncclSuccess);
 	ck_assert_int_eq(v, 22809);
 	ck_assert_int_eq(ncclGetVersion(NULL), ncclInvalidArgument);
+}
+END_TEST
+
+/* ---- derived ids (ncclCommShrink) ---- */
+
+START_TEST(uid_derive)
+{
+	r2ccl_unique_id_t p, a, b, c;
+	int ex1[] = { 2, 5 }, ex2[] = { 5, 2 }, ex3[] = { 2 };
+
+	ck_assert_int_eq(offsetof(struct r2_uid, nonce), NCCL_UID_NONCE_OFF);
+	for (size_t i = 0; i < sizeof(p.internal); i++)
+		p.internal[i] = (char)(i * 37 + 1);
+	nccl_uid_derive(&p, 1, ex1, 2, &a);
+	nccl_uid_derive(&p, 1, ex2, 2, &b);
+	ck_assert_mem_eq(a.internal, b.internal, sizeof(a.internal)); /* list order */
+	nccl_uid_derive(&p, 2, ex1, 2, &c);
+	ck_assert(memcmp(a.internal, c.internal, sizeof(a.internal)) != 0); /* generation */
+	nccl_uid_derive(&p, 1, ex3, 1, &c);
+	ck_assert(memcmp(a.internal, c.internal, sizeof(a.internal)) != 0); /* the set */
+	/* only the nonce changes: the root daemon and its addresses stay */
+	ck_assert_mem_eq(a.internal, p.internal, NCCL_UID_NONCE_OFF);
+	ck_assert_mem_eq(a.internal + NCCL_UID_NONCE_OFF + 8, p.internal + NCCL_UID_NONCE_OFF + 8,
+			 sizeof(p.internal) - NCCL_UID_NONCE_OFF - 8);
+	ck_assert(memcmp(a.internal + NCCL_UID_NONCE_OFF, p.internal + NCCL_UID_NONCE_OFF, 8) != 0);
 }
 END_TEST
 
@@ -477,6 +503,7 @@ int main(void)
 	tcase_add_test(t, error_mapping);
 	tcase_add_test(t, error_messages);
 	tcase_add_test(t, version);
+	tcase_add_test(t, uid_derive);
 	tcase_add_test(t, group_order_basic);
 	tcase_add_test(t, group_order_never_deadlocks);
 	tcase_add_test(t, group_crossed_deadlocks_unordered);
