@@ -557,6 +557,54 @@ START_TEST(shrink_after_death)
 }
 END_TEST
 
+/* The daemon dies mid-job: the rank waiting in an AllReduce and the rank
+ * calling one later both get ncclSystemError (not a hang), with a message. */
+START_TEST(daemon_dies)
+{
+	struct th_daemon d;
+	ncclUniqueId id;
+	pid_t pids[2];
+
+	ck_assert_int_eq(th_daemon_start(&d, NULL), 0);
+	ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+	for (int r = 0; r < 2; r++) {
+		pids[r] = fork();
+		ck_assert_int_ge(pids[r], 0);
+		if (pids[r] == 0) {
+			ncclComm_t comm;
+			ncclResult_t res;
+			void *p;
+			double t0;
+
+			rank = r;
+			alarm(60);
+			NCHECK(ncclCommInitRank(&comm, 2, id, r));
+			NCHECK(ncclMemAlloc(&p, 4096));
+			if (r == 1)
+				sleep(2); /* the daemon is killed meanwhile */
+			t0 = th_now_ms();
+			res = ncclAllReduce(p, p, 16, ncclFloat32, ncclSum, comm, NULL);
+			EXPECT(res == ncclSystemError || res == ncclRemoteError);
+			EXPECT(strlen(ncclGetLastError(comm)) > 0);
+			EXPECT(th_now_ms() - t0 < 5000);
+			fprintf(stderr, "rank %d: %s: %s\n", r, ncclGetErrorString(res),
+				ncclGetLastError(comm));
+			ncclCommAbort(comm);
+			_exit(0);
+		}
+	}
+	usleep(1000000);
+	kill(d.pid, SIGKILL);
+	for (int r = 0; r < 2; r++) {
+		int st = 0;
+		waitpid(pids[r], &st, 0);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: status %#x", r, st);
+	}
+	th_daemon_stop(&d, SIGKILL, 5000);
+	th_daemon_cleanup(&d);
+}
+END_TEST
+
 START_TEST(no_daemon)
 {
 	ncclUniqueId id;
@@ -585,6 +633,7 @@ int main(void)
 	tcase_add_test(t, abort_releases_waiter);
 	tcase_add_test(t, init_all_one_thread);
 	tcase_add_test(t, shrink_after_death);
+	tcase_add_test(t, daemon_dies);
 	suite_add_tcase(s, t);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
