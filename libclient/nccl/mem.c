@@ -364,6 +364,7 @@ ncclResult_t nccl_run_host(struct nccl_op *o)
 	r2ccl_dtype_t t;
 	r2ccl_redop_t op;
 	ncclResult_t res;
+	bool inplace;
 	char *st;
 	int r;
 
@@ -371,7 +372,12 @@ ncclResult_t nccl_run_host(struct nccl_op *o)
 	if (res != ncclSuccess)
 		return res;
 	op_bytes(o, &sb, &rb);
-	soff = (rb + 63) & ~(size_t)63;
+	/* in place stays in place in the staging memory (r2ccld's in-place
+	 * path moves less) */
+	inplace = o->sendbuff == o->recvbuff && sb == rb &&
+		  (o->kind == NCCL_OP_ALLREDUCE || o->kind == NCCL_OP_BROADCAST ||
+		   o->kind == NCCL_OP_REDUCE);
+	soff = inplace ? 0 : (rb + 63) & ~(size_t)63;
 	res = hstage_get(comm, soff + sb ? soff + sb : 64);
 	if (res != ncclSuccess)
 		return res;
