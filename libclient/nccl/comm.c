@@ -74,12 +74,20 @@ struct init_job {
 static ncclResult_t comm_join(struct ncclComm *comm, const r2ccl_unique_id_t *id)
 {
 	r2ccl_comm_config_t rc = R2CCL_COMM_CONFIG_INITIALIZER;
+	r2ccl_client_t *c;
 	ncclResult_t res;
 	int r;
 
-	res = connect_daemon(comm, &comm->client);
+	res = connect_daemon(comm, &c);
 	if (res != ncclSuccess)
 		return res;
+	/* ncclCommAbort from another thread closes the session to wake a
+	 * creation that waits for the other ranks */
+	pthread_mutex_lock(&comm->sock_lock);
+	comm->client = c;
+	if (atomic_load(&comm->aborting))
+		shutdown(c->sock, SHUT_RDWR);
+	pthread_mutex_unlock(&comm->sock_lock);
 	r = r2ccl_comm_init_rank_config(comm->client, &comm->comm, comm->nranks, id, comm->rank,
 					&rc);
 	if (r < 0)
@@ -111,6 +119,7 @@ static void comm_free(struct ncclComm *comm)
 		r2ccl_comm_destroy(comm->comm);
 	r2ccl_disconnect(comm->client);
 	pthread_mutex_destroy(&comm->lock);
+	pthread_mutex_destroy(&comm->sock_lock);
 	free(comm);
 }
 
@@ -140,6 +149,7 @@ static ncclResult_t comm_create(ncclComm_t *out, int nranks, const r2ccl_unique_
 		return nccl_fail(NULL, res, "%s", err);
 	}
 	pthread_mutex_init(&comm->lock, NULL);
+	pthread_mutex_init(&comm->sock_lock, NULL);
 	comm->uid = *id;
 	comm->nranks = nranks;
 	comm->rank = rank;
@@ -406,8 +416,10 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
 	/* a thread waiting in an operation on this session wakes when its
 	 * socket closes (libr2ccl then reports the daemon gone), and so does
 	 * a creation still joining; r2ccld drops the session's ranks */
+	pthread_mutex_lock(&comm->sock_lock);
 	if (comm->client)
 		shutdown(comm->client->sock, SHUT_RDWR);
+	pthread_mutex_unlock(&comm->sock_lock);
 	join_init(comm);
 	pthread_mutex_lock(&comm->lock);
 	/* releases the streams of stream-ordered operations not run */

@@ -125,6 +125,7 @@ struct nccl_premul {
 
 struct ncclComm {
 	pthread_mutex_t lock; /* serializes use of client */
+	pthread_mutex_t sock_lock; /* publishing client against ncclCommAbort */
 	r2ccl_client_t *client;
 	r2ccl_comm_t *comm;
 	int nranks, rank, cudev;

@@ -605,6 +605,33 @@ START_TEST(daemon_dies)
 }
 END_TEST
 
+/* A nonblocking creation whose other rank never comes: ncclCommAbort must
+ * end it at once (PyTorch's watchdog does this), not after the bootstrap
+ * timeout. */
+START_TEST(abort_releases_init)
+{
+	struct th_daemon d;
+	ncclUniqueId id;
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclComm_t comm = NULL;
+	ncclResult_t st = ncclSuccess;
+	double t0;
+
+	ck_assert_int_eq(th_daemon_start(&d, NULL), 0);
+	ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+	cfg.blocking = 0;
+	ck_assert_int_eq(ncclCommInitRankConfig(&comm, 2, id, 0, &cfg), ncclInProgress);
+	usleep(300000);
+	ck_assert_int_eq(ncclCommGetAsyncError(comm, &st), ncclSuccess);
+	ck_assert_int_eq(st, ncclInProgress);
+	t0 = th_now_ms();
+	ck_assert_int_eq(ncclCommAbort(comm), ncclSuccess);
+	ck_assert_msg(th_now_ms() - t0 < 2500, "abort took %.0f ms", th_now_ms() - t0);
+	ck_assert_int_eq(th_daemon_stop(&d, SIGTERM, 20000), 0);
+	th_daemon_cleanup(&d);
+}
+END_TEST
+
 START_TEST(no_daemon)
 {
 	ncclUniqueId id;
@@ -634,6 +661,7 @@ int main(void)
 	tcase_add_test(t, init_all_one_thread);
 	tcase_add_test(t, shrink_after_death);
 	tcase_add_test(t, daemon_dies);
+	tcase_add_test(t, abort_releases_init);
 	suite_add_tcase(s, t);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
