@@ -150,12 +150,14 @@ static ncclResult_t run_comm_ops(struct nccl_op *ops, size_t n)
 struct comm_job {
 	struct nccl_op *ops;
 	size_t n;
+	void *ctx; /* the caller's CUDA context: stream calls need one current */
 	ncclResult_t res;
 };
 
 static void *comm_job_thread(void *arg)
 {
 	struct comm_job *j = arg;
+	nccl_cuda_ctx_set(j->ctx);
 	j->res = run_comm_ops(j->ops, j->n);
 	return NULL;
 }
@@ -186,8 +188,10 @@ static ncclResult_t group_run(struct nccl_op *ops, size_t n)
 	}
 	nj = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (i == 0 || ops[i].comm != ops[i - 1].comm)
+		if (i == 0 || ops[i].comm != ops[i - 1].comm) {
+			jobs[nj].ctx = nccl_cuda_ctx_get();
 			jobs[nj++].ops = &ops[i];
+		}
 		jobs[nj - 1].n++;
 	}
 	started = calloc(nj, sizeof(*started));

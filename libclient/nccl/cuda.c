@@ -25,6 +25,8 @@ static struct {
 	CUresult (*memGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
 	CUresult (*streamIsCapturing)(CUstream, CUstreamCaptureStatus *);
 	CUresult (*ctxGetDevice)(CUdevice *);
+	CUresult (*ctxGetCurrent)(CUcontext *);
+	CUresult (*ctxSetCurrent)(CUcontext);
 	CUresult (*streamSynchronize)(CUstream);
 	CUresult (*memcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 	CUresult (*memcpy)(CUdeviceptr, CUdeviceptr, size_t);
@@ -55,6 +57,8 @@ static void cu_load(void)
 		{ "cuMemGetAddressRange", (void **)&cu.memGetAddressRange },
 		{ "cuStreamIsCapturing", (void **)&cu.streamIsCapturing },
 		{ "cuCtxGetDevice", (void **)&cu.ctxGetDevice },
+		{ "cuCtxGetCurrent", (void **)&cu.ctxGetCurrent },
+		{ "cuCtxSetCurrent", (void **)&cu.ctxSetCurrent },
 		{ "cuStreamSynchronize", (void **)&cu.streamSynchronize },
 		{ "cuMemcpyAsync", (void **)&cu.memcpyAsync },
 		{ "cuMemcpy", (void **)&cu.memcpy },
@@ -123,6 +127,21 @@ int nccl_cuda_current_device(void)
 	if (!nccl_cuda_available() || cu.ctxGetDevice(&d) != CUDA_SUCCESS)
 		return -1;
 	return (int)d;
+}
+
+void *nccl_cuda_ctx_get(void)
+{
+	CUcontext c = NULL;
+
+	if (!nccl_cuda_available() || cu.ctxGetCurrent(&c) != CUDA_SUCCESS)
+		return NULL;
+	return c;
+}
+
+void nccl_cuda_ctx_set(void *ctx)
+{
+	if (ctx && nccl_cuda_available())
+		cu.ctxSetCurrent((CUcontext)ctx);
 }
 
 int nccl_cuda_stream_sync(cudaStream_t s)
@@ -254,6 +273,16 @@ int nccl_cuda_stream_capturing(cudaStream_t s)
 int nccl_cuda_current_device(void)
 {
 	return -1;
+}
+
+void *nccl_cuda_ctx_get(void)
+{
+	return NULL;
+}
+
+void nccl_cuda_ctx_set(void *ctx)
+{
+	(void)ctx;
 }
 
 int nccl_cuda_stream_sync(cudaStream_t s)

@@ -184,6 +184,10 @@ bool nccl_cuda_is_device_ptr(const void *p);
 /* 1 if stream is being captured into a graph, 0 if not, <0 if unknown */
 int nccl_cuda_stream_capturing(cudaStream_t stream);
 int nccl_cuda_current_device(void);
+/* the calling thread's CUDA context (NULL: none), to make it current on
+ * a thread of the library's */
+void *nccl_cuda_ctx_get(void);
+void nccl_cuda_ctx_set(void *ctx);
 int nccl_cuda_stream_sync(cudaStream_t stream);
 int nccl_cuda_memcpy_async(void *dst, const void *src, size_t n, cudaStream_t stream);
 int nccl_cuda_memcpy(void *dst, const void *src, size_t n);
