@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "client.h" /* the session's socket, for ncclCommAbort from another thread */
 #include "nccl_int.h"
@@ -370,27 +371,41 @@ static void join_init(struct ncclComm *comm)
 	}
 }
 
+/* Waits until every operation this rank queued is done (a local flush, as
+ * NCCL's): host-memory operations were done when they returned; GPU ones
+ * when their streams have passed them. While waiting, libr2ccl is asked for
+ * errors: that also releases streams whose operations r2ccld refused or can
+ * no longer run (daemon gone). Called with comm->lock held. */
+static int comm_flush(struct ncclComm *comm)
+{
+	int e = 0, r;
+
+	for (int i = 0; i < comm->nstreams; i++) {
+		while ((r = nccl_cuda_stream_query(comm->streams[i])) == 0) {
+			if (r2ccl_comm_get_async_error(comm->comm, &e) == 0 && e < 0)
+				break;
+			usleep(100);
+		}
+		if (r < 0)
+			return -ENODEV;
+	}
+	comm->nstreams = 0;
+	if (r2ccl_comm_get_async_error(comm->comm, &e) == 0 && e < 0)
+		return e;
+	return 0;
+}
+
 ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
 	ncclResult_t res = nccl_comm_ready(comm, "ncclCommFinalize");
-	int32_t one = 1;
-	void *p;
 	int r;
 
 	if (res != ncclSuccess)
 		return res;
-	/* flush: r2ccld runs a communicator's operations in order, so once a
-	 * barrier (an AllReduce of one int) returns on every rank, everything
-	 * queued before it is done everywhere */
 	pthread_mutex_lock(&comm->lock);
-	r = r2ccl_mem_alloc(comm->client, sizeof(one), &p);
-	if (r == 0) {
-		memcpy(p, &one, sizeof(one));
-		r = r2ccl_allreduce(comm->comm, p, p, 1, R2CCL_INT32, R2CCL_SUM);
-		r2ccl_mem_free(comm->client, p);
-	}
+	r = comm_flush(comm);
 	pthread_mutex_unlock(&comm->lock);
-	return r < 0 ? nccl_fail_r2(comm, r, "ncclCommFinalize") : ncclSuccess;
+	return r < 0 ? nccl_fail_r2(comm, r, "ncclCommFinalize: an operation failed") : ncclSuccess;
 }
 NCCL_ALIAS(ncclCommFinalize);
 
@@ -400,6 +415,9 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
 		return ncclSuccess;
 	join_init(comm);
 	pthread_mutex_lock(&comm->lock);
+	/* what is still queued runs first (NCCL finalizes in Destroy too) */
+	if (comm->comm && atomic_load(&comm->init_state) == ncclSuccess)
+		comm_flush(comm);
 	pthread_mutex_unlock(&comm->lock);
 	comm_free(comm);
 	return ncclSuccess;

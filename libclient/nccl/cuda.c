@@ -28,6 +28,7 @@ static struct {
 	CUresult (*ctxGetCurrent)(CUcontext *);
 	CUresult (*ctxSetCurrent)(CUcontext);
 	CUresult (*streamSynchronize)(CUstream);
+	CUresult (*streamQuery)(CUstream);
 	CUresult (*memcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 	CUresult (*memcpy)(CUdeviceptr, CUdeviceptr, size_t);
 	CUresult (*memCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
@@ -60,6 +61,7 @@ static void cu_load(void)
 		{ "cuCtxGetCurrent", (void **)&cu.ctxGetCurrent },
 		{ "cuCtxSetCurrent", (void **)&cu.ctxSetCurrent },
 		{ "cuStreamSynchronize", (void **)&cu.streamSynchronize },
+		{ "cuStreamQuery", (void **)&cu.streamQuery },
 		{ "cuMemcpyAsync", (void **)&cu.memcpyAsync },
 		{ "cuMemcpy", (void **)&cu.memcpy },
 		{ "cuMemCreate", (void **)&cu.memCreate },
@@ -149,6 +151,16 @@ int nccl_cuda_stream_sync(cudaStream_t s)
 	if (!nccl_cuda_available())
 		return 0;
 	return cu.streamSynchronize((CUstream)s) == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+int nccl_cuda_stream_query(cudaStream_t s)
+{
+	CUresult e;
+
+	if (!nccl_cuda_available())
+		return 1;
+	e = cu.streamQuery((CUstream)s);
+	return e == CUDA_SUCCESS ? 1 : e == CUDA_ERROR_NOT_READY ? 0 : -EIO;
 }
 
 int nccl_cuda_memcpy_async(void *dst, const void *src, size_t n, cudaStream_t s)
@@ -289,6 +301,12 @@ int nccl_cuda_stream_sync(cudaStream_t s)
 {
 	(void)s;
 	return 0;
+}
+
+int nccl_cuda_stream_query(cudaStream_t s)
+{
+	(void)s;
+	return 1;
 }
 
 int nccl_cuda_memcpy_async(void *dst, const void *src, size_t n, cudaStream_t s)

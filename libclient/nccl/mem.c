@@ -526,6 +526,25 @@ static ncclResult_t gstage_get(struct ncclComm *comm, size_t need, cudaStream_t 
 	return ncclSuccess;
 }
 
+/* Remembers the streams a communicator queued work on, for the flush of
+ * ncclCommFinalize (the oldest is forgotten past 16: it was synchronized
+ * then). */
+static void note_stream(struct ncclComm *comm, cudaStream_t s)
+{
+	int i;
+
+	for (i = 0; i < comm->nstreams; i++)
+		if (comm->streams[i] == s)
+			return;
+	if (comm->nstreams == (int)(sizeof(comm->streams) / sizeof(comm->streams[0]))) {
+		nccl_cuda_stream_sync(comm->streams[0]);
+		memmove(comm->streams, comm->streams + 1,
+			sizeof(comm->streams[0]) * (size_t)(comm->nstreams - 1));
+		comm->nstreams--;
+	}
+	comm->streams[comm->nstreams++] = s;
+}
+
 /* PreMulSum on GPU buffers: r2ccld's kernels have no pre-multiplication,
  * so the input goes through the host: the stream is synchronized, the input
  * copied down and scaled into the staging memory, the sum runs there and the
@@ -613,6 +632,7 @@ ncclResult_t nccl_run_gpu(struct nccl_op *o)
 	r = r2_run_stream(o, s, rbuf, count, t, op);
 	if (r < 0)
 		return nccl_fail_r2(comm, r, kind_name(o->kind));
+	note_stream(comm, o->stream);
 	if (rbuf != o->recvbuff && nccl_cuda_memcpy_async(o->recvbuff, rbuf, rb, o->stream) < 0)
 		return nccl_fail(comm, ncclUnhandledCudaError, "staging copy out");
 	return ncclSuccess;

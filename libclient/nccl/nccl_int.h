@@ -147,6 +147,9 @@ struct ncclComm {
 	cudaStream_t gstage_stream;
 	struct nccl_premul premul[NCCL_MAX_PREMUL];
 	r2ccl_unique_id_t uid; /* the id it was created with (ncclCommShrink derives from it) */
+	/* the streams its GPU operations were queued on (ncclCommFinalize) */
+	cudaStream_t streams[16];
+	int nstreams;
 	unsigned shrinks;      /* how many times it was shrunk */
 };
 
@@ -189,6 +192,8 @@ int nccl_cuda_current_device(void);
 void *nccl_cuda_ctx_get(void);
 void nccl_cuda_ctx_set(void *ctx);
 int nccl_cuda_stream_sync(cudaStream_t stream);
+/* 1 if the stream's work is done, 0 if not yet, <0 on error */
+int nccl_cuda_stream_query(cudaStream_t stream);
 int nccl_cuda_memcpy_async(void *dst, const void *src, size_t n, cudaStream_t stream);
 int nccl_cuda_memcpy(void *dst, const void *src, size_t n);
 /* base, size and buffer id of the allocation holding p */
