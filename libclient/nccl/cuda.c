@@ -202,6 +202,17 @@ int nccl_cuda_range(const void *p, uintptr_t *base, size_t *size, unsigned long 
 	return 0;
 }
 
+unsigned long long nccl_cuda_buffer_id(const void *p)
+{
+	unsigned long long id = 0;
+
+	if (!nccl_cuda_available() ||
+	    cu.pointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)p) !=
+		    CUDA_SUCCESS)
+		return 0;
+	return id;
+}
+
 static void alloc_prop(CUmemAllocationProp *prop, int dev)
 {
 	memset(prop, 0, sizeof(*prop));
@@ -331,6 +342,12 @@ int nccl_cuda_alloc_exportable(size_t size, void **ptr, size_t *alloc_size)
 {
 	(void)size, (void)ptr, (void)alloc_size;
 	return -ENODEV;
+}
+
+unsigned long long nccl_cuda_buffer_id(const void *p)
+{
+	(void)p;
+	return 0;
 }
 
 int nccl_cuda_free_exportable(void *ptr, size_t size)

@@ -137,11 +137,26 @@ NCCL_ALIAS(ncclMemFree);
 
 /* ---- classification ---- */
 
+struct nccl_greg {
+	struct nccl_greg *next;
+	uintptr_t base;
+	size_t size;
+	unsigned long long bufid;
+	bool staged; /* the daemon cannot open it */
+};
+
 ncclResult_t nccl_mem_classify(struct ncclComm *comm, const void *p, size_t len,
 			       enum nccl_memkind *kind)
 {
 	if (!p)
 		return nccl_fail(comm, ncclInvalidArgument, "buffer is NULL (%zu bytes)", len);
+	/* inside a GPU allocation this communicator registered: no driver
+	 * call (greg_get checks that it is still the same allocation) */
+	for (struct nccl_greg *g = comm->gregs; g; g = g->next)
+		if ((uintptr_t)p >= g->base && (uintptr_t)p < g->base + g->size) {
+			*kind = NCCL_MEM_GPU;
+			return ncclSuccess;
+		}
 	if (nccl_cuda_is_device_ptr(p)) {
 		*kind = NCCL_MEM_GPU;
 		return ncclSuccess;
@@ -410,14 +425,6 @@ ncclResult_t nccl_run_host(struct nccl_op *o)
 
 /* ---- GPU path ---- */
 
-struct nccl_greg {
-	struct nccl_greg *next;
-	uintptr_t base;
-	size_t size;
-	unsigned long long bufid;
-	bool staged; /* the daemon cannot open it */
-	void *user;  /* an ncclCommRegister handle points here */
-};
 
 struct gstage {
 	struct gstage *next;
@@ -432,8 +439,21 @@ static ncclResult_t greg_get(struct ncclComm *comm, const void *p, size_t len,
 	unsigned long long id;
 	uintptr_t base;
 	size_t size;
-	int r = nccl_cuda_range(p, &base, &size, &id);
+	int r;
 
+	/* the common case in one driver call: an allocation seen before,
+	 * still the same one (its buffer id) */
+	for (g = comm->gregs; g; g = g->next) {
+		if ((uintptr_t)p < g->base || (uintptr_t)p >= g->base + g->size)
+			continue;
+		if ((uintptr_t)p + len <= g->base + g->size && nccl_cuda_buffer_id(p) == g->bufid &&
+		    g->bufid) {
+			*out = g;
+			return ncclSuccess;
+		}
+		break;
+	}
+	r = nccl_cuda_range(p, &base, &size, &id);
 	if (r < 0)
 		return nccl_fail(comm, ncclInvalidArgument, "GPU buffer %p: not in an allocation", p);
 	if ((uintptr_t)p + len > base + size) {

@@ -198,6 +198,8 @@ int nccl_cuda_memcpy_async(void *dst, const void *src, size_t n, cudaStream_t st
 int nccl_cuda_memcpy(void *dst, const void *src, size_t n);
 /* base, size and buffer id of the allocation holding p */
 int nccl_cuda_range(const void *p, uintptr_t *base, size_t *size, unsigned long long *bufid);
+/* the buffer id of the allocation holding p (0: none or unknown) */
+unsigned long long nccl_cuda_buffer_id(const void *p);
 /* A device allocation every other process (r2ccld) can open: cuMem with a
  * POSIX fd handle type. */
 int nccl_cuda_alloc_exportable(size_t size, void **ptr, size_t *alloc_size);
