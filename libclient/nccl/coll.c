@@ -320,9 +320,12 @@ ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t 
 }
 NCCL_ALIAS(ncclRecv);
 
+enum p2p_pattern { P2P_ALLTOALL, P2P_GATHER, P2P_SCATTER };
+
 /* A group of its own around the sends and receives. */
-static ncclResult_t p2p_group(ncclComm_t comm, const char *who, const void *s, void *r, size_t n,
-			      ncclDataType_t t, int root, cudaStream_t st)
+static ncclResult_t p2p_group(ncclComm_t comm, const char *who, enum p2p_pattern pat,
+			      const void *s, void *r, size_t n, ncclDataType_t t, int root,
+			      cudaStream_t st)
 {
 	ncclResult_t res = nccl_comm_ready(comm, who), e;
 	size_t es = nccl_dtype_size(t), bytes;
@@ -337,11 +340,11 @@ static ncclResult_t p2p_group(ncclComm_t comm, const char *who, const void *s, v
 	bytes = n * es;
 	ncclGroupStart();
 	for (int p = 0; p < comm->nranks && res == ncclSuccess; p++) {
-		if (root == -1) { /* all to all */
+		if (pat == P2P_ALLTOALL) {
 			res = ncclSend((const char *)s + (size_t)p * bytes, n, t, p, comm, st);
 			if (res == ncclSuccess)
 				res = ncclRecv((char *)r + (size_t)p * bytes, n, t, p, comm, st);
-		} else if (who[4] == 'G') { /* gather: everyone to root */
+		} else if (pat == P2P_GATHER) { /* everyone to root */
 			if (p == 0)
 				res = ncclSend(s, n, t, root, comm, st);
 			if (res == ncclSuccess && comm->rank == root)
@@ -360,7 +363,7 @@ static ncclResult_t p2p_group(ncclComm_t comm, const char *who, const void *s, v
 ncclResult_t ncclAlltoAll(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t comm,
 			  cudaStream_t st)
 {
-	return p2p_group(comm, "ncclAlltoAll", s, r, n, t, -1, st);
+	return p2p_group(comm, "ncclAlltoAll", P2P_ALLTOALL, s, r, n, t, 0, st);
 }
 NCCL_ALIAS(ncclAlltoAll);
 
@@ -369,7 +372,7 @@ ncclResult_t ncclGather(const void *s, void *r, size_t n, ncclDataType_t t, int 
 {
 	if (root < 0)
 		return nccl_fail(comm, ncclInvalidArgument, "ncclGather: root %d", root);
-	return p2p_group(comm, "ncclGather", s, r, n, t, root, st);
+	return p2p_group(comm, "ncclGather", P2P_GATHER, s, r, n, t, root, st);
 }
 NCCL_ALIAS(ncclGather);
 
@@ -378,7 +381,7 @@ ncclResult_t ncclScatter(const void *s, void *r, size_t n, ncclDataType_t t, int
 {
 	if (root < 0)
 		return nccl_fail(comm, ncclInvalidArgument, "ncclScatter: root %d", root);
-	return p2p_group(comm, "ncclScatter", s, r, n, t, root, st);
+	return p2p_group(comm, "ncclScatter", P2P_SCATTER, s, r, n, t, root, st);
 }
 NCCL_ALIAS(ncclScatter);
 

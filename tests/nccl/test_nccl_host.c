@@ -305,6 +305,9 @@ static void split_and_more(ncclComm_t comm, int n)
 			e += q;
 		EXPECT(x[0] == e);
 	}
+	/* the R2CCL extension: re-plan now */
+	NCHECK(ncclCommTriggerRebalance(sub));
+	EXPECT(ncclCommTriggerRebalance(NULL) == ncclInvalidArgument);
 	NCHECK(ncclCommFinalize(sub));
 	NCHECK(ncclCommDestroy(sub));
 	/* NOCOLOR: no communicator */
