@@ -18,7 +18,15 @@
  * same declaration (a pointer to the opaque CUstream_st). */
 #if defined(__has_include) && !defined(R2CCL_NCCL_NO_CUDA_HEADERS)
 #if __has_include(<cuda_runtime.h>)
+/* as NVIDIA's nccl.h: programs may rely on it for the half types */
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#if CUDART_VERSION >= 11000
+#include <cuda_bf16.h>
+#endif
+#if defined(__cplusplus) && CUDART_VERSION >= 11080
+#include <cuda_fp8.h>
+#endif
 #define R2CCL_NCCL_HAVE_CUDART 1
 #endif
 #endif
