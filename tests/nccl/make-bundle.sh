@@ -7,8 +7,10 @@
 #   bundle/nccl/bin/nccl_gpu_test      the C test of the GPU paths
 #   bundle/nccl/nccl-tests/*_perf      nccl-tests 2.19 built UNCHANGED against
 #       bundle/nccl/include, when fetched/nccl-tests (public source, never
-#       committed) is there: nccl_device.h and nccl_device/ come from NVIDIA's
-#       NCCL 2.28 headers (NCCL_DEVICE_INC, e.g. the wheel's include dir):
+#       committed) is there: nccl_device.h, nccl_device/ and doca_gpunetio/
+#       come from NVIDIA's NCCL 2.28 headers (NCCL_DEVICE_INC, e.g. the
+#       wheel's include dir; in NCCL's source doca_gpunetio/ is
+#       src/transport/gdaki/doca-gpunetio/include):
 #         make -C fetched/nccl-tests CUDA_HOME=/usr/local/cuda \
 #           NCCL_HOME=$PWD/bundle/nccl NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90
 # Then: run(command="bash tests/nccl/run-on-device.sh all", carry=["bundle/gpu", "bundle/nccl"]).
@@ -27,6 +29,7 @@ cp libclient/nccl/nccl.h "$O/include/"
 [ -x "$B/tests/nccl/nccl_gpu_test" ] && cp "$B/tests/nccl/nccl_gpu_test" "$O/bin/"
 if [ -n "${NCCL_DEVICE_INC:-}" ]; then
 	cp -r "$NCCL_DEVICE_INC/nccl_device.h" "$NCCL_DEVICE_INC/nccl_device" "$O/include/"
+	[ -d "$NCCL_DEVICE_INC/doca_gpunetio" ] && cp -r "$NCCL_DEVICE_INC/doca_gpunetio" "$O/include/"
 fi
 NT=fetched/nccl-tests/build
 if [ -x "$NT/all_reduce_perf" ]; then
