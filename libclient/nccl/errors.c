@@ -109,7 +109,8 @@ NCCL_ALIAS(ncclGetVersion);
 
 /* ---- NCCL_DEBUG ---- */
 
-static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool log_ready; /* NCCL_DEBUG read (again after ncclResetDebugInit) */
 static enum nccl_log_level log_lvl;
 static FILE *log_file;
 
@@ -162,19 +163,29 @@ static void log_init(void)
 
 enum nccl_log_level nccl_log_level(void)
 {
-	pthread_once(&log_once, log_init);
-	return log_lvl;
+	enum nccl_log_level l;
+
+	if (__atomic_load_n(&log_ready, __ATOMIC_ACQUIRE))
+		return log_lvl;
+	pthread_mutex_lock(&log_lock);
+	if (!log_ready) {
+		log_init();
+		__atomic_store_n(&log_ready, true, __ATOMIC_RELEASE);
+	}
+	l = log_lvl;
+	pthread_mutex_unlock(&log_lock);
+	return l;
 }
 
 void ncclResetDebugInit(void)
 {
 	/* NCCL re-reads NCCL_DEBUG on the next use; so do we */
-	pthread_once_t fresh = PTHREAD_ONCE_INIT;
-
+	pthread_mutex_lock(&log_lock);
 	if (log_file && log_file != stderr)
 		fclose(log_file);
-	log_file = NULL;
-	log_once = fresh;
+	log_file = stderr;
+	__atomic_store_n(&log_ready, false, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&log_lock);
 }
 NCCL_ALIAS(ncclResetDebugInit);
 

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h" /* daemon/: struct r2_uid */
 #include "nccl_int.h"
@@ -237,6 +238,43 @@ START_TEST(version)
 	ck_assert_int_eq(ncclGetVersion(&v), ncclSuccess);
 	ck_assert_int_eq(v, 22809);
 	ck_assert_int_eq(ncclGetVersion(NULL), ncclInvalidArgument);
+}
+END_TEST
+
+START_TEST(debug_env)
+{
+	char path[64], want[64], text[2048] = "";
+	size_t got;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/nccl-unit-debug.%d", (int)getpid());
+	setenv("NCCL_DEBUG", "WARN", 1);
+	setenv("NCCL_DEBUG_FILE", "/tmp/nccl-unit-debug.%p", 1);
+	ncclResetDebugInit();
+	ck_assert_int_eq(nccl_log_level(), NCCL_LOG_WARN);
+	nccl_log(NCCL_LOG_INFO, "not at WARN");
+	nccl_fail(NULL, ncclInvalidUsage, "hello %d", 7);
+	ncclResetDebugInit(); /* closes the file */
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	got = fread(text, 1, sizeof(text) - 1, f);
+	text[got] = 0;
+	fclose(f);
+	unlink(path);
+	/* the version line first (as NCCL), then the warning */
+	ck_assert_ptr_nonnull(strstr(text, "NCCL version 2.28.9"));
+	snprintf(want, sizeof(want), "NCCL WARN hello 7");
+	ck_assert_ptr_nonnull(strstr(text, want));
+	ck_assert_ptr_null(strstr(text, "not at WARN"));
+	unsetenv("NCCL_DEBUG");
+	unsetenv("NCCL_DEBUG_FILE");
+	ncclResetDebugInit();
+	ck_assert_int_eq(nccl_log_level(), NCCL_LOG_NONE);
+	setenv("NCCL_DEBUG", "info", 1);
+	ncclResetDebugInit();
+	ck_assert_int_eq(nccl_log_level(), NCCL_LOG_INFO);
+	unsetenv("NCCL_DEBUG");
+	ncclResetDebugInit();
 }
 END_TEST
 
@@ -503,6 +541,7 @@ int main(void)
 	tcase_add_test(t, error_mapping);
 	tcase_add_test(t, error_messages);
 	tcase_add_test(t, version);
+	tcase_add_test(t, debug_env);
 	tcase_add_test(t, uid_derive);
 	tcase_add_test(t, group_order_basic);
 	tcase_add_test(t, group_order_never_deadlocks);
