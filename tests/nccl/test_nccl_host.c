@@ -242,6 +242,13 @@ static void bad_use(ncclComm_t comm, int n)
 		NCHECK(ncclCommDeregister(comm, h));
 		EXPECT(ncclAllReduce(heap, heap, 16, ncclInt32, ncclSum, comm, NULL) ==
 		       ncclInvalidArgument);
+		/* a window is a registration too */
+		ncclWindow_t w = NULL;
+		NCHECK(ncclCommWindowRegister(comm, heap, 64, &w, NCCL_WIN_COLL_SYMMETRIC));
+		EXPECT(w != NULL);
+		NCHECK(ncclAllReduce(heap, heap, 16, ncclInt32, ncclSum, comm, NULL));
+		NCHECK(ncclCommWindowDeregister(comm, w));
+		EXPECT(ncclCommWindowRegister(comm, heap, 0, &w, 0) == ncclInvalidArgument);
 	}
 	NCHECK(ncclMemAlloc(&p, 4096));
 	/* a count whose bytes overflow */
@@ -475,6 +482,9 @@ START_TEST(init_all_one_thread)
 		ck_assert_int_eq(ncclCommUserRank(c[r], &me), ncclSuccess);
 		ck_assert_int_eq(cnt, 3);
 		ck_assert_int_eq(me, r);
+		/* no GPU: the device of ncclCommInitAll's list (NULL: 0, 1, 2) */
+		ck_assert_int_eq(ncclCommCuDevice(c[r], &cnt), ncclSuccess);
+		ck_assert_int_eq(cnt, r);
 		ck_assert_int_eq(ncclMemAlloc(&p, 3 * 4096 * 4), ncclSuccess);
 		b[r] = p;
 		for (int i = 0; i < 4096; i++)
