@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The GPU paths of libnccl.so.2 (suite gpu: exits 77 without a GPU). Two
+ * ranks in this process on GPU 0 (ncclCommInitAll with {0, 0}), one r2ccld
+ * started by the harness:
+ *  - AllReduce/AllGather/ReduceScatter/Broadcast/Reduce on cudaMalloc memory,
+ *    each rank's call on its own stream, results checked on the host;
+ *  - an allocation freed and allocated again at the same address (the
+ *    buffer id must make the library register it again);
+ *  - cuMem memory without a POSIX-fd handle type (the staging path);
+ *  - crossed Send/Recv of both ranks in one group, AlltoAll with the self
+ *    blocks;
+ *  - ncclMemAlloc memory; PreMulSum;
+ *  - a capturing stream: ncclInvalidUsage and the message;
+ *  - the host time of one ncclAllReduce call (printed: "host time ...").
+ */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "nccl.h"
+
+#define N 1000003
+static int failures;
+
+#define CK(call)                                                                       \
+	do {                                                                           \
+		ncclResult_t r_ = (call);                                              \
+		if (r_ != ncclSuccess) {                                               \
+			fprintf(stderr, "line %d: %s: %s (%s)\n", __LINE__, #call,      \
+				ncclGetErrorString(r_), ncclGetLastError(NULL));       \
+			exit(1);                                                       \
+		}                                                                      \
+	} while (0)
+#define CU(call)                                                                       \
+	do {                                                                           \
+		cudaError_t e_ = (call);                                               \
+		if (e_ != cudaSuccess) {                                               \
+			fprintf(stderr, "line %d: %s: %s\n", __LINE__, #call,           \
+				cudaGetErrorString(e_));                               \
+			exit(1);                                                       \
+		}                                                                      \
+	} while (0)
+#define EXPECT(c, ...)                                                                 \
+	do {                                                                           \
+		if (!(c)) {                                                            \
+			fprintf(stderr, "FAIL line %d: %s: ", __LINE__, #c);            \
+			fprintf(stderr, __VA_ARGS__);                                  \
+			fputc('\n', stderr);                                           \
+			failures++;                                                    \
+		}                                                                      \
+	} while (0)
+
+static ncclComm_t comm[2];
+static cudaStream_t st[2];
+static float *host;
+
+static void fill(float *d, int rank, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		host[i] = (float)(rank + (int)(i % 11));
+	CU(cudaMemcpy(d, host, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+static void sync_both(void)
+{
+	CU(cudaStreamSynchronize(st[0]));
+	CU(cudaStreamSynchronize(st[1]));
+}
+
+/* AllReduce sum of fill(rank 0) and fill(rank 1), checked on rank r's output */
+static void check_sum(const char *what, float *d)
+{
+	CU(cudaMemcpy(host, d, N * sizeof(float), cudaMemcpyDeviceToHost));
+	for (size_t i = 0; i < N; i++)
+		if (host[i] != (float)(1 + 2 * (int)(i % 11))) {
+			EXPECT(0, "%s: element %zu is %g", what, i, host[i]);
+			return;
+		}
+	printf("%-40s ok\n", what);
+}
+
+static void allreduce_pair(float *a, float *b)
+{
+	CK(ncclGroupStart());
+	CK(ncclAllReduce(a, a, N, ncclFloat32, ncclSum, comm[0], st[0]));
+	CK(ncclAllReduce(b, b, N, ncclFloat32, ncclSum, comm[1], st[1]));
+	CK(ncclGroupEnd());
+	sync_both();
+}
+
+static void *cumem_alloc(size_t size, size_t *asize)
+{
+	CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+			   unsigned long long);
+	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+			unsigned long long);
+	CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult (*gran)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+	enum cudaDriverEntryPointQueryResult q;
+	CUmemAllocationProp prop;
+	CUmemGenericAllocationHandle h;
+	CUmemAccessDesc acc;
+	CUdeviceptr va;
+	size_t g;
+
+	CU(cudaGetDriverEntryPointByVersion("cuMemCreate", (void **)&create, 12000, cudaEnableDefault, &q));
+	CU(cudaGetDriverEntryPointByVersion("cuMemAddressReserve", (void **)&reserve, 12000, cudaEnableDefault, &q));
+	CU(cudaGetDriverEntryPointByVersion("cuMemMap", (void **)&map, 12000, cudaEnableDefault, &q));
+	CU(cudaGetDriverEntryPointByVersion("cuMemSetAccess", (void **)&access, 12000, cudaEnableDefault, &q));
+	CU(cudaGetDriverEntryPointByVersion("cuMemGetAllocationGranularity", (void **)&gran, 12000, cudaEnableDefault, &q));
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE; /* as expandable segments */
+	if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
+		exit(1);
+	size = (size + g - 1) / g * g;
+	if (create(&h, size, &prop, 0) != CUDA_SUCCESS || reserve(&va, size, g, 0, 0) != CUDA_SUCCESS ||
+	    map(va, size, 0, h, 0) != CUDA_SUCCESS)
+		exit(1);
+	acc.location = prop.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	if (access(va, size, &acc, 1) != CUDA_SUCCESS)
+		exit(1);
+	*asize = size;
+	return (void *)va;
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+int main(void)
+{
+	struct th_daemon d;
+	int ndev = 0, devs[2] = { 0, 0 };
+	float *a, *b;
+	size_t as;
+
+	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+		printf("SKIP: no GPU\n");
+		return 77;
+	}
+	CU(cudaSetDevice(0));
+	if (th_daemon_start(&d, NULL) < 0)
+		return 1;
+	host = malloc(N * sizeof(float) * 2);
+	CU(cudaStreamCreateWithFlags(&st[0], cudaStreamNonBlocking));
+	CU(cudaStreamCreateWithFlags(&st[1], cudaStreamNonBlocking));
+	CK(ncclCommInitAll(comm, 2, devs));
+
+	/* cudaMalloc: implicit registration */
+	CU(cudaMalloc((void **)&a, N * sizeof(float)));
+	CU(cudaMalloc((void **)&b, N * sizeof(float)));
+	fill(a, 0, N);
+	fill(b, 1, N);
+	allreduce_pair(a, b);
+	check_sum("allreduce cudaMalloc rank 0", a);
+	check_sum("allreduce cudaMalloc rank 1", b);
+	/* free and allocate again (same address, new buffer id) */
+	{
+		float *old = a;
+		CU(cudaFree(a));
+		CU(cudaMalloc((void **)&a, N * sizeof(float)));
+		printf("reallocated at the same address: %s\n", a == old ? "yes" : "no");
+		fill(a, 0, N);
+		fill(b, 1, N);
+		allreduce_pair(a, b);
+		check_sum("allreduce after free+malloc", a);
+	}
+	/* cuMem without an fd handle type: staged */
+	{
+		float *c = cumem_alloc(N * sizeof(float), &as), *e = cumem_alloc(N * sizeof(float), &as);
+		fill(c, 0, N);
+		fill(e, 1, N);
+		allreduce_pair(c, e);
+		check_sum("allreduce staged (cuMem, no fd) rank 0", c);
+		check_sum("allreduce staged (cuMem, no fd) rank 1", e);
+	}
+	/* ncclMemAlloc */
+	{
+		void *p, *q;
+		CK(ncclMemAlloc(&p, N * sizeof(float)));
+		CK(ncclMemAlloc(&q, N * sizeof(float)));
+		fill(p, 0, N);
+		fill(q, 1, N);
+		allreduce_pair(p, q);
+		check_sum("allreduce ncclMemAlloc", p);
+		CK(ncclMemFree(p));
+		CK(ncclMemFree(q));
+	}
+	/* other collectives */
+	{
+		float *o0, *o1;
+		CU(cudaMalloc((void **)&o0, 2 * N * sizeof(float)));
+		CU(cudaMalloc((void **)&o1, 2 * N * sizeof(float)));
+		fill(a, 0, N);
+		fill(b, 1, N);
+		CK(ncclGroupStart());
+		CK(ncclAllGather(a, o0, N, ncclFloat32, comm[0], st[0]));
+		CK(ncclAllGather(b, o1, N, ncclFloat32, comm[1], st[1]));
+		CK(ncclGroupEnd());
+		sync_both();
+		CU(cudaMemcpy(host, o1, 2 * N * sizeof(float), cudaMemcpyDeviceToHost));
+		EXPECT(host[5] == 5.0f && host[N + 5] == 6.0f, "allgather: %g %g", host[5], host[N + 5]);
+		printf("%-40s %s\n", "allgather", failures ? "?" : "ok");
+		CK(ncclGroupStart());
+		CK(ncclReduceScatter(o0, a, N / 2, ncclFloat32, ncclSum, comm[0], st[0]));
+		CK(ncclReduceScatter(o1, b, N / 2, ncclFloat32, ncclSum, comm[1], st[1]));
+		CK(ncclGroupEnd());
+		CK(ncclGroupStart());
+		CK(ncclBroadcast(a, o0, N, ncclFloat32, 1, comm[0], st[0]));
+		CK(ncclBroadcast(b, o1, N, ncclFloat32, 1, comm[1], st[1]));
+		CK(ncclGroupEnd());
+		sync_both();
+		/* rank 1's ReduceScatter block: 2 x the second half of rank 0's
+		 * input; broadcast from rank 1, both outputs must hold it */
+		CU(cudaMemcpy(host, o0, N / 2 * sizeof(float), cudaMemcpyDeviceToHost));
+		for (size_t i = 0; i < N / 2; i++)
+			if (host[i] != 2.0f * (float)((N / 2 + i) % 11)) {
+				EXPECT(0, "reducescatter+broadcast: element %zu is %g", i, host[i]);
+				break;
+			}
+		CU(cudaMemcpy(host, o1, N / 2 * sizeof(float), cudaMemcpyDeviceToHost));
+		EXPECT(host[7] == 2.0f * (float)((N / 2 + 7) % 11), "broadcast rank 1: %g", host[7]);
+		printf("%-40s ok\n", "reducescatter, broadcast");
+		/* crossed send/recv: both ranks send first */
+		fill(a, 0, N);
+		fill(b, 1, N);
+		CK(ncclGroupStart());
+		CK(ncclSend(a, N, ncclFloat32, 1, comm[0], st[0]));
+		CK(ncclSend(b, N, ncclFloat32, 0, comm[1], st[1]));
+		CK(ncclRecv(o0, N, ncclFloat32, 1, comm[0], st[0]));
+		CK(ncclRecv(o1, N, ncclFloat32, 0, comm[1], st[1]));
+		CK(ncclGroupEnd());
+		sync_both();
+		CU(cudaMemcpy(host, o0, N * sizeof(float), cudaMemcpyDeviceToHost));
+		EXPECT(host[3] == 4.0f, "recv on rank 0: %g", host[3]);
+		CU(cudaMemcpy(host, o1, N * sizeof(float), cudaMemcpyDeviceToHost));
+		EXPECT(host[3] == 3.0f, "recv on rank 1: %g", host[3]);
+		printf("%-40s ok\n", "crossed send/recv");
+		/* alltoall (blocks to self are copies) */
+		CK(ncclGroupStart());
+		CK(ncclAlltoAll(a, o0, N / 2, ncclFloat32, comm[0], st[0]));
+		CK(ncclAlltoAll(b, o1, N / 2, ncclFloat32, comm[1], st[1]));
+		CK(ncclGroupEnd());
+		sync_both();
+		printf("%-40s ok\n", "alltoall");
+		/* PreMulSum (through the host) */
+		{
+			float s = 0.5f;
+			ncclRedOp_t op0, op1;
+			CK(ncclRedOpCreatePreMulSum(&op0, &s, ncclFloat32, ncclScalarHostImmediate, comm[0]));
+			CK(ncclRedOpCreatePreMulSum(&op1, &s, ncclFloat32, ncclScalarHostImmediate, comm[1]));
+			fill(a, 0, N);
+			fill(b, 1, N);
+			CK(ncclGroupStart());
+			CK(ncclAllReduce(a, a, N, ncclFloat32, op0, comm[0], st[0]));
+			CK(ncclAllReduce(b, b, N, ncclFloat32, op1, comm[1], st[1]));
+			CK(ncclGroupEnd());
+			sync_both();
+			CU(cudaMemcpy(host, a, N * sizeof(float), cudaMemcpyDeviceToHost));
+			EXPECT(host[4] == 0.5f * 9.0f, "premulsum: %g", host[4]);
+			printf("%-40s ok\n", "premulsum");
+		}
+		CU(cudaFree(o0));
+		CU(cudaFree(o1));
+	}
+	/* graph capture: refused */
+	{
+		cudaGraph_t g;
+		ncclResult_t r;
+		CU(cudaStreamBeginCapture(st[0], cudaStreamCaptureModeThreadLocal));
+		r = ncclAllReduce(a, a, N, ncclFloat32, ncclSum, comm[0], st[0]);
+		cudaStreamEndCapture(st[0], &g);
+		EXPECT(r == ncclInvalidUsage, "capture: %s", ncclGetErrorString(r));
+		EXPECT(strstr(ncclGetLastError(comm[0]), "CUDA graph") != NULL, "message: %s",
+		       ncclGetLastError(comm[0]));
+		printf("%-40s ok (%s)\n", "graph capture refused", ncclGetLastError(comm[0]));
+	}
+	/* host time of one call (1 KB, the ranks' calls alternate) */
+	{
+		const int iters = 2000;
+		double t0, t1;
+		for (int i = 0; i < 100; i++) {
+			CK(ncclAllReduce(a, a, 256, ncclFloat32, ncclSum, comm[0], st[0]));
+			CK(ncclAllReduce(b, b, 256, ncclFloat32, ncclSum, comm[1], st[1]));
+		}
+		sync_both();
+		t0 = now_us();
+		for (int i = 0; i < iters; i++) {
+			CK(ncclAllReduce(a, a, 256, ncclFloat32, ncclSum, comm[0], st[0]));
+			CK(ncclAllReduce(b, b, 256, ncclFloat32, ncclSum, comm[1], st[1]));
+		}
+		t1 = now_us();
+		sync_both();
+		printf("host time per ncclAllReduce call: %.2f us (%d calls; until all done: %.2f us "
+		       "per operation pair)\n",
+		       (t1 - t0) / (2 * iters), 2 * iters, (now_us() - t0) / iters);
+	}
+	CK(ncclCommDestroy(comm[0]));
+	CK(ncclCommDestroy(comm[1]));
+	th_daemon_stop(&d, 15, 20000);
+	th_daemon_cleanup(&d);
+	printf("nccl_gpu_test: %s\n", failures ? "FAIL" : "OK");
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,158 @@
+#!/bin/bash
+# The NCCL API on the GPU machine (docs/nccl.md), building nothing there.
+# Build here first: bash tests/gpu/make-bundle.sh && bash tests/nccl/make-bundle.sh
+# then run(command="bash tests/nccl/run-on-device.sh [what]", carry=["bundle/gpu", "bundle/nccl"]).
+#   what: ops | ddp | graph | ctest | ntests | ns | all (default: all but ns)
+#   ops     torch_ops.py: every torch.distributed op and type, 2 ranks (one
+#           GPU each when there are two, else both on GPU 0), library preloaded
+#   ddp     torch_ddp.py 200 steps with the library, then with PyTorch's NCCL
+#           in the same command; losses compared; steps/s of both
+#   graph   torch_graph.py: a captured all_reduce must be refused
+#   ctest   nccl_gpu_test: the C test of the GPU paths (registration cache,
+#           reuse after free, staging of unexportable cuMem memory, groups,
+#           capture refused, host time per call)
+#   ntests  nccl-tests 2.19 built against our header, -c 1, library preloaded
+#   ns      two namespace hosts x 2 rails, one GPU each (GPU 0 on a one-GPU
+#           machine): torch_ops, torch_bw beside r2ccl-bench --gpu (busbw at
+#           64 MB-1 GB), then the DDP loop with rail 1 of host 1 set
+#           down at step 100 (R2CCL must finish with the same losses), then
+#           PyTorch's NCCL in the same setup (it hangs until its timeout)
+# Logs go to $OUT (or ./nccl-logs); summary.txt has one line per step.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BD=$ROOT/bundle/gpu
+NB=$ROOT/bundle/nccl
+OUT=${OUT:-$ROOT/nccl-logs}
+mkdir -p "$OUT"
+LIB=$NB/lib/libnccl.so.2
+export LD_LIBRARY_PATH=$BD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONUNBUFFERED=1
+summary=$OUT/summary.txt
+: > "$summary"
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+T=$ROOT/tests/nccl
+what=${1:-all}
+has() { { [ "$what" = all ] && [ "$1" != ns ]; } || [ "$what" = "$1" ]; }
+
+step() { # name timeout cmd...
+	local name=$1 tmo=$2; shift 2
+	local t0=$(date +%s%N)
+	timeout "$tmo" "$@" > "$OUT/$name.log" 2>&1
+	local rc=$?
+	printf '%-24s rc=%-3d %6d ms\n' "$name" "$rc" $((($(date +%s%N) - t0) / 1000000)) >> "$summary"
+	return $rc
+}
+gpu_of() { [ "$ngpu" -ge 2 ] && echo "$1" || echo 0; }
+
+# one r2ccld for the one-host modes
+daemon_start() {
+	D=$(mktemp -d /tmp/r2ccl-nccl-XXXXXX)
+	"$BD/libexec/r2ccld" --socket "$D/r2ccld.sock" --config /dev/null > "$OUT/r2ccld.log" 2>&1 &
+	DPID=$!
+	for _ in $(seq 100); do [ -S "$D/r2ccld.sock" ] && break; sleep 0.1; done
+	export R2CCL_SOCKET=$D/r2ccld.sock
+}
+daemon_stop() { kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
+
+# two ranks of a python program on this host; $PRELOAD decides the library
+two() { # name timeout script args...
+	local name=$1 tmo=$2 script=$3; shift 3
+	step "$name" "$tmo" bash -c '
+		pids=()
+		for r in 0 1; do
+			g=$r; [ "'"$ngpu"'" -ge 2 ] || g=0
+			env ${PRELOAD:+LD_PRELOAD=$PRELOAD} NCCL_HOSTID=h$r python3 "$0" --rank $r \
+				--nranks 2 --gpu $g "$@" > "'"$OUT/$name"'.rank$r.log" 2>&1 &
+			pids+=($!)
+		done
+		rc=0; for p in "${pids[@]}"; do wait $p || rc=1; done; exit $rc' "$T/$script" "$@"
+}
+
+if has ops || has ddp || has graph || has ctest || has ntests; then
+	daemon_start
+fi
+if has ops; then
+	PRELOAD=$LIB two torch-ops 600 torch_ops.py
+fi
+if has ddp; then
+	PRELOAD=$LIB two ddp-r2 600 torch_ddp.py --losses "$OUT/losses-r2.txt"
+	# PyTorch's NCCL: one GPU for both ranks needs a host id each and no P2P/SHM
+	NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 PRELOAD= two ddp-nccl 600 torch_ddp.py \
+		--port 29542 --losses "$OUT/losses-nccl.txt"
+	python3 - "$OUT/losses-r2.txt" "$OUT/losses-nccl.txt" >> "$summary" 2>&1 <<'PY'
+import sys
+a = [float(x) for x in open(sys.argv[1])]
+b = [float(x) for x in open(sys.argv[2])]
+d = max(abs(x - y) / max(abs(y), 1e-6) for x, y in zip(a, b))
+print(f"ddp losses: {len(a)} vs {len(b)} steps, max relative difference {d:.2e}",
+      "OK" if len(a) == len(b) and d < 1e-3 else "DIFFER")
+PY
+	grep -h "steps/s" "$OUT"/ddp-*.rank0.log >> "$summary"
+fi
+if has graph; then
+	PRELOAD=$LIB two graph 300 torch_graph.py --expect error
+fi
+if has ctest; then
+	step nccl-gpu-test 300 env R2CCLD="$BD/libexec/r2ccld" "$NB/bin/nccl_gpu_test"
+	grep -h "host time" "$OUT/nccl-gpu-test.log" >> "$summary"
+fi
+if has ntests; then
+	for t in all_reduce all_gather reduce_scatter broadcast sendrecv alltoall; do
+		[ -x "$NB/nccl-tests/${t}_perf" ] || { echo "no ${t}_perf" >> "$summary"; continue; }
+		step "nt-$t" 300 env LD_PRELOAD="$LIB" "$NB/nccl-tests/${t}_perf" \
+			-b 8 -e 256M -f 4 -g "$ngpu" -c 1 -n 5 -w 2
+		grep -h "Out of bounds\|#wrong\|Avg bus" "$OUT/nt-$t.log" | tail -2 >> "$summary"
+	done
+fi
+if has ops || has ddp || has graph || has ctest || has ntests; then
+	daemon_stop
+fi
+
+if [ "$what" = ns ]; then
+	C="bash $ROOT/tests/cluster/cluster.sh --prefix ncclns"
+	export PATH=$BD/libexec:$PATH R2CCLD=$BD/libexec/r2ccld
+	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	$C daemons start --log-level info >> "$OUT/ns-up.log" 2>&1
+	g='$R2CCL_HOST_INDEX'; [ "$ngpu" -ge 2 ] || g=0
+	nsrun() { # name timeout preload script args...
+		local name=$1 tmo=$2 pre=$3 script=$4; shift 4
+		step "$name" "$tmo" $C run --timeout $((tmo - 5)) -- sh -c \
+			"${pre:+LD_PRELOAD=$pre} NCCL_HOSTID=ncclns\$R2CCL_HOST_INDEX python3 $T/$script \
+			--rank \$R2CCL_HOST_INDEX --nranks 2 --addr 198.18.0.1 --gpu $g $*"
+	}
+	nsrun ns-torch-ops 600 "$LIB" torch_ops.py
+	# busbw: torch all_reduce through the library beside r2ccl-bench --gpu
+	nsrun ns-torch-bw 300 "$LIB" torch_bw.py -b 64M -e 1G -f 4 -n 10 -w 3
+	rm -f /tmp/ncclns/uid
+	step ns-r2-bench 300 $C run --timeout 295 -- sh -c "$BD/libexec/r2ccl-bench allreduce \
+		--gpu=$g --nranks 2 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 \
+		--uid-file /tmp/ncclns/uid -b 64M -e 1G -f 4 -n 10 -w 3"
+	{ echo "== busbw: torch through libnccl (first) and r2ccl-bench --gpu"
+	  grep -h "^ *[0-9]" "$OUT/ns-torch-bw.log" "$OUT/ns-r2-bench.log"; } >> "$summary"
+	nsrun ns-ddp-r2 600 "$LIB" torch_ddp.py --losses /tmp/ncclns/losses-r2-healthy.txt
+	# rail 1 of host 1 down when the loop reaches step 100
+	rm -f /tmp/ncclns/mark
+	( for _ in $(seq 3000); do [ -e /tmp/ncclns/mark ] && break; sleep 0.1; done
+	  $C link 1 1 down; echo "rail 1 of host 1 down at $(date +%T.%N)" ) > "$OUT/ns-linkdown-event.log" 2>&1 &
+	nsrun ns-ddp-r2-linkdown 600 "$LIB" torch_ddp.py --mark-step 100 \
+		--mark-file /tmp/ncclns/mark --losses /tmp/ncclns/losses-r2-linkdown.txt
+	wait
+	$C link 1 1 up >> "$OUT/ns-up.log" 2>&1
+	cp /tmp/ncclns/losses-*.txt "$OUT/" 2>/dev/null
+	cmp -s /tmp/ncclns/losses-r2-healthy.txt /tmp/ncclns/losses-r2-linkdown.txt &&
+		echo "ns: losses with the rail down identical to the healthy run" >> "$summary"
+	grep -h "steps/s" "$OUT"/ns-ddp-*.log >> "$summary"
+	# PyTorch's NCCL, same loop, same rail down (it hangs until its timeout)
+	rm -f /tmp/ncclns/mark
+	( for _ in $(seq 3000); do [ -e /tmp/ncclns/mark ] && break; sleep 0.1; done
+	  $C link 1 1 down ) >> "$OUT/ns-linkdown-event.log" 2>&1 &
+	NCCL_SOCKET_IFNAME=rail NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+		nsrun ns-ddp-nccl-linkdown 300 "" torch_ddp.py --port 29543 --mark-step 100 \
+		--mark-file /tmp/ncclns/mark
+	wait
+	$C daemons stop >> "$OUT/ns-up.log" 2>&1
+	for i in 0 1; do cp "/tmp/ncclns/h$i/r2ccld.log" "$OUT/ns-r2ccld-h$i.log" 2>/dev/null; done
+	$C down >> "$OUT/ns-up.log" 2>&1
+fi
+cat "$summary"
