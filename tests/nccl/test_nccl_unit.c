@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h" /* daemon/: struct r2_uid */
+#include "engine/comm.h" /* daemon/: struct r2_uid */
 #include "nccl_int.h"
 
 /* ---- the ABI ---- */
