@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "health.h"
 #include "log.h"
 
 #define I64MAX INT64_MAX
@@ -334,6 +335,28 @@ void r2d_config_log(const struct r2d *d)
 	r2_params_dump(&d->params, log_line, NULL);
 }
 
+/* Changes in the file to parameters SIGHUP cannot change: kept until a
+ * restart, said in the log and in `r2cclctl events` (not silently). */
+static void reload_report_kept(struct r2d *d, const struct r2_params *fresh)
+{
+	for (int i = 0; i < P_COUNT; i++) {
+		char now[256], want[256];
+		enum r2_param_source src = d->params.v[i].src;
+
+		if (r2d_param_defs[i].reloadable || i == P_CONFIG || src == R2_PS_CLI ||
+		    src == R2_PS_ENV)
+			continue; /* the command line and environment keep precedence */
+		r2_param_format(&d->params, i, now, sizeof(now));
+		r2_param_format(fresh, i, want, sizeof(want));
+		if (!strcmp(now, want))
+			continue;
+		r2d_health_event(d, 2, "config_kept", r2d_param_defs[i].name,
+				 "the file's value %s is not applied until a restart "
+				 "(not reloadable); running with %s",
+				 want, now);
+	}
+}
+
 int r2d_config_reload(struct r2d *d)
 {
 	struct r2_params fresh;
@@ -361,6 +384,7 @@ int r2d_config_reload(struct r2d *d)
 				  sizeof(err)) == 0)
 			log_info("reload: %s = %s", r2d_param_defs[i].name, val);
 	}
+	reload_report_kept(d, &fresh);
 	r2_params_free(&fresh);
 	if (r2_log_level_parse(r2_param_str(&d->params, P_LOG_LEVEL), &lvl) == 0)
 		r2_log_set_level(lvl);
