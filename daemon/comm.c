@@ -120,7 +120,8 @@ void r2d_comm_break(struct r2_comm *c, int err, const char *why)
 	if (c->state == R2_COMM_DEAD)
 		return;
 	/* logged, kept for MSG_COMM_REASON and listed in `r2cclctl events` */
-	snprintf(c->why, sizeof(c->why), "%s", why);
+	if (!c->why[0]) /* the first reason, as broken_err keeps the first error */
+		snprintf(c->why, sizeof(c->why), "%s", why);
 	char subj[32];
 	snprintf(subj, sizeof(subj), "communicator %u", c->id);
 	r2d_health_event(c->d, 2, "comm_failed", subj, "%s: %s (%d ranks, tenant %s)", why,
