@@ -7,12 +7,14 @@
 #  2. from an install: `meson install --destdir` into a temporary folder,
 #     found with PKG_CONFIG_SYSROOT_DIR (pkg-config prefixes the .pc's paths
 #     with it) and PKG_CONFIG_LIBDIR (that .pc only).
-# Usage: test_pkgconfig.sh BUILD_ROOT SOURCE_ROOT R2CCLD
+# Usage: test_pkgconfig.sh BUILD_ROOT SOURCE_ROOT R2CCLD [B_SANITIZE]
+# (a library built with sanitizers needs programs built with them too)
 set -eu
-build=$1 src=$2 daemon=$3
+build=$1 src=$2 daemon=$3 san=${4:-none}
 prog=$src/examples/onehost.c
 command -v pkg-config >/dev/null || { echo "no pkg-config: skipped"; exit 77; }
 cc=${CC:-cc}
+[ "$san" = none ] || cc="$cc -fsanitize=$san"
 tmp=$(mktemp -d /tmp/r2ccl-pkgconfig.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
