@@ -2,14 +2,18 @@
 # SPDX-License-Identifier: MIT
 # Runs one example against a private r2ccld (the one just built) and checks
 # what it printed. Usage: run-example.sh R2CCLD CASE EXAMPLE_BINARY
-#   CASE: onehost | multihost-file | multihost-env | gpu
+#   CASE: onehost | multihost-file | multihost-env | multihost-2daemons | gpu
+#   (multihost-2daemons: rank 1 on a second r2ccld of this host, the two
+#   daemons joined over this host's NIC as two hosts would be; skipped
+#   without a NIC that has an IPv4 address)
 # Exit: 0 pass, 1 fail, 77 skipped (the gpu example without a GPU).
 set -u
 daemon=$1 case=$2 bin=$3
 dir=$(mktemp -d /tmp/r2ccl-example.XXXXXX)
-pid=
+pid= pid2=
 cleanup() {
 	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+	[ -n "$pid2" ] && kill -KILL "$pid2" 2>/dev/null
 	rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -17,6 +21,7 @@ fail() {
 	echo "FAIL: $*"
 	echo "--- r2ccld log:"
 	cat "$dir/r2ccld.log"
+	[ -f "$dir/b/r2ccld.log" ] && { echo "--- second r2ccld's log:"; cat "$dir/b/r2ccld.log"; }
 	exit 1
 }
 
@@ -38,6 +43,32 @@ onehost)
 			fail "rank $r did not report"
 	done
 	grep -q "all 3 ranks ok" <<<"$out" || fail "no summary line"
+	;;
+multihost-2daemons)
+	ip -4 -o addr show scope global 2>/dev/null | grep -q . ||
+		{ echo "no NIC with an IPv4 address: skipped"; exit 77; }
+	mkdir "$dir/b"
+	"$daemon" --socket "$dir/b/r2ccld.sock" --config /dev/null >"$dir/b/r2ccld.log" 2>&1 &
+	pid2=$!
+	for _ in $(seq 100); do
+		[ -S "$dir/b/r2ccld.sock" ] && break
+		sleep 0.1
+	done
+	[ -S "$dir/b/r2ccld.sock" ] || fail "the second r2ccld did not start"
+	R2CCL_SOCKET=$dir/b/r2ccld.sock "$bin" --rank 1 --nranks 2 --id-file "$dir/job.id" \
+		>"$dir/r1.out" 2>&1 &
+	r1=$!
+	"$bin" --rank 0 --nranks 2 --id-file "$dir/job.id" >"$dir/r0.out" 2>&1 ||
+		fail "rank 0 exited $?: $(cat "$dir/r0.out")"
+	wait "$r1" || fail "rank 1 exited $?: $(cat "$dir/r1.out")"
+	cat "$dir/r0.out" "$dir/r1.out"
+	grep -q "rank 0 of 2: allreduce ok" "$dir/r0.out" || fail "rank 0 did not report"
+	grep -q "rank 1 of 2: allreduce ok" "$dir/r1.out" || fail "rank 1 did not report"
+	# each rank used its own daemon: the AllReduce went between the two
+	grep -q "comm_failed" "$dir/b/r2ccld.log" && fail "a communicator failed on the second daemon"
+	kill -TERM "$pid2"
+	wait "$pid2" || fail "the second r2ccld exited $? on SIGTERM"
+	pid2=
 	;;
 multihost-file | multihost-env)
 	if [ "$case" = multihost-env ]; then
