@@ -32,6 +32,8 @@ static const char *const r2ccl_errs[] = {
 	[-(R2CCL_E_BAD_BUFFER - R2CCL_E_BASE)] =
 		"The buffer is not registered with the daemon or is out of its range.",
 	[-(R2CCL_E_QUOTA - R2CCL_E_BASE)] = "The tenant's quota has been exceeded.",
+	[-(R2CCL_E_FORKED - R2CCL_E_BASE)] =
+		"The handle belongs to the process that connected (inherited through fork).",
 };
 
 static _Thread_local char r2ccl_errbuf[48];

@@ -61,6 +61,12 @@ int main(int argc, char **argv)
 			r2d_usage(stdout);
 			return 0;
 		}
+		if (!strncmp(argv[i], "--print-params=", 15)) {
+			if (r2d_print_params(stdout, argv[i] + 15) == 0)
+				return 0;
+			fprintf(stderr, "r2ccld: --print-params=help|conf|markdown\n");
+			return 2;
+		}
 		if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
 			printf("r2ccld %s\n", R2CCL_VERSION);
 			return 0;
@@ -87,12 +93,13 @@ int main(int argc, char **argv)
 		r2_params_free(&d.params);
 		return 2;
 	}
-	log_info("r2ccld %s starting (pid %d)", R2CCL_VERSION, (int)getpid());
-	r2d_config_log(&d);
-	if (check_only) {
+	if (check_only) { /* to stdout, without log prefixes: `| grep socket` */
+		r2d_config_print(&d, stdout);
 		r2_params_free(&d.params);
 		return 0;
 	}
+	log_info("r2ccld %s starting (pid %d)", R2CCL_VERSION, (int)getpid());
+	r2d_config_log(&d);
 	gethostname(d.hostname, sizeof(d.hostname) - 1);
 	if (getrandom(&d.host_id, sizeof(d.host_id), 0) != sizeof(d.host_id))
 		d.host_id = ((uint64_t)getpid() << 32) ^ r2_now_ns();

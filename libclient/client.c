@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "session.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
 
@@ -40,10 +41,9 @@ static int spin_us(void)
 
 extern const char *__progname;
 
-static void client_free(r2ccl_client_t *c)
+/* Releases what c holds (not c itself). */
+static void client_release(r2ccl_client_t *c)
 {
-	if (!c)
-		return;
 	while (c->mem) {
 		struct r2_cmem *m = c->mem;
 		c->mem = m->next;
@@ -56,6 +56,13 @@ static void client_free(r2ccl_client_t *c)
 	r2_closep(&c->sq_efd);
 	r2_closep(&c->cq_efd);
 	r2_rpc_close(&c->rpc);
+}
+
+static void client_free(r2ccl_client_t *c)
+{
+	if (!c)
+		return;
+	client_release(c);
 	free(c);
 }
 
@@ -110,6 +117,20 @@ static void *unpack_hello_reply(void *a, size_t l, const uint8_t *d)
 	return r2ccl__hello_reply__unpack(a, l, d);
 }
 
+/* The reason of a failed r2ccl_connect, for r2ccl_last_error. */
+static void connect_failed(int r, const char *path, const R2ccl__HelloReply *rep)
+{
+	if (rep && rep->status < 0 && rep->error && rep->error[0])
+		r2c_fail(r, "r2ccld at %s refused the session: %s", path, rep->error);
+	else if (r == -ENOENT || r == -ECONNREFUSED)
+		r2c_fail(r, "no r2ccld listening at %s (%s): is the daemon running, and is "
+			 "R2CCL_SOCKET or socket_path right?", path, r2ccl_strerror(r));
+	else if (r == -EACCES)
+		r2c_fail(r, "no permission to connect to %s", path);
+	else
+		r2c_fail(r, "connecting to r2ccld at %s: %s", path, r2ccl_strerror(r));
+}
+
 int r2ccl_connect(const r2ccl_connect_opts_t *opts, r2ccl_client_t **out)
 {
 	r2ccl_connect_opts_t o = R2CCL_CONNECT_OPTS_INITIALIZER;
@@ -119,6 +140,7 @@ int r2ccl_connect(const r2ccl_connect_opts_t *opts, r2ccl_client_t **out)
 	const char *path;
 	int r, rfds[3] = { -1, -1, -1 };
 
+	r2c_clear_error();
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
@@ -133,6 +155,8 @@ int r2ccl_connect(const r2ccl_connect_opts_t *opts, r2ccl_client_t **out)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->magic = R2C_CLIENT_LIVE;
+	c->pid = getpid();
 	c->sq_efd = c->cq_efd = -1;
 	c->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
 	r2_rpc_init(&c->rpc, 16u << 20, c->timeout_ms);
@@ -176,6 +200,7 @@ int r2ccl_connect(const r2ccl_connect_opts_t *opts, r2ccl_client_t **out)
 	*out = c;
 	return 0;
 fail:
+	connect_failed(r, path, rep);
 	for (int i = 0; i < 3; i++)
 		r2_closep(&rfds[i]);
 	if (rep)
@@ -186,15 +211,37 @@ fail:
 
 void r2ccl_disconnect(r2ccl_client_t *c)
 {
-	client_free(c);
+	int r = r2c_client_use(c);
+
+	if (r == -EINVAL || r == -EBADF)
+		return; /* NULL, or disconnected already */
+	/* in a forked child this releases the child's copies only: closing
+	 * the inherited socket does not end the parent's session */
+	if (r == 0)
+		r2c_gpu_forget(c);
+	client_release(c);
+	r2c_client_bury(c);
+}
+
+void r2c_client_shutdown(r2ccl_client_t *c)
+{
+	if (c && c->rpc.fd >= 0)
+		shutdown(c->rpc.fd, SHUT_RDWR);
 }
 
 int r2ccl_client_check(r2ccl_client_t *c)
 {
+	int r = r2c_client_use(c);
+
+	if (r < 0)
+		return r;
+	return r2c_client_alive(c);
+}
+
+int r2c_client_alive(r2ccl_client_t *c)
+{
 	struct pollfd p;
 
-	if (!c)
-		return -EINVAL;
 	if (c->gone)
 		return R2CCL_E_DAEMON_GONE;
 	p.fd = c->rpc.fd;
@@ -291,7 +338,7 @@ int r2c_submit_wait(r2ccl_client_t *c, struct r2_sqe *q)
 			/* the daemon sends nothing unsolicited: readable means closed */
 			if (reap(c, q->tag, &status))
 				return status;
-			if (r2ccl_client_check(c) < 0)
+			if (r2c_client_alive(c) < 0)
 				return R2CCL_E_DAEMON_GONE;
 		}
 	}

@@ -30,7 +30,9 @@ int r2ccl_get_unique_id(r2ccl_client_t *c, r2ccl_unique_id_t *id)
 	R2ccl__UniqueIdReply *rep = NULL;
 	int r;
 
-	if (!c || !id)
+	if ((r = r2c_client_use(c)) < 0)
+		return r;
+	if (!id)
 		return -EINVAL;
 	req.req_id = c->next_req++;
 	r = r2c_rpc(c, R2CCL__MSG_TYPE__MSG_GET_UNIQUE_ID, &req,
@@ -89,10 +91,12 @@ int r2ccl_comm_init_rank_config(r2ccl_client_t *c, r2ccl_comm_t **out, int nrank
 	const char *mode;
 	int r, saved;
 
-	if (!c || !out || !id || nranks < 1 || rank < 0 || rank >= nranks)
-		return -EINVAL;
+	if ((r = r2c_client_use(c)) < 0)
+		return r;
+	if (!out || !id || nranks < 1 || rank < 0 || rank >= nranks)
+		return r2c_fail(-EINVAL, "bad arguments: nranks %d, rank %d", nranks, rank);
 	if (mode_name(cfg, &mode) < 0)
-		return -EINVAL;
+		return r2c_fail(-EINVAL, "unknown mode (R2CCL_MODE is balance or hotrepair)");
 	*out = NULL;
 	req.req_id = c->next_req++;
 	req.id.data = (uint8_t *)id->internal;
@@ -110,11 +114,16 @@ int r2ccl_comm_init_rank_config(r2ccl_client_t *c, r2ccl_comm_t **out, int nrank
 	if (r < 0)
 		return r;
 	r = rep->status;
+	if (r < 0 && rep->error && rep->error[0])
+		r2c_fail(r, "%s", rep->error); /* the daemon's reason */
 	if (r == 0) {
 		comm = calloc(1, sizeof(*comm));
 		if (!comm) {
 			r = -ENOMEM;
 		} else {
+			comm->magic = R2C_COMM_LIVE;
+			comm->next = c->comms;
+			c->comms = comm;
 			comm->client = c;
 			comm->handle = rep->comm_id;
 			comm->nranks = nranks;
@@ -135,6 +144,14 @@ static int comm_leave(r2ccl_comm_t *comm, bool abort)
 
 	if (!comm)
 		return 0;
+	r = r2c_comm_use(comm);
+	if (r == R2CCL_E_FORKED) {
+		/* a child's copy: release it here, the parent's stays a member */
+		r2c_comm_bury(comm, "destroyed");
+		return 0;
+	}
+	if (r < 0)
+		return r;
 	c = comm->client;
 	req.req_id = c->next_req++;
 	req.comm_id = comm->handle;
@@ -147,7 +164,7 @@ static int comm_leave(r2ccl_comm_t *comm, bool abort)
 	}
 	if (r == R2CCL_E_DAEMON_GONE)
 		r = 0;
-	free(comm);
+	r2c_comm_bury(comm, abort ? "aborted (r2ccl_comm_abort)" : "destroyed (r2ccl_comm_destroy)");
 	return r;
 }
 
@@ -163,7 +180,8 @@ int r2ccl_comm_abort(r2ccl_comm_t *comm)
 
 int r2ccl_comm_count(const r2ccl_comm_t *comm, int *count)
 {
-	if (!comm || !count)
+	R2C_COMM_USE(comm);
+	if (!count)
 		return -EINVAL;
 	*count = comm->nranks;
 	return 0;
@@ -171,7 +189,8 @@ int r2ccl_comm_count(const r2ccl_comm_t *comm, int *count)
 
 int r2ccl_comm_user_rank(const r2ccl_comm_t *comm, int *rank)
 {
-	if (!comm || !rank)
+	R2C_COMM_USE(comm);
+	if (!rank)
 		return -EINVAL;
 	*rank = comm->rank;
 	return 0;
@@ -183,8 +202,7 @@ int r2ccl_comm_trigger_rebalance(r2ccl_comm_t *comm)
 	R2ccl__Result *rep = NULL;
 	int r;
 
-	if (!comm)
-		return -EINVAL;
+	R2C_COMM_USE(comm);
 	req.req_id = comm->client->next_req++;
 	req.comm_id = comm->handle >> 16;
 	r = r2c_rpc(comm->client, R2CCL__MSG_TYPE__MSG_REBALANCE, &req,
@@ -205,8 +223,7 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 	struct r2_sqe q;
 	int r;
 
-	if (!comm)
-		return -EINVAL;
+	R2C_COMM_USE(comm);
 	if ((unsigned)dtype >= R2CCL_NUM_DTYPES || (unsigned)op >= R2CCL_NUM_OPS)
 		return -EINVAL;
 	memset(&q, 0, sizeof(q));
@@ -227,7 +244,8 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 		if (r < 0)
 			return r;
 	}
-	return r2c_submit_wait(comm->client, &q);
+	r = r2c_submit_wait(comm->client, &q);
+	return r < 0 ? r2c_comm_failed(comm, r) : r;
 }
 
 static int bytes(size_t count, r2ccl_dtype_t dtype, uint64_t mult, uint64_t *out)
@@ -257,8 +275,7 @@ int r2ccl_allgather(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, si
 	uint64_t n, t;
 	int r;
 
-	if (!comm)
-		return -EINVAL;
+	R2C_COMM_USE(comm);
 	r = bytes(sendcount, dtype, 1, &n);
 	if (!r)
 		r = bytes(sendcount, dtype, (uint64_t)comm->nranks, &t);
@@ -272,8 +289,7 @@ int r2ccl_reducescatter(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff
 	uint64_t n, t;
 	int r;
 
-	if (!comm)
-		return -EINVAL;
+	R2C_COMM_USE(comm);
 	r = bytes(recvcount, dtype, 1, &n);
 	if (!r)
 		r = bytes(recvcount, dtype, (uint64_t)comm->nranks, &t);
@@ -287,7 +303,8 @@ int r2ccl_broadcast(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, si
 	uint64_t n;
 	int r;
 
-	if (!comm || root < 0 || root >= comm->nranks)
+	R2C_COMM_USE(comm);
+	if (root < 0 || root >= comm->nranks)
 		return -EINVAL;
 	r = bytes(count, dtype, 1, &n);
 	return r ? r : submit(comm, R2_OP_BROADCAST, sendbuff, comm->rank == root ? n : 0,
@@ -300,7 +317,8 @@ int r2ccl_reduce(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_
 	uint64_t n;
 	int r;
 
-	if (!comm || root < 0 || root >= comm->nranks)
+	R2C_COMM_USE(comm);
+	if (root < 0 || root >= comm->nranks)
 		return -EINVAL;
 	r = bytes(count, dtype, 1, &n);
 	return r ? r : submit(comm, R2_OP_REDUCE, sendbuff, n, recvbuff,
@@ -313,7 +331,8 @@ int r2ccl_send(r2ccl_comm_t *comm, const void *sendbuff, size_t count, r2ccl_dty
 	uint64_t n;
 	int r;
 
-	if (!comm || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+	R2C_COMM_USE(comm);
+	if (peer < 0 || peer >= comm->nranks || peer == comm->rank)
 		return -EINVAL;
 	r = bytes(count, dtype, 1, &n);
 	return r ? r : submit(comm, R2_OP_SEND, sendbuff, n, NULL, 0, count, dtype, R2CCL_SUM, peer);
@@ -324,7 +343,8 @@ int r2ccl_recv(r2ccl_comm_t *comm, void *recvbuff, size_t count, r2ccl_dtype_t d
 	uint64_t n;
 	int r;
 
-	if (!comm || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+	R2C_COMM_USE(comm);
+	if (peer < 0 || peer >= comm->nranks || peer == comm->rank)
 		return -EINVAL;
 	r = bytes(count, dtype, 1, &n);
 	return r ? r : submit(comm, R2_OP_RECV, NULL, 0, recvbuff, n, count, dtype, R2CCL_SUM, peer);

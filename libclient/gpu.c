@@ -167,6 +167,32 @@ static struct gclient *gclient_get(r2ccl_client_t *c, bool create)
 	return g;
 }
 
+void r2c_gpu_forget(r2ccl_client_t *c)
+{
+	struct gclient **pp, *g;
+
+	pthread_mutex_lock(&glock);
+	for (pp = &gclients; (g = *pp); pp = &g->next) {
+		if (g->c != c)
+			continue;
+		*pp = g->next;
+		while (g->regs) {
+			struct greg *r = g->regs;
+			g->regs = r->next;
+			free(r);
+		}
+		while (g->comms) {
+			struct gcomm *m = g->comms;
+			g->comms = m->next;
+			cu.memHostUnregister(m->slots); /* unmapped with the client next */
+			free(m);
+		}
+		free(g);
+		break;
+	}
+	pthread_mutex_unlock(&glock);
+}
+
 static int slots_setup(r2ccl_client_t *c, struct gcomm *m)
 {
 	size_t len = sizeof(struct r2_gpu_slot) * R2_GPU_SLOTS;
@@ -287,7 +313,7 @@ static int post(struct gclient *g, struct r2_sqe *q)
 	uint32_t tail;
 
 	for (;;) {
-		if (c->gone || r2ccl_client_check(c) < 0)
+		if (c->gone || r2c_client_alive(c) < 0)
 			return R2CCL_E_DAEMON_GONE;
 		reap_all(g);
 		tail = atomic_load_explicit(&ring->sq_tail, memory_order_relaxed);
@@ -334,7 +360,9 @@ int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 	struct greg *reg;
 	uint16_t type;
 
-	if (!c || !ptr || !size)
+	if ((r = r2c_client_use(c)) < 0)
+		return r;
+	if (!ptr || !size)
 		return -EINVAL;
 	r = cu_ready();
 	if (r < 0)
@@ -406,7 +434,9 @@ int r2ccl_mem_deregister_gpu(r2ccl_client_t *c, void *ptr)
 	struct greg **pp, *reg = NULL;
 	int r;
 
-	if (!c || !ptr)
+	if ((r = r2c_client_use(c)) < 0)
+		return r;
+	if (!ptr)
 		return -EINVAL;
 	pthread_mutex_lock(&glock);
 	g = gclient_get(c, false);
@@ -461,8 +491,8 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 	uint32_t seq, idx;
 	int r;
 
-	if (!comm)
-		return -EINVAL;
+	if ((r = r2c_comm_use(comm)) < 0)
+		return r;
 	if ((unsigned)dtype >= R2CCL_NUM_DTYPES || (unsigned)op >= R2CCL_NUM_OPS)
 		return -EINVAL;
 	r = cu_ready();
@@ -500,7 +530,7 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 		uint64_t deadline = r2_now_us() + (uint64_t)(c->op_timeout_ms + 5000) * 1000;
 		while ((int32_t)(__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) - s->seq) < 0) {
 			reap_all(g);
-			if (r2ccl_client_check(c) < 0) {
+			if (r2c_client_alive(c) < 0) {
 				slot_release(m, s->seq, R2CCL_E_DAEMON_GONE);
 				break;
 			}
@@ -544,13 +574,16 @@ int r2ccl_comm_get_async_error(r2ccl_comm_t *comm, int *async_err)
 	struct gclient *g;
 	struct gcomm *m = NULL;
 	bool gone;
+	int r;
 
-	if (!comm || !async_err)
+	if ((r = r2c_comm_use(comm)) < 0)
+		return r;
+	if (!async_err)
 		return -EINVAL;
 	*async_err = 0;
 	if (cu_ready() < 0)
 		return 0;
-	gone = r2ccl_client_check(comm->client) < 0;
+	gone = r2c_client_alive(comm->client) < 0;
 	pthread_mutex_lock(&glock);
 	g = gclient_get(comm->client, false);
 	if (g) {
@@ -578,30 +611,45 @@ int r2ccl_comm_get_async_error(r2ccl_comm_t *comm, int *async_err)
 
 #else /* !HAVE_CUDA */
 
+void r2c_gpu_forget(r2ccl_client_t *c)
+{
+	(void)c;
+}
+
 int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 {
-	(void)c, (void)ptr, (void)size;
-	return -EOPNOTSUPP;
+	int r = r2c_client_use(c);
+
+	(void)ptr, (void)size;
+	return r < 0 ? r : r2c_fail(-EOPNOTSUPP, "libr2ccl was built without CUDA");
 }
 
 int r2ccl_mem_deregister_gpu(r2ccl_client_t *c, void *ptr)
 {
-	(void)c, (void)ptr;
-	return -EOPNOTSUPP;
+	int r = r2c_client_use(c);
+
+	(void)ptr;
+	return r < 0 ? r : r2c_fail(-EOPNOTSUPP, "libr2ccl was built without CUDA");
 }
 
 static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uint64_t slen,
 		  void *recvbuff, uint64_t rlen, size_t count, r2ccl_dtype_t dtype,
 		  r2ccl_redop_t op, int root, void *stream)
 {
-	(void)comm, (void)opcode, (void)sendbuff, (void)slen, (void)recvbuff, (void)rlen;
+	int r = r2c_comm_use(comm);
+
+	(void)opcode, (void)sendbuff, (void)slen, (void)recvbuff, (void)rlen;
 	(void)count, (void)dtype, (void)op, (void)root, (void)stream;
-	return -EOPNOTSUPP;
+	return r < 0 ? r : r2c_fail(-EOPNOTSUPP, "libr2ccl was built without CUDA");
 }
 
 int r2ccl_comm_get_async_error(r2ccl_comm_t *comm, int *async_err)
 {
-	if (!comm || !async_err)
+	int r = r2c_comm_use(comm);
+
+	if (r < 0)
+		return r;
+	if (!async_err)
 		return -EINVAL;
 	*async_err = 0;
 	return 0;
@@ -639,8 +687,7 @@ int r2ccl_allgather_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvb
 	uint64_t n, t;
 	int r;
 
-	if (!comm)
-		return -EINVAL;
+	R2C_COMM_USE(comm);
 	r = bytes(sendcount, dtype, 1, &n);
 	if (!r)
 		r = bytes(sendcount, dtype, (uint64_t)comm->nranks, &t);
@@ -655,8 +702,7 @@ int r2ccl_reducescatter_stream(r2ccl_comm_t *comm, const void *sendbuff, void *r
 	uint64_t n, t;
 	int r;
 
-	if (!comm)
-		return -EINVAL;
+	R2C_COMM_USE(comm);
 	r = bytes(recvcount, dtype, 1, &n);
 	if (!r)
 		r = bytes(recvcount, dtype, (uint64_t)comm->nranks, &t);
@@ -670,7 +716,8 @@ int r2ccl_broadcast_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvb
 	uint64_t n;
 	int r;
 
-	if (!comm || root < 0 || root >= comm->nranks)
+	R2C_COMM_USE(comm);
+	if (root < 0 || root >= comm->nranks)
 		return -EINVAL;
 	r = bytes(count, dtype, 1, &n);
 	return r ? r : submit(comm, R2_OP_BROADCAST, sendbuff, comm->rank == root ? n : 0,
@@ -683,7 +730,8 @@ int r2ccl_reduce_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff
 	uint64_t n;
 	int r;
 
-	if (!comm || root < 0 || root >= comm->nranks)
+	R2C_COMM_USE(comm);
+	if (root < 0 || root >= comm->nranks)
 		return -EINVAL;
 	r = bytes(count, dtype, 1, &n);
 	return r ? r : submit(comm, R2_OP_REDUCE, sendbuff, n, recvbuff,
@@ -696,7 +744,8 @@ int r2ccl_send_stream(r2ccl_comm_t *comm, const void *sendbuff, size_t count,
 	uint64_t n;
 	int r;
 
-	if (!comm || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+	R2C_COMM_USE(comm);
+	if (peer < 0 || peer >= comm->nranks || peer == comm->rank)
 		return -EINVAL;
 	r = bytes(count, dtype, 1, &n);
 	return r ? r : submit(comm, R2_OP_SEND, sendbuff, n, NULL, 0, count, dtype, R2CCL_SUM,
@@ -709,7 +758,8 @@ int r2ccl_recv_stream(r2ccl_comm_t *comm, void *recvbuff, size_t count, r2ccl_dt
 	uint64_t n;
 	int r;
 
-	if (!comm || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+	R2C_COMM_USE(comm);
+	if (peer < 0 || peer >= comm->nranks || peer == comm->rank)
 		return -EINVAL;
 	r = bytes(count, dtype, 1, &n);
 	return r ? r : submit(comm, R2_OP_RECV, NULL, 0, recvbuff, n, count, dtype, R2CCL_SUM,

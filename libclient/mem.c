@@ -32,8 +32,10 @@ int r2ccl_mem_alloc(r2ccl_client_t *c, size_t size, void **ptr)
 	size_t len;
 	int r;
 
-	if (!c || !ptr || size == 0)
-		return -EINVAL;
+	if ((r = r2c_client_use(c)) < 0)
+		return r;
+	if (!ptr || size == 0)
+		return r2c_fail(-EINVAL, "r2ccl_mem_alloc: %s", !ptr ? "ptr is NULL" : "size 0");
 	*ptr = NULL;
 	if (size > SIZE_MAX - (size_t)pg)
 		return -ENOMEM;
@@ -89,15 +91,17 @@ int r2ccl_mem_free(r2ccl_client_t *c, void *ptr)
 	struct r2_cmem **pp, *m;
 	int r;
 
-	if (!c)
-		return -EINVAL;
+	if ((r = r2c_client_use(c)) < 0)
+		return r;
 	if (!ptr)
 		return 0;
 	for (pp = &c->mem; *pp; pp = &(*pp)->next)
 		if ((*pp)->addr == ptr)
 			break;
 	if (!*pp)
-		return R2CCL_E_BAD_BUFFER;
+		return r2c_fail(R2CCL_E_BAD_BUFFER,
+				"r2ccl_mem_free: %p is not a buffer of r2ccl_mem_alloc of this client "
+				"(freed already?)", ptr);
 	m = *pp;
 	*pp = m->next;
 	req.req_id = c->next_req++;
@@ -125,10 +129,13 @@ int r2c_mem_lookup(r2ccl_client_t *c, const void *p, uint64_t len, uint32_t *id,
 		if (a < base || a >= base + m->size)
 			continue;
 		if (len > m->size - (size_t)(a - base))
-			return R2CCL_E_BAD_BUFFER;
+			return r2c_fail(R2CCL_E_BAD_BUFFER,
+					"%llu bytes at %p run past the end of their r2ccl_mem_alloc "
+					"buffer (%zu bytes at %p)",
+					(unsigned long long)len, p, m->size, m->addr);
 		*id = m->id;
 		*off = (uint64_t)(a - base);
 		return 0;
 	}
-	return R2CCL_E_BAD_BUFFER;
+	return r2c_fail(R2CCL_E_BAD_BUFFER, "%p is not in a buffer of r2ccl_mem_alloc", p);
 }

@@ -88,6 +88,7 @@ struct r2_comm {
 	int apply_inflight; /* chunks on the apply queue (exec_rail.c); mbox_lock */
 	enum r2_comm_state state;
 	int broken_err;
+	char why[192];          /* the reason it broke (MSG_COMM_REASON) */
 	_Atomic int abort_err;  /* set when broken: executors stop waiting for peers */
 	char tenant[256];
 	int mode;           /* enum r2_mode (planner.h) every host agreed on; -1: not known yet */

@@ -28,6 +28,11 @@ int r2d_config_load(struct r2d *d, int argc, char **argv, char *err, size_t errl
 void r2d_config_log(const struct r2d *d);
 int r2d_config_reload(struct r2d *d);
 void r2d_usage(FILE *f);
+/* The parameters' text as "help" (--help's lines), "conf" (the example
+ * configuration) or "markdown" (operations.md's table); -EINVAL otherwise. */
+int r2d_print_params(FILE *f, const char *format);
+/* --check-config: every parameter with its source, to f, no log prefixes. */
+void r2d_config_print(const struct r2d *d, FILE *f);
 
 /* server.c: the control loop */
 int r2d_server_start(struct r2d *d);

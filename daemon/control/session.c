@@ -491,6 +491,17 @@ static int handle_comm_destroy(struct r2_session *s, struct r2_frame *f)
 	return 0;
 }
 
+static int handle_comm_reason(struct r2_session *s, struct r2_frame *f)
+{
+	R2ccl__CommReason *m = r2ccl__comm_reason__unpack(NULL, f->len, f->payload);
+
+	if (!m)
+		return -EPROTO;
+	r2d_comm_handle_reason(s, m->req_id, m->comm_id);
+	r2ccl__comm_reason__free_unpacked(m, NULL);
+	return 0;
+}
+
 static int handle_status(struct r2_session *s, struct r2_frame *f)
 {
 	R2ccl__StatusRequest *m = r2ccl__status_request__unpack(NULL, f->len, f->payload);
@@ -530,6 +541,7 @@ static const struct handler handlers[] = {
 	[R2CCL__MSG_TYPE__MSG_EVENTS] = { r2d_ctl_events, 0, false },
 	[R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU] = { handle_mem_register_gpu, 0, false },
 	[R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD] = { handle_mem_register_gpu, 1, false },
+	[R2CCL__MSG_TYPE__MSG_COMM_REASON] = { handle_comm_reason, 0, false },
 };
 
 static int dispatch(struct r2_session *s, struct r2_frame *f)

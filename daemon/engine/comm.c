@@ -11,6 +11,7 @@
 #include "engine/comm.h"
 #include "engine/source.h"
 #include "config.h"
+#include "net/health.h"
 #include "log.h"
 #include "planner/planner.h"
 #include "r2ccl.pb-c.h"
@@ -124,8 +125,13 @@ void r2d_comm_break(struct r2_comm *c, int err, const char *why)
 {
 	if (c->state == R2_COMM_DEAD)
 		return;
-	log_warn("communicator %u (%d ranks, tenant %s): %s: %s", c->id, c->nranks, c->tenant,
-		 why, r2ccl_strerror(err));
+	/* logged, kept for MSG_COMM_REASON and listed in `r2cclctl events` */
+	if (!c->why[0]) /* the first reason, as broken_err keeps the first error */
+		snprintf(c->why, sizeof(c->why), "%s", why);
+	char subj[32];
+	snprintf(subj, sizeof(subj), "communicator %u", c->id);
+	r2d_health_event(c->d, 2, "comm_failed", subj, "%s: %s (%d ranks, tenant %s)", why,
+			 r2ccl_strerror(err), c->nranks, c->tenant);
 	if (c->state == R2_COMM_JOINING) {
 		char msg[256];
 		snprintf(msg, sizeof(msg), "%s", why);
@@ -434,6 +440,28 @@ void r2d_comm_handle_destroy(struct r2_session *s, uint64_t req_id, uint32_t com
 	res.req_id = req_id;
 	if (!res.error)
 		res.error = "";
+	s->src->reply(s, R2CCL__MSG_TYPE__MSG_RESULT, &res);
+}
+
+void r2d_comm_handle_reason(struct r2_session *s, uint64_t req_id, uint32_t comm_id)
+{
+	R2ccl__Result res = R2CCL__RESULT__INIT;
+	struct r2_comm *c;
+	int rank = (int)(comm_id & 0xffff);
+	char why[sizeof(c->why)];
+
+	pthread_mutex_lock(&s->d->lock);
+	c = r2d_comm_find(s->d, comm_id >> 16);
+	if (!c || rank >= c->nranks || c->m[rank].s != s) {
+		res.status = -ENOENT;
+		res.error = "no such communicator in this session";
+	} else {
+		res.status = c->broken_err;
+		memcpy(why, c->why, sizeof(why));
+		res.error = why;
+	}
+	pthread_mutex_unlock(&s->d->lock);
+	res.req_id = req_id;
 	s->src->reply(s, R2CCL__MSG_TYPE__MSG_RESULT, &res);
 }
 

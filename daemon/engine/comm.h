@@ -51,6 +51,8 @@ struct r2_exec {
 
 /* comm.c (loop thread, takes d->lock itself) */
 void r2d_comm_handle_init(struct r2_session *s, const void *msg /* R2ccl__CommInit */);
+/* MSG_COMM_REASON: why the session's member comm_id failed (a Result). */
+void r2d_comm_handle_reason(struct r2_session *s, uint64_t req_id, uint32_t comm_id);
 void r2d_comm_handle_destroy(struct r2_session *s, uint64_t req_id, uint32_t comm_id, bool abort);
 void r2d_comm_session_gone(struct r2d *d, struct r2_session *s);
 void r2d_comm_tick(struct r2d *d); /* bootstrap/op timeouts */

@@ -8,8 +8,34 @@
  * errno value, or one of the R2CCL_E* codes below (reserved range
  * -4000..-4099). r2ccl_strerror() turns either into text.
  *
+ * After a failure, r2ccl_last_error() says why in a sentence (the socket
+ * path tried, the rank that was missing, ...).
+ *
+ * Lifetimes (docs/client.md):
+ *  - r2ccl_disconnect releases everything the client owns: it unmaps every
+ *    r2ccl_mem_alloc buffer (touching one afterwards faults, as after
+ *    munmap) and releases its communicators. Destroy communicators first:
+ *    one still alive at disconnect is released without waiting for the
+ *    other ranks, and any later call with it (r2ccl_comm_destroy included)
+ *    returns -EBADF.
+ *  - A handle that was destroyed or disconnected is answered -EBADF by every
+ *    function (a second r2ccl_comm_destroy, a collective after destroy, any
+ *    call with a client after r2ccl_disconnect), never read after free: the
+ *    library keeps a few dozen bytes of each such handle until the process
+ *    exits. Passing a pointer that never was a handle is undefined.
+ *  - r2ccl_comm_init_rank blocks until every rank of the communicator has
+ *    joined, or until the daemon's bootstrap_timeout_ms (30 s by default)
+ *    passes (R2CCL_E_BOOTSTRAP, saying which rank was missing).
+ *  - fork(): a client belongs to the process that connected. In a child,
+ *    every call with an inherited client or communicator returns
+ *    R2CCL_E_FORKED (nothing is sent to the daemon, the parent's session is
+ *    not disturbed), except r2ccl_disconnect and r2ccl_comm_destroy, which
+ *    release the child's copies only. A child connects anew.
+ *
  * Threading: an r2ccl_client_t and its communicators may be used from one
- * thread at a time (like an NCCL communicator).
+ * thread at a time (like an NCCL communicator); r2ccl_disconnect must not
+ * run while another thread uses the client. Different clients may be used
+ * from different threads at once. r2ccl_last_error is per thread.
  */
 #ifndef R2CCL_H
 #define R2CCL_H
@@ -44,6 +70,7 @@ enum r2ccl_error {
 	R2CCL_E_SHUTDOWN = -4010,       /* the daemon is shutting down */
 	R2CCL_E_BAD_BUFFER = -4011,     /* buffer not registered or out of range */
 	R2CCL_E_QUOTA = -4012,          /* tenant quota exceeded */
+	R2CCL_E_FORKED = -4013,         /* handle inherited through fork(): connect again */
 	R2CCL_E_LAST = -4099,
 };
 
@@ -94,6 +121,14 @@ typedef struct {
 	{ sizeof(r2ccl_connect_opts_t), NULL, 0, NULL }
 
 const char *r2ccl_strerror(int err);
+/* Why this thread's last call into libr2ccl failed, in a sentence: "" after
+ * a call that succeeded (each call clears it) or a failure with nothing to
+ * add to r2ccl_strerror: for a missing daemon the socket path tried;
+ * for a communicator that failed, the daemon's reason ("only 1 of 2 ranks
+ * joined within 3000 ms (rank 1 missing)", "rank 0 waited 3000 ms for rank 1
+ * to call the matching operation"). Valid until this thread's next call into
+ * libr2ccl. Never NULL. */
+const char *r2ccl_last_error(void);
 const char *r2ccl_dtype_name(r2ccl_dtype_t dtype);
 const char *r2ccl_redop_name(r2ccl_redop_t op);
 size_t r2ccl_dtype_size(r2ccl_dtype_t dtype); /* 0 for an invalid type */

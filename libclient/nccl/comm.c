@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "client.h" /* the session's socket, for ncclCommAbort from another thread */
+#include "session.h" /* the session's socket, for ncclCommAbort from another thread */
 #include "nccl_int.h"
 
 int nccl_comm_rank_of(const struct ncclComm *comm)
@@ -87,7 +87,7 @@ static ncclResult_t comm_join(struct ncclComm *comm, const r2ccl_unique_id_t *id
 	pthread_mutex_lock(&comm->sock_lock);
 	comm->client = c;
 	if (atomic_load(&comm->aborting))
-		shutdown(c->rpc.fd, SHUT_RDWR);
+		r2c_client_shutdown(c);
 	pthread_mutex_unlock(&comm->sock_lock);
 	r = r2ccl_comm_init_rank_config(comm->client, &comm->comm, comm->nranks, id, comm->rank,
 					&rc);
@@ -436,7 +436,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
 	 * a creation still joining; r2ccld drops the session's ranks */
 	pthread_mutex_lock(&comm->sock_lock);
 	if (comm->client)
-		shutdown(comm->client->rpc.fd, SHUT_RDWR);
+		r2c_client_shutdown(comm->client);
 	pthread_mutex_unlock(&comm->sock_lock);
 	join_init(comm);
 	pthread_mutex_lock(&comm->lock);
