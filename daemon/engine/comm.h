@@ -13,41 +13,10 @@
 #define R2CCL_COMM_H
 
 #include "base/comm_record.h"
+#include "base/op_record.h"
 #include "base/daemon.h"
 #include "transport/transport.h"
 
-struct r2_op {
-	struct r2_op *next;
-	struct r2_session *s;
-	int rank;
-	struct r2_sqe sqe;
-	void *sendbuf, *recvbuf; /* resolved at submission */
-	struct r2_memreg *sendref, *recvref;
-	uint64_t submitted_us;
-};
-
-/* One matched operation: an op per participating rank. */
-struct r2_exec {
-	struct r2_exec *next;
-	struct r2_comm *c;
-	uint32_t opcode;
-	int nops;
-	void *gpu_stage; /* GPU buffers staged through host memory (gpu/gpu.c) */
-	/* Set by gpu/gpu.c when it stages piecewise (NULL otherwise): the rail
-	 * phase calls stage_wait before it touches host bytes [p, p+n) that may
-	 * still be on their way from the GPU (a negative error stops it), and
-	 * stage_out once host bytes [p, p+n) of the output are final (their
-	 * copy back to the GPU starts then). */
-	int (*stage_wait)(struct r2_exec *x, const void *p, uint64_t n);
-	void (*stage_out)(struct r2_exec *x, const void *p, uint64_t n);
-	/* Before its first stage_wait the rail phase names the input ranges
-	 * [p[i], p[i]+n[i]) its first step sends, so that they come from the
-	 * GPU first (interleaved: each rail's first chunks early); the rest
-	 * follows at the first stage_wait. */
-	void (*stage_first)(struct r2_exec *x, const char *const *p, const uint64_t *n, int k);
-#define R2_STAGE_FIRST_MAX 64 /* ranges stage_first takes at most */
-	struct r2_op *ops[]; /* indexed by rank for collectives; [0]=send,[1]=recv for p2p */
-};
 
 /* comm.c (loop thread, takes d->lock itself) */
 void r2d_comm_handle_init(struct r2_session *s, const void *msg /* R2ccl__CommInit */);

@@ -38,12 +38,6 @@ void r2_workq_destroy(struct r2_workq *q); /* accepts NULL */
 int r2_workq_threads(const struct r2_workq *q); /* 0 for NULL */
 void r2_workq_submit(struct r2_workq *q, struct r2_work *w);
 
-/* r2_exec_run's answer for an operation that completes later */
-#define R2_EXEC_PENDING 1
-
-/* Bytes each buffer of an op must span (0: none); false if they overflow. */
-bool r2d_op_extents(const struct r2_sqe *q, int nranks, int rank, uint64_t *send_len,
-		    uint64_t *recv_len);
 
 /* Completes every rank's op of x with status and frees x (engine.c). */
 void r2d_exec_complete(struct r2_exec *x, int status);
@@ -67,7 +61,6 @@ void r2_local_reduce(struct r2_pool *pool, void *out, void *const *in, int nin, 
 		     r2ccl_dtype_t dtype, r2ccl_redop_t op);
 void r2_local_copy(struct r2_pool *pool, void *dst, const void *src, size_t bytes);
 
-const char *r2_opcode_name(uint32_t opcode);
 struct r2_pool *r2d_engine_pool(struct r2d *d);
 /* the engine's apply queue, NULL when chunks are applied inline */
 struct r2_workq *r2d_engine_applyq(struct r2d *d);

@@ -20,20 +20,6 @@
 #define BLOCK_BYTES (32u << 10)
 #define MAX_LOCAL 256
 
-const char *r2_opcode_name(uint32_t opcode)
-{
-	static const char *const names[R2_OP_MAX] = {
-		[R2_OP_NOP] = "nop",
-		[R2_OP_ALLREDUCE] = "allreduce",
-		[R2_OP_ALLGATHER] = "allgather",
-		[R2_OP_REDUCESCATTER] = "reducescatter",
-		[R2_OP_BROADCAST] = "broadcast",
-		[R2_OP_REDUCE] = "reduce",
-		[R2_OP_SEND] = "send",
-		[R2_OP_RECV] = "recv",
-	};
-	return opcode < R2_OP_MAX && names[opcode] ? names[opcode] : "unknown";
-}
 
 struct job {
 	struct r2_exec *x;

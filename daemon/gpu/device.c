@@ -17,9 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/comm.h"
-#include "engine/exec.h"
-#include "control/control.h" /* r2d_mem_resolve, r2d_mem_put (tests/unit/layers-allow-gpu.txt) */
+#include "base/comm_record.h"
+#include "base/op_record.h"
 #include "gpu_priv.h"
 #include "log.h"
 #include "util.h"
@@ -210,10 +209,10 @@ int r2g_slots_resolve(struct r2_exec *x, struct slots *sl)
 			status = -EINVAL;
 			continue;
 		}
-		r = r2d_mem_resolve(op->s, op->sqe.sync_mem, op->sqe.sync_off,
-				    sizeof(struct r2_gpu_slot), &addr, &sl->ref[i]);
+		r = r2g.eng->mem_resolve(op->s, op->sqe.sync_mem, op->sqe.sync_off,
+					 sizeof(struct r2_gpu_slot), &addr, &sl->ref[i]);
 		if (r == 0 && r2_mem_is_gpu(sl->ref[i])) {
-			r2d_mem_put(sl->ref[i]);
+			r2g.eng->mem_put(op->s, sl->ref[i]);
 			sl->ref[i] = NULL;
 			r = -EINVAL;
 		}
@@ -222,6 +221,7 @@ int r2g_slots_resolve(struct r2_exec *x, struct slots *sl)
 			continue;
 		}
 		sl->slot[i] = addr;
+		sl->s[i] = op->s;
 		sl->seq[i] = op->sqe.sync_seq;
 	}
 	return status;
@@ -243,7 +243,7 @@ void r2g_slots_release(int n, struct slots *sl, int status)
 			continue;
 		__atomic_store_n(&sl->slot[i]->status, status, __ATOMIC_RELAXED);
 		__atomic_store_n(&sl->slot[i]->done, sl->seq[i], __ATOMIC_RELEASE);
-		r2d_mem_put(sl->ref[i]);
+		r2g.eng->mem_put(sl->s[i], sl->ref[i]);
 		sl->slot[i] = NULL;
 	}
 }
@@ -274,4 +274,9 @@ void r2_gpu_shutdown(void)
 	r2g_worker_stop();
 	r2g.started = false;
 	r2g_stage_shutdown();
+}
+
+void r2_gpu_set_engine(const struct r2_gpu_engine *e)
+{
+	r2g.eng = e;
 }

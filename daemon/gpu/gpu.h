@@ -61,4 +61,24 @@ int r2_gpu_stage_end(struct r2_exec *x, int status);
 /* Daemon shutdown: stops the worker (fails what is queued). */
 void r2_gpu_shutdown(void);
 
+/* What the GPU path needs of the engine that runs it, registered by the
+ * engine at start-up (r2d_engine_start): the GPU path never calls the engine
+ * or the control layer (docs/architecture.md, "Layers"). */
+struct r2_pool;
+struct r2_session;
+struct r2_gpu_engine {
+	/* x ran on the GPU worker: complete every rank's op of x with status,
+	 * free x, and drop the worker's reference on its communicator */
+	void (*exec_done)(struct r2_exec *x, int status);
+	/* the hierarchical phases of x (local, rail, local) on host buffers
+	 * that r2_gpu_exec_rail staged */
+	int (*exec_hier)(struct r2_exec *x, struct r2_pool *pool);
+	/* memory of a submitting session: (id, off, len) to an address with a
+	 * reference (R2CCL_E_BAD_BUFFER if unknown); mem_put drops it */
+	int (*mem_resolve)(struct r2_session *s, uint32_t id, uint64_t off, uint64_t len,
+			   void **addr, struct r2_memreg **ref);
+	void (*mem_put)(struct r2_session *s, struct r2_memreg *m);
+};
+void r2_gpu_set_engine(const struct r2_gpu_engine *e);
+
 #endif

@@ -56,6 +56,7 @@ struct r2_gpu_region {
 struct slots {
 	struct r2_gpu_slot *slot[MAX_OPS];
 	struct r2_memreg *ref[MAX_OPS];
+	struct r2_session *s[MAX_OPS]; /* whose memory ref[] is */
 	uint32_t seq[MAX_OPS];
 };
 
@@ -80,6 +81,7 @@ struct r2g_state {
 	CUresult (*memRelease)(CUmemGenericAllocationHandle);
 	CUresult (*memGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
 	bool stop, started; /* the worker (local.c) */
+	const struct r2_gpu_engine *eng; /* r2_gpu_set_engine */
 };
 
 extern struct r2g_state r2g;

@@ -22,8 +22,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/comm.h"
-#include "engine/exec.h"
+#include "base/comm_record.h"
+#include "base/op_record.h"
 #include "gpu_priv.h"
 #include "log.h"
 #include "util.h"
@@ -339,10 +339,8 @@ static void finish(struct gjob *j, int status)
 		}
 	}
 	r2g_slots_release(j->x->nops, &j->sl, status);
-	r2d_exec_complete(j->x, status);
-	pthread_mutex_lock(&d->lock);
-	r2d_comm_put(c);
-	pthread_mutex_unlock(&d->lock);
+	r2g.eng->exec_done(j->x, status); /* drops the job's reference on c */
+	(void)d;
 	free(j);
 }
 

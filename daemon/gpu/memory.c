@@ -18,7 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/comm.h"
+#include "base/comm_record.h"
+#include "base/op_record.h"
 #include "gpu_priv.h"
 #include "log.h"
 #include "util.h"

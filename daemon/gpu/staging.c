@@ -20,8 +20,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/comm.h"
-#include "engine/exec.h"
+#include "base/comm_record.h"
+#include "base/op_record.h"
 #include "gpu_priv.h"
 #include "log.h"
 #include "util.h"
@@ -506,7 +506,7 @@ int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
 		r = stage_sync(used);
 	if (r < 0)
 		return r;
-	return r2_exec_hier(x, pool);
+	return r2g.eng->exec_hier(x, pool);
 }
 
 int r2_gpu_stage_end(struct r2_exec *x, int status)
