@@ -202,33 +202,44 @@ static uint32_t hd_factor(uint32_t m, uint32_t F, uint32_t fac[R2_HD_MAX_LEVELS]
 static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 {
 	uint32_t n = x->n, R = x->R;
-	uint32_t caps[] = { 2, 4, 8, 16, R + 1, 2 * R + 1, R2_HD_MAX_FAN };
-	uint32_t seen[R2_ARRAY_SIZE(caps)][R2_HD_MAX_LEVELS + 2];
+	uint32_t caps[] = { 2, 4, 8, 16, R + 1, 2 * R + 1 };
+	enum { NLEAD = 4 };
+	uint32_t seen[NLEAD * R2_ARRAY_SIZE(caps)][R2_HD_MAX_LEVELS + 2];
 	uint32_t nseen = 0;
-	for (size_t ci = 0; ci < R2_ARRAY_SIZE(caps); ci++) {
-		uint32_t F = caps[ci], fac[R2_HD_MAX_LEVELS], L = 0, m = n;
-		for (; m >= 2 && (m == n || x->op->op == R2_PLAN_ALLREDUCE) && 2 * m >= n; m--)
-			if ((L = hd_factor(m, F, fac)))
-				break;
-		if (!L || m < 2 || 2 * m < n)
-			continue;
-		bool dup = false;
-		for (uint32_t s = 0; s < nseen && !dup; s++)
-			dup = seen[s][0] == m && seen[s][1] == L && !memcmp(&seen[s][2], fac, L * sizeof(uint32_t));
-		if (dup)
-			continue;
-		seen[nseen][0] = m;
-		seen[nseen][1] = L;
-		memcpy(&seen[nseen][2], fac, L * sizeof(uint32_t));
-		nseen++;
-		for (int variant = 0; variant < 2; variant++) {
-			struct bld cand;
-			if (!hd_candidate(x, &cand, fac, L, m, variant))
-				keep_best(best, &cand, have);
-			else
-				pl_bld_free(&cand);
+	for (uint32_t lead = 0; lead < NLEAD; lead++)
+		for (size_t ci = 0; ci < R2_ARRAY_SIZE(caps); ci++) {
+			uint32_t F = caps[ci], fac[R2_HD_MAX_LEVELS + NLEAD], L = 0, m = n;
+			for (; m >= 2 && (m == n || x->op->op == R2_PLAN_ALLREDUCE) && 2 * m >= n; m--) {
+				L = 0;
+				if (m % (1u << lead))
+					continue;
+				if (m >> lead == 1 || (L = hd_factor(m >> lead, F, fac + lead)))
+					break;
+			}
+			if (m < 2 || 2 * m < n || (m >> lead > 1 && !L) || lead + L > R2_HD_MAX_LEVELS)
+				continue;
+			/* lead radices 2 first (every rail, the most bytes), then the rest */
+			for (uint32_t k = 0; k < lead; k++)
+				fac[k] = 2;
+			L += lead;
+			bool dup = false;
+			for (uint32_t s = 0; s < nseen && !dup; s++)
+				dup = seen[s][0] == m && seen[s][1] == L &&
+				      !memcmp(&seen[s][2], fac, L * sizeof(uint32_t));
+			if (dup)
+				continue;
+			seen[nseen][0] = m;
+			seen[nseen][1] = L;
+			memcpy(&seen[nseen][2], fac, L * sizeof(uint32_t));
+			nseen++;
+			for (int variant = lead ? 1 : 0; variant < 2; variant++) {
+				struct bld cand;
+				if (!hd_candidate(x, &cand, fac, L, m, variant))
+					keep_best(best, &cand, have);
+				else
+					pl_bld_free(&cand);
+			}
 		}
-	}
 }
 
 /* Keeps the cheaper of *best and *cand (frees the other). */

@@ -17,57 +17,78 @@
 void pl_ld_clear(struct ctx *x)
 {
 	size_t N = (size_t)x->n * x->R;
-	memset(x->tx, 0, N * sizeof(double));
-	memset(x->rx, 0, N * sizeof(double));
-	memset(x->mt, 0, N * sizeof(uint32_t));
-	memset(x->mr, 0, N * sizeof(uint32_t));
+	if (x->ld_full || x->ntouch > N / 8) {
+		memset(x->tx, 0, N * sizeof(double));
+		memset(x->rx, 0, N * sizeof(double));
+		memset(x->mt, 0, N * sizeof(uint32_t));
+		memset(x->mr, 0, N * sizeof(uint32_t));
+		memset(x->mark, 0, N);
+	} else {
+		for (size_t k = 0; k < x->ntouch; k++) {
+			uint32_t i = x->touch[k];
+			x->tx[i] = x->rx[i] = 0;
+			x->mt[i] = x->mr[i] = 0;
+			x->mark[i] = 0;
+		}
+	}
+	x->ntouch = 0;
+	x->ld_full = false;
+}
+
+static inline void ld_add(struct ctx *x, size_t i, double *v, uint32_t *m, double bytes, int k)
+{
+	if (!x->mark[i]) {
+		x->mark[i] = 1;
+		x->touch[x->ntouch++] = (uint32_t)i;
+	}
+	v[i] += bytes;
+	m[i] += (uint32_t)k;
 }
 
 void r2_ld_hop(struct ctx *x, uint32_t a, uint32_t bb, const struct r2_hop *h, double bytes,
-		   double sign)
+	       double sign)
 {
 	uint32_t R = x->R;
 	int m = sign > 0 ? 1 : -1;
 	if (bytes <= 0)
 		return;
 	if (h->via == R2_NO_HOST) {
-		x->tx[(size_t)a * R + h->rail] += sign * bytes;
-		x->mt[(size_t)a * R + h->rail] += (uint32_t)m;
-		x->rx[(size_t)bb * R + h->rail] += sign * bytes;
-		x->mr[(size_t)bb * R + h->rail] += (uint32_t)m;
+		ld_add(x, (size_t)a * R + h->rail, x->tx, x->mt, sign * bytes, m);
+		ld_add(x, (size_t)bb * R + h->rail, x->rx, x->mr, sign * bytes, m);
 	} else {
 		uint32_t C = h->via;
-		x->tx[(size_t)a * R + h->rail] += sign * bytes;
-		x->mt[(size_t)a * R + h->rail] += (uint32_t)m;
-		x->rx[(size_t)C * R + h->rail] += sign * bytes;
-		x->mr[(size_t)C * R + h->rail] += (uint32_t)m;
-		x->tx[(size_t)C * R + h->rail2] += sign * bytes;
-		x->mt[(size_t)C * R + h->rail2] += (uint32_t)m;
-		x->rx[(size_t)bb * R + h->rail2] += sign * bytes;
-		x->mr[(size_t)bb * R + h->rail2] += (uint32_t)m;
+		ld_add(x, (size_t)a * R + h->rail, x->tx, x->mt, sign * bytes, m);
+		ld_add(x, (size_t)C * R + h->rail, x->rx, x->mr, sign * bytes, m);
+		ld_add(x, (size_t)C * R + h->rail2, x->tx, x->mt, sign * bytes, m);
+		ld_add(x, (size_t)bb * R + h->rail2, x->rx, x->mr, sign * bytes, m);
 	}
+}
+
+static double nic_time(const struct ctx *x, size_t i)
+{
+	const struct r2_cluster *c = x->c;
+	const struct r2_nic *ni = &c->nic[i];
+	double a = c->cost.alpha + ni->lat, t = 0;
+	if (x->mt[i])
+		t = x->mt[i] * a + (ni->bw_tx > 0 ? x->tx[i] / ni->bw_tx : INFINITY);
+	if (x->mr[i]) {
+		double v = x->mr[i] * a + (ni->bw_rx > 0 ? x->rx[i] / ni->bw_rx : INFINITY);
+		if (v > t)
+			t = v;
+	}
+	return t;
 }
 
 static double ld_time(struct ctx *x)
 {
-	const struct r2_cluster *c = x->c;
 	double t = 0;
-	size_t N = (size_t)x->n * x->R;
-	for (size_t i = 0; i < N; i++) {
-		if (!x->mt[i] && !x->mr[i])
-			continue;
-		const struct r2_nic *ni = &c->nic[i];
-		double a = c->cost.alpha + ni->lat;
-		if (x->mt[i]) {
-			double v = x->mt[i] * a + (ni->bw_tx > 0 ? x->tx[i] / ni->bw_tx : INFINITY);
-			if (v > t)
-				t = v;
-		}
-		if (x->mr[i]) {
-			double v = x->mr[i] * a + (ni->bw_rx > 0 ? x->rx[i] / ni->bw_rx : INFINITY);
-			if (v > t)
-				t = v;
-		}
+	if (x->ld_full) {
+		size_t N = (size_t)x->n * x->R;
+		for (size_t i = 0; i < N; i++)
+			t = fmax(t, nic_time(x, i));
+	} else {
+		for (size_t k = 0; k < x->ntouch; k++)
+			t = fmax(t, nic_time(x, x->touch[k]));
 	}
 	return t;
 }

@@ -131,6 +131,12 @@ struct ctx {
 	/* loads for the analytic cost */
 	double *tx, *rx;
 	uint32_t *mt, *mr;
+	/* NICs loaded since pl_ld_clear (r2_ld_hop), unless ld_full: the step
+	 * time and the next clear visit only those */
+	uint32_t *touch;
+	uint8_t *mark;
+	size_t ntouch;
+	bool ld_full;
 };
 
 void r2_ld_hop(struct ctx *x, uint32_t a, uint32_t bb, const struct r2_hop *h, double bytes,
