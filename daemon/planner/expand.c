@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "planner_int.h"
+#include "util.h"
 
 void r2_view_of_plan(const struct r2_plan *p, struct r2_view *v)
 {
@@ -385,6 +386,33 @@ static void expand_shard(struct out *o, const struct r2_view *v, const struct r2
 	}
 }
 
+static void expand_hd(struct out *o, const struct r2_view *v, const struct r2_comp *c,
+		      uint32_t h, int64_t j)
+{
+	struct r2_hd_geo g;
+	struct r2_hd_msg msg[2 * R2_HD_MAX_FAN + 2];
+	uint64_t lens[R2_PLAN_MAX_RAILS];
+	r2_hd_geo(v, c, &g);
+	size_t nm = r2_hd_msgs(v, c, &g, h, j, msg, R2_ARRAY_SIZE(msg));
+	if (nm > R2_ARRAY_SIZE(msg))
+		nm = R2_ARRAY_SIZE(msg); /* cannot happen: the builder caps the radix */
+	for (size_t i = 0; i < nm; i++) {
+		const struct r2_hd_msg *m = &msg[i];
+		uint32_t a = m->send ? h : m->peer, b = m->send ? m->peer : h;
+		if (!r2_hd_rails(v, c, a, b, m->slot, m->nslot, m->len, lens))
+			continue; /* cannot happen: the builder checked every pair */
+		uint64_t at = m->off;
+		for (uint32_t r = 0; r < v->R; r++) {
+			if (!lens[r])
+				continue;
+			struct r2_xfer x = { m->peer, R2_NO_HOST, (uint16_t)r, (uint16_t)r,
+					     m->send ? R2_XFER_SEND : R2_XFER_RECV, m->kind, at, lens[r] };
+			put(o, &x);
+			at += lens[r];
+		}
+	}
+}
+
 static void expand_plain(struct out *o, const struct r2_view *v, uint32_t h, uint32_t k)
 {
 	for (uint32_t i = 0; i < v->ncomp; i++) {
@@ -405,6 +433,9 @@ static void expand_plain(struct out *o, const struct r2_view *v, uint32_t h, uin
 			break;
 		case R2_ALGO_SHARD:
 			expand_shard(o, v, c, h, j);
+			break;
+		case R2_ALGO_HD:
+			expand_hd(o, v, c, h, j);
 			break;
 		default:
 			break;
@@ -499,6 +530,12 @@ size_t r2_plan_max_xfers(const struct r2_plan *p)
 		case R2_ALGO_SHARD:
 			t += 4 * (size_t)(p->nhosts - 1) * p->nrails;
 			break;
+		case R2_ALGO_HD: {
+			struct r2_view v;
+			r2_view_of_plan(p, &v);
+			t += r2_hd_max_msgs(&v, c) * p->nrails;
+			break;
+		}
 		}
 	}
 	/* relays: a bridge forwards at most what its sources send to it */

@@ -20,7 +20,15 @@
  */
 double r2_bound(const struct r2_cluster *c, const struct r2_opdesc *op)
 {
+	return r2_bound_terms(c, op, NULL);
+}
+
+/* The bandwidth term alone (*bw if not NULL); returns the bound. */
+double r2_bound_terms(const struct r2_cluster *c, const struct r2_opdesc *op, double *bw)
+{
 	uint32_t n = c->nhosts, R = c->nrails;
+	if (bw)
+		*bw = 0;
 	if (n < 2 || !op->size)
 		return 0;
 	double S = (double)op->size, seg = S / n;
@@ -83,10 +91,38 @@ double r2_bound(const struct r2_cluster *c, const struct r2_opdesc *op)
 	}
 	free(tx);
 	free(rx);
-	/* latency: information from every host must reach every host (or the
-	 * root): at least ceil(log2 n) rounds of messages, each >= alpha */
-	double rounds = op->op == R2_PLAN_SENDRECV ? 1 : ceil(log2((double)n));
-	return fmax(b, rounds * c->cost.alpha);
+	if (bw)
+		*bw = b;
+	return fmax(b + c->cost.alpha, r2_bound_rounds(c, op) * c->cost.alpha);
+}
+
+/*
+ * Latency term: rounds of alpha that any schedule in the step model pays.
+ * A host that receives m messages in one step pays at least ceil(m / P)
+ * alpha on one of its P usable NICs, and after that step it holds at most
+ * (1 + m) times the inputs its senders held. Since 1 + m <= (P + 1)^ceil(m/P),
+ * gathering n inputs costs at least ceil(log_{P+1} n) alpha, P the most
+ * usable NICs of any host (1 for sendrecv).
+ */
+double r2_bound_rounds(const struct r2_cluster *c, const struct r2_opdesc *op)
+{
+	uint32_t n = c->nhosts, R = c->nrails, P = 1;
+	if (n < 2)
+		return 0;
+	if (op->op == R2_PLAN_SENDRECV)
+		return 1;
+	for (uint32_t h = 0; h < n; h++) {
+		uint32_t k = 0;
+		for (uint32_t r = 0; r < R; r++) {
+			const struct r2_nic *ni = &c->nic[(size_t)h * R + r];
+			k += ni->state != R2_NIC_DOWN && ni->bw_tx > 0 && ni->bw_rx > 0;
+		}
+		P = k > P ? k : P;
+	}
+	uint32_t L = 0;
+	for (uint64_t reach = 1; reach < n; reach *= (uint64_t)P + 1)
+		L++;
+	return L;
 }
 
 double r2_busbw(enum r2_plan_op op, uint32_t n, uint64_t size, double t)
@@ -196,7 +232,7 @@ int r2_cost_fit(const struct r2_sample *s, size_t n, double *alpha, double *beta
 static const char *const op_names[] = { "allreduce", "allgather", "reducescatter",
 					"broadcast", "reduce", "sendrecv" };
 static const char *const pol_names[] = { "ours", "plain", "hotrepair", "balance", "r2ccl" };
-static const char *const algo_names[] = { "ring", "recursive", "shard", "chain", "tree", "direct" };
+static const char *const algo_names[] = { "ring", "recursive", "shard", "chain", "tree", "direct", "hd" };
 
 const char *r2_op_name(enum r2_plan_op op)
 {

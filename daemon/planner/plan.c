@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "plan_bld.h"
+#include "util.h"
 
 
 void r2_plan_params_default(struct r2_plan_params *p)
@@ -18,6 +19,7 @@ void r2_plan_params_default(struct r2_plan_params *p)
 	p->routing_algo = R2_ROUTE_STEINER;
 	p->max_chunks = 64;
 	p->min_chunk = 4096;
+	p->no_logstep = false;
 }
 
 /* ---- validation, bound, driver ------------------------------------------ */
@@ -155,6 +157,91 @@ static int candidate(struct ctx *x, struct bld *b, enum r2_algo algo, int varian
 	return e;
 }
 
+static void keep_best(struct bld *best, struct bld *cand, bool *have);
+
+static int hd_candidate(struct ctx *x, struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m,
+			int variant)
+{
+	int e = pl_bld_init(b, x, R2_ALGO_HD);
+	if (!e)
+		e = pl_build_hd(b, fac, L, m, variant);
+	if (!e)
+		e = b->err;
+	if (!e)
+		e = pl_bld_cost(b);
+	return e;
+}
+
+/* Radices of m, each <= F, greedily the largest divisor, in ascending order
+ * (the first reduce-scatter steps carry the most bytes: small radices there
+ * use every rail); 0 if m has a prime factor above F. */
+static uint32_t hd_factor(uint32_t m, uint32_t F, uint32_t fac[R2_HD_MAX_LEVELS])
+{
+	uint32_t L = 0;
+	while (m > 1) {
+		uint32_t d = F < m ? F : m;
+		while (d > 1 && m % d)
+			d--;
+		if (d < 2 || L == R2_HD_MAX_LEVELS)
+			return 0;
+		fac[L++] = d;
+		m /= d;
+	}
+	for (uint32_t i = 1; i < L; i++)
+		for (uint32_t k = i; k > 0 && fac[k - 1] > fac[k]; k--) {
+			uint32_t t = fac[k];
+			fac[k] = fac[k - 1];
+			fac[k - 1] = t;
+		}
+	return L;
+}
+
+/* The log-step candidates: for each radix cap F, the members m (all hosts if
+ * n factors into radices <= F, else the largest such m >= n/2 for allreduce,
+ * the slowest hosts folding in), both rail variants. */
+static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
+{
+	uint32_t n = x->n, R = x->R;
+	uint32_t caps[] = { 2, 4, 8, 16, R + 1, 2 * R + 1 };
+	enum { NLEAD = 4 };
+	uint32_t seen[NLEAD * R2_ARRAY_SIZE(caps)][R2_HD_MAX_LEVELS + 2];
+	uint32_t nseen = 0;
+	for (uint32_t lead = 0; lead < NLEAD; lead++)
+		for (size_t ci = 0; ci < R2_ARRAY_SIZE(caps); ci++) {
+			uint32_t F = caps[ci], fac[R2_HD_MAX_LEVELS + NLEAD], L = 0, m = n;
+			for (; m >= 2 && (m == n || x->op->op == R2_PLAN_ALLREDUCE) && 2 * m >= n; m--) {
+				L = 0;
+				if (m % (1u << lead))
+					continue;
+				if (m >> lead == 1 || (L = hd_factor(m >> lead, F, fac + lead)))
+					break;
+			}
+			if (m < 2 || 2 * m < n || (m >> lead > 1 && !L) || lead + L > R2_HD_MAX_LEVELS)
+				continue;
+			/* lead radices 2 first (every rail, the most bytes), then the rest */
+			for (uint32_t k = 0; k < lead; k++)
+				fac[k] = 2;
+			L += lead;
+			bool dup = false;
+			for (uint32_t s = 0; s < nseen && !dup; s++)
+				dup = seen[s][0] == m && seen[s][1] == L &&
+				      !memcmp(&seen[s][2], fac, L * sizeof(uint32_t));
+			if (dup)
+				continue;
+			seen[nseen][0] = m;
+			seen[nseen][1] = L;
+			memcpy(&seen[nseen][2], fac, L * sizeof(uint32_t));
+			nseen++;
+			for (int variant = lead ? 1 : 0; variant < 2; variant++) {
+				struct bld cand;
+				if (!hd_candidate(x, &cand, fac, L, m, variant))
+					keep_best(best, &cand, have);
+				else
+					pl_bld_free(&cand);
+			}
+		}
+}
+
 /* Keeps the cheaper of *best and *cand (frees the other). */
 static void keep_best(struct bld *best, struct bld *cand, bool *have)
 {
@@ -238,6 +325,8 @@ int r2_plan_build(const struct r2_cluster *c, const struct r2_opdesc *op,
 					if (K >= kmax)
 						break;
 				}
+				if (!x.prm.no_logstep)
+					hd_candidates(&x, &best, &have);
 				e = have ? 0 : (e ? e : e2);
 			}
 			break;
@@ -246,6 +335,10 @@ int r2_plan_build(const struct r2_cluster *c, const struct r2_opdesc *op,
 			e = candidate(&x, &cand, R2_ALGO_RING,
 				      (pol == R2_POL_PLAIN || pol == R2_POL_HOTREPAIR) ? 0 : 1, 1);
 			if (!e) keep_best(&best, &cand, &have);
+			else pl_bld_free(&cand);
+			if (pol == R2_POL_OURS && !x.prm.no_logstep)
+				hd_candidates(&x, &best, &have);
+			e = have ? 0 : e;
 			break;
 		case R2_PLAN_BROADCAST:
 		case R2_PLAN_REDUCE: {
@@ -295,6 +388,35 @@ int r2_plan_build(const struct r2_cluster *c, const struct r2_opdesc *op,
 	struct r2_plan *p = pack(&best, op);
 	pl_bld_free(&best);
 	pl_ctx_free(&x);
+	if (!p)
+		return -ENOMEM;
+	p->bound = r2_bound(c, op);
+	p->gap = p->bound > 0 ? p->time / p->bound : 1.0;
+	*out = p;
+	return 0;
+}
+
+int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, const uint32_t *fac,
+		     uint32_t L, uint32_t m, int variant, struct r2_plan **out)
+{
+	*out = NULL;
+	int e = validate(c, op);
+	if (e)
+		return e;
+	if (op->op != R2_PLAN_ALLREDUCE && op->op != R2_PLAN_ALLGATHER &&
+	    op->op != R2_PLAN_REDUCESCATTER)
+		return -EINVAL;
+	struct ctx x;
+	struct bld b;
+	memset(&b, 0, sizeof(b));
+	e = pl_ctx_init(&x, c, op, NULL);
+	if (!e)
+		e = hd_candidate(&x, &b, fac, L, m, variant);
+	struct r2_plan *p = e ? NULL : pack(&b, op);
+	pl_bld_free(&b);
+	pl_ctx_free(&x);
+	if (e)
+		return e;
 	if (!p)
 		return -ENOMEM;
 	p->bound = r2_bound(c, op);

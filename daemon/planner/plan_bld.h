@@ -43,7 +43,7 @@ static inline double hbw_rail(const struct ctx *x, uint32_t h, uint32_t r)
 
 enum ph_type {
 	PH_RING, PH_INJECT, PH_EXTRACT, PH_CHAIN_B, PH_CHAIN_R, PH_TREE_B, PH_TREE_R,
-	PH_DIRECT, PH_SHARD_FIRST, PH_SHARD_MID, PH_SHARD_LAST
+	PH_DIRECT, PH_SHARD_FIRST, PH_SHARD_MID, PH_SHARD_LAST, PH_HD
 };
 
 struct phase {
@@ -76,6 +76,7 @@ void pl_ld_clear(struct ctx *x);
 
 /* plan_sched.c */
 int pl_build_direct(struct bld *b);
+int pl_build_hd(struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m, int variant);
 int pl_build_pipe(struct bld *b, enum r2_algo algo, bool steiner, uint32_t K, enum share_rule rule);
 int pl_build_recursive(struct bld *b);
 int pl_build_rings(struct bld *b, enum share_rule rule);

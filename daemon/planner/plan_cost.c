@@ -17,57 +17,78 @@
 void pl_ld_clear(struct ctx *x)
 {
 	size_t N = (size_t)x->n * x->R;
-	memset(x->tx, 0, N * sizeof(double));
-	memset(x->rx, 0, N * sizeof(double));
-	memset(x->mt, 0, N * sizeof(uint32_t));
-	memset(x->mr, 0, N * sizeof(uint32_t));
+	if (x->ld_full || x->ntouch > N / 8) {
+		memset(x->tx, 0, N * sizeof(double));
+		memset(x->rx, 0, N * sizeof(double));
+		memset(x->mt, 0, N * sizeof(uint32_t));
+		memset(x->mr, 0, N * sizeof(uint32_t));
+		memset(x->mark, 0, N);
+	} else {
+		for (size_t k = 0; k < x->ntouch; k++) {
+			uint32_t i = x->touch[k];
+			x->tx[i] = x->rx[i] = 0;
+			x->mt[i] = x->mr[i] = 0;
+			x->mark[i] = 0;
+		}
+	}
+	x->ntouch = 0;
+	x->ld_full = false;
+}
+
+static inline void ld_add(struct ctx *x, size_t i, double *v, uint32_t *m, double bytes, int k)
+{
+	if (!x->mark[i]) {
+		x->mark[i] = 1;
+		x->touch[x->ntouch++] = (uint32_t)i;
+	}
+	v[i] += bytes;
+	m[i] += (uint32_t)k;
 }
 
 void r2_ld_hop(struct ctx *x, uint32_t a, uint32_t bb, const struct r2_hop *h, double bytes,
-		   double sign)
+	       double sign)
 {
 	uint32_t R = x->R;
 	int m = sign > 0 ? 1 : -1;
 	if (bytes <= 0)
 		return;
 	if (h->via == R2_NO_HOST) {
-		x->tx[(size_t)a * R + h->rail] += sign * bytes;
-		x->mt[(size_t)a * R + h->rail] += (uint32_t)m;
-		x->rx[(size_t)bb * R + h->rail] += sign * bytes;
-		x->mr[(size_t)bb * R + h->rail] += (uint32_t)m;
+		ld_add(x, (size_t)a * R + h->rail, x->tx, x->mt, sign * bytes, m);
+		ld_add(x, (size_t)bb * R + h->rail, x->rx, x->mr, sign * bytes, m);
 	} else {
 		uint32_t C = h->via;
-		x->tx[(size_t)a * R + h->rail] += sign * bytes;
-		x->mt[(size_t)a * R + h->rail] += (uint32_t)m;
-		x->rx[(size_t)C * R + h->rail] += sign * bytes;
-		x->mr[(size_t)C * R + h->rail] += (uint32_t)m;
-		x->tx[(size_t)C * R + h->rail2] += sign * bytes;
-		x->mt[(size_t)C * R + h->rail2] += (uint32_t)m;
-		x->rx[(size_t)bb * R + h->rail2] += sign * bytes;
-		x->mr[(size_t)bb * R + h->rail2] += (uint32_t)m;
+		ld_add(x, (size_t)a * R + h->rail, x->tx, x->mt, sign * bytes, m);
+		ld_add(x, (size_t)C * R + h->rail, x->rx, x->mr, sign * bytes, m);
+		ld_add(x, (size_t)C * R + h->rail2, x->tx, x->mt, sign * bytes, m);
+		ld_add(x, (size_t)bb * R + h->rail2, x->rx, x->mr, sign * bytes, m);
 	}
+}
+
+static double nic_time(const struct ctx *x, size_t i)
+{
+	const struct r2_cluster *c = x->c;
+	const struct r2_nic *ni = &c->nic[i];
+	double a = c->cost.alpha + ni->lat, t = 0;
+	if (x->mt[i])
+		t = x->mt[i] * a + (ni->bw_tx > 0 ? x->tx[i] / ni->bw_tx : INFINITY);
+	if (x->mr[i]) {
+		double v = x->mr[i] * a + (ni->bw_rx > 0 ? x->rx[i] / ni->bw_rx : INFINITY);
+		if (v > t)
+			t = v;
+	}
+	return t;
 }
 
 static double ld_time(struct ctx *x)
 {
-	const struct r2_cluster *c = x->c;
 	double t = 0;
-	size_t N = (size_t)x->n * x->R;
-	for (size_t i = 0; i < N; i++) {
-		if (!x->mt[i] && !x->mr[i])
-			continue;
-		const struct r2_nic *ni = &c->nic[i];
-		double a = c->cost.alpha + ni->lat;
-		if (x->mt[i]) {
-			double v = x->mt[i] * a + (ni->bw_tx > 0 ? x->tx[i] / ni->bw_tx : INFINITY);
-			if (v > t)
-				t = v;
-		}
-		if (x->mr[i]) {
-			double v = x->mr[i] * a + (ni->bw_rx > 0 ? x->rx[i] / ni->bw_rx : INFINITY);
-			if (v > t)
-				t = v;
-		}
+	if (x->ld_full) {
+		size_t N = (size_t)x->n * x->R;
+		for (size_t i = 0; i < N; i++)
+			t = fmax(t, nic_time(x, i));
+	} else {
+		for (size_t k = 0; k < x->ntouch; k++)
+			t = fmax(t, nic_time(x, x->touch[k]));
 	}
 	return t;
 }
@@ -91,6 +112,121 @@ static void hop_of(struct bld *b, const struct r2_view *v, uint32_t a, uint32_t 
 	}
 }
 
+
+/* Sends of the member at position p (UINT32_MAX - 1 - i: extra i). */
+static void hd_load_pos(struct ctx *x, const struct r2_view *v, const struct r2_comp *cp,
+			const struct r2_hd_geo *g, uint32_t p, int64_t j)
+{
+	struct r2_hd_msg msg[2 * R2_HD_MAX_FAN + 2];
+	uint64_t lens[R2_PLAN_MAX_RAILS];
+	uint32_t a = p < g->m ? r2_hd_host(v, cp, g, p) : v->hosts[cp->leaf + (UINT32_MAX - 1 - p)];
+	size_t nm = r2_hd_msgs_at(v, cp, g, a, p, j, msg, 2 * R2_HD_MAX_FAN + 2);
+	for (size_t i = 0; i < nm; i++) {
+		if (!msg[i].send ||
+		    !r2_hd_rails(v, cp, a, msg[i].peer, msg[i].slot, msg[i].nslot, msg[i].len, lens))
+			continue;
+		for (uint32_t r = 0; r < v->R; r++) {
+			struct r2_hop h = { (uint16_t)r, (uint16_t)r, R2_NO_HOST };
+			r2_ld_hop(x, a, msg[i].peer, &h, (double)lens[r], 1);
+		}
+	}
+}
+
+/* Level k of step j (UINT32_MAX outside the exchange steps). */
+static uint32_t hd_level(const struct r2_hd_geo *g, enum r2_plan_op op, int64_t j)
+{
+	int64_t t = j - g->s0;
+	if (t < 0)
+		return UINT32_MAX;
+	if (op == R2_PLAN_ALLREDUCE)
+		t = t < g->L ? t : 2 * (int64_t)g->L - 1 - t;
+	else if (op == R2_PLAN_ALLGATHER)
+		t = (int64_t)g->L - 1 - t;
+	return t >= 0 && t < g->L ? (uint32_t)t : UINT32_MAX;
+}
+
+/* Group (base position) of member p at level k. */
+static uint32_t hd_base(const struct r2_hd_geo *g, uint32_t k, uint32_t p)
+{
+	return p - ((p / g->stride[k]) % g->f[k]) * g->stride[k];
+}
+
+/*
+ * Loads of one HD step. Every step is a set of disjoint groups (cliques of
+ * f_k members, or fold pairs) whose loads come from their own sends only.
+ * With few special hosts (a class other than 0, a failed link) in a large
+ * cluster whose pieces are all non-empty, the groups without a special host
+ * are alike: the groups of the special hosts and one plain group give the
+ * step's maximum. Otherwise every member is loaded.
+ */
+static void hd_phase_load(struct bld *b, const struct r2_view *v, const struct r2_comp *cp,
+			  int64_t j)
+{
+	struct ctx *x = b->x;
+	struct r2_hd_geo g;
+	r2_hd_geo(v, cp, &g);
+	uint32_t e = cp->nleaf, nsp = x->nhcx + 2 * x->c->ndown;
+	bool fold = e && (j == 0 || j == (int64_t)r2_hd_nsteps(v->op, cp) - 1);
+	uint32_t lv = hd_level(&g, v->op, j);
+	bool few = x->n > 64 && nsp <= 64 && v->size / v->elem >= g.m;
+	if (!few) {
+		for (uint32_t p = 0; p < g.m; p++)
+			hd_load_pos(x, v, cp, &g, p, j);
+		for (uint32_t i = 0; i < e; i++)
+			hd_load_pos(x, v, cp, &g, UINT32_MAX - 1 - i, j);
+		return;
+	}
+	/* special positions */
+	uint32_t sp[2 * 64 + 1], ns = 0;
+	for (uint32_t i = 0; i < x->nhcx; i++)
+		sp[ns++] = r2_hd_pos(v, cp, &g, x->hcx[i].host);
+	for (uint32_t i = 0; i < x->c->ndown; i++) {
+		sp[ns++] = r2_hd_pos(v, cp, &g, x->c->down[i].a);
+		sp[ns++] = r2_hd_pos(v, cp, &g, x->c->down[i].b);
+	}
+	uint32_t grp[2 * 64 + 2], ng = 0; /* fold: pair index; else base position */
+	for (uint32_t i = 0; i < ns; i++) {
+		uint32_t q;
+		if (sp[i] == UINT32_MAX)
+			continue;
+		if (fold)
+			q = sp[i] >= g.m ? UINT32_MAX - 1 - sp[i] : sp[i];
+		else if (sp[i] >= g.m || lv == UINT32_MAX)
+			continue;
+		else
+			q = hd_base(&g, lv, sp[i]);
+		if (fold && q >= e)
+			continue;
+		bool dup = false;
+		for (uint32_t k = 0; k < ng; k++)
+			dup |= grp[k] == q;
+		if (!dup)
+			grp[ng++] = q;
+	}
+	/* one plain group */
+	uint32_t lim = fold ? e : g.m;
+	for (uint32_t q = 0; q < lim; q++) {
+		if (!fold && lv == UINT32_MAX)
+			break;
+		uint32_t base = fold ? q : hd_base(&g, lv, q);
+		bool dup = false;
+		for (uint32_t k = 0; k < ng; k++)
+			dup |= grp[k] == base;
+		if (!dup) {
+			grp[ng++] = base;
+			break;
+		}
+	}
+	for (uint32_t i = 0; i < ng; i++) {
+		if (fold) {
+			hd_load_pos(x, v, cp, &g, grp[i], j);
+			hd_load_pos(x, v, cp, &g, UINT32_MAX - 1 - grp[i], j);
+			continue;
+		}
+		for (uint32_t d = 0; d < g.f[lv]; d++)
+			hd_load_pos(x, v, cp, &g, grp[i] + d * g.stride[lv], j);
+	}
+}
 
 static void phase_load(struct bld *b, const struct r2_view *v, const struct phase *ph)
 {
@@ -166,6 +302,9 @@ static void phase_load(struct bld *b, const struct r2_view *v, const struct phas
 		r2_ld_hop(x, a, nb, &h, (double)cp->len, 1);
 		break;
 	}
+	case PH_HD:
+		hd_phase_load(b, v, cp, (int64_t)ph->s0 - cp->step0);
+		break;
 	default:
 		r2_shard_phase_load(x, v, cp, ph->type - PH_SHARD_FIRST);
 		break;
@@ -238,10 +377,16 @@ int pl_bld_cost(struct bld *b)
 			err = err ? err : add_phase(&ph, &nph, &cap, s + 1, s + K, i, PH_SHARD_MID);
 			err = err ? err : add_phase(&ph, &nph, &cap, s + K, s + K + 1, i, PH_SHARD_LAST);
 			break;
+		case R2_ALGO_HD:
+			cp->nsteps = r2_hd_nsteps(v.op, cp);
+			for (uint32_t j = 0; j < cp->nsteps && !err; j++)
+				err = add_phase(&ph, &nph, &cap, s + j, s + j + 1, i, PH_HD);
+			break;
 		default:
 			break;
 		}
-		uint32_t end = cp->step0 + cp->nsteps - (cp->nleaf ? 1 : 0);
+		uint32_t end = cp->step0 + cp->nsteps -
+			       (cp->algo == R2_ALGO_RING && cp->nleaf ? 1 : 0);
 		if (cp->nsteps && end > b->nsteps)
 			b->nsteps = end;
 	}

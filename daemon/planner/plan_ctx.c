@@ -57,6 +57,8 @@ void pl_ctx_free(struct ctx *x)
 	free(x->rx);
 	free(x->mt);
 	free(x->mr);
+	free(x->touch);
+	free(x->mark);
 	free(x->shard_cls);
 }
 
@@ -84,7 +86,9 @@ int pl_ctx_init(struct ctx *x, const struct r2_cluster *c, const struct r2_opdes
 	x->rx = calloc((size_t)n * R, sizeof(double));
 	x->mt = calloc((size_t)n * R, sizeof(uint32_t));
 	x->mr = calloc((size_t)n * R, sizeof(uint32_t));
-	if (!x->hcls || !x->hbw || !x->tx || !x->rx || !x->mt || !x->mr)
+	x->touch = calloc((size_t)n * R, sizeof(uint32_t));
+	x->mark = calloc((size_t)n * R, 1);
+	if (!x->hcls || !x->hbw || !x->tx || !x->rx || !x->mt || !x->mr || !x->touch || !x->mark)
 		return -ENOMEM;
 
 	/* classes through a small open-addressing table of representatives */

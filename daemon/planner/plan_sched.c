@@ -420,3 +420,101 @@ int pl_build_shard(struct bld *b, uint32_t K)
 	return 0;
 }
 
+
+/* ---- log-step: mixed-radix halving/doubling (hd.c) ------------------------ */
+
+static int by_hbw_desc(const void *pa, const void *pb, void *arg)
+{
+	const double *bw = arg;
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	if (bw[a] != bw[b])
+		return bw[a] > bw[b] ? -1 : 1;
+	return a < b ? -1 : a > b;
+}
+
+static int u32_asc(const void *pa, const void *pb)
+{
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	return a < b ? -1 : a > b;
+}
+
+/* Members: m hosts (radices fac[0..L), prod = m); the n - m slowest hosts
+ * fold into members 0 .. n-m-1 (allreduce only). variant: 0 split every
+ * message over the pair's rails by bandwidth, 1 one rail per peer. */
+int pl_build_hd(struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m, int variant)
+{
+	struct ctx *x = b->x;
+	uint32_t n = x->n;
+	uint64_t prod = 1;
+	if (!L || L > R2_HD_MAX_LEVELS)
+		return -EINVAL;
+	for (uint32_t k = 0; k < L; k++) {
+		if (fac[k] < 2 || fac[k] > R2_HD_MAX_FAN)
+			return -EINVAL;
+		prod *= fac[k];
+	}
+	if (prod != m || m > n || n - m > m || (x->op->op != R2_PLAN_ALLREDUCE && m != n))
+		return -EINVAL;
+	struct r2_comp *c = pl_add_comp(b);
+	if (!c)
+		return b->err;
+	c->algo = R2_ALGO_HD;
+	c->lrail = (uint16_t)variant;
+	c->level = (uint8_t)L;
+	c->nmem = m;
+	c->off = 0;
+	c->len = x->op->size;
+	c->fac = pl_add_hosts(b, fac, L);
+	if (m < n) {
+		uint32_t *ord = malloc(n * sizeof(uint32_t));
+		if (!ord)
+			return -ENOMEM;
+		for (uint32_t h = 0; h < n; h++)
+			ord[h] = h;
+		qsort_r(ord, n, sizeof(uint32_t), by_hbw_desc, x->hbw);
+		qsort(ord, m, sizeof(uint32_t), u32_asc);
+		qsort(ord + m, n - m, sizeof(uint32_t), u32_asc);
+		c = &b->comp[b->ncomp - 1];
+		c->mem = pl_add_hosts(b, ord, m);
+		c->leaf = pl_add_hosts(b, ord + m, n - m);
+		c->nleaf = n - m;
+		free(ord);
+	}
+	if (b->err)
+		return b->err;
+	b->nchunks = 1;
+	/* every pair that exchanges must share a rail (no bridges here) */
+	bool check = x->c->ndown > 0;
+	uint16_t full = (uint16_t)((1u << x->R) - 1);
+	for (uint32_t k = 0; k < x->ncls; k++)
+		check |= x->cls[k].mask != full;
+	if (!check)
+		return 0;
+	struct r2_view v;
+	pl_bld_view(b, &v);
+	c = &b->comp[b->ncomp - 1];
+	struct r2_hd_geo g;
+	struct r2_hd_msg msg[2 * R2_HD_MAX_FAN + 2];
+	uint64_t lens[R2_PLAN_MAX_RAILS];
+	r2_hd_geo(&v, c, &g);
+	uint32_t ns = r2_hd_nsteps(v.op, c);
+	/* a pair of class-0 hosts without a failed link shares class 0's rails:
+	 * only the hosts of other classes and the ends of failed links can lack
+	 * a common rail with a peer */
+	uint32_t nsp = x->nhcx + 2 * x->c->ndown;
+	for (uint32_t i = 0; i < nsp; i++) {
+		uint32_t h = i < x->nhcx ? x->hcx[i].host :
+			     ((i - x->nhcx) % 2 ? x->c->down[(i - x->nhcx) / 2].b :
+						  x->c->down[(i - x->nhcx) / 2].a);
+		uint32_t p = r2_hd_pos(&v, c, &g, h);
+		for (uint32_t j = 0; j < ns; j++) {
+			size_t nm = r2_hd_msgs_at(&v, c, &g, h, p, j, msg, 2 * R2_HD_MAX_FAN + 2);
+			for (size_t k = 0; k < nm; k++) {
+				uint32_t a = msg[k].send ? h : msg[k].peer, bb = msg[k].send ? msg[k].peer : h;
+				if (!r2_hd_rails(&v, c, a, bb, msg[k].slot, msg[k].nslot, 1, lens))
+					return -ENETUNREACH;
+			}
+		}
+	}
+	return 0;
+}

@@ -109,6 +109,7 @@ enum r2_algo {
 	R2_ALGO_CHAIN,     /* pipelined chain (broadcast/reduce) */
 	R2_ALGO_TREE,      /* pipelined binary tree (broadcast/reduce) */
 	R2_ALGO_DIRECT,    /* point to point (sendrecv) */
+	R2_ALGO_HD,        /* log-step: mixed-radix recursive halving/doubling */
 	R2_ALGO_COUNT
 };
 
@@ -126,6 +127,8 @@ struct r2_plan_params {
 	int routing_algo;         /* R2CCL_ROUTING_ALGO, enum r2_routing, default 3 */
 	uint32_t max_chunks;      /* pipeline depth cap, default 64 */
 	uint64_t min_chunk;       /* bytes, smallest pipelined chunk, default 4096 */
+	bool no_logstep;          /* leave the log-step (HD) schedules out of the
+	                           * choice (r2ccl-sim: "today's plans"), default false */
 };
 
 struct r2_opdesc {
@@ -164,7 +167,11 @@ struct r2_comp {
 	                     * mem == UINT32_MAX: all hosts ascending */
 	uint32_t nleaf, leaf; /* recursive: hosts outside the ring (inject/extract) */
 	uint64_t off, len;  /* range; allgather/reducescatter: sub-range of every
-	                     * host's segment, relative to the segment start */
+	                     * host's segment, relative to the segment start
+	                     * (HD: the whole buffer) */
+	uint32_t fac;       /* HD: radices plan->hosts[fac .. fac+level); lrail =
+	                     * rail variant (0 split by bandwidth, 1 one rail per
+	                     * peer); leaf/nleaf = the folded extra hosts */
 };
 
 /* A host class: hosts with the same rail states and bandwidths. */
@@ -243,9 +250,13 @@ size_t r2_plan_max_xfers(const struct r2_plan *p);
  * tests and r2ccl-sim at small sizes; r2_plan_build predicts analytically). */
 double r2_plan_eval(const struct r2_plan *p, const struct r2_cluster *c);
 
-/* Lower bound (s) for an operation on a cluster: the larger of the
- * bandwidth bound (host level cuts, docs/planner.md) and alpha*ceil(log2 n). */
+/* Lower bound (s) for an operation on a cluster (docs/planner.md): the larger
+ * of alpha + the bandwidth bound W (host level cuts) and alpha * rounds,
+ * rounds = ceil(log_{P+1} n) with P the most usable NICs of a host. */
 double r2_bound(const struct r2_cluster *c, const struct r2_opdesc *op);
+/* The same, and W alone in *bw (if not NULL). */
+double r2_bound_terms(const struct r2_cluster *c, const struct r2_opdesc *op, double *bw);
+double r2_bound_rounds(const struct r2_cluster *c, const struct r2_opdesc *op);
 
 /* busbw as nccl-tests defines it (bytes/s) for time t. */
 double r2_busbw(enum r2_plan_op op, uint32_t n, uint64_t size, double t);

@@ -73,6 +73,44 @@ bool r2_pair_split(const struct r2_view *v, uint32_t i, uint32_t j, double frac[
 void r2_split_bytes(uint64_t len, uint32_t elem, uint32_t R, const double frac[],
 		    uint64_t lens[]);
 
+/* Log-step reduce-scatter / all-gather (hd.c). */
+#define R2_HD_MAX_LEVELS 32
+#define R2_HD_MAX_FAN 64   /* largest radix the builder uses */
+struct r2_hd_geo {
+	uint32_t L, m, s0;
+	uint32_t f[R2_HD_MAX_LEVELS], stride[R2_HD_MAX_LEVELS], w[R2_HD_MAX_LEVELS];
+};
+/* One message of a host in one step; slot: the sender's offset - 1 within
+ * its group (rail of variant 1), 0xffff for the fold of an extra host. */
+struct r2_hd_msg {
+	uint32_t peer;
+	bool send;
+	uint8_t kind;
+	uint16_t slot, nslot; /* nslot: f - 1 of the step (0: fold) */
+	uint64_t off, len;
+};
+void r2_hd_geo(const struct r2_view *v, const struct r2_comp *c, struct r2_hd_geo *g);
+uint32_t r2_hd_host(const struct r2_view *v, const struct r2_comp *c, const struct r2_hd_geo *g,
+		    uint32_t p);
+size_t r2_hd_msgs(const struct r2_view *v, const struct r2_comp *c, const struct r2_hd_geo *g,
+		  uint32_t h, int64_t j, struct r2_hd_msg *out, size_t max);
+/* Position of h: member index, UINT32_MAX - 1 - i for extra i, UINT32_MAX
+ * outside; r2_hd_msgs_at takes it precomputed (member lists are searched). */
+uint32_t r2_hd_pos(const struct r2_view *v, const struct r2_comp *c, const struct r2_hd_geo *g,
+		   uint32_t h);
+size_t r2_hd_msgs_at(const struct r2_view *v, const struct r2_comp *c, const struct r2_hd_geo *g,
+		     uint32_t h, uint32_t p, int64_t j, struct r2_hd_msg *out, size_t max);
+/* Bytes per rail of a message a -> b (false: the pair shares no rail). */
+bool r2_hd_rails(const struct r2_view *v, const struct r2_comp *c, uint32_t a, uint32_t b,
+		 uint16_t slot, uint16_t nslot, uint64_t len, uint64_t lens[]);
+uint32_t r2_hd_nsteps(enum r2_plan_op op, const struct r2_comp *c);
+size_t r2_hd_max_msgs(const struct r2_view *v, const struct r2_comp *c);
+
+/* An HD plan with the given radices, members and rail variant, whatever
+ * its cost (tests, r2ccl-sim). */
+int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, const uint32_t *fac,
+		     uint32_t L, uint32_t m, int variant, struct r2_plan **out);
+
 /* Cluster-derived context shared by the candidates of one r2_plan_build. */
 struct ctx {
 	const struct r2_cluster *c;
@@ -93,6 +131,12 @@ struct ctx {
 	/* loads for the analytic cost */
 	double *tx, *rx;
 	uint32_t *mt, *mr;
+	/* NICs loaded since pl_ld_clear (r2_ld_hop), unless ld_full: the step
+	 * time and the next clear visit only those */
+	uint32_t *touch;
+	uint8_t *mark;
+	size_t ntouch;
+	bool ld_full;
 };
 
 void r2_ld_hop(struct ctx *x, uint32_t a, uint32_t bb, const struct r2_hop *h, double bytes,

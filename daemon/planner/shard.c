@@ -300,6 +300,7 @@ void r2_shard_phase_load(struct ctx *x, const struct r2_view *v, const struct r2
 				}
 			}
 		}
+	x->ld_full = true; /* every NIC written below */
 	for (uint32_t h = 0; h < x->n; h++) {
 		uint32_t c = ECLS(h);
 		for (uint32_t r = 0; r < R; r++) {

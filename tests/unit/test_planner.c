@@ -560,6 +560,178 @@ START_TEST(test_random_clusters)
 }
 END_TEST
 
+/* ---- log-step (HD) schedules, forced ------------------------------------- */
+
+/* Radix sequences of m: a first radix, then the prime factors (up to 6). */
+static uint32_t seqs_of(uint32_t m, uint32_t seq[][8], uint32_t *len)
+{
+	uint32_t ns = 0;
+	uint32_t first[] = { 2, 3, 4, 5, 8, m };
+	for (size_t i = 0; i < R2_ARRAY_SIZE(first) && ns < 6; i++) {
+		uint32_t f = first[i], r = m, L = 0;
+		if (f < 2 || f > m || m % f)
+			continue;
+		seq[ns][L++] = f;
+		r /= f;
+		while (r > 1 && L < 8) { /* the rest in prime radices, ascending */
+			uint32_t q = 2;
+			while (r % q)
+				q++;
+			seq[ns][L++] = q;
+			r /= q;
+		}
+		if (r == 1)
+			len[ns++] = L;
+	}
+	return ns;
+}
+
+static void check_hd(struct tcl *t, enum r2_plan_op op, uint32_t m, uint64_t size, const char *what)
+{
+	uint32_t seq[6][8], len[6];
+	uint32_t ns = seqs_of(m, seq, len);
+	ck_assert_msg(ns > 0, "%s: no radices for %u", what, m);
+	for (uint32_t s = 0; s < ns; s++)
+		for (int variant = 0; variant < 2; variant++) {
+			struct r2_opdesc od = { op, size, 4, 0, 0, R2_POL_OURS };
+			struct r2_plan *p = NULL;
+			int e = r2_plan_build_hd(&t->c, &od, seq[s], len[s], m, variant, &p);
+			ck_assert_msg(e == 0, "%s: hd build %d (n=%u m=%u)", what, e, t->c.nhosts, m);
+			ck_assert_int_eq(p->algo, R2_ALGO_HD);
+			ck_assert_msg(run_symbolic(p, &t->c) == 0, "%s: %s hd n=%u m=%u L=%u f0=%u v%d: %s",
+				      what, r2_op_name(op), t->c.nhosts, m, len[s], seq[s][0], variant,
+				      fail_msg);
+			uint32_t steps = (op == R2_PLAN_ALLREDUCE ? 2 : 1) * len[s] +
+					 (m < t->c.nhosts ? 2 : 0);
+			ck_assert_uint_eq(p->nsteps, steps);
+			double ev = r2_plan_eval(p, &t->c);
+			ck_assert_msg(fabs(ev - p->time) <= 1e-9 * ev + 1e-15,
+				      "%s: hd eval %.9g predicted %.9g", what, ev, p->time);
+			ck_assert_msg(p->time >= p->bound * 0.999, "%s: hd below the bound", what);
+			r2_plan_free(p);
+		}
+}
+
+START_TEST(test_hd_exact)
+{
+	/* healthy, a NIC down, a slow NIC, a failed link; allreduce with and
+	 * without folded hosts, reducescatter and allgather (m = n) */
+	uint32_t ns[] = { 2, 3, 4, 6, 8, 12, 16 };
+	for (size_t a = 0; a < R2_ARRAY_SIZE(ns); a++)
+		for (int health = 0; health < 4; health++) {
+			uint32_t n = ns[a], R = 3;
+			struct tcl t;
+			tcl_init(&t, n, R, 1e9);
+			t.c.cost.alpha = 1e-6;
+			if (health == 1)
+				NIC(&t, n - 1, 1)->state = R2_NIC_DOWN;
+			if (health == 2)
+				NIC(&t, 0, 2)->bw_tx = NIC(&t, 0, 2)->bw_rx = 2.5e8;
+			if (health == 3)
+				tcl_add_down(&t, 0, n - 1, 0);
+			char what[64];
+			snprintf(what, sizeof(what), "hd n=%u health %d", n, health);
+			uint64_t size = 4ull * n * 30;
+			check_hd(&t, R2_PLAN_ALLREDUCE, n, size + 4 * (n > 2), what);
+			check_hd(&t, R2_PLAN_REDUCESCATTER, n, size, what);
+			check_hd(&t, R2_PLAN_ALLGATHER, n, size, what);
+			for (uint32_t m = n > 2 ? (n + 1) / 2 : n; m < n; m++)
+				check_hd(&t, R2_PLAN_ALLREDUCE, m, size + 12, what);
+			tcl_free(&t);
+		}
+}
+END_TEST
+
+/* The folded hosts are the slowest; a pair without a common rail is refused. */
+START_TEST(test_hd_fold_unreachable)
+{
+	struct tcl t;
+	tcl_init(&t, 6, 2, 1e9);
+	NIC(&t, 1, 0)->state = R2_NIC_DOWN;
+	NIC(&t, 3, 1)->bw_tx = NIC(&t, 3, 1)->bw_rx = 1e8;
+	uint32_t fac[] = { 4 };
+	struct r2_opdesc od = { R2_PLAN_ALLREDUCE, 4 * 600, 4, 0, 0, R2_POL_OURS };
+	struct r2_plan *p = NULL;
+	ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, fac, 1, 4, 0, &p), 0);
+	ck_assert_uint_eq(p->comp[0].nleaf, 2);
+	ck_assert_uint_eq(p->hosts[p->comp[0].leaf], 1);
+	ck_assert_uint_eq(p->hosts[p->comp[0].leaf + 1], 3);
+	ck_assert_msg(run_symbolic(p, &t.c) == 0, "%s", fail_msg);
+	r2_plan_free(p);
+	/* host 0 only on rail 0, host 1 only on rail 1: they exchange at radix 2 */
+	NIC(&t, 0, 1)->state = R2_NIC_DOWN;
+	uint32_t f2[] = { 2, 3 };
+	ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, f2, 2, 6, 0, &p), -ENETUNREACH);
+	/* the planner still finds a plan (a bridged one) */
+	ck_assert_int_eq(r2_plan_build(&t.c, &od, NULL, &p), 0);
+	ck_assert_msg(run_symbolic(p, &t.c) == 0, "%s", fail_msg);
+	r2_plan_free(p);
+	tcl_free(&t);
+}
+END_TEST
+
+/* Large cluster, few special hosts: the analytic cost (special groups plus
+ * one plain group) equals the step-by-step evaluation. */
+START_TEST(test_hd_large)
+{
+	struct tcl t;
+	uint32_t n = 128, R = 4;
+	tcl_init(&t, n, R, 1e9);
+	t.c.cost.alpha = 2e-6;
+	NIC(&t, 5, 2)->state = R2_NIC_DOWN;
+	NIC(&t, 77, 1)->bw_tx = NIC(&t, 77, 1)->bw_rx = 3e8;
+	tcl_add_down(&t, 9, 100, 3);
+	uint32_t seqs[][4] = { { 2, 2, 4, 8 }, { 8, 16 }, { 2, 64 } };
+	uint32_t lens[] = { 4, 2, 2 };
+	for (size_t s = 0; s < R2_ARRAY_SIZE(lens); s++)
+		for (int variant = 0; variant < 2; variant++) {
+			struct r2_opdesc od = { R2_PLAN_ALLREDUCE, 4ull * 128 * 97, 4, 0, 0, R2_POL_OURS };
+			struct r2_plan *p = NULL;
+			ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, seqs[s], lens[s], 128, variant, &p), 0);
+			double ev = r2_plan_eval(p, &t.c);
+			ck_assert_msg(fabs(ev - p->time) <= 1e-3 * ev, "eval %.9g predicted %.9g", ev, p->time);
+			r2_plan_free(p);
+		}
+	/* and the choice: a log-step plan, far cheaper than without them */
+	struct r2_opdesc od = { R2_PLAN_ALLREDUCE, 1 << 16, 4, 0, 0, R2_POL_OURS };
+	struct r2_plan_params prm;
+	r2_plan_params_default(&prm);
+	struct r2_plan *p = NULL, *q = NULL;
+	ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &p), 0);
+	prm.no_logstep = true;
+	ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &q), 0);
+	ck_assert_int_eq(p->algo, R2_ALGO_HD);
+	ck_assert_int_ne(q->algo, R2_ALGO_HD);
+	ck_assert_msg(p->time < q->time / 4, "hd %.6g today %.6g", p->time, q->time);
+	ck_assert_msg(run_symbolic(p, &t.c) == 0, "%s", fail_msg);
+	r2_plan_free(p);
+	r2_plan_free(q);
+	tcl_free(&t);
+}
+END_TEST
+
+/* Latency rounds of the bound: ceil(log_{P+1} n). */
+START_TEST(test_bound_rounds)
+{
+	struct { uint32_t n, R; enum r2_plan_op op; double rounds; } cs[] = {
+		{ 1024, 8, R2_PLAN_ALLREDUCE, 4 }, { 9, 8, R2_PLAN_ALLREDUCE, 1 },
+		{ 10, 8, R2_PLAN_ALLGATHER, 2 }, { 16, 1, R2_PLAN_ALLREDUCE, 4 },
+		{ 17, 1, R2_PLAN_BROADCAST, 5 }, { 64, 3, R2_PLAN_ALLREDUCE, 3 },
+		{ 8, 2, R2_PLAN_SENDRECV, 1 },
+	};
+	for (size_t i = 0; i < R2_ARRAY_SIZE(cs); i++) {
+		struct tcl t;
+		tcl_init(&t, cs[i].n, cs[i].R, 1e9);
+		t.c.cost.alpha = 1e-6;
+		struct r2_opdesc od = { cs[i].op, 4ull * cs[i].n, 4, 0, 1, R2_POL_OURS };
+		ck_assert_double_eq(r2_bound_rounds(&t.c, &od), cs[i].rounds);
+		double W, b = r2_bound_terms(&t.c, &od, &W);
+		ck_assert_double_eq_tol(b, fmax(W + 1e-6, cs[i].rounds * 1e-6), 1e-15);
+		tcl_free(&t);
+	}
+}
+END_TEST
+
 /* ---- the n / X table: ours within 5% of the bound ----------------------- */
 
 static double one_degraded(uint32_t n, double X, enum r2_policy pol, double *bound)
@@ -715,6 +887,10 @@ int main(void)
 	tcase_add_test(tc, test_fit);
 	tcase_add_test(tc, test_names_busbw);
 	tcase_add_test(tc, test_nx_table);
+	tcase_add_test(tc, test_hd_exact);
+	tcase_add_test(tc, test_hd_fold_unreachable);
+	tcase_add_test(tc, test_hd_large);
+	tcase_add_test(tc, test_bound_rounds);
 	suite_add_tcase(s, tc);
 	TCase *tr = tcase_create("random");
 	tcase_set_timeout(tr, 120);

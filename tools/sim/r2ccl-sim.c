@@ -5,6 +5,8 @@
  *   r2ccl-sim CLUSTER [WORKLOAD]       per-policy table for each operation
  *   r2ccl-sim --table [--svg FILE]     ours vs bound vs R2CCL vs plain, n x X
  *   r2ccl-sim --speed [N R]            re-plan time, precomputed table, lookup
+ *   r2ccl-sim --scale [--op OP]        16..1024 hosts x 8 rails: today's plans,
+ *                                      log-step ones, the bound, re-plan time
  *
  * Options: --policy NAME (default: all), --alpha S, --gamma S (override the
  * cluster's), --size BYTES (table mode, default 1G), --check (also evaluate
@@ -733,17 +735,108 @@ static int run_speed(uint32_t n, uint32_t R, uint64_t size, double alpha)
 	return 0;
 }
 
+/* ---- scale: log-step schedules against today's plans and the bound ------- */
+
+static int run_scale(double alpha, enum r2_plan_op op)
+{
+	static const uint32_t ns[] = { 16, 64, 256, 1024 };
+	static const uint64_t sizes[] = { 64ull << 10, 1ull << 20, 64ull << 20, 1ull << 30 };
+	const uint32_t R = 8;
+	double worst = 0;
+	printf("# %s, n hosts x %u rails, 25 GB/s per NIC, alpha %.3g s; down: NIC (host 0, rail 0)\n"
+	       "# today: the plan without log-step schedules; new: with them; bound = max(alpha + W,\n"
+	       "# rounds * alpha), W the bandwidth bound, rounds = ceil(log_{P+1} n), P the most NICs\n"
+	       "# of a host; ref = ceil(log2 n) * alpha + W (the 1-port alpha term, not a bound here)\n",
+	       r2_op_name(op), R, alpha);
+	printf("%5s %5s %7s %10s %10s %-6s %10s %-6s %10s %7s %7s %7s\n", "n", "size", "health",
+	       "bound_us", "W_us", "today", "today_us", "new", "new_us", "tdy/bnd", "new/bnd", "new/ref");
+	for (size_t a = 0; a < R2_ARRAY_SIZE(ns); a++)
+		for (size_t z = 0; z < R2_ARRAY_SIZE(sizes); z++)
+			for (int down = 0; down < 2; down++) {
+				struct sim_cluster s;
+				memset(&s, 0, sizeof(s));
+				s.n = ns[a];
+				s.R = R;
+				s.bw = 25e9;
+				s.alpha = alpha;
+				cluster_alloc(&s);
+				if (down)
+					s.nic[0].state = R2_NIC_DOWN;
+				struct r2_cluster c;
+				to_cluster(&s, &c);
+				uint64_t size = fit_size(op, sizes[z], 4, s.n);
+				struct r2_opdesc od = { op, size, 4, 0, 1, R2_POL_OURS };
+				struct r2_plan_params prm;
+				r2_plan_params_default(&prm);
+				struct r2_plan *pt = NULL, *pn = NULL;
+				prm.no_logstep = true;
+				int e1 = r2_plan_build(&c, &od, &prm, &pt);
+				prm.no_logstep = false;
+				int e2 = r2_plan_build(&c, &od, &prm, &pn);
+				if (e1 || e2) {
+					fprintf(stderr, "r2ccl-sim: plan failed: %d %d\n", e1, e2);
+					free(s.nic);
+					return 1;
+				}
+				double W, bound = r2_bound_terms(&c, &od, &W);
+				double ref = ceil(log2((double)s.n)) * alpha + W;
+				char sz[32];
+				printf("%5u %5s %7s %10.2f %10.2f %-6s %10.2f %-6s %10.2f %7.3f %7.3f %7.3f\n", s.n,
+				       fmt_size(size, sz, sizeof(sz)), down ? "1 down" : "healthy", bound * 1e6,
+				       W * 1e6, r2_algo_name(pt->algo), pt->time * 1e6, r2_algo_name(pn->algo),
+				       pn->time * 1e6, pt->time / bound, pn->time / bound, pn->time / ref);
+				worst = fmax(worst, pn->time / bound);
+				r2_plan_free(pt);
+				r2_plan_free(pn);
+				free(s.nic);
+			}
+	printf("# worst new/bound: %.3f\n", worst);
+	/* re-plan at 1024 x 8 after one NIC failure, per size */
+	struct sim_cluster s;
+	memset(&s, 0, sizeof(s));
+	s.n = 1024;
+	s.R = R;
+	s.bw = 25e9;
+	s.alpha = alpha;
+	cluster_alloc(&s);
+	struct r2_cluster c;
+	to_cluster(&s, &c);
+	for (size_t z = 0; z < R2_ARRAY_SIZE(sizes); z++) {
+		double ts[11];
+		struct r2_opdesc od = { op, fit_size(op, sizes[z], 4, s.n), 4, 0, 1, R2_POL_OURS };
+		for (int i = 0; i < 11; i++) {
+			uint32_t h = (uint32_t)((i * 2654435761u) % s.n), r = (uint32_t)(i % R);
+			struct r2_plan *p = NULL;
+			s.nic[(size_t)h * R + r].state = R2_NIC_DOWN;
+			uint64_t t0 = r2_now_ns();
+			int e = r2_plan_build(&c, &od, NULL, &p);
+			ts[i] = (r2_now_ns() - t0) / 1e6;
+			if (!e)
+				r2_plan_free(p);
+			s.nic[(size_t)h * R + r].state = R2_NIC_UP;
+		}
+		qsort(ts, 11, sizeof(double), cmp_d);
+		char sz[32];
+		printf("re-plan 1024 x 8, one NIC down, %s: median %.3f ms, max %.3f (11 runs)\n",
+		       fmt_size(od.size, sz, sizeof(sz)), ts[5], ts[10]);
+	}
+	free(s.nic);
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: r2ccl-sim [--policy P] [--alpha S] [--gamma S] [--check] CLUSTER [WORKLOAD]\n"
 		"       r2ccl-sim --table [--size BYTES] [--alpha S] [--gamma S] [--svg FILE]\n"
-		"       r2ccl-sim --speed [--size BYTES] [--alpha S] [N R]\n");
+		"       r2ccl-sim --speed [--size BYTES] [--alpha S] [N R]\n"
+		"       r2ccl-sim --scale [--alpha S] [--op OP]\n");
 }
 
 int main(int argc, char **argv)
 {
 	int mode = 0, pol = -1;
+	enum r2_plan_op sop = R2_PLAN_ALLREDUCE;
 	bool check = false;
 	double alpha = NAN, gamma = NAN;
 	uint64_t size = 0;
@@ -755,6 +848,14 @@ int main(int argc, char **argv)
 			mode = 1;
 		else if (!strcmp(a, "--speed"))
 			mode = 2;
+		else if (!strcmp(a, "--scale"))
+			mode = 3;
+		else if (!strcmp(a, "--op") && i + 1 < argc) {
+			if (r2_op_parse(argv[++i], &sop)) {
+				usage();
+				return 2;
+			}
+		}
 		else if (!strcmp(a, "--check"))
 			check = true;
 		else if (!strcmp(a, "--policy") && i + 1 < argc) {
@@ -791,6 +892,8 @@ int main(int argc, char **argv)
 	if (mode == 1)
 		return run_table(size ? size : 1ull << 30, isnan(alpha) ? 0 : alpha, isnan(gamma) ? 0 : gamma,
 				 svg);
+	if (mode == 3)
+		return run_scale(isnan(alpha) ? 5e-6 : alpha, sop);
 	if (mode == 2) {
 		uint32_t n = pos[0] ? (uint32_t)atoi(pos[0]) : 1024, R = pos[1] ? (uint32_t)atoi(pos[1]) : 8;
 		if (n < 2 || R < 1 || R > R2_PLAN_MAX_RAILS) {
