@@ -400,6 +400,16 @@ Suite *th_suite(const char *name, int timeout_s, const TTest *const *tests, size
 	return s;
 }
 
+void th_daemon_stop_ok(struct th_daemon *d)
+{
+	int st;
+
+	ck_assert_msg(th_daemon_alive(d), "r2ccld died; log in %s", d->log);
+	st = th_daemon_stop(d, SIGTERM, 15000);
+	ck_assert_msg(st == 0, "r2ccld exited with %d on SIGTERM (log %s)", st, d->log);
+	th_daemon_cleanup(d);
+}
+
 int th_run_suite(Suite *s)
 {
 	SRunner *sr = srunner_create(s);

@@ -77,6 +77,9 @@ void th_temp_path(char *dir, const char *name, char *path, size_t len);
 /* A suite of one test case, both called name, with the n tests. */
 Suite *th_suite(const char *name, int timeout_s, const TTest *const *tests, size_t n);
 /* Runs the suite, each test forked; EXIT_SUCCESS when none failed. */
+/* The daemon is alive, stops cleanly on SIGTERM (exit 0 within 15 s), and
+ * its files are removed; a Check assertion fails otherwise. */
+void th_daemon_stop_ok(struct th_daemon *d);
 int th_run_suite(Suite *s);
 /* The main() of a test program: suite name, each test's timeout in seconds,
  * then the tests (START_TEST's names). */

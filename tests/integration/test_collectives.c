@@ -709,12 +709,5 @@ static Suite *collectives_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(collectives_suite());
-	int failed;
-
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return th_run_suite(collectives_suite());
 }

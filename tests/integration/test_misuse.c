@@ -35,12 +35,7 @@ static void start_daemon(void)
 
 static void stop_daemon_ok(void)
 {
-	int st;
-
-	ck_assert_msg(th_daemon_alive(&D), "r2ccld died; log in %s", D.log);
-	st = th_daemon_stop(&D, SIGTERM, 15000);
-	ck_assert_msg(st == 0, "r2ccld exited with %d on SIGTERM (log %s)", st, D.log);
-	th_daemon_cleanup(&D);
+	th_daemon_stop_ok(&D);
 }
 
 /* A one-rank communicator: formed at once, runs collectives alone. */
@@ -266,23 +261,4 @@ START_TEST(bad_buffers_say_why)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("misuse");
-	TCase *tc = tcase_create("misuse");
-	SRunner *sr;
-	int nf;
-
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, destroy_twice);
-	tcase_add_test(tc, use_after_disconnect);
-	tcase_add_test(tc, forked_child);
-	tcase_add_test(tc, bad_buffers_say_why);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
-}
+TH_MAIN("misuse", 60, destroy_twice, use_after_disconnect, forked_child, bad_buffers_say_why)

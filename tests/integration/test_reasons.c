@@ -35,12 +35,7 @@ static void start_daemon(const char *const *extra)
 
 static void stop_daemon_ok(void)
 {
-	int st;
-
-	ck_assert_msg(th_daemon_alive(&D), "r2ccld died; log in %s", D.log);
-	st = th_daemon_stop(&D, SIGTERM, 15000);
-	ck_assert_msg(st == 0, "r2ccld exited with %d on SIGTERM (log %s)", st, D.log);
-	th_daemon_cleanup(&D);
+	th_daemon_stop_ok(&D);
 }
 
 /* `r2cclctl events` contains needle */
@@ -276,24 +271,4 @@ START_TEST(peer_gone)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("reasons");
-	TCase *tc = tcase_create("reasons");
-	SRunner *sr;
-	int nf;
-
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, no_daemon);
-	tcase_add_test(tc, bootstrap_timeout);
-	tcase_add_test(tc, op_timeout);
-	tcase_add_test(tc, mismatch);
-	tcase_add_test(tc, peer_gone);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
-}
+TH_MAIN("reasons", 60, no_daemon, bootstrap_timeout, op_timeout, mismatch, peer_gone)

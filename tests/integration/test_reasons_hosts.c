@@ -115,23 +115,12 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("reasons_hosts");
-	TCase *tc = tcase_create("reasons_hosts");
-	SRunner *sr;
-	int nf;
+	const TTest *const tests[] = { peer_gone_on_another_daemon };
 
 	/* the daemons need a rail: a NIC with an IPv4 address (not loopback) */
 	if (system("ip -4 -o addr show scope global 2>/dev/null | grep -q .") != 0) {
 		printf("no NIC with an IPv4 address: skipped\n");
 		return 77;
 	}
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, peer_gone_on_another_daemon);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
+	return th_run_suite(th_suite("reasons_hosts", 60, tests, 1));
 }

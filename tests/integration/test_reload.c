@@ -80,20 +80,4 @@ START_TEST(sighup_reports_kept)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("reload");
-	TCase *tc = tcase_create("reload");
-	SRunner *sr;
-	int nf;
-
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, sighup_reports_kept);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
-}
+TH_MAIN("reload", 60, sighup_reports_kept)
