@@ -202,6 +202,7 @@ struct r2d {
 	struct r2_engine *engine;
 	void *orphans; /* rail messages for communicators not ready yet */
 	uint32_t norphans;
+	void *comm_tombs; /* communicators that failed lately (engine/comm.c) */
 	uint64_t ops_total, op_errors_total;
 	atomic_uint_fast64_t chunks_dup_dropped; /* delivered twice, applied once */
 

@@ -412,6 +412,13 @@ static void handle_join(struct r2d *d, const R2peer__Join *j)
 	}
 	c = r2d_comm_by_uid(d, &u);
 	if (!c) {
+		/* the communicator failed here and was freed: a host that joins
+		 * late hears the same error at once */
+		int st = r2d_comm_tomb(d, &u, why, sizeof(why));
+		if (st) {
+			join_fail_to(d, j->host_id, j->uid, st, why);
+			return;
+		}
 		if (j->nranks < 1 || j->nranks > 65536)
 			return;
 		c = r2d_comm_new(d, &u, (int)j->nranks, "");

@@ -164,12 +164,60 @@ static void comm_unlink(struct r2d *d, struct r2_comm *c)
 }
 
 /* Called with d->lock held; drops it while joining the executor thread. */
+/* ---- tombstones: communicators that failed lately ---- */
+
+#define TOMBS 64
+#define TOMB_KEEP_US (120ull * 1000000) /* longer than any bootstrap timeout in use */
+
+struct comm_tomb {
+	struct r2_uid uid;
+	int status;
+	uint64_t at_us;
+	char why[192];
+};
+
+struct comm_tombs {
+	struct comm_tomb t[TOMBS];
+	unsigned next;
+};
+
+static void tomb_add(struct r2d *d, const struct r2_comm *c)
+{
+	struct comm_tombs *ts = d->comm_tombs;
+
+	if (!ts && !(ts = d->comm_tombs = calloc(1, sizeof(*ts))))
+		return;
+	struct comm_tomb *t = &ts->t[ts->next++ % TOMBS];
+	t->uid = c->uid;
+	t->status = c->broken_err;
+	t->at_us = r2_now_us();
+	snprintf(t->why, sizeof(t->why), "%s", c->why[0] ? c->why : r2ccl_strerror(c->broken_err));
+}
+
+int r2d_comm_tomb(struct r2d *d, const struct r2_uid *uid, char *why, size_t len)
+{
+	const struct comm_tombs *ts = d->comm_tombs;
+	uint64_t now = r2_now_us();
+
+	for (int i = 0; ts && i < TOMBS; i++) {
+		const struct comm_tomb *t = &ts->t[i];
+		if (t->status && now - t->at_us < TOMB_KEEP_US &&
+		    !memcmp(&t->uid, uid, sizeof(*uid))) {
+			snprintf(why, len, "%s", t->why);
+			return t->status;
+		}
+	}
+	return 0;
+}
+
 void r2d_comm_put(struct r2_comm *c)
 {
 	struct r2d *d = c->d;
 
 	if (--c->refs > 0)
 		return;
+	if (c->broken_err && c->broken_err != R2CCL_E_SHUTDOWN)
+		tomb_add(d, c);
 	comm_unlink(d, c);
 	if (c->thread_started) {
 		c->stop = true;
@@ -348,6 +396,17 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 		return;
 	}
 	if (!c) {
+		/* a rank that comes after its communicator failed and was freed
+		 * (every local rank that had joined left) learns why */
+		char why[192];
+		int st = r2d_comm_tomb(d, &uid, why, sizeof(why));
+		if (st) {
+			pthread_mutex_unlock(&d->lock);
+			snprintf(err, sizeof(err), "the communicator failed before rank %u joined: %.120s",
+				 m->rank, why);
+			init_reply(s, m->req_id, st, err, NULL, -1);
+			return;
+		}
 		c = r2d_comm_new(d, &uid, (int)m->nranks, s->tenant);
 		if (!c) {
 			pthread_mutex_unlock(&d->lock);
@@ -541,4 +600,6 @@ void r2d_comm_destroy_all(struct r2d *d)
 		r2d_comm_put(c);
 	}
 	pthread_mutex_unlock(&d->lock);
+	free(d->comm_tombs);
+	d->comm_tombs = NULL;
 }

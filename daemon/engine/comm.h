@@ -35,6 +35,11 @@ const char *r2d_comm_mode_name(int mode);
 /* Fails every pending op of c with err and marks it broken (under d->lock). */
 void r2d_comm_break(struct r2_comm *c, int err, const char *why);
 void r2d_comm_put(struct r2_comm *c); /* under d->lock */
+/* A communicator of this uid failed lately (under d->lock): its status,
+ * its reason in why; 0 if none did. A rank that comes later, or a host's
+ * late JOIN at the root, learns the same error at once (not a bootstrap
+ * timeout). */
+int r2d_comm_tomb(struct r2d *d, const struct r2_uid *uid, char *why, size_t len);
 /* Completes op with status (CQE), drops its references, frees it. */
 void r2d_op_free(struct r2_op *op, int status);
 

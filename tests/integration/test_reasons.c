@@ -214,6 +214,63 @@ START_TEST(mismatch)
 }
 END_TEST
 
+struct late_init {
+	r2ccl_client_t *c;
+	r2ccl_comm_t *comm;
+	r2ccl_unique_id_t id;
+	int nranks, rank, ret;
+};
+
+static void *late_init_run(void *arg)
+{
+	struct late_init *l = arg;
+
+	l->ret = r2ccl_comm_init_rank(l->c, &l->comm, l->nranks, &l->id, l->rank);
+	return NULL;
+}
+
+/* A communicator fails while forming (two ranks disagree on nranks) and is
+ * freed once its ranks are gone; a rank that comes later with the same id
+ * gets the same error at once, with the reason, not a bootstrap timeout. */
+START_TEST(late_rank_of_failed_comm)
+{
+	const char *const extra[] = { "--bootstrap-timeout-ms", "20000", NULL };
+	struct late_init r0 = { .nranks = 2, .rank = 0 }, r1, r2;
+	pthread_t t;
+	double t0;
+
+	start_daemon(extra);
+	ck_assert_int_eq(r2ccl_connect(NULL, &r0.c), 0);
+	ck_assert_int_eq(r2ccl_get_unique_id(r0.c, &r0.id), 0);
+	r1 = r0;
+	r1.nranks = 3;
+	r1.rank = 1;
+	ck_assert_int_eq(r2ccl_connect(NULL, &r1.c), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, late_init_run, &r0), 0);
+	usleep(200 * 1000);
+	late_init_run(&r1);
+	pthread_join(t, NULL);
+	ck_assert_msg(r0.ret == R2CCL_E_MISMATCH && r1.ret == R2CCL_E_MISMATCH,
+		      "rank 0: %d, rank 1: %d", r0.ret, r1.ret);
+	r2ccl_disconnect(r0.c);
+	r2ccl_disconnect(r1.c);
+	usleep(200 * 1000); /* the daemon frees the communicator */
+	r2 = r0;
+	r2.rank = 1;
+	ck_assert_int_eq(r2ccl_connect(NULL, &r2.c), 0);
+	t0 = th_now_ms();
+	late_init_run(&r2);
+	ck_assert_msg(r2.ret == R2CCL_E_MISMATCH, "late rank: %s (%s)", r2ccl_strerror(r2.ret),
+		      r2ccl_last_error());
+	ck_assert_msg(th_now_ms() - t0 < 2000, "late rank waited %.0f ms", th_now_ms() - t0);
+	ck_assert_msg(strstr(r2ccl_last_error(), "failed before rank 1 joined") &&
+			      strstr(r2ccl_last_error(), "nranks"),
+		      "reason: \"%s\"", r2ccl_last_error());
+	r2ccl_disconnect(r2.c);
+	stop_daemon_ok();
+}
+END_TEST
+
 /* A second process joins as rank 1 and is killed while rank 0 waits in an
  * AllReduce. */
 static void *killer(void *arg)
@@ -271,4 +328,5 @@ START_TEST(peer_gone)
 }
 END_TEST
 
-TH_MAIN("reasons", 60, no_daemon, bootstrap_timeout, op_timeout, mismatch, peer_gone)
+TH_MAIN("reasons", 60, no_daemon, bootstrap_timeout, op_timeout, mismatch, late_rank_of_failed_comm,
+	peer_gone)
