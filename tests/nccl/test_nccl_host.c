@@ -128,6 +128,46 @@ static void collectives(ncclComm_t comm, int n)
 		NCHECK(ncclRedOpDestroy(op, comm));
 		EXPECT(ncclRedOpDestroy(op, comm) == ncclInvalidArgument);
 	}
+	/* PreMulSum on bfloat16 (issue 19: PyTorch's bf16 premul gave 0): a
+	 * bfloat16 scalar, immediate and by pointer (ncclScalarDevice on host
+	 * memory), gives 0.5 * sum exactly; a float's bytes given as the
+	 * bfloat16 scalar (what PyTorch <= 2.11 passes: pytorch/pytorch#190745)
+	 * are read as NCCL reads them, the first 2 bytes: 0.5f's are 0x0000, a
+	 * zero factor */
+	{
+		uint16_t hs = f2bf(0.5f), *ds;
+		float wrong = 0.5f;
+		ncclRedOp_t op, opd, opw;
+		void *v;
+
+		NCHECK(ncclMemAlloc(&v, 64));
+		ds = v;
+		*ds = f2bf(0.5f);
+		NCHECK(ncclRedOpCreatePreMulSum(&op, &hs, ncclBfloat16, ncclScalarHostImmediate,
+						comm));
+		hs = f2bf(8.0f); /* immediate: read when the operator was made */
+		NCHECK(ncclRedOpCreatePreMulSum(&opd, ds, ncclBfloat16, ncclScalarDevice, comm));
+		NCHECK(ncclRedOpCreatePreMulSum(&opw, &wrong, ncclBfloat16,
+						ncclScalarHostImmediate, comm));
+		for (size_t i = 0; i < N; i++)
+			b[i] = f2bf((float)((int)(i % 9) - 4 + rank));
+		NCHECK(ncclAllReduce(b, b + N, N, ncclBfloat16, op, comm, NULL));
+		for (size_t i = 0; i < N; i++)
+			EXPECT(bf2f(b[N + i]) ==
+			       0.5f * (float)(n * ((int)(i % 9) - 4) + n * (n - 1) / 2));
+		*ds = f2bf(0.25f); /* by pointer: read when the operation runs */
+		NCHECK(ncclAllReduce(b, b + N, N, ncclBfloat16, opd, comm, NULL));
+		for (size_t i = 0; i < N; i++)
+			EXPECT(bf2f(b[N + i]) ==
+			       0.25f * (float)(n * ((int)(i % 9) - 4) + n * (n - 1) / 2));
+		NCHECK(ncclAllReduce(b, b + N, N, ncclBfloat16, opw, comm, NULL));
+		for (size_t i = 0; i < N; i++)
+			EXPECT(bf2f(b[N + i]) == 0.0f);
+		NCHECK(ncclRedOpDestroy(op, comm));
+		NCHECK(ncclRedOpDestroy(opd, comm));
+		NCHECK(ncclRedOpDestroy(opw, comm));
+		NCHECK(ncclMemFree(v));
+	}
 	/* AllGather int32 */
 	for (size_t i = 0; i < N; i++)
 		g[i] = rank * 1000000 + (int32_t)i;
