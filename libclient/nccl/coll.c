@@ -6,6 +6,7 @@
  * ncclGather and ncclScatter are groups of sends and receives.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,6 +153,7 @@ struct comm_job {
 	size_t n;
 	void *ctx; /* the caller's CUDA context: stream calls need one current */
 	ncclResult_t res;
+	char err[256]; /* the thread's last error when res failed */
 };
 
 static void *comm_job_thread(void *arg)
@@ -159,6 +161,8 @@ static void *comm_job_thread(void *arg)
 	struct comm_job *j = arg;
 	nccl_cuda_ctx_set(j->ctx);
 	j->res = run_comm_ops(j->ops, j->n);
+	if (j->res != ncclSuccess)
+		snprintf(j->err, sizeof(j->err), "%s", ncclGetLastError(NULL));
 	return NULL;
 }
 
@@ -204,8 +208,12 @@ static ncclResult_t group_run(struct nccl_op *ops, size_t n)
 	for (size_t k = 0; k < nj; k++) {
 		if (started && started[k])
 			pthread_join(t[k], NULL);
-		if (res == ncclSuccess)
+		if (res == ncclSuccess && jobs[k].res != ncclSuccess) {
+			/* the text was the job thread's: make it the caller's */
 			res = jobs[k].res;
+			if (started && started[k])
+				nccl_set_thread_error(jobs[k].err);
+		}
 	}
 	free(started);
 	free(jobs);

@@ -69,7 +69,7 @@ NCCL_ALIAS(ncclGetUniqueId);
 struct init_job {
 	struct ncclComm *comm;
 	r2ccl_unique_id_t id;
-	ncclResult_t *result; /* where a deferred (group) creation reports */
+	struct nccl_deferred *result; /* where a deferred (group) creation reports */
 };
 
 static ncclResult_t comm_join(struct ncclComm *comm, const r2ccl_unique_id_t *id)
@@ -91,8 +91,10 @@ static ncclResult_t comm_join(struct ncclComm *comm, const r2ccl_unique_id_t *id
 	pthread_mutex_unlock(&comm->sock_lock);
 	r = r2ccl_comm_init_rank_config(comm->client, &comm->comm, comm->nranks, id, comm->rank,
 					&rc);
-	if (r < 0)
-		return nccl_fail_r2(comm, r, "communicator creation");
+	if (r < 0) /* libr2ccl's text has the daemon's reason */
+		return nccl_fail(comm, nccl_result_of(r), "communicator creation (rank %d of %d): %s",
+				 comm->rank, comm->nranks,
+				 r2ccl_last_error()[0] ? r2ccl_last_error() : r2ccl_strerror(r));
 	nccl_log(NCCL_LOG_INFO, "comm %p rank %d nranks %d cudaDev %d%s%s - Init COMPLETE",
 		 (void *)comm, comm->rank, comm->nranks, comm->cudev,
 		 comm->cfg.comm_name[0] ? " name " : "", comm->cfg.comm_name);
@@ -105,8 +107,12 @@ static void *init_thread(void *arg)
 	ncclResult_t res = comm_join(j->comm, &j->id);
 
 	atomic_store(&j->comm->init_state, (int)res);
-	if (j->result)
-		*j->result = res;
+	if (j->result) {
+		/* the text is this thread's: ncclGroupEnd gives it to its caller */
+		if (res != ncclSuccess)
+			snprintf(j->result->err, sizeof(j->result->err), "%s", ncclGetLastError(NULL));
+		j->result->result = res;
+	}
 	free(j);
 	return NULL;
 }
@@ -179,16 +185,16 @@ static ncclResult_t comm_create(ncclComm_t *out, int nranks, const r2ccl_unique_
 	j->id = *id;
 	atomic_store(&comm->init_state, ncclInProgress);
 	if (nccl_group_depth()) {
-		j->result = malloc(sizeof(*j->result));
+		j->result = calloc(1, sizeof(*j->result));
 		if (!j->result) {
 			free(j);
 			comm_free(comm);
 			return nccl_fail(NULL, ncclSystemError, "out of memory");
 		}
-		*j->result = ncclInProgress;
+		j->result->result = ncclInProgress;
 	}
 	{
-		ncclResult_t *result = j->result;
+		struct nccl_deferred *result = j->result;
 		if (pthread_create(&comm->init_thread, NULL, init_thread, j) != 0) {
 			free(result);
 			free(j);
@@ -444,10 +450,12 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
 	if (comm->comm)
 		r2ccl_comm_get_async_error(comm->comm, &e);
 	pthread_mutex_unlock(&comm->lock);
-	if (comm->comm) {
-		free(comm->comm); /* r2ccl_comm_abort would talk to a closed session */
-		comm->comm = NULL;
-	}
+	/* r2ccl_comm_abort would talk to a closed session: the communicator
+	 * stays on its client, whose r2ccl_disconnect (comm_free) releases it.
+	 * Never free() it here: libr2ccl still lists it, and the disconnect
+	 * wrote into the freed memory (the heap corruption PyTorch's threads
+	 * hit at exit, issue 19). */
+	comm->comm = NULL;
 	comm_free(comm);
 	return ncclSuccess;
 }

@@ -85,6 +85,12 @@ ncclResult_t nccl_fail(struct ncclComm *comm, ncclResult_t res, const char *fmt,
 	return res;
 }
 
+void nccl_set_thread_error(const char *text)
+{
+	if (text != thread_err)
+		snprintf(thread_err, sizeof(thread_err), "%s", text);
+}
+
 ncclResult_t nccl_fail_r2(struct ncclComm *comm, int e, const char *what)
 {
 	return nccl_fail(comm, nccl_result_of(e), "%s: %s", what, r2ccl_strerror(e));

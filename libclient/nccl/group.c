@@ -87,7 +87,7 @@ out:
 
 struct deferred {
 	pthread_t t;
-	ncclResult_t *result;
+	struct nccl_deferred *result;
 };
 
 static __thread struct {
@@ -147,14 +147,20 @@ ncclResult_t nccl_group_add(const struct nccl_op *op, bool *queued)
 	return ncclSuccess;
 }
 
-ncclResult_t nccl_group_defer_thread(pthread_t t, ncclResult_t *result)
+ncclResult_t nccl_group_defer_thread(pthread_t t, struct nccl_deferred *result)
 {
 	if (g.nthr == g.capthr) {
 		size_t cap = g.capthr ? g.capthr * 2 : 8;
 		struct deferred *p = realloc(g.thr, cap * sizeof(*p));
 		if (!p) {
+			ncclResult_t r;
+
 			pthread_join(t, NULL);
-			return *result;
+			r = result->result;
+			if (r != ncclSuccess)
+				nccl_set_thread_error(result->err);
+			free(result);
+			return r;
 		}
 		g.thr = p;
 		g.capthr = cap;
@@ -177,11 +183,17 @@ static ncclResult_t group_flush(bool simulate, float *estimate_us)
 	g.err = ncclSuccess;
 	/* communicators created in the group first: its operations may use them */
 	for (size_t i = 0; i < g.nthr; i++) {
+		struct nccl_deferred *d = g.thr[i].result;
+
 		pthread_join(g.thr[i].t, NULL);
-		if (res == ncclSuccess && *g.thr[i].result != ncclSuccess &&
-		    *g.thr[i].result != ncclInProgress)
-			res = *g.thr[i].result;
-		free(g.thr[i].result);
+		if (res == ncclSuccess && d->result != ncclSuccess && d->result != ncclInProgress) {
+			/* the thread's text, or the caller's ncclGetLastError is empty */
+			res = d->result;
+			nccl_set_thread_error(d->err[0] ? d->err
+						       : "a communicator created in the group "
+							 "failed (its thread gave no reason)");
+		}
+		free(d);
 	}
 	free(g.thr);
 	g.thr = NULL;

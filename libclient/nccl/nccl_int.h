@@ -42,6 +42,10 @@ ncclResult_t nccl_result_of(int r2err);
  * NULL) and returns res. */
 ncclResult_t nccl_fail(struct ncclComm *comm, ncclResult_t res, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Makes text the calling thread's last error (a failure another thread
+ * recorded, passed on to the thread that called the API), without logging
+ * it again. */
+void nccl_set_thread_error(const char *text);
 /* nccl_fail for an r2ccl error: the text says what failed and why. */
 ncclResult_t nccl_fail_r2(struct ncclComm *comm, int r2err, const char *what);
 
@@ -103,9 +107,16 @@ size_t nccl_group_pending(void);
  * default; tests replace it). */
 typedef ncclResult_t (*nccl_group_runner_t)(struct nccl_op *ops, size_t n);
 void nccl_group_set_runner(nccl_group_runner_t fn);
+/* What a thread started inside a group reports: its result and, when it
+ * failed, its error's text (the thread's own ncclGetLastError). */
+struct nccl_deferred {
+	ncclResult_t result;
+	char err[256];
+};
 /* Threads started inside a group (communicator creation) that GroupEnd
- * joins. */
-ncclResult_t nccl_group_defer_thread(pthread_t t, ncclResult_t *result);
+ * joins; GroupEnd frees d, and makes the first failure's text its
+ * caller's last error. */
+ncclResult_t nccl_group_defer_thread(pthread_t t, struct nccl_deferred *d);
 
 /* ---- communicators (comm.c) ---- */
 

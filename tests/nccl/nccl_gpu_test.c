@@ -14,7 +14,11 @@
  *  - a capturing stream: ncclInvalidUsage and the message;
  *  - the host time of one ncclAllReduce call (printed: "host time ...").
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <cuda.h>
+#include <dlfcn.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +155,22 @@ int main(void)
 		printf("SKIP: no GPU\n");
 		return 77;
 	}
+	{
+		/* R2CCL's libnccl.so.2, not another one found on the library path
+		 * (NCCL's own refuses {0, 0}: "Duplicate GPU detected") */
+		Dl_info di = { 0 };
+		void *ext = dlsym(RTLD_DEFAULT, "ncclCommTriggerRebalance");
+		dladdr((void *)ncclGetVersion, &di);
+		printf("libnccl.so.2: %s\n", di.dli_fname ? di.dli_fname : "?");
+		if (!ext) {
+			fprintf(stderr, "FAIL: %s is not R2CCL's libnccl.so.2 (no "
+				"ncclCommTriggerRebalance): put bundle/nccl/lib first in "
+				"LD_LIBRARY_PATH\n", di.dli_fname ? di.dli_fname : "the library");
+			return 1;
+		}
+	}
+	/* two ranks on GPU 0, also on a one-GPU machine: R2CCL allows several
+	 * ranks per GPU (docs/nccl.md) */
 	CU(cudaSetDevice(0));
 	if (th_daemon_start(&d, NULL) < 0)
 		return 1;

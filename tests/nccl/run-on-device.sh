@@ -94,7 +94,10 @@ if has graph; then
 	PRELOAD=$LIB two graph 300 torch_graph.py --expect error
 fi
 if has ctest; then
-	step nccl-gpu-test 300 env R2CCLD="$BD/libexec/r2ccld" "$NB/bin/nccl_gpu_test"
+	# our libnccl.so.2 first (the binary's build-tree runpath does not hold in
+	# the bundle); NCCL_DEBUG=WARN: every failure's sentence in the log
+	step nccl-gpu-test 300 env R2CCLD="$BD/libexec/r2ccld" NCCL_DEBUG=WARN \
+		LD_LIBRARY_PATH="$NB/lib:$LD_LIBRARY_PATH" "$NB/bin/nccl_gpu_test"
 	grep -h "host time" "$OUT/nccl-gpu-test.log" >> "$summary"
 fi
 if has ntests; then

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,46 @@ static void collectives(ncclComm_t comm, int n)
 			EXPECT(fo[i] == (float)(n * (n - 1) / 2) + 0.5f * (float)(n * (int)(i % 5)));
 		NCHECK(ncclRedOpDestroy(op, comm));
 		EXPECT(ncclRedOpDestroy(op, comm) == ncclInvalidArgument);
+	}
+	/* PreMulSum on bfloat16 (issue 19: PyTorch's bf16 premul gave 0): a
+	 * bfloat16 scalar, immediate and by pointer (ncclScalarDevice on host
+	 * memory), gives 0.5 * sum exactly; a float's bytes given as the
+	 * bfloat16 scalar (what PyTorch <= 2.11 passes: pytorch/pytorch#190745)
+	 * are read as NCCL reads them, the first 2 bytes: 0.5f's are 0x0000, a
+	 * zero factor */
+	{
+		uint16_t hs = f2bf(0.5f), *ds;
+		float wrong = 0.5f;
+		ncclRedOp_t op, opd, opw;
+		void *v;
+
+		NCHECK(ncclMemAlloc(&v, 64));
+		ds = v;
+		*ds = f2bf(0.5f);
+		NCHECK(ncclRedOpCreatePreMulSum(&op, &hs, ncclBfloat16, ncclScalarHostImmediate,
+						comm));
+		hs = f2bf(8.0f); /* immediate: read when the operator was made */
+		NCHECK(ncclRedOpCreatePreMulSum(&opd, ds, ncclBfloat16, ncclScalarDevice, comm));
+		NCHECK(ncclRedOpCreatePreMulSum(&opw, &wrong, ncclBfloat16,
+						ncclScalarHostImmediate, comm));
+		for (size_t i = 0; i < N; i++)
+			b[i] = f2bf((float)((int)(i % 9) - 4 + rank));
+		NCHECK(ncclAllReduce(b, b + N, N, ncclBfloat16, op, comm, NULL));
+		for (size_t i = 0; i < N; i++)
+			EXPECT(bf2f(b[N + i]) ==
+			       0.5f * (float)(n * ((int)(i % 9) - 4) + n * (n - 1) / 2));
+		*ds = f2bf(0.25f); /* by pointer: read when the operation runs */
+		NCHECK(ncclAllReduce(b, b + N, N, ncclBfloat16, opd, comm, NULL));
+		for (size_t i = 0; i < N; i++)
+			EXPECT(bf2f(b[N + i]) ==
+			       0.25f * (float)(n * ((int)(i % 9) - 4) + n * (n - 1) / 2));
+		NCHECK(ncclAllReduce(b, b + N, N, ncclBfloat16, opw, comm, NULL));
+		for (size_t i = 0; i < N; i++)
+			EXPECT(bf2f(b[N + i]) == 0.0f);
+		NCHECK(ncclRedOpDestroy(op, comm));
+		NCHECK(ncclRedOpDestroy(opd, comm));
+		NCHECK(ncclRedOpDestroy(opw, comm));
+		NCHECK(ncclMemFree(v));
 	}
 	/* AllGather int32 */
 	for (size_t i = 0; i < N; i++)
@@ -645,6 +686,253 @@ START_TEST(abort_releases_init)
 }
 END_TEST
 
+/* ---- what PyTorch does with the library, on host memory (issue 19: every
+ * python process aborted at exit in glibc's tcache_thread_shutdown) ---- */
+
+static atomic_int watch_stop, watch_bad;
+
+/* PyTorch's watchdog: ncclCommGetAsyncError and ncclGetLastError in a loop
+ * while other threads run collectives */
+static void *watchdog(void *arg)
+{
+	ncclComm_t c = arg;
+
+	while (!atomic_load(&watch_stop)) {
+		ncclResult_t e = ncclSuccess;
+		if (ncclCommGetAsyncError(c, &e) != ncclSuccess || e != ncclSuccess)
+			atomic_store(&watch_bad, 1);
+		(void)strlen(ncclGetLastError(c));
+		usleep(500);
+	}
+	return NULL;
+}
+
+struct tjob {
+	ncclComm_t comm, sub;
+	int n, nsub;
+	int ok;
+};
+
+/* One operation, one refused call and its text, from a thread that then
+ * exits (its thread-local state goes with it). */
+static void *op_thread(void *arg)
+{
+	struct tjob *j = arg;
+	int32_t *p;
+	void *v;
+
+	if (ncclMemAlloc(&v, 4096 * 4) != ncclSuccess)
+		return NULL;
+	p = v;
+	for (int i = 0; i < 4096; i++)
+		p[i] = i + rank;
+	if (ncclAllReduce(p, p, 4096, ncclInt32, ncclSum, j->comm, NULL) != ncclSuccess)
+		return NULL;
+	for (int i = 0; i < 4096; i++)
+		if (p[i] != j->n * i + j->n * (j->n - 1) / 2)
+			return NULL;
+	if (ncclAllReduce(p, p, 16, (ncclDataType_t)99, ncclSum, j->comm, NULL) !=
+	    ncclInvalidArgument || !strstr(ncclGetLastError(NULL), "data type 99"))
+		return NULL;
+	ncclMemFree(v);
+	j->ok = 1;
+	return NULL;
+}
+
+/* A group over two communicators (each share runs on a thread of its own
+ * inside ncclGroupEnd), from a thread. */
+static void *group_thread(void *arg)
+{
+	struct tjob *j = arg;
+	int64_t *a, *b;
+	void *v;
+
+	if (ncclMemAlloc(&v, 2 * 1000 * 8) != ncclSuccess)
+		return NULL;
+	a = v;
+	b = a + 1000;
+	for (int i = 0; i < 1000; i++)
+		a[i] = b[i] = i * (rank + 1);
+	ncclGroupStart();
+	ncclAllReduce(a, a, 1000, ncclInt64, ncclSum, j->comm, NULL);
+	ncclAllReduce(b, b, 1000, ncclInt64, ncclMax, j->sub, NULL);
+	if (ncclGroupEnd() != ncclSuccess)
+		return NULL;
+	for (int i = 0; i < 1000; i++)
+		if (a[i] != (int64_t)i * j->n * (j->n + 1) / 2 || b[i] != (int64_t)i * j->nsub)
+			return NULL;
+	ncclMemFree(v);
+	j->ok = 1;
+	return NULL;
+}
+
+static void *abort_thread(void *arg)
+{
+	ncclCommAbort(arg);
+	return NULL;
+}
+
+/* Other threads' allocations and exits after the communicators are gone:
+ * a chunk the library freed twice, or wrote after freeing, makes glibc
+ * abort here (malloc's or tcache_thread_shutdown's checks), and ASan says
+ * where. */
+static void *churn_thread(void *arg)
+{
+	void *p[64];
+
+	(void)arg;
+	for (int round = 0; round < 20; round++) {
+		for (int k = 0; k < 64; k++)
+			p[k] = malloc(16 + 16 * (size_t)k);
+		for (int k = 0; k < 64; k++)
+			free(p[k]);
+	}
+	return NULL;
+}
+
+static void torch_like_rank(ncclUniqueId id, int n)
+{
+	struct tjob j = { .n = n };
+	pthread_t w, t;
+
+	NCHECK(ncclCommInitRank(&j.comm, n, id, rank));
+	pthread_create(&w, NULL, watchdog, j.comm);
+	for (int k = 0; k < 3; k++) { /* one after the other: same order on every rank */
+		j.ok = 0;
+		pthread_create(&t, NULL, op_thread, &j);
+		pthread_join(t, NULL);
+		EXPECT(j.ok);
+	}
+	/* the last rank alone (PyTorch's new_group of others); then a group
+	 * over both of the other ranks' communicators */
+	NCHECK(ncclCommSplit(j.comm, rank < n - 1 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &j.sub, NULL));
+	EXPECT((rank < n - 1) == (j.sub != NULL));
+	if (j.sub) {
+		NCHECK(ncclCommCount(j.sub, &j.nsub));
+		EXPECT(j.nsub == n - 1);
+		j.ok = 0;
+		pthread_create(&t, NULL, group_thread, &j);
+		pthread_join(t, NULL);
+		EXPECT(j.ok);
+	} else {
+		/* its part of the group's collective on the parent */
+		int64_t *a;
+		void *v;
+		NCHECK(ncclMemAlloc(&v, 1000 * 8));
+		a = v;
+		for (int i = 0; i < 1000; i++)
+			a[i] = i * (rank + 1);
+		NCHECK(ncclAllReduce(a, a, 1000, ncclInt64, ncclSum, j.comm, NULL));
+		EXPECT(a[7] == 7LL * n * (n + 1) / 2);
+		NCHECK(ncclMemFree(v));
+	}
+	atomic_store(&watch_stop, 1);
+	pthread_join(w, NULL);
+	EXPECT(!atomic_load(&watch_bad));
+	/* PyTorch's end: the subgroup destroyed, the world aborted, from
+	 * threads of their own */
+	if (j.sub)
+		NCHECK(ncclCommDestroy(j.sub));
+	pthread_create(&t, NULL, abort_thread, j.comm);
+	pthread_join(t, NULL);
+	for (int k = 0; k < 4; k++) {
+		pthread_t c[4];
+		for (int i = 0; i < 4; i++)
+			pthread_create(&c[i], NULL, churn_thread, NULL);
+		for (int i = 0; i < 4; i++)
+			pthread_join(c[i], NULL);
+	}
+	exit(0); /* exit() runs the library's and libc's exit handlers too */
+}
+
+START_TEST(torch_like_threads)
+{
+	struct th_daemon d;
+	ncclUniqueId id;
+	pid_t pids[3];
+
+	ck_assert_int_eq(th_daemon_start(&d, NULL), 0);
+	ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+	for (int r = 0; r < 3; r++) {
+		pids[r] = fork();
+		ck_assert_int_ge(pids[r], 0);
+		if (pids[r] == 0) {
+			rank = r;
+			alarm(120);
+			torch_like_rank(id, 3);
+		}
+	}
+	for (int r = 0; r < 3; r++) {
+		int st = 0;
+		waitpid(pids[r], &st, 0);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: status %#x", r, st);
+	}
+	ck_assert_int_eq(th_daemon_stop(&d, SIGTERM, 20000), 0);
+	th_daemon_cleanup(&d);
+}
+END_TEST
+
+struct bad_group {
+	ncclComm_t *c;
+	ncclResult_t res;
+	char text[256];
+};
+
+static void *bad_group_thread(void *arg)
+{
+	struct bad_group *bg = arg;
+	static float a[64], b[64];
+
+	bg->res = ncclGroupStart();
+	if (bg->res == ncclSuccess)
+		bg->res = ncclAllReduce(a, a, 64, ncclFloat32, ncclSum, bg->c[0], NULL);
+	if (bg->res == ncclSuccess)
+		bg->res = ncclAllReduce(b, b, 64, ncclFloat32, ncclSum, bg->c[1], NULL);
+	if (bg->res == ncclSuccess && ncclGetLastError(NULL)[0])
+		bg->res = ncclInternalError; /* the thread's text must start empty */
+	if (bg->res == ncclSuccess)
+		bg->res = ncclGroupEnd();
+	snprintf(bg->text, sizeof(bg->text), "%s", ncclGetLastError(NULL));
+	return NULL;
+}
+
+/* A failure on a thread of the library's (a communicator created inside
+ * ncclCommInitAll's group) reaches the caller's ncclGetLastError: issue 19's
+ * "ncclCommInitAll(comm, 2, devs): invalid usage ()" had an empty text. */
+START_TEST(init_all_error_text)
+{
+	struct th_daemon d;
+	ncclComm_t c[2] = { NULL, NULL };
+
+	ck_assert_int_eq(th_daemon_start(&d, NULL), 0);
+	setenv("R2CCL_MODE", "no-such-mode", 1); /* refused by libr2ccl in each rank's thread */
+	ck_assert_int_eq(ncclCommInitAll(c, 2, NULL), ncclInvalidArgument);
+	ck_assert_ptr_null(c[0]);
+	ck_assert_ptr_null(c[1]);
+	ck_assert_msg(strstr(ncclGetLastError(NULL), "R2CCL_MODE"), "last error: \"%s\"",
+		      ncclGetLastError(NULL));
+	unsetenv("R2CCL_MODE");
+	/* a group over two communicators whose shares fail on their threads
+	 * (host memory neither registered nor from ncclMemAlloc), called from a
+	 * fresh thread: its last error is empty until the group's text */
+	ck_assert_int_eq(ncclCommInitAll(c, 2, NULL), ncclSuccess);
+	{
+		struct bad_group bg = { .c = c };
+		pthread_t t;
+
+		pthread_create(&t, NULL, bad_group_thread, &bg);
+		pthread_join(t, NULL);
+		ck_assert_int_eq(bg.res, ncclInvalidArgument);
+		ck_assert_msg(strstr(bg.text, "neither GPU memory nor host memory"),
+			      "the group's last error: \"%s\"", bg.text);
+	}
+	ck_assert_int_eq(ncclCommDestroy(c[0]), ncclSuccess);
+	ck_assert_int_eq(ncclCommDestroy(c[1]), ncclSuccess);
+	ck_assert_int_eq(th_daemon_stop(&d, SIGTERM, 20000), 0);
+	th_daemon_cleanup(&d);
+}
+END_TEST
+
 START_TEST(no_daemon)
 {
 	ncclUniqueId id;
@@ -675,6 +963,8 @@ int main(void)
 	tcase_add_test(t, shrink_after_death);
 	tcase_add_test(t, daemon_dies);
 	tcase_add_test(t, abort_releases_init);
+	tcase_add_test(t, torch_like_threads);
+	tcase_add_test(t, init_all_error_text);
 	suite_add_tcase(s, t);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -8,7 +8,9 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -523,6 +525,75 @@ START_TEST(group_simulate)
 }
 END_TEST
 
+/* A thread started inside a group fails: ncclGroupEnd returns its result,
+ * and the text, which was that thread's, becomes the caller's (issue 19:
+ * ncclCommInitAll failed with an empty ncclGetLastError). */
+static void *failing_thread(void *arg)
+{
+	struct nccl_deferred *d = arg;
+
+	d->result = nccl_fail(NULL, ncclInvalidUsage, "communicator creation: rank 1 was given "
+			      "twice");
+	snprintf(d->err, sizeof(d->err), "%s", ncclGetLastError(NULL));
+	return NULL;
+}
+
+static void *silent_thread(void *arg)
+{
+	((struct nccl_deferred *)arg)->result = ncclRemoteError; /* and no text */
+	return NULL;
+}
+
+static void *fine_thread(void *arg)
+{
+	((struct nccl_deferred *)arg)->result = ncclSuccess;
+	return NULL;
+}
+
+struct deferred_case {
+	void *(*fn)(void *);
+	ncclResult_t res;
+	char before[256], after[256];
+};
+
+static void *group_with_deferred(void *arg)
+{
+	struct deferred_case *dc = arg;
+	struct nccl_deferred *d = calloc(1, sizeof(*d)), *ok = calloc(1, sizeof(*ok));
+	pthread_t t, t2;
+
+	ncclGroupStart();
+	pthread_create(&t2, NULL, fine_thread, ok); /* a creation that worked */
+	nccl_group_defer_thread(t2, ok);
+	pthread_create(&t, NULL, dc->fn, d);
+	nccl_group_defer_thread(t, d);
+	snprintf(dc->before, sizeof(dc->before), "%s", ncclGetLastError(NULL));
+	dc->res = ncclGroupEnd();
+	snprintf(dc->after, sizeof(dc->after), "%s", ncclGetLastError(NULL));
+	return NULL;
+}
+
+START_TEST(group_deferred_error_text)
+{
+	struct deferred_case dc = { .fn = failing_thread };
+	pthread_t t;
+
+	nccl_group_set_runner(record_runner);
+	/* on fresh threads: their last error starts empty */
+	pthread_create(&t, NULL, group_with_deferred, &dc);
+	pthread_join(t, NULL);
+	ck_assert_str_eq(dc.before, "");
+	ck_assert_int_eq(dc.res, ncclInvalidUsage);
+	ck_assert_str_eq(dc.after, "communicator creation: rank 1 was given twice");
+	memset(&dc, 0, sizeof(dc));
+	dc.fn = silent_thread;
+	pthread_create(&t, NULL, group_with_deferred, &dc);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(dc.res, ncclRemoteError);
+	ck_assert_msg(strstr(dc.after, "gave no reason"), "text: \"%s\"", dc.after);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("nccl");
@@ -548,6 +619,7 @@ int main(void)
 	tcase_add_test(t, group_crossed_deadlocks_unordered);
 	tcase_add_test(t, group_bookkeeping);
 	tcase_add_test(t, group_simulate);
+	tcase_add_test(t, group_deferred_error_text);
 	suite_add_tcase(s, t);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
