@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of the engine (daemon/engine/): communicators formed through
+ * the real bootstrap (JOIN / MEMBERSHIP over loopback rails) and every
+ * collective and send/recv run by the real dispatcher, executors and rail
+ * phase between several hosts of one process (engine_harness.h), each result
+ * checked element by element against its definition. */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_harness.h"
+
+#define T_MS 10000
+
+/* nhosts hosts on rails rail_mask, rph ranks each, one communicator: the
+ * sessions in rank order in ss[]. */
+static void cluster(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
+		    struct th_sess **ss)
+{
+	struct r2_uid uid;
+
+	for (int i = 0; i < nhosts; i++)
+		hs[i] = th_host_new(i, rail_mask, NULL);
+	th_uid(hs[0], &uid);
+	for (int i = 0; i < nhosts; i++)
+		for (int k = 0; k < rph; k++) {
+			ss[i * rph + k] = th_sess_new(hs[i]);
+			th_init(ss[i * rph + k], &uid, nhosts * rph, i * rph + k);
+		}
+	ck_assert(th_wait_init(ss, nhosts * rph, T_MS));
+	for (int r = 0; r < nhosts * rph; r++) {
+		ck_assert_int_eq(ss[r]->init_status, 0);
+		ck_assert_uint_eq(ss[r]->comm_id & 0xffff, (uint32_t)r);
+		ck_assert_uint_eq(ss[r]->nhosts, (uint32_t)nhosts);
+	}
+}
+
+static void free_all(struct th_host **hs, int n)
+{
+	for (int i = n - 1; i >= 0; i--)
+		th_host_free(hs[i]);
+}
+
+static int32_t val(int rank, uint64_t i)
+{
+	return (int32_t)((rank + 1) * 1000 + (int64_t)(i % 977)) - 500;
+}
+
+/* AllReduce SUM of int32 over n ranks; count elements. */
+static void allreduce(struct th_sess **ss, int n, uint64_t count, uint32_t redop)
+{
+	int32_t *in[16], *out[16];
+	uint32_t im[16], om[16];
+	uint64_t tag[16];
+
+	for (int r = 0; r < n; r++) {
+		im[r] = th_mem(ss[r], count * 4, (void **)&in[r]);
+		om[r] = th_mem(ss[r], count * 4, (void **)&out[r]);
+		for (uint64_t i = 0; i < count; i++)
+			in[r][i] = val(r, i);
+	}
+	for (int r = 0; r < n; r++)
+		tag[r] = th_submit(ss[r], R2_OP_ALLREDUCE, count, R2CCL_INT32, redop, 0, im[r],
+				   om[r]);
+	for (int r = 0; r < n; r++)
+		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), 0);
+	for (uint64_t i = 0; i < count; i++) {
+		int32_t want = val(0, i);
+		for (int r = 1; r < n; r++)
+			want = redop == R2CCL_MAX ? (val(r, i) > want ? val(r, i) : want)
+						  : want + val(r, i);
+		for (int r = 0; r < n; r++)
+			ck_assert_msg(out[r][i] == want, "rank %d element %llu: %d, want %d", r,
+				      (unsigned long long)i, out[r][i], want);
+	}
+}
+
+/* two hosts, one rank each, two rails: a multi-chunk AllReduce (1 MB, 64 KB
+ * chunks) and a small one (inline on the dispatcher), then a MAX */
+START_TEST(test_allreduce_two_hosts)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+
+	cluster(hs, 2, 1, 0x3, ss);
+	allreduce(ss, 2, 256 * 1024, R2CCL_SUM);
+	allreduce(ss, 2, 100, R2CCL_SUM);
+	allreduce(ss, 2, 50000, R2CCL_MAX);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* three hosts of two ranks each: local phase, rail phase, local phase */
+START_TEST(test_allreduce_three_hosts_two_ranks)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[6];
+
+	cluster(hs, 3, 2, 0x3, ss);
+	allreduce(ss, 6, 100000, R2CCL_SUM);
+	free_all(hs, 3);
+}
+END_TEST
+
+/* AllGather, ReduceScatter, Broadcast, Reduce on three hosts */
+START_TEST(test_other_collectives)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	const int n = 3;
+	const uint64_t cnt = 30000;
+	int32_t *in[3], *out[3];
+	uint32_t im[3], om[3];
+	uint64_t tag[3];
+
+	cluster(hs, n, 1, 0x3, ss);
+	for (int r = 0; r < n; r++) {
+		im[r] = th_mem(ss[r], cnt * n * 4, (void **)&in[r]);
+		om[r] = th_mem(ss[r], cnt * n * 4, (void **)&out[r]);
+		for (uint64_t i = 0; i < cnt * n; i++)
+			in[r][i] = val(r, i);
+	}
+	/* AllGather: rank r's cnt elements at r * cnt everywhere */
+	for (int r = 0; r < n; r++)
+		tag[r] = th_submit(ss[r], R2_OP_ALLGATHER, cnt, R2CCL_INT32, 0, 0, im[r], om[r]);
+	for (int r = 0; r < n; r++)
+		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), 0);
+	for (int r = 0; r < n; r++)
+		for (int q = 0; q < n; q++)
+			for (uint64_t i = 0; i < cnt; i++)
+				ck_assert_int_eq(out[r][q * cnt + i], val(q, i));
+	/* ReduceScatter: rank r gets the sum of block r */
+	for (int r = 0; r < n; r++)
+		tag[r] = th_submit(ss[r], R2_OP_REDUCESCATTER, cnt, R2CCL_INT32, R2CCL_SUM, 0,
+				   im[r], om[r]);
+	for (int r = 0; r < n; r++)
+		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), 0);
+	for (int r = 0; r < n; r++)
+		for (uint64_t i = 0; i < cnt; i++) {
+			int32_t want = 0;
+			for (int q = 0; q < n; q++)
+				want += val(q, r * cnt + i);
+			ck_assert_int_eq(out[r][i], want);
+		}
+	/* Broadcast from rank 1 */
+	for (int r = 0; r < n; r++)
+		tag[r] = th_submit(ss[r], R2_OP_BROADCAST, cnt, R2CCL_INT32, 0, 1, im[r], om[r]);
+	for (int r = 0; r < n; r++)
+		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), 0);
+	for (int r = 0; r < n; r++)
+		for (uint64_t i = 0; i < cnt; i++)
+			ck_assert_int_eq(out[r][i], val(1, i));
+	/* Reduce to rank 2 */
+	memset(out[2], 0, cnt * 4);
+	for (int r = 0; r < n; r++)
+		tag[r] = th_submit(ss[r], R2_OP_REDUCE, cnt, R2CCL_INT32, R2CCL_SUM, 2, im[r],
+				   om[r]);
+	for (int r = 0; r < n; r++)
+		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), 0);
+	for (uint64_t i = 0; i < cnt; i++)
+		ck_assert_int_eq(out[2][i], val(0, i) + val(1, i) + val(2, i));
+	free_all(hs, n);
+}
+END_TEST
+
+/* Send/Recv between hosts, both directions, then a mismatch refused */
+START_TEST(test_send_recv)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	const uint64_t cnt = 200000;
+	int32_t *b0, *b1, *r0, *r1;
+	uint32_t m0, m1, n0, n1;
+	uint64_t t0, t1;
+
+	cluster(hs, 2, 1, 0x3, ss);
+	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
+	m1 = th_mem(ss[1], cnt * 4, (void **)&b1);
+	n0 = th_mem(ss[0], cnt * 4, (void **)&r0);
+	n1 = th_mem(ss[1], cnt * 4, (void **)&r1);
+	for (uint64_t i = 0; i < cnt; i++) {
+		b0[i] = val(0, i);
+		b1[i] = val(1, i);
+	}
+	t0 = th_submit(ss[0], R2_OP_SEND, cnt, R2CCL_INT32, 0, 1, m0, 0);
+	t1 = th_submit(ss[1], R2_OP_RECV, cnt, R2CCL_INT32, 0, 0, 0, n1);
+	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), 0);
+	ck_assert_int_eq(th_wait(ss[1], t1, T_MS), 0);
+	ck_assert_mem_eq(r1, b0, cnt * 4);
+	/* the receive first this time */
+	t0 = th_submit(ss[0], R2_OP_RECV, cnt, R2CCL_INT32, 0, 1, 0, n0);
+	th_pump(20);
+	t1 = th_submit(ss[1], R2_OP_SEND, cnt, R2CCL_INT32, 0, 0, m1, 0);
+	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), 0);
+	ck_assert_int_eq(th_wait(ss[1], t1, T_MS), 0);
+	ck_assert_mem_eq(r0, b1, cnt * 4);
+	/* to itself, and with a buffer out of range: refused at submission */
+	t0 = th_submit(ss[0], R2_OP_SEND, cnt, R2CCL_INT32, 0, 0, m0, 0);
+	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), -EINVAL);
+	t0 = th_submit(ss[0], R2_OP_SEND, cnt + 1, R2CCL_INT32, 0, 1, m0, 0);
+	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), R2CCL_E_BAD_BUFFER);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* Collectives whose ranks (of one host) disagree fail with MISMATCH on
+ * every rank and break the communicator: what comes after is refused */
+START_TEST(test_mismatch)
+{
+	struct th_host *hs[1];
+	struct th_sess *ss[2];
+	int32_t *a, *b;
+	uint32_t ma, mb;
+	uint64_t t0, t1;
+
+	cluster(hs, 1, 2, 0x1, ss);
+	ma = th_mem(ss[0], 4096, (void **)&a);
+	mb = th_mem(ss[1], 4096, (void **)&b);
+	t0 = th_submit(ss[0], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, ma, ma);
+	t1 = th_submit(ss[1], R2_OP_ALLREDUCE, 200, R2CCL_INT32, R2CCL_SUM, 0, mb, mb);
+	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), R2CCL_E_MISMATCH);
+	ck_assert_int_eq(th_wait(ss[1], t1, T_MS), R2CCL_E_MISMATCH);
+	t0 = th_submit(ss[0], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, ma, ma);
+	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), R2CCL_E_COMM_BROKEN);
+	free_all(hs, 1);
+}
+END_TEST
+
+/* A communicator of two ranks on one host: no rail phase */
+START_TEST(test_local_only)
+{
+	struct th_host *hs[1];
+	struct th_sess *ss[2];
+
+	cluster(hs, 1, 2, 0x1, ss);
+	allreduce(ss, 2, 300000, R2CCL_SUM);
+	free_all(hs, 1);
+}
+END_TEST
+
+/* Bootstrap failures: ranks that disagree on nranks fail every rank
+ * (JOIN_FAIL through the root); a rank given twice fails with DUP_RANK */
+START_TEST(test_bootstrap_failures)
+{
+	struct th_host *hs[2];
+	struct th_sess *a, *b, *c;
+	struct r2_uid uid;
+
+	hs[0] = th_host_new(0, 0x3, NULL);
+	hs[1] = th_host_new(1, 0x3, NULL);
+	th_uid(hs[0], &uid);
+	a = th_sess_new(hs[0]);
+	b = th_sess_new(hs[1]);
+	th_init(a, &uid, 3, 0);
+	th_init(b, &uid, 3, 0); /* rank 0 again, on another host */
+	c = th_sess_new(hs[1]);
+	th_init(c, &uid, 3, 2);
+	struct th_sess *ss[3] = { a, b, c };
+	ck_assert(th_wait_init(ss, 3, T_MS));
+	ck_assert_int_ne(a->init_status, 0);
+	ck_assert_int_ne(b->init_status, 0);
+	ck_assert_int_ne(c->init_status, 0);
+	free_all(hs, 2);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("engine");
+	TCase *tc = tcase_create("cluster");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_allreduce_two_hosts);
+	tcase_add_test(tc, test_allreduce_three_hosts_two_ranks);
+	tcase_add_test(tc, test_other_collectives);
+	tcase_add_test(tc, test_send_recv);
+	tcase_add_test(tc, test_mismatch);
+	tcase_add_test(tc, test_local_only);
+	tcase_add_test(tc, test_bootstrap_failures);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int nf;
+
+	srunner_run_all(sr, CK_NORMAL);
+	nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? 1 : 0;
+}
