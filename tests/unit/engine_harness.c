@@ -16,6 +16,7 @@
 #include "net/health.h"
 #include "r2ccl.pb-c.h"
 
+extern char **environ;
 static struct th_host *hosts[TH_MAX_HOSTS];
 
 uint64_t th_now_ms(void)
@@ -169,6 +170,9 @@ struct th_host *th_host_new(int idx, uint32_t rail_mask, const char *const *para
 		set_param(h, defaults[i]);
 	for (int i = 0; params && params[i]; i++)
 		set_param(h, params[i]);
+	/* R2CCL_* of the environment last (R2CCL_LOG_LEVEL=debug to look) */
+	ck_assert_msg(r2_params_load_env(&h->d.params, environ, NULL, NULL, err, sizeof(err)) == 0,
+		      "%s", err);
 	if (r2_log_level_parse(r2_param_str(&h->d.params, P_LOG_LEVEL), &lvl) == 0)
 		r2_log_set_level(lvl); /* as config.c does */
 	snprintf(h->d.hostname, sizeof(h->d.hostname), "host%d", idx);

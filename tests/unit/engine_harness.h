@@ -15,6 +15,7 @@
 #ifndef R2CCL_ENGINE_HARNESS_H
 #define R2CCL_ENGINE_HARNESS_H
 
+#include <check.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -32,6 +33,14 @@
 #define TH_TIMEOUT 2 /* th_wait's status when nothing came in time */
 
 struct th_host;
+
+/* Each ck_assert writes to Check's pipe (fork mode): loops over elements
+ * check with this, which calls Check only when cond fails. */
+#define TH_CHECK(cond, ...)                      \
+	do {                                     \
+		if (!(cond))                     \
+			ck_abort_msg(__VA_ARGS__); \
+	} while (0)
 
 struct th_sess {
 	struct r2_session s; /* what the engine sees */

@@ -71,7 +71,7 @@ static void allreduce(struct th_sess **ss, int n, uint64_t count, uint32_t redop
 			want = redop == R2CCL_MAX ? (val(r, i) > want ? val(r, i) : want)
 						  : want + val(r, i);
 		for (int r = 0; r < n; r++)
-			ck_assert_msg(out[r][i] == want, "rank %d element %llu: %d, want %d", r,
+			TH_CHECK(out[r][i] == want, "rank %d element %llu: %d, want %d", r,
 				      (unsigned long long)i, out[r][i], want);
 	}
 }
@@ -129,7 +129,7 @@ START_TEST(test_other_collectives)
 	for (int r = 0; r < n; r++)
 		for (int q = 0; q < n; q++)
 			for (uint64_t i = 0; i < cnt; i++)
-				ck_assert_int_eq(out[r][q * cnt + i], val(q, i));
+				TH_CHECK(out[r][q * cnt + i] == val(q, i), "allgather rank %d block %d", r, q);
 	/* ReduceScatter: rank r gets the sum of block r */
 	for (int r = 0; r < n; r++)
 		tag[r] = th_submit(ss[r], R2_OP_REDUCESCATTER, cnt, R2CCL_INT32, R2CCL_SUM, 0,
@@ -141,7 +141,7 @@ START_TEST(test_other_collectives)
 			int32_t want = 0;
 			for (int q = 0; q < n; q++)
 				want += val(q, r * cnt + i);
-			ck_assert_int_eq(out[r][i], want);
+			TH_CHECK(out[r][i] == want, "reducescatter rank %d", r);
 		}
 	/* Broadcast from rank 1 */
 	for (int r = 0; r < n; r++)
@@ -150,7 +150,7 @@ START_TEST(test_other_collectives)
 		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), 0);
 	for (int r = 0; r < n; r++)
 		for (uint64_t i = 0; i < cnt; i++)
-			ck_assert_int_eq(out[r][i], val(1, i));
+			TH_CHECK(out[r][i] == val(1, i), "broadcast rank %d", r);
 	/* Reduce to rank 2 */
 	memset(out[2], 0, cnt * 4);
 	for (int r = 0; r < n; r++)
@@ -159,7 +159,7 @@ START_TEST(test_other_collectives)
 	for (int r = 0; r < n; r++)
 		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), 0);
 	for (uint64_t i = 0; i < cnt; i++)
-		ck_assert_int_eq(out[2][i], val(0, i) + val(1, i) + val(2, i));
+		TH_CHECK(out[2][i] == val(0, i) + val(1, i) + val(2, i), "reduce");
 	free_all(hs, n);
 }
 END_TEST
@@ -265,20 +265,26 @@ START_TEST(test_bootstrap_failures)
 }
 END_TEST
 
+/* one case per test: CK_RUN_CASE=<test name> runs one */
+#define ADD(t)                                      \
+	do {                                        \
+		TCase *tc = tcase_create(#t);       \
+		tcase_set_timeout(tc, 60);          \
+		tcase_add_test(tc, t);              \
+		suite_add_tcase(s, tc);             \
+	} while (0)
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("engine");
-	TCase *tc = tcase_create("cluster");
 
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_allreduce_two_hosts);
-	tcase_add_test(tc, test_allreduce_three_hosts_two_ranks);
-	tcase_add_test(tc, test_other_collectives);
-	tcase_add_test(tc, test_send_recv);
-	tcase_add_test(tc, test_mismatch);
-	tcase_add_test(tc, test_local_only);
-	tcase_add_test(tc, test_bootstrap_failures);
-	suite_add_tcase(s, tc);
+	ADD(test_allreduce_two_hosts);
+	ADD(test_allreduce_three_hosts_two_ranks);
+	ADD(test_other_collectives);
+	ADD(test_send_recv);
+	ADD(test_mismatch);
+	ADD(test_local_only);
+	ADD(test_bootstrap_failures);
 	return s;
 }
 
