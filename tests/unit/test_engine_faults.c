@@ -206,6 +206,20 @@ START_TEST(test_link_down_mid_allreduce)
 	ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_FAILED, 2000));
 	ck_assert(has_event(hs[0], "path", "-> failed"));
 	ck_assert(wait_event(hs[0], "rail_state", "-> failed", 2000));
+	/* what r2cclctl rails / paths show */
+	struct r2d_health_snap snap;
+	bool seen = false;
+	ck_assert_int_eq(r2d_health_snapshot(&hs[0]->d, &snap), 0);
+	ck_assert_uint_eq(snap.nrails, 2);
+	ck_assert_str_eq(snap.rails[1].state, "failed");
+	ck_assert_str_eq(snap.rails[0].state, "healthy");
+	for (size_t i = 0; i < snap.npaths; i++)
+		if (snap.paths[i].peer == ID(1) && snap.paths[i].rail == 1) {
+			ck_assert_str_eq(snap.paths[i].state, "failed");
+			seen = true;
+		}
+	ck_assert(seen);
+	r2d_health_snap_free(&snap);
 	/* the next collective runs on the view without rail 1, agreed by both */
 	ar_run(&a);
 	ck_assert_uint_gt(committed(hs[0]), 0);
@@ -321,13 +335,7 @@ END_TEST
 
 /* Three hosts on two rails; host 0 loses rail 1 and host 2 loses rail 0:
  * hosts 0 and 2 share no working rail, and their chunks go through host 1
- * (the bridge); the result is exact.
- * NOT REGISTERED (suite() below): it fails today. Both senders log "no rail
- * left to host N: op 2 goes on through host 1", the bridge never logs a
- * forwarded chunk, and 0.9-6.5 s later (with peer_timeout_ms 600-5000) the
- * communicator breaks with "peer host host0 unreachable on every rail" and
- * one rank's AllReduce does not complete within 10 s. Run it with
- * CK_RUN_CASE=test_detour_through_third_host after adding it back. */
+ * (the bridge); the result is exact */
 START_TEST(test_detour_through_third_host)
 {
 	struct th_host *hs[3];
@@ -396,7 +404,7 @@ static Suite *suite(void)
 	ADD(test_reordered_and_delayed);
 	ADD(test_peer_dies);
 	ADD(test_peer_silent);
-	(void)test_detour_through_third_host; /* see its comment */
+	ADD(test_detour_through_third_host);
 	ADD(test_drain);
 	return s;
 }
