@@ -58,6 +58,13 @@ static int src_reply(struct r2_session *s, uint16_t type, const void *msg)
 		t->comm_id = r->comm_id;
 		t->nhosts = r->nhosts;
 		pthread_mutex_unlock(&t->lock);
+	} else if (type == R2CCL__MSG_TYPE__MSG_RESULT) {
+		const R2ccl__Result *r = msg;
+		pthread_mutex_lock(&t->lock);
+		t->nresults++;
+		t->result_status = r->status;
+		snprintf(t->result_error, sizeof(t->result_error), "%s", r->error ? r->error : "");
+		pthread_mutex_unlock(&t->lock);
 	}
 	return 0;
 }

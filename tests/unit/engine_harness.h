@@ -55,6 +55,9 @@ struct th_sess {
 	int init_status;
 	uint32_t comm_id; /* the member's handle */
 	uint32_t nhosts;
+	int nresults; /* Result replies (CommDestroy, CommReason) */
+	int result_status;
+	char result_error[192];
 	struct r2_memreg mem[TH_MAX_MEM];
 	int nmem;
 	uint64_t next_tag;

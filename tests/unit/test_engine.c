@@ -5,6 +5,7 @@
  * phase between several hosts of one process (engine_harness.h), each result
  * checked element by element against its definition. */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,6 +275,173 @@ END_TEST
 		suite_add_tcase(s, tc);             \
 	} while (0)
 
+/* A rank that never calls the collective: the others fail with ETIMEDOUT
+ * after op_timeout_ms, and the reason says who was waited for */
+START_TEST(test_op_timeout)
+{
+	static const char *const p[] = { "op_timeout_ms=300", NULL };
+	struct th_host *h = th_host_new(0, 0x1, p);
+	struct th_sess *ss[2] = { th_sess_new(h), th_sess_new(h) };
+	struct r2_uid uid;
+	int32_t *a;
+	uint32_t ma;
+	uint64_t t0, start;
+
+	th_uid(h, &uid);
+	th_init(ss[0], &uid, 2, 0);
+	th_init(ss[1], &uid, 2, 1);
+	ck_assert(th_wait_init(ss, 2, T_MS));
+	ma = th_mem(ss[0], 4096, (void **)&a);
+	start = th_now_ms();
+	t0 = th_submit(ss[0], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, ma, ma);
+	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), -ETIMEDOUT);
+	ck_assert_uint_ge(th_now_ms() - start, 300);
+	r2d_comm_handle_reason(&ss[0]->s, 7, ss[0]->comm_id);
+	ck_assert_int_eq(ss[0]->nresults, 1);
+	ck_assert_int_eq(ss[0]->result_status, -ETIMEDOUT);
+	ck_assert_ptr_nonnull(strstr(ss[0]->result_error, "rank 1"));
+	/* a communicator of another session: not found */
+	r2d_comm_handle_reason(&ss[1]->s, 8, ss[0]->comm_id);
+	ck_assert_int_eq(ss[1]->result_status, -ENOENT);
+	th_host_free(h);
+}
+END_TEST
+
+/* A rank on the second host never joins: every joined rank fails with
+ * BOOTSTRAP after bootstrap_timeout_ms */
+START_TEST(test_bootstrap_timeout)
+{
+	static const char *const p[] = { "bootstrap_timeout_ms=300", NULL };
+	struct th_host *hs[2] = { th_host_new(0, 0x3, p), th_host_new(1, 0x3, p) };
+	struct th_sess *ss[2] = { th_sess_new(hs[0]), th_sess_new(hs[1]) };
+	struct r2_uid uid;
+
+	th_uid(hs[0], &uid);
+	th_init(ss[0], &uid, 3, 0);
+	th_init(ss[1], &uid, 3, 1); /* rank 2 never comes */
+	ck_assert(th_wait_init(ss, 2, T_MS));
+	ck_assert_int_eq(ss[0]->init_status, R2CCL_E_BOOTSTRAP);
+	ck_assert_int_eq(ss[1]->init_status, R2CCL_E_BOOTSTRAP);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* CommInit arguments refused: a bad unique id, rank out of range, a mode
+ * nobody knows, nranks that disagree across hosts (JOIN_FAIL) */
+START_TEST(test_init_refused)
+{
+	struct th_host *hs[2] = { th_host_new(0, 0x3, NULL), th_host_new(1, 0x3, NULL) };
+	struct th_sess *a = th_sess_new(hs[0]), *b = th_sess_new(hs[1]);
+	struct r2_uid uid;
+	struct th_sess *ss[2] = { a, b };
+
+	memset(&uid, 0, sizeof(uid));
+	th_init(a, &uid, 2, 0);
+	ck_assert(a->init_done);
+	ck_assert_int_eq(a->init_status, -EINVAL);
+	a->init_done = false;
+	th_uid(hs[0], &uid);
+	th_init(a, &uid, 2, 5);
+	ck_assert_int_eq(a->init_status, -EINVAL);
+	a->init_done = false;
+	th_init(a, &uid, 2, 0);
+	th_init(b, &uid, 3, 1);
+	ck_assert(th_wait_init(ss, 2, T_MS));
+	ck_assert_int_ne(a->init_status, 0);
+	ck_assert_int_ne(b->init_status, 0);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* Destroy: a rank that left answers ENOENT; a collective its peer on the
+ * other host calls afterwards waits for it, and fails after op_timeout_ms */
+START_TEST(test_destroy_and_abort)
+{
+	static const char *const p[] = { "op_timeout_ms=400", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	int32_t *b;
+	uint32_t mb;
+	uint64_t t;
+	struct r2_uid uid;
+
+	hs[0] = th_host_new(0, 0x3, p);
+	hs[1] = th_host_new(1, 0x3, p);
+	th_uid(hs[0], &uid);
+	for (int i = 0; i < 2; i++) {
+		ss[i] = th_sess_new(hs[i]);
+		th_init(ss[i], &uid, 2, i);
+	}
+	ck_assert(th_wait_init(ss, 2, T_MS));
+	allreduce(ss, 2, 1000, R2CCL_SUM);
+	r2d_comm_handle_destroy(&ss[0]->s, 9, ss[0]->comm_id, true);
+	ck_assert_int_eq(ss[0]->nresults, 1);
+	ck_assert_int_eq(ss[0]->result_status, 0);
+	/* again: gone from this session */
+	r2d_comm_handle_destroy(&ss[0]->s, 10, ss[0]->comm_id, false);
+	ck_assert_int_eq(ss[0]->result_status, -ENOENT);
+	mb = th_mem(ss[1], 4096, (void **)&b);
+	th_pump(100);
+	t = th_submit(ss[1], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, mb, mb);
+	ck_assert_int_eq(th_wait(ss[1], t, 5000), -ETIMEDOUT);
+	r2d_comm_handle_destroy(&ss[1]->s, 11, ss[1]->comm_id, false);
+	ck_assert_int_eq(ss[1]->result_status, 0);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* A draining daemon refuses new operations with SHUTDOWN */
+START_TEST(test_draining)
+{
+	struct th_host *hs[1];
+	struct th_sess *ss[2];
+	int32_t *a;
+	uint32_t ma;
+	uint64_t t;
+
+	cluster(hs, 1, 2, 0x1, ss);
+	ma = th_mem(ss[0], 4096, (void **)&a);
+	pthread_mutex_lock(&hs[0]->d.lock);
+	hs[0]->d.draining = true;
+	pthread_mutex_unlock(&hs[0]->d.lock);
+	t = th_submit(ss[0], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, ma, ma);
+	ck_assert_int_eq(th_wait(ss[0], t, T_MS), R2CCL_E_SHUTDOWN);
+	ck_assert_int_eq(r2d_engine_busy(&hs[0]->d), 0);
+	free_all(hs, 1);
+}
+END_TEST
+
+/* float32 and uint8 AllReduce across hosts: exact for values whose sums
+ * are exact in the type */
+START_TEST(test_other_types)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	const uint64_t cnt = 100000;
+	float *fi[2], *fo[2];
+	uint32_t im[2], om[2];
+	uint64_t tag[2];
+
+	cluster(hs, 2, 1, 0x3, ss);
+	for (int r = 0; r < 2; r++) {
+		im[r] = th_mem(ss[r], cnt * 4, (void **)&fi[r]);
+		om[r] = th_mem(ss[r], cnt * 4, (void **)&fo[r]);
+		for (uint64_t i = 0; i < cnt; i++)
+			fi[r][i] = (float)((i % 1000) * (r + 1)) * 0.5f;
+	}
+	for (int r = 0; r < 2; r++)
+		tag[r] = th_submit(ss[r], R2_OP_ALLREDUCE, cnt, R2CCL_FLOAT32, R2CCL_SUM, 0, im[r],
+				   om[r]);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), 0);
+	for (int r = 0; r < 2; r++)
+		for (uint64_t i = 0; i < cnt; i++)
+			TH_CHECK(fo[r][i] == (float)((i % 1000) * 3) * 0.5f, "rank %d element %llu", r,
+				 (unsigned long long)i);
+	free_all(hs, 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("engine");
@@ -285,6 +453,12 @@ static Suite *suite(void)
 	ADD(test_mismatch);
 	ADD(test_local_only);
 	ADD(test_bootstrap_failures);
+	ADD(test_op_timeout);
+	ADD(test_bootstrap_timeout);
+	ADD(test_init_refused);
+	ADD(test_destroy_and_abort);
+	ADD(test_draining);
+	ADD(test_other_types);
 	return s;
 }
 
