@@ -16,13 +16,13 @@
 
 /* nhosts hosts on rails rail_mask, rph ranks each, one communicator: the
  * sessions in rank order in ss[]. */
-static void cluster(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
-		    struct th_sess **ss)
+static void cluster_p(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
+		      struct th_sess **ss, const char *const *params)
 {
 	struct r2_uid uid;
 
 	for (int i = 0; i < nhosts; i++)
-		hs[i] = th_host_new(i, rail_mask, NULL);
+		hs[i] = th_host_new(i, rail_mask, params);
 	th_uid(hs[0], &uid);
 	for (int i = 0; i < nhosts; i++)
 		for (int k = 0; k < rph; k++) {
@@ -35,6 +35,12 @@ static void cluster(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask
 		ck_assert_uint_eq(ss[r]->comm_id & 0xffff, (uint32_t)r);
 		ck_assert_uint_eq(ss[r]->nhosts, (uint32_t)nhosts);
 	}
+}
+
+static void cluster(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
+		    struct th_sess **ss)
+{
+	cluster_p(hs, nhosts, rph, rail_mask, ss, NULL);
 }
 
 static void free_all(struct th_host **hs, int n)
@@ -104,18 +110,19 @@ START_TEST(test_allreduce_three_hosts_two_ranks)
 }
 END_TEST
 
-/* AllGather, ReduceScatter, Broadcast, Reduce on three hosts */
-START_TEST(test_other_collectives)
+/* AllGather, ReduceScatter, Broadcast, Reduce on nhosts hosts of rph
+ * ranks each */
+static void other_collectives(int nhosts, int rph, const char *const *params)
 {
-	struct th_host *hs[3];
-	struct th_sess *ss[3];
-	const int n = 3;
+	struct th_host *hs[4];
+	struct th_sess *ss[8];
+	const int n = nhosts * rph;
 	const uint64_t cnt = 30000;
-	int32_t *in[3], *out[3];
-	uint32_t im[3], om[3];
-	uint64_t tag[3];
+	int32_t *in[8], *out[8];
+	uint32_t im[8], om[8];
+	uint64_t tag[8];
 
-	cluster(hs, n, 1, 0x3, ss);
+	cluster_p(hs, nhosts, rph, 0x3, ss, params);
 	for (int r = 0; r < n; r++) {
 		im[r] = th_mem(ss[r], cnt * n * 4, (void **)&in[r]);
 		om[r] = th_mem(ss[r], cnt * n * 4, (void **)&out[r]);
@@ -152,16 +159,47 @@ START_TEST(test_other_collectives)
 	for (int r = 0; r < n; r++)
 		for (uint64_t i = 0; i < cnt; i++)
 			TH_CHECK(out[r][i] == val(1, i), "broadcast rank %d", r);
-	/* Reduce to rank 2 */
-	memset(out[2], 0, cnt * 4);
+	/* Reduce to the last rank */
+	memset(out[n - 1], 0, cnt * 4);
 	for (int r = 0; r < n; r++)
-		tag[r] = th_submit(ss[r], R2_OP_REDUCE, cnt, R2CCL_INT32, R2CCL_SUM, 2, im[r],
+		tag[r] = th_submit(ss[r], R2_OP_REDUCE, cnt, R2CCL_INT32, R2CCL_SUM, n - 1, im[r],
 				   om[r]);
 	for (int r = 0; r < n; r++)
 		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), 0);
-	for (uint64_t i = 0; i < cnt; i++)
-		TH_CHECK(out[2][i] == val(0, i) + val(1, i) + val(2, i), "reduce");
-	free_all(hs, n);
+	for (uint64_t i = 0; i < cnt; i++) {
+		int32_t want = 0;
+		for (int q = 0; q < n; q++)
+			want += val(q, i);
+		TH_CHECK(out[n - 1][i] == want, "reduce element %llu", (unsigned long long)i);
+	}
+	free_all(hs, nhosts);
+}
+
+START_TEST(test_other_collectives)
+{
+	other_collectives(3, 1, NULL);
+}
+END_TEST
+
+/* two ranks per host (the local phases), with a reduction pool of two
+ * threads and an apply thread */
+START_TEST(test_other_collectives_two_ranks)
+{
+	static const char *const p[] = { "reduce_threads=2", "apply_threads=1", NULL };
+
+	other_collectives(2, 2, p);
+}
+END_TEST
+
+START_TEST(test_allreduce_threads)
+{
+	static const char *const p[] = { "reduce_threads=2", "apply_threads=1", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[4];
+
+	cluster_p(hs, 2, 2, 0x3, ss, p);
+	allreduce(ss, 4, 1 << 20, R2CCL_SUM);
+	free_all(hs, 2);
 }
 END_TEST
 
@@ -449,6 +487,8 @@ static Suite *suite(void)
 	ADD(test_allreduce_two_hosts);
 	ADD(test_allreduce_three_hosts_two_ranks);
 	ADD(test_other_collectives);
+	ADD(test_other_collectives_two_ranks);
+	ADD(test_allreduce_threads);
 	ADD(test_send_recv);
 	ADD(test_mismatch);
 	ADD(test_local_only);
