@@ -191,6 +191,33 @@ START_TEST(test_other_collectives_two_ranks)
 }
 END_TEST
 
+/* one host, three ranks: the local executor only, with a reduction pool
+ * of two threads; then send/recv between two of its ranks */
+START_TEST(test_local_collectives)
+{
+	static const char *const p[] = { "reduce_threads=2", NULL };
+	struct th_host *hs[1];
+	struct th_sess *ss[2];
+	const uint64_t cnt = 100000;
+	int32_t *b0, *r1;
+	uint32_t m0, n1;
+	uint64_t t0, t1;
+
+	other_collectives(1, 3, p);
+	cluster_p(hs, 1, 2, 0x1, ss, p);
+	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
+	n1 = th_mem(ss[1], cnt * 4, (void **)&r1);
+	for (uint64_t i = 0; i < cnt; i++)
+		b0[i] = val(0, i);
+	t1 = th_submit(ss[1], R2_OP_RECV, cnt, R2CCL_INT32, 0, 0, 0, n1);
+	t0 = th_submit(ss[0], R2_OP_SEND, cnt, R2CCL_INT32, 0, 1, m0, 0);
+	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), 0);
+	ck_assert_int_eq(th_wait(ss[1], t1, T_MS), 0);
+	ck_assert_mem_eq(r1, b0, cnt * 4);
+	free_all(hs, 1);
+}
+END_TEST
+
 START_TEST(test_allreduce_threads)
 {
 	static const char *const p[] = { "reduce_threads=2", "apply_threads=1", NULL };
@@ -489,6 +516,7 @@ static Suite *suite(void)
 	ADD(test_other_collectives);
 	ADD(test_other_collectives_two_ranks);
 	ADD(test_allreduce_threads);
+	ADD(test_local_collectives);
 	ADD(test_send_recv);
 	ADD(test_mismatch);
 	ADD(test_local_only);
