@@ -359,6 +359,36 @@ START_TEST(test_detour_through_third_host)
 }
 END_TEST
 
+/* As above, but the bridge has lost its rail to host 2 too: it refuses
+ * host 0's chunks (NACK), no other bridge is left, and the AllReduce
+ * fails on every rank within the peer timeout instead of hanging */
+START_TEST(test_detour_refused)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	uint64_t t0;
+
+	cluster(hs, 3, 0x3, ss, NULL);
+	ar_setup(&a, ss, 3, 64 * 1024);
+	ar_run(&a);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
+	ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], 1), ID(2), -ETIMEDOUT), 0);
+	ck_assert_int_eq(r2_lb_drop(th_tp(hs[1], 1), ID(2), R2_LB_ALL), 0);
+	ck_assert_int_eq(r2_lb_drop(th_tp(hs[2], 1), ID(1), R2_LB_ALL), 0);
+	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
+	t0 = th_now_ms();
+	ar_start(&a, 3);
+	for (int r = 0; r < 3; r++) {
+		int st = th_wait(ss[r], a.tag[r], 5000);
+		ck_assert_msg(st == R2CCL_E_PEER_GONE || st == R2CCL_E_NO_PATH, "rank %d: %d", r, st);
+	}
+	ck_assert_uint_lt(th_now_ms() - t0, 5000);
+	free_all(hs, 3);
+}
+END_TEST
+
 /* The operator drains rail 0 of host 0: the paths on it are avoided, the
  * result is exact; undrained, it carries data again */
 START_TEST(test_drain)
@@ -405,6 +435,7 @@ static Suite *suite(void)
 	ADD(test_peer_dies);
 	ADD(test_peer_silent);
 	ADD(test_detour_through_third_host);
+	ADD(test_detour_refused);
 	ADD(test_drain);
 	return s;
 }
