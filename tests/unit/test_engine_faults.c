@@ -389,6 +389,38 @@ START_TEST(test_detour_refused)
 }
 END_TEST
 
+/* Rail 1 four times slower than rail 0 (its messages delayed 40 ms, rail
+ * 0's 10 ms): once past the ramp-up, the throughput monitor finds the paths
+ * on rail 1 slow and tells the peer; AllReduces stay exact throughout */
+START_TEST(test_slow_path)
+{
+	/* heartbeats slower than the delays: the paths are slow, not silent */
+	static const char *const p[] = { "hb_interval=100000", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+	uint64_t until;
+
+	cluster(hs, 2, 0x3, ss, p);
+	ar_setup(&a, ss, 2, 1 << 20);
+	for (int h = 0; h < 2; h++) {
+		ck_assert_int_eq(r2_lb_delay(th_tp(hs[h], 0), ID(1 - h), 10000), 0);
+		ck_assert_int_eq(r2_lb_delay(th_tp(hs[h], 1), ID(1 - h), 40000), 0);
+	}
+	until = th_now_ms() + MON_RAMP_US / 1000 + 5000;
+	while (th_now_ms() < until && !has_event(hs[0], "slow_path", "") &&
+	       !has_event(hs[1], "slow_path", ""))
+		ar_run(&a);
+	ck_assert(has_event(hs[0], "slow_path", "") || has_event(hs[1], "slow_path", ""));
+	ck_assert(!has_event(hs[0], "path", "-> failed"));
+	for (int h = 0; h < 2; h++)
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(r2_lb_delay(th_tp(hs[h], r), ID(1 - h), 0), 0);
+	ar_run(&a);
+	free_all(hs, 2);
+}
+END_TEST
+
 /* The operator drains rail 0 of host 0: the paths on it are avoided, the
  * result is exact; undrained, it carries data again */
 START_TEST(test_drain)
@@ -437,6 +469,7 @@ static Suite *suite(void)
 	ADD(test_detour_through_third_host);
 	ADD(test_detour_refused);
 	ADD(test_drain);
+	ADD(test_slow_path);
 	return s;
 }
 
