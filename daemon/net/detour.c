@@ -30,6 +30,7 @@
 
 struct detour {
 	struct detour *next;
+	struct r2d *d;           /* the bridge (several daemons share a test process) */
 	struct r2_chunk_hdr hdr; /* as it came, DETOUR flag set */
 	void *buf;               /* the receive buffer of in_rail */
 	int in_rail, rail;       /* where it came by, where it went */
@@ -116,11 +117,11 @@ static void unlink_one(struct detour *x)
 }
 
 /* Unlinks and returns the record of a forwarded chunk; under lock. */
-static struct detour *take(const struct r2_chunk_hdr *h)
+static struct detour *take(struct r2d *d, const struct r2_chunk_hdr *h)
 {
 	for (struct detour **pp = &list; *pp; pp = &(*pp)->next) {
 		struct detour *x = *pp;
-		if (x->hdr.comm == h->comm && x->hdr.opseq == h->opseq &&
+		if (x->d == d && x->hdr.comm == h->comm && x->hdr.opseq == h->opseq &&
 		    x->hdr.step == h->step && x->hdr.src == h->src && x->hdr.dst == h->dst &&
 		    x->hdr.off == h->off) {
 			*pp = x->next;
@@ -167,6 +168,7 @@ static bool data_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		r2d_rails_release(d, rail, cqe->buf);
 		return true;
 	}
+	x->d = d;
 	x->hdr = *h;
 	x->buf = cqe->buf;
 	x->in_rail = rail;
@@ -248,7 +250,7 @@ bool r2d_detour_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	uint64_t src = 0;
 	int in_rail = 0;
 	pthread_mutex_lock(&lock);
-	x = take(h);
+	x = take(d, h);
 	if (x) {
 		fh = x->hdr;
 		src = x->src;
@@ -275,7 +277,7 @@ void r2d_detour_failed(struct r2d *d, int rail, uint64_t peer)
 	pthread_mutex_lock(&lock);
 	for (struct detour **pp = &list; *pp;) {
 		struct detour *x = *pp;
-		if (x->dst == peer && x->rail == rail && x->sent && !x->acked &&
+		if (x->d == d && x->dst == peer && x->rail == rail && x->sent && !x->acked &&
 		    forward(d, x, rail) < 0) {
 			lost(d, x);
 			*pp = x->next;
@@ -290,9 +292,13 @@ void r2d_detour_failed(struct r2d *d, int rail, uint64_t peer)
 void r2d_detours_free(struct r2d *d)
 {
 	pthread_mutex_lock(&lock);
-	while (list) {
-		struct detour *x = list;
-		list = x->next;
+	for (struct detour **pp = &list; *pp;) {
+		struct detour *x = *pp;
+		if (x->d != d) {
+			pp = &x->next;
+			continue;
+		}
+		*pp = x->next;
 		drop(d, x);
 	}
 	pthread_mutex_unlock(&lock);

@@ -502,7 +502,9 @@ static void slow_start_check(struct r2d *d, const struct r2_rails *rs)
 	fclose(f);
 }
 
-int r2d_rails_start(struct r2d *d)
+/* forced: every rail on this provider, at the address the topology lists
+ * for its NIC (a /24), instead of the NIC's own (r2d_rails_start_on). */
+static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 {
 	struct r2_rails *rs = calloc(1, sizeof(*rs));
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -525,8 +527,13 @@ int r2d_rails_start(struct r2d *d)
 
 		if (!nic->selected || nic->kind == R2_NIC_RDMA)
 			continue;
-		if (nic_mask(nic->name, &rl->addr, &rl->mask) < 0)
+		if (forced) {
+			if (inet_pton(AF_INET, nic->addr, &rl->addr) != 1)
+				continue;
+			rl->mask.s_addr = htonl(0xffffff00u);
+		} else if (nic_mask(nic->name, &rl->addr, &rl->mask) < 0) {
 			continue; /* no IPv4 address: not usable by tcp */
+		}
 		snprintf(rl->ifname, sizeof(rl->ifname), "%s", nic->name);
 		rl->index = rs->n;
 		snprintf(cfg.ifname, sizeof(cfg.ifname), "%s", nic->name);
@@ -554,7 +561,13 @@ int r2d_rails_start(struct r2d *d)
 		cfg.ib_slot_size = (uint32_t)r2_param_int(&d->params, P_IB_SLOT_SIZE);
 		cfg.ib_recv_depth = (int)r2_param_int(&d->params, P_IB_SRQ_DEPTH);
 		cfg.ib_send_depth = (int)r2_param_int(&d->params, P_IB_SQ_DEPTH);
-		r = open_rail(d, rl, &cfg);
+		if (forced) {
+			rl->rdma_dev[0] = 0;
+			rl->ops = forced;
+			r = forced->open(&cfg, &rl->tp);
+		} else {
+			r = open_rail(d, rl, &cfg);
+		}
 		if (r < 0)
 			continue;
 		rl->ops->listen_port(rl->tp, &rl->port);
@@ -565,8 +578,8 @@ int r2d_rails_start(struct r2d *d)
 				 inet_ntoa(rl->addr), rl->port, rl->rdma_dev,
 				 cfg.ib_qps ? cfg.ib_qps : cfg.streams);
 		else
-			log_info("rail %d: %s %s:%u (tcp, %d streams per peer)", rs->n, nic->name,
-				 inet_ntoa(rl->addr), rl->port, cfg.streams);
+			log_info("rail %d: %s %s:%u (%s, %d streams per peer)", rs->n, nic->name,
+				 inet_ntoa(rl->addr), rl->port, rl->ops->name, cfg.streams);
 		rs->n++;
 	}
 	slow_start_check(d, rs);
@@ -584,6 +597,16 @@ int r2d_rails_start(struct r2d *d)
 	if (r < 0)
 		log_warn("health: cannot start: %s", strerror(-r));
 	return 0;
+}
+
+int r2d_rails_start(struct r2d *d)
+{
+	return rails_start(d, NULL);
+}
+
+int r2d_rails_start_on(struct r2d *d, const struct r2_tp_ops *ops)
+{
+	return ops ? rails_start(d, ops) : -EINVAL;
 }
 
 void r2d_rails_quiesce(struct r2d *d)

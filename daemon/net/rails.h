@@ -111,6 +111,11 @@ struct r2_rails {
 };
 
 int r2d_rails_start(struct r2d *d);
+/* Tests: every selected NIC of d->topo is a rail on provider ops (the
+ * loopback provider, transport/loopback.h), at the IPv4 address its topology
+ * entry lists (nic->addr, a /24) rather than the NIC's own; otherwise as
+ * r2d_rails_start. Several daemons of one process form a cluster this way. */
+int r2d_rails_start_on(struct r2d *d, const struct r2_tp_ops *ops);
 void r2d_rails_stop(struct r2d *d);
 /* Joins the rails thread (before the loop closes its handles). */
 void r2d_rails_quiesce(struct r2d *d);

@@ -1,0 +1,485 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of the engine's and health's answers to faults (daemon/engine/
+ * exec_rail*.c, daemon/net/health*.c, detour.c), between hosts of one
+ * process over loopback rails (engine_harness.h), the faults commanded
+ * through loopback.h: a rail's link down in the middle of an AllReduce,
+ * duplicated chunks, a peer daemon that dies or falls silent, two hosts
+ * left with no rail in common (a detour through a third), a drained NIC;
+ * and what health makes of them (path failed, recovering, healthy; the
+ * view agreement's new view). Every result is checked element by element. */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_harness.h"
+#include "net/health_int.h"
+
+#define T_MS 10000
+#define ID(i) (0x1000 + (uint64_t)(i))
+
+static void cluster(struct th_host **hs, int nhosts, uint32_t rail_mask, struct th_sess **ss,
+		    const char *const *params)
+{
+	struct r2_uid uid;
+
+	for (int i = 0; i < nhosts; i++)
+		hs[i] = th_host_new(i, rail_mask, params);
+	th_uid(hs[0], &uid);
+	for (int i = 0; i < nhosts; i++) {
+		ss[i] = th_sess_new(hs[i]);
+		th_init(ss[i], &uid, nhosts, i);
+	}
+	ck_assert(th_wait_init(ss, nhosts, T_MS));
+	for (int r = 0; r < nhosts; r++)
+		ck_assert_int_eq(ss[r]->init_status, 0);
+}
+
+static void free_all(struct th_host **hs, int n)
+{
+	for (int i = n - 1; i >= 0; i--)
+		th_host_free(hs[i]);
+}
+
+static int32_t val(int rank, uint64_t i, int round)
+{
+	return (int32_t)((rank + 1) * 1000 + (int64_t)(i % 1013) + round * 7) - 500;
+}
+
+/* The buffers of one AllReduce per rank. */
+struct ar {
+	int n;
+	uint64_t count;
+	struct th_sess **ss;
+	int32_t *in[4], *out[4];
+	uint32_t im[4], om[4];
+	uint64_t tag[4];
+	int round;
+};
+
+static void ar_setup(struct ar *a, struct th_sess **ss, int n, uint64_t count)
+{
+	memset(a, 0, sizeof(*a));
+	a->n = n;
+	a->count = count;
+	a->ss = ss;
+	for (int r = 0; r < n; r++) {
+		a->im[r] = th_mem(ss[r], count * 4, (void **)&a->in[r]);
+		a->om[r] = th_mem(ss[r], count * 4, (void **)&a->out[r]);
+	}
+}
+
+/* Submits on ranks [0, n) (n < a->n: the others hold back). */
+static void ar_start(struct ar *a, int n)
+{
+	a->round++;
+	for (int r = 0; r < a->n; r++) {
+		for (uint64_t i = 0; i < a->count; i++)
+			a->in[r][i] = val(r, i, a->round);
+		memset(a->out[r], 0, a->count * 4);
+	}
+	for (int r = 0; r < n; r++)
+		a->tag[r] = th_submit(a->ss[r], R2_OP_ALLREDUCE, a->count, R2CCL_INT32, R2CCL_SUM,
+				      0, a->im[r], a->om[r]);
+}
+
+static void ar_check(struct ar *a)
+{
+	for (int r = 0; r < a->n; r++)
+		ck_assert_int_eq(th_wait(a->ss[r], a->tag[r], T_MS), 0);
+	for (uint64_t i = 0; i < a->count; i++) {
+		int32_t want = 0;
+		for (int r = 0; r < a->n; r++)
+			want += val(r, i, a->round);
+		for (int r = 0; r < a->n; r++)
+			TH_CHECK(a->out[r][i] == want, "round %d rank %d element %llu: %d, want %d",
+				      a->round, r, (unsigned long long)i, a->out[r][i], want);
+	}
+}
+
+static void ar_run(struct ar *a)
+{
+	ar_start(a, a->n);
+	ar_check(a);
+}
+
+/* The path from host h to peer on rail r (loop thread's state). */
+static int path_state(struct th_host *h, uint64_t peer, int r)
+{
+	struct r2_peer *p = r2d_rails_peer_find(&h->d, peer);
+
+	return p ? p->link[r].state : -1;
+}
+
+struct pwait {
+	struct th_host *h;
+	uint64_t peer;
+	int rail, state;
+};
+
+static bool path_is(void *arg)
+{
+	struct pwait *w = arg;
+
+	return path_state(w->h, w->peer, w->rail) == w->state;
+}
+
+static bool wait_path(struct th_host *h, uint64_t peer, int r, int state, int ms)
+{
+	struct pwait w = { h, peer, r, state };
+
+	return th_until(path_is, &w, ms);
+}
+
+/* An event of h's ring whose kind is kind and whose message holds text. */
+static bool has_event(struct th_host *h, const char *kind, const char *text)
+{
+	struct r2d_event_info *ev = NULL;
+	size_t n = 0;
+	uint64_t last = 0;
+	bool found = false;
+
+	ck_assert_int_eq(r2d_health_events(&h->d, 0, 0, &ev, &n, &last), 0);
+	for (size_t i = 0; i < n && !found; i++)
+		found = !strcmp(ev[i].kind, kind) && strstr(ev[i].msg, text);
+	free(ev);
+	return found;
+}
+
+struct evwait {
+	struct th_host *h;
+	const char *kind, *text;
+};
+
+static bool ev_is(void *arg)
+{
+	struct evwait *w = arg;
+
+	return has_event(w->h, w->kind, w->text);
+}
+
+/* has_event within ms (the link state is polled once a second) */
+static bool wait_event(struct th_host *h, const char *kind, const char *text, int ms)
+{
+	struct evwait w = { h, kind, text };
+
+	return th_until(ev_is, &w, ms);
+}
+
+/* The view epoch health committed for h's communicators (the largest). */
+static uint64_t committed(struct th_host *h)
+{
+	struct r2_health *hl = h->d.health;
+	uint64_t e = 0;
+
+	pthread_mutex_lock(&hl->lock);
+	for (struct hcomm *hc = hl->comms; hc; hc = hc->next)
+		if (hc->committed_epoch > e)
+			e = hc->committed_epoch;
+	pthread_mutex_unlock(&hl->lock);
+	return e;
+}
+
+/* Rail 1 of host 0 holds its messages to host 1 (a stalled NIC): the
+ * AllReduce cannot finish; then its link goes down: the chunks queued and
+ * lost on it are sent again on rail 0 and the result is exact. Health
+ * fails the path, agrees on a view without it, and when the link comes
+ * back the path goes recovering, then healthy, and carries data again. */
+START_TEST(test_link_down_mid_allreduce)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+
+	cluster(hs, 2, 0x3, ss, NULL);
+	ar_setup(&a, ss, 2, 512 * 1024); /* 2 MB: 32 chunks of 64 KB */
+	ar_run(&a);
+	ck_assert_int_eq(path_state(hs[0], ID(1), 1), R2_RS_HEALTHY);
+
+	ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(1), true), 0);
+	ar_start(&a, 2);
+	th_pump(30);
+	ck_assert_int_eq(th_wait(ss[0], a.tag[0], 0), TH_TIMEOUT); /* still running */
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(1), false), 0);
+	ar_check(&a);
+	ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_FAILED, 2000));
+	ck_assert(has_event(hs[0], "path", "-> failed"));
+	ck_assert(wait_event(hs[0], "rail_state", "-> failed", 2000));
+	/* what r2cclctl rails / paths show */
+	struct r2d_health_snap snap;
+	bool seen = false;
+	ck_assert_int_eq(r2d_health_snapshot(&hs[0]->d, &snap), 0);
+	ck_assert_uint_eq(snap.nrails, 2);
+	ck_assert_str_eq(snap.rails[1].state, "failed");
+	ck_assert_str_eq(snap.rails[0].state, "healthy");
+	for (size_t i = 0; i < snap.npaths; i++)
+		if (snap.paths[i].peer == ID(1) && snap.paths[i].rail == 1) {
+			ck_assert_str_eq(snap.paths[i].state, "failed");
+			seen = true;
+		}
+	ck_assert(seen);
+	r2d_health_snap_free(&snap);
+	/* the next collective runs on the view without rail 1, agreed by both */
+	ar_run(&a);
+	ck_assert_uint_gt(committed(hs[0]), 0);
+	ck_assert(has_event(hs[0], "replan", "view"));
+
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), true), 0);
+	ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_HEALTHY, 5000));
+	ck_assert(has_event(hs[0], "path", "failed -> recovering"));
+	ck_assert(has_event(hs[0], "path", "recovering -> healthy"));
+	ar_run(&a);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* Every message on both rails arrives twice for a while: each chunk is
+ * applied once (the seen set), the result is exact, the duplicates counted */
+START_TEST(test_duplicated_chunks)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+
+	cluster(hs, 2, 0x3, ss, NULL);
+	ar_setup(&a, ss, 2, 256 * 1024);
+	for (int h = 0; h < 2; h++)
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(r2_lb_duplicate(th_tp(hs[h], r), ID(1 - h), 200), 0);
+	ar_run(&a);
+	ar_run(&a);
+	ck_assert_uint_gt(atomic_load(&hs[0]->d.chunks_dup_dropped) +
+				  atomic_load(&hs[1]->d.chunks_dup_dropped),
+			  0);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* Messages reordered and delayed on one rail: still exact */
+START_TEST(test_reordered_and_delayed)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+
+	cluster(hs, 2, 0x3, ss, NULL);
+	ar_setup(&a, ss, 2, 256 * 1024);
+	ck_assert_int_eq(r2_lb_reorder(th_tp(hs[0], 0), ID(1), 8), 0);
+	ck_assert_int_eq(r2_lb_delay(th_tp(hs[1], 1), ID(0), 2000), 0);
+	ar_run(&a);
+	ck_assert_int_eq(r2_lb_delay(th_tp(hs[1], 1), ID(0), 0), 0);
+	ar_run(&a);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* Host 1's daemon dies while rank 0 waits in an AllReduce (its
+ * connections reset, its port refuses): rank 0 gets PEER_GONE within
+ * the peer timeout, and the communicator refuses what follows */
+START_TEST(test_peer_dies)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+	uint64_t t0;
+	int st;
+
+	cluster(hs, 2, 0x3, ss, NULL);
+	ar_setup(&a, ss, 2, 64 * 1024);
+	ar_run(&a);
+	ar_start(&a, 1); /* rank 1 never comes */
+	th_pump(20);
+	t0 = th_now_ms();
+	for (int r = 0; r < 2; r++) {
+		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[1], r), -ECONNREFUSED), 0);
+		ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], r), ID(0), -ECONNRESET), 0);
+	}
+	st = th_wait(ss[0], a.tag[0], 5000);
+	ck_assert_int_eq(st, R2CCL_E_PEER_GONE);
+	ck_assert_uint_lt(th_now_ms() - t0, 600 + 1000); /* peer_timeout_ms + 1 s */
+	a.tag[0] = th_submit(ss[0], R2_OP_ALLREDUCE, 16, R2CCL_INT32, R2CCL_SUM, 0, a.im[0],
+			     a.om[0]);
+	ck_assert_int_eq(th_wait(ss[0], a.tag[0], T_MS), R2CCL_E_PEER_GONE);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* Host 1 falls silent on every rail (its messages vanish: a black hole,
+ * no reset): its paths fail by missed heartbeats, and once no rail is
+ * left to it for peer_timeout_ms, rank 0's AllReduce fails */
+START_TEST(test_peer_silent)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+	uint64_t t0;
+	int st;
+
+	cluster(hs, 2, 0x3, ss, NULL);
+	ar_setup(&a, ss, 2, 64 * 1024);
+	ar_run(&a);
+	ar_start(&a, 1);
+	th_pump(20);
+	t0 = th_now_ms();
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_drop(th_tp(hs[1], r), ID(0), R2_LB_ALL), 0);
+	ck_assert(wait_path(hs[0], ID(1), 0, R2_RS_FAILED, 2000));
+	ck_assert(has_event(hs[0], "path", "-> failed"));
+	st = th_wait(ss[0], a.tag[0], 5000);
+	ck_assert_msg(st == R2CCL_E_PEER_GONE || st == R2CCL_E_NO_PATH, "status %d", st);
+	ck_assert_uint_lt(th_now_ms() - t0, 3000);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* Three hosts on two rails; host 0 loses rail 1 and host 2 loses rail 0:
+ * hosts 0 and 2 share no working rail, and their chunks go through host 1
+ * (the bridge); the result is exact */
+START_TEST(test_detour_through_third_host)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	struct r2_peer *p;
+
+	cluster(hs, 3, 0x3, ss, NULL);
+	ar_setup(&a, ss, 3, 256 * 1024);
+	ar_run(&a);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
+	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
+	ar_run(&a);
+	ar_run(&a);
+	p = r2d_rails_peer_find(&hs[2]->d, ID(0));
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_gt(atomic_load(&p->detour_rx_us), 0); /* its data came bridged */
+	free_all(hs, 3);
+}
+END_TEST
+
+/* As above, but the bridge has lost its rail to host 2 too: it refuses
+ * host 0's chunks (NACK), no other bridge is left, and the AllReduce
+ * fails on every rank within the peer timeout instead of hanging */
+START_TEST(test_detour_refused)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	uint64_t t0;
+
+	cluster(hs, 3, 0x3, ss, NULL);
+	ar_setup(&a, ss, 3, 64 * 1024);
+	ar_run(&a);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
+	ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], 1), ID(2), -ETIMEDOUT), 0);
+	ck_assert_int_eq(r2_lb_drop(th_tp(hs[1], 1), ID(2), R2_LB_ALL), 0);
+	ck_assert_int_eq(r2_lb_drop(th_tp(hs[2], 1), ID(1), R2_LB_ALL), 0);
+	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
+	t0 = th_now_ms();
+	ar_start(&a, 3);
+	for (int r = 0; r < 3; r++) {
+		int st = th_wait(ss[r], a.tag[r], 5000);
+		ck_assert_msg(st == R2CCL_E_PEER_GONE || st == R2CCL_E_NO_PATH, "rank %d: %d", r, st);
+	}
+	ck_assert_uint_lt(th_now_ms() - t0, 5000);
+	free_all(hs, 3);
+}
+END_TEST
+
+/* Rail 1 four times slower than rail 0 (its messages delayed 40 ms, rail
+ * 0's 10 ms): once past the ramp-up, the throughput monitor finds the paths
+ * on rail 1 slow and tells the peer; AllReduces stay exact throughout */
+START_TEST(test_slow_path)
+{
+	/* heartbeats slower than the delays: the paths are slow, not silent */
+	static const char *const p[] = { "hb_interval=100000", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+	uint64_t until;
+
+	cluster(hs, 2, 0x3, ss, p);
+	ar_setup(&a, ss, 2, 1 << 20);
+	for (int h = 0; h < 2; h++) {
+		ck_assert_int_eq(r2_lb_delay(th_tp(hs[h], 0), ID(1 - h), 10000), 0);
+		ck_assert_int_eq(r2_lb_delay(th_tp(hs[h], 1), ID(1 - h), 40000), 0);
+	}
+	until = th_now_ms() + MON_RAMP_US / 1000 + 5000;
+	while (th_now_ms() < until && !has_event(hs[0], "slow_path", "") &&
+	       !has_event(hs[1], "slow_path", ""))
+		ar_run(&a);
+	ck_assert(has_event(hs[0], "slow_path", "") || has_event(hs[1], "slow_path", ""));
+	ck_assert(!has_event(hs[0], "path", "-> failed"));
+	for (int h = 0; h < 2; h++)
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(r2_lb_delay(th_tp(hs[h], r), ID(1 - h), 0), 0);
+	ar_run(&a);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* The operator drains rail 0 of host 0: the paths on it are avoided, the
+ * result is exact; undrained, it carries data again */
+START_TEST(test_drain)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+	char err[128] = "";
+
+	cluster(hs, 2, 0x3, ss, NULL);
+	ar_setup(&a, ss, 2, 128 * 1024);
+	ck_assert_int_eq(r2d_health_drain(&hs[0]->d, "nosuch", true, err, sizeof(err)), -ENODEV);
+	ck_assert_int_eq(r2d_health_drain(&hs[0]->d, "lb0", true, err, sizeof(err)), 0);
+	th_pump(50);
+	ck_assert_uint_ne(r2d_rails_bad(&hs[0]->d, ID(1)) & 1, 0);
+	ar_run(&a);
+	ck_assert(has_event(hs[0], "drain", "r2cclctl"));
+	ck_assert_int_eq(r2d_health_drain(&hs[0]->d, "lb0", false, err, sizeof(err)), 0);
+	th_pump(50);
+	ck_assert_uint_eq(r2d_rails_bad(&hs[0]->d, ID(1)) & 1, 0);
+	ar_run(&a);
+	ck_assert_int_eq(r2d_health_rebalance(&hs[0]->d, 0, 0, ""), 0);
+	ar_run(&a);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* one case per test: CK_RUN_CASE=<test name> runs one */
+#define ADD(t)                                      \
+	do {                                        \
+		TCase *tc = tcase_create(#t);       \
+		tcase_set_timeout(tc, 60);          \
+		tcase_add_test(tc, t);              \
+		suite_add_tcase(s, tc);             \
+	} while (0)
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("engine-faults");
+
+	ADD(test_link_down_mid_allreduce);
+	ADD(test_duplicated_chunks);
+	ADD(test_reordered_and_delayed);
+	ADD(test_peer_dies);
+	ADD(test_peer_silent);
+	ADD(test_detour_through_third_host);
+	ADD(test_detour_refused);
+	ADD(test_drain);
+	ADD(test_slow_path);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int nf;
+
+	srunner_run_all(sr, CK_NORMAL);
+	nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? 1 : 0;
+}
