@@ -928,6 +928,60 @@ START_TEST(pending_ops)
 }
 END_TEST
 
+/* Many communicators that never form (one rank of two each, no executor
+ * thread yet): past max_comms the answer is R2CCL_E_QUOTA at once, and the
+ * daemon keeps answering (the id allocation and the caps are bounded work). */
+static void comm_flood(void *p)
+{
+	struct raw_sess a;
+	R2ccl__GetUniqueId q = R2CCL__GET_UNIQUE_ID__INIT;
+	R2ccl__UniqueIdReply *idrep;
+	R2ccl__CommInitReply *rep;
+	struct r2_frame f;
+	uint8_t id[256];
+	size_t idlen;
+	double t0;
+
+	raw_sess_open(&a);
+	q.req_id = 1;
+	raw_send(a.fd, R2CCL__MSG_TYPE__MSG_GET_UNIQUE_ID, &q, NULL, 0);
+	A(raw_recv(a.fd, &a.rd, &f, R2CCL__MSG_TYPE__MSG_UNIQUE_ID_REPLY), "unique id");
+	idrep = r2ccl__unique_id_reply__unpack(NULL, f.len, f.payload);
+	A(idrep && idrep->id.len <= sizeof(id) && idrep->id.len >= 32, "unique id reply");
+	idlen = idrep->id.len;
+	memcpy(id, idrep->id.data, idlen);
+	r2ccl__unique_id_reply__free_unpacked(idrep, NULL);
+	r2_frame_free(&f);
+	t0 = th_now_ms();
+	for (uint32_t i = 0; i < 301; i++) {
+		/* another communicator each time: its nonce (bytes 16-23) */
+		memcpy(id + 16, &i, 4);
+		raw_comm_init(&a, id, idlen, 0);
+	}
+	/* the only reply so far: the 301st, refused */
+	A(raw_recv(a.fd, &a.rd, &f, R2CCL__MSG_TYPE__MSG_COMM_INIT_REPLY), "no refusal");
+	rep = r2ccl__comm_init_reply__unpack(NULL, f.len, f.payload);
+	A(rep && rep->status == R2CCL_E_QUOTA && strstr(rep->error, "max_comms"),
+	  "the 301st: %d %s", rep ? rep->status : 0, rep ? rep->error : "");
+	r2ccl__comm_init_reply__free_unpacked(rep, NULL);
+	r2_frame_free(&f);
+	A(th_now_ms() - t0 < 5000, "301 communicators took %.0f ms", th_now_ms() - t0);
+	close(a.fd);
+}
+
+START_TEST(comm_id_flood)
+{
+	const char *const args[] = { "--max-comms", "300", "--max-comms-per-uid", "1000", NULL };
+	struct victim v;
+
+	start(args);
+	victim_start(&v); /* root's communicator counts: 299 left for nobody */
+	as_nobody(comm_flood, NULL);
+	victim_stop(&v);
+	th_stop_ok(&D);
+}
+END_TEST
+
 /* Events and peers: another user sees none of root's. */
 static void events_nobody(void *p)
 {
@@ -972,7 +1026,7 @@ int main(void)
 	const TTest *const tests[] = { join_other_uid,	 join_shared,	    comms_per_uid,
 				       prehello,	 prehello_root_slots, registrations,
 				       sessions_per_uid, request_flood, pending_ops,
-				       events_filtered };
+				       events_filtered, comm_id_flood };
 
 	if (geteuid() != 0) {
 		printf("SKIP: the attacks run as uid %d from a child of root (run as root)\n",
