@@ -195,8 +195,13 @@ int r2d_mem_register_gpu(struct r2_session *s, const struct r2_gpu_reg_req *req,
 			 char *err, size_t errlen)
 {
 	struct r2_memreg *m = NULL;
-	int r = r2_gpu_region_new(s, req, &m, err, errlen);
+	/* the registration caps count GPU regions too (each may hold a cuMem
+	 * fd or an opened IPC handle); their bytes are device memory, so 0 */
+	int r = mem_quota(s, 0, err, errlen);
 
+	if (r < 0)
+		return r;
+	r = r2_gpu_region_new(s, req, &m, err, errlen);
 	if (r < 0)
 		return r;
 	m->id = s->next_mem_id++;
