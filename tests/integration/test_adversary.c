@@ -1084,6 +1084,24 @@ static void events_nobody(void *p)
 	A(ctl && th_run(argv, out, sizeof(out), 5000) == 0, "r2cclctl events: %s", out);
 	A(!strstr(out, "comm_failed") && !strstr(out, (const char *)p),
 	  "nobody sees root's events: %s", out);
+
+	/* its own communicator fails the same way: that event it sees */
+	struct owner o;
+	r2ccl_client_t *c1;
+	r2ccl_comm_t *comm1 = NULL;
+	memset(&o, 0, sizeof(o));
+	A(r2ccl_connect(NULL, &o.c) == 0 && r2ccl_connect(NULL, &c1) == 0, "connect");
+	A(r2ccl_get_unique_id(o.c, &o.id) == 0, "unique id");
+	o.nranks = 2;
+	A(pthread_create(&o.t, NULL, owner_init, &o) == 0, "thread");
+	usleep(300000);
+	A(r2ccl_comm_init_rank(c1, &comm1, 3, &o.id, 1) == R2CCL_E_MISMATCH, "mismatch");
+	pthread_join(o.t, NULL);
+	A(th_run(argv, out, sizeof(out), 5000) == 0, "r2cclctl events: %s", out);
+	A(strstr(out, "comm_failed") && strstr(out, "nranks 3"), "its own event is missing: %s",
+	  out);
+	r2ccl_disconnect(c1);
+	r2ccl_disconnect(o.c);
 }
 
 START_TEST(events_filtered)
