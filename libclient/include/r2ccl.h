@@ -69,7 +69,7 @@ enum r2ccl_error {
 	R2CCL_E_DUP_RANK = -4009,       /* a rank was given twice */
 	R2CCL_E_SHUTDOWN = -4010,       /* the daemon is shutting down */
 	R2CCL_E_BAD_BUFFER = -4011,     /* buffer not registered or out of range */
-	R2CCL_E_QUOTA = -4012,          /* tenant quota exceeded */
+	R2CCL_E_QUOTA = -4012,          /* a cap of the daemon (docs/security.md) */
 	R2CCL_E_FORKED = -4013,         /* handle inherited through fork(): connect again */
 	R2CCL_E_LAST = -4099,
 };
