@@ -31,7 +31,7 @@ static const char *const r2ccl_errs[] = {
 	[-(R2CCL_E_SHUTDOWN - R2CCL_E_BASE)] = "The daemon is shutting down.",
 	[-(R2CCL_E_BAD_BUFFER - R2CCL_E_BASE)] =
 		"The buffer is not registered with the daemon or is out of its range.",
-	[-(R2CCL_E_QUOTA - R2CCL_E_BASE)] = "The tenant's quota has been exceeded.",
+	[-(R2CCL_E_QUOTA - R2CCL_E_BASE)] = "A cap of the daemon was reached.",
 	[-(R2CCL_E_FORKED - R2CCL_E_BASE)] =
 		"The handle belongs to the process that connected (inherited through fork).",
 };

@@ -5,11 +5,13 @@
  * priority that journald reads from a service's stderr.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -87,4 +89,31 @@ void r2_log(int level, const char *fmt, ...)
 	}
 out:
 	errno = saved;
+}
+
+static pthread_mutex_t rl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int r2_ratelimit_ok(struct r2_ratelimit *rl, unsigned *suppressed)
+{
+	struct timespec ts;
+	unsigned long long now;
+	int ok;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (unsigned long long)ts.tv_sec * 1000 + (unsigned long long)ts.tv_nsec / 1000000;
+	*suppressed = 0;
+	pthread_mutex_lock(&rl_lock);
+	if (!rl->window_start_ms || now - rl->window_start_ms >= rl->interval_ms) {
+		*suppressed = rl->suppressed;
+		rl->window_start_ms = now;
+		rl->printed = 0;
+		rl->suppressed = 0;
+	}
+	ok = rl->printed < rl->burst;
+	if (ok)
+		rl->printed++;
+	else
+		rl->suppressed++;
+	pthread_mutex_unlock(&rl_lock);
+	return ok;
 }

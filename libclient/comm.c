@@ -104,6 +104,8 @@ int r2ccl_comm_init_rank_config(r2ccl_client_t *c, r2ccl_comm_t **out, int nrank
 	req.nranks = (uint32_t)nranks;
 	req.rank = (uint32_t)rank;
 	req.mode = (char *)mode;
+	if (cfg && cfg->size >= offsetof(r2ccl_comm_config_t, share) + sizeof(cfg->share))
+		req.share = (uint32_t)cfg->share;
 	/* joining waits for the other ranks: up to the daemon's bootstrap timeout */
 	saved = c->timeout_ms;
 	if (c->timeout_ms < 600000)

@@ -48,7 +48,9 @@ int r2ccl_mem_alloc(r2ccl_client_t *c, size_t size, void **ptr)
 		r = -errno;
 		goto fail;
 	}
-	if (ftruncate(m->fd, (off_t)len) < 0 ||
+	/* the pages are allocated here, charged to this process (the daemon
+	 * refuses sparse memfds: docs/security.md) */
+	if (ftruncate(m->fd, (off_t)len) < 0 || fallocate(m->fd, 0, 0, (off_t)len) < 0 ||
 	    fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
 		r = -errno;
 		goto fail;

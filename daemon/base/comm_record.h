@@ -93,6 +93,7 @@ struct r2_comm {
 	char tenant[256];
 	int mode;           /* enum r2_mode (planner.h) every host agreed on; -1: not known yet */
 	uint32_t owner_uid; /* uid of the first local rank's process */
+	uint32_t share;     /* r2ccl_share_t the owner chose (who else may join) */
 	int nranks;
 	int joined;
 	int local_ranks;

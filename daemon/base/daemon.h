@@ -108,7 +108,34 @@ enum r2d_param {
 	P_GPU_SPLIT_MIN,
 	P_GPU_STAGE_CACHE,
 	P_GPU_STAGE_PIECES,
+	/* caps on what a client can make the daemon hold (docs/security.md) */
+	P_MAX_SESSIONS_PER_UID,
+	P_MAX_PREHELLO,
+	P_MAX_PREHELLO_PER_UID,
+	P_HELLO_TIMEOUT_MS,
+	P_MAX_FRAME_PREHELLO,
+	P_MAX_COMMS,
+	P_MAX_COMMS_PER_UID,
+	P_MAX_PENDING_OPS,
+	P_MAX_REGS,
+	P_MAX_REGS_PER_UID,
+	P_MAX_MEM,
+	P_MAX_MEM_PER_UID,
+	P_MAX_REQ_RATE,
 	P_COUNT
+};
+
+/* The caps in force (config.c resolves the "0: auto" defaults from the host
+ * at start-up and on SIGHUP); every layer reads them under d->lock. */
+struct r2d_caps {
+	uint32_t sessions, sessions_per_uid;
+	uint32_t prehello, prehello_per_uid, prehello_root; /* root's reserved slots */
+	uint32_t hello_timeout_ms, prehello_frame;
+	uint32_t comms, comms_per_uid;
+	uint32_t pending_ops; /* per member of a communicator */
+	uint32_t regs, regs_per_uid;
+	uint64_t mem, mem_per_uid;
+	uint32_t req_rate; /* control requests per second per session */
 };
 
 extern const struct r2_param_def r2d_param_defs[P_COUNT];
@@ -162,6 +189,11 @@ struct r2_session {
 
 	uint64_t ops_total;
 	uint64_t connected_at_us;
+	/* control requests in the current 100 ms window (max_req_rate), and
+	 * until when the socket is not read after the window was used up */
+	uint64_t req_window_us;
+	uint32_t req_count;
+	uint64_t throttled_until_us;
 	struct r2_session *next;
 };
 
@@ -195,6 +227,9 @@ struct r2d {
 	bool draining;
 	uint64_t drain_deadline_us;
 	int exit_code;
+	struct r2d_caps caps;
+	uint64_t listen_paused_until_us; /* EMFILE back-off (server.c) */
+	uint64_t quota_refusals;         /* callers refused at a cap */
 
 	/* engine (engine/): communicators, the dispatcher, counters */
 	struct r2_comm *comms;

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "control/control.h"
@@ -14,6 +16,7 @@
 #include "base/daemon.h"
 #include "net/health.h"
 #include "log.h"
+#include "util.h"
 
 #define I64MAX INT64_MAX
 
@@ -232,7 +235,96 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 				 "--gpu-stage-pieces", R2_PT_BOOL, "1", 0, 0, NULL, NULL, false,
 				 "stage a large AllReduce of one local rank in 4 MiB slices, the "
 				 "rail phase overlapping the copies (0: one copy each way)" },
+	/* caps (docs/security.md); "0" is sized to the host at start-up */
+	[P_MAX_SESSIONS_PER_UID] = { "max_sessions_per_uid", "R2CCL_MAX_SESSIONS_PER_UID",
+				     "--max-sessions-per-uid", R2_PT_INT, "0", 0, 1 << 20, NULL,
+				     NULL, true,
+				     "sessions of one uid (0: 16 per CPU, at least 64; root "
+				     "is not capped)" },
+	[P_MAX_PREHELLO] = { "max_prehello", "R2CCL_MAX_PREHELLO", "--max-prehello", R2_PT_INT,
+			     "64", 2, 1 << 16, NULL, NULL, true,
+			     "connections that have not said hello, all uids (1/8 of them "
+			     "kept for root)" },
+	[P_MAX_PREHELLO_PER_UID] = { "max_prehello_per_uid", "R2CCL_MAX_PREHELLO_PER_UID",
+				     "--max-prehello-per-uid", R2_PT_INT, "8", 1, 1 << 16, NULL,
+				     NULL, true, "connections of one uid that have not said hello" },
+	[P_HELLO_TIMEOUT_MS] = { "hello_timeout_ms", "R2CCL_HELLO_TIMEOUT_MS",
+				 "--hello-timeout-ms", R2_PT_INT, "3000", 100, 600000, NULL, "ms",
+				 true, "a connection that has not said hello by then is closed" },
+	[P_MAX_FRAME_PREHELLO] = { "max_frame_prehello", "R2CCL_MAX_FRAME_PREHELLO",
+				   "--max-frame-prehello", R2_PT_INT, "4K", 512, 1 << 20, NULL,
+				   "bytes", false, "largest control frame accepted before hello" },
+	[P_MAX_COMMS] = { "max_comms", "R2CCL_MAX_COMMS", "--max-comms", R2_PT_INT, "0", 0,
+			  65535, NULL, NULL, true,
+			  "communicators of all uids, each with an executor thread (0: 32 per "
+			  "CPU, 256 to 4096)" },
+	[P_MAX_COMMS_PER_UID] = { "max_comms_per_uid", "R2CCL_MAX_COMMS_PER_UID",
+				  "--max-comms-per-uid", R2_PT_INT, "0", 0, 65535, NULL, NULL,
+				  true, "communicators one uid owns (0: 8 per CPU, at least 64)" },
+	[P_MAX_PENDING_OPS] = { "max_pending_ops", "R2CCL_MAX_PENDING_OPS",
+				"--max-pending-ops", R2_PT_INT, "1024", 16, 1 << 20, NULL, NULL,
+				true,
+				"operations one rank may queue that its peers have not matched "
+				"yet" },
+	[P_MAX_REGS] = { "max_regs", "R2CCL_MAX_REGS", "--max-regs", R2_PT_INT, "0", 0, 1 << 24,
+			 NULL, NULL, true,
+			 "memory registrations of all uids, each an open fd (0: half of the "
+			 "fd limit)" },
+	[P_MAX_REGS_PER_UID] = { "max_regs_per_uid", "R2CCL_MAX_REGS_PER_UID",
+				 "--max-regs-per-uid", R2_PT_INT, "0", 0, 1 << 24, NULL, NULL, true,
+				 "memory registrations of one uid (0: an eighth of the fd limit)" },
+	[P_MAX_MEM] = { "max_mem", "R2CCL_MAX_MEM", "--max-mem", R2_PT_INT, "0", 0, I64MAX, NULL,
+			"bytes", true,
+			"host memory registered by all uids (0: 3/4 of the RAM); sparse "
+			"memfds are refused" },
+	[P_MAX_MEM_PER_UID] = { "max_mem_per_uid", "R2CCL_MAX_MEM_PER_UID", "--max-mem-per-uid",
+				R2_PT_INT, "0", 0, I64MAX, NULL, "bytes", true,
+				"host memory registered by one uid (0: half of the RAM)" },
+	[P_MAX_REQ_RATE] = { "max_req_rate", "R2CCL_MAX_REQ_RATE", "--max-req-rate", R2_PT_INT,
+			     "2000", 10, 1 << 24, NULL, "1/s", true,
+			     "control requests per second of one session; past it the daemon "
+			     "reads that session more slowly" },
 };
+
+/* The caps in force: the parameters with "0" sized to this host. */
+void r2d_caps_update(struct r2d *d)
+{
+	struct r2d_caps *k = &d->caps;
+	const struct r2_params *p = &d->params;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	struct rlimit rl;
+	uint64_t nofile = 1024;
+
+	if (ncpu < 1)
+		ncpu = 1;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		nofile = rl.rlim_cur;
+	else if (rl.rlim_cur == RLIM_INFINITY)
+		nofile = 1 << 20;
+#define AUTO(P, v) (r2_param_int(p, P) ? (uint64_t)r2_param_int(p, P) : (uint64_t)(v))
+	pthread_mutex_lock(&d->lock);
+	k->sessions = (uint32_t)r2_param_int(p, P_MAX_SESSIONS);
+	k->sessions_per_uid = (uint32_t)R2_MIN(AUTO(P_MAX_SESSIONS_PER_UID,
+						    R2_MAX(64, 16 * ncpu)), k->sessions);
+	k->prehello = (uint32_t)r2_param_int(p, P_MAX_PREHELLO);
+	k->prehello_root = R2_MAX(1, k->prehello / 8);
+	k->prehello_per_uid = (uint32_t)r2_param_int(p, P_MAX_PREHELLO_PER_UID);
+	k->hello_timeout_ms = (uint32_t)r2_param_int(p, P_HELLO_TIMEOUT_MS);
+	k->prehello_frame = (uint32_t)r2_param_int(p, P_MAX_FRAME_PREHELLO);
+	k->comms = (uint32_t)AUTO(P_MAX_COMMS, R2_MIN(4096, R2_MAX(256, 32 * ncpu)));
+	k->comms_per_uid = (uint32_t)R2_MIN(AUTO(P_MAX_COMMS_PER_UID, R2_MAX(64, 8 * ncpu)),
+					    k->comms);
+	k->pending_ops = (uint32_t)r2_param_int(p, P_MAX_PENDING_OPS);
+	k->regs = (uint32_t)AUTO(P_MAX_REGS, nofile / 2);
+	k->regs_per_uid = (uint32_t)R2_MIN(AUTO(P_MAX_REGS_PER_UID, R2_MAX(64, nofile / 8)),
+					   k->regs);
+	k->mem = AUTO(P_MAX_MEM, ram / 4 * 3);
+	k->mem_per_uid = R2_MIN(AUTO(P_MAX_MEM_PER_UID, ram / 2), k->mem);
+	k->req_rate = (uint32_t)r2_param_int(p, P_MAX_REQ_RATE);
+	pthread_mutex_unlock(&d->lock);
+#undef AUTO
+}
 
 /* ---- parameter text: --help, the example configuration, operations.md ----
  * One source for all three (r2ccld --print-params=help|conf|markdown;
@@ -484,6 +576,7 @@ int r2d_config_load(struct r2d *d, int argc, char **argv, char *err, size_t errl
 		}
 		d->socket_mode = (unsigned)v;
 	}
+	r2d_caps_update(d);
 	return 0;
 }
 
@@ -561,6 +654,7 @@ int r2d_config_reload(struct r2d *d)
 	}
 	reload_report_kept(d, &fresh);
 	r2_params_free(&fresh);
+	r2d_caps_update(d);
 	if (r2_log_level_parse(r2_param_str(&d->params, P_LOG_LEVEL), &lvl) == 0)
 		r2_log_set_level(lvl);
 	return 0;

@@ -27,6 +27,8 @@ struct r2_outbuf {
 int r2d_config_load(struct r2d *d, int argc, char **argv, char *err, size_t errlen);
 void r2d_config_log(const struct r2d *d);
 int r2d_config_reload(struct r2d *d);
+/* Resolves the caps (d->caps) from the parameters and this host. */
+void r2d_caps_update(struct r2d *d);
 void r2d_usage(FILE *f);
 /* The parameters' text as "help" (--help's lines), "conf" (the example
  * configuration) or "markdown" (operations.md's table); -EINVAL otherwise. */
@@ -43,6 +45,8 @@ void r2d_begin_drain(struct r2d *d, const char *why);
 /* session.c */
 void r2d_session_accept(struct r2d *d, int fd);
 void r2d_session_close(struct r2_session *s, const char *why);
+/* Hello deadline and request-rate throttling (loop thread, the tick). */
+void r2d_sessions_tick(struct r2d *d, uint64_t now);
 int r2d_session_send(struct r2_session *s, uint16_t type, const void *msg_packed, size_t len,
 		     const int *fds, int nfds);
 /* Packs a protobuf-c message and queues it; drops the session on failure. */

@@ -30,6 +30,81 @@ static bool mps_running(void)
 	return access(path, F_OK) == 0;
 }
 
+/* The caps and their use, seen by s (under d->lock): per-uid ones count s's
+ * uid, or for root the uid that uses the most; the others the whole daemon. */
+#define NCAPS 13
+static size_t status_caps(struct r2d *d, const struct r2_session *s, R2ccl__CapInfo *ci,
+			  R2ccl__CapInfo **cp)
+{
+	const struct r2d_caps *k = &d->caps;
+	uint64_t sess = 0, pre = 0, regs = 0, mem = 0, comms = 0, pend = 0;
+	uint64_t u_sess = 0, u_pre = 0, u_regs = 0, u_mem = 0, u_comms = 0;
+	bool root = s->uid == 0;
+	size_t n = 0;
+
+	for (const struct r2_session *t = d->sessions; t; t = t->next) {
+		uint64_t ts = 0, tp = 0, tr = 0, tm = 0;
+		sess++;
+		pre += !t->hello_done;
+		regs += t->nmem;
+		mem += t->mem_bytes;
+		if (!root && t->uid != s->uid)
+			continue;
+		/* root: the largest use of one uid (summed over its sessions) */
+		for (const struct r2_session *o = d->sessions; o; o = o->next) {
+			if (o->uid != t->uid)
+				continue;
+			ts += o->hello_done && o->uid != 0;
+			tp += !o->hello_done;
+			tr += o->nmem;
+			tm += o->mem_bytes;
+		}
+		u_sess = R2_MAX(u_sess, ts);
+		u_pre = R2_MAX(u_pre, tp);
+		u_regs = R2_MAX(u_regs, tr);
+		u_mem = R2_MAX(u_mem, tm);
+		if (!root)
+			break;
+	}
+	for (const struct r2_comm *c = d->comms; c; c = c->next) {
+		uint64_t tc = 0;
+		if (c->state == R2_COMM_DEAD)
+			continue;
+		comms++;
+		for (int r = 0; r < c->nranks; r++)
+			pend = R2_MAX(pend, c->m[r].npending);
+		if (!root && c->owner_uid != s->uid)
+			continue;
+		for (const struct r2_comm *o = d->comms; o; o = o->next)
+			tc += o->state != R2_COMM_DEAD && o->owner_uid == c->owner_uid;
+		u_comms = R2_MAX(u_comms, tc);
+	}
+#define CAP(nm, lim, use)                                \
+	do {                                             \
+		r2ccl__cap_info__init(&ci[n]);           \
+		ci[n].name = nm;                         \
+		ci[n].limit = (lim);                     \
+		ci[n].used = (use);                      \
+		cp[n] = &ci[n];                          \
+		n++;                                     \
+	} while (0)
+	CAP("max_sessions", k->sessions, root ? sess : u_sess);
+	CAP("max_sessions_per_uid", k->sessions_per_uid, u_sess);
+	CAP("max_prehello", k->prehello, root ? pre : u_pre);
+	CAP("max_prehello_per_uid", k->prehello_per_uid, u_pre);
+	CAP("max_frame_prehello", k->prehello_frame, 0);
+	CAP("max_comms", k->comms, root ? comms : u_comms);
+	CAP("max_comms_per_uid", k->comms_per_uid, u_comms);
+	CAP("max_pending_ops", k->pending_ops, root ? pend : 0);
+	CAP("max_regs", k->regs, root ? regs : u_regs);
+	CAP("max_regs_per_uid", k->regs_per_uid, u_regs);
+	CAP("max_mem", k->mem, root ? mem : u_mem);
+	CAP("max_mem_per_uid", k->mem_per_uid, u_mem);
+	CAP("max_req_rate", k->req_rate, 0);
+#undef CAP
+	return n;
+}
+
 /* What a status reply points to while it is packed: filled under d->lock,
  * freed after the reply went out. */
 struct status_bufs {
@@ -42,6 +117,7 @@ struct status_bufs {
 	R2ccl__CommInfo *comms, **commp;
 	R2ccl__ParamInfo *params, **paramp;
 	char (*uidhex)[40], (*pval)[256];
+	R2ccl__CapInfo caps[NCAPS], *capp[NCAPS];
 };
 
 static int status_alloc(struct r2d *d, struct status_bufs *b)
@@ -236,6 +312,7 @@ void r2d_ctl_status(struct r2_session *s, uint64_t req_id)
 	rep.mps = mps_running();
 	rep.ops_total = d->ops_total;
 	rep.op_errors_total = d->op_errors_total;
+	rep.quota_refusals = d->quota_refusals;
 	if (!b || status_alloc(d, b) < 0) {
 		rep.status = -ENOMEM;
 		rep.error = "out of memory";
@@ -244,6 +321,8 @@ void r2d_ctl_status(struct r2_session *s, uint64_t req_id)
 		status_hw(d, &rep, b);
 		status_clients(s, &rep, b);
 		status_params(d, &rep, b);
+		rep.n_caps = status_caps(d, s, b->caps, b->capp);
+		rep.caps = b->capp;
 	}
 	pthread_mutex_unlock(&d->lock);
 	if (!rep.error)

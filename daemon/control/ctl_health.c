@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,7 +112,9 @@ static void rails_reply(struct r2_session *s, uint64_t req_id)
 		path_reply(d, &snap.paths[i], now, addrs[i], &pi[i]);
 		pip[i] = &pi[i];
 	}
-	rep.n_peers = snap.npaths;
+	/* peer host ids are root's: with one a local user could pose as that
+	 * peer on the rail network (docs/security.md) */
+	rep.n_peers = s->uid == 0 ? snap.npaths : 0;
 	rep.peers = pip;
 	goto send;
 nomem:
@@ -125,6 +128,26 @@ send:
 	free(pi);
 	free(pip);
 	free(addrs);
+}
+
+/* Whether a user other than root may see event x: only those of a
+ * communicator it owns (uid and tenant) that is still known; the rest (rails,
+ * peers, other users' communicators, the configuration) are root's. */
+static bool event_visible(struct r2_session *s, const struct r2d_event_info *x)
+{
+	unsigned id;
+	bool mine = false;
+
+	if (s->uid == 0)
+		return true;
+	if (sscanf(x->subject, "communicator %u", &id) != 1)
+		return false;
+	pthread_mutex_lock(&s->d->lock);
+	for (struct r2_comm *c = s->d->comms; c; c = c->next)
+		if (c->id == id && c->owner_uid == s->uid && !strcmp(c->tenant, s->tenant))
+			mine = true;
+	pthread_mutex_unlock(&s->d->lock);
+	return mine;
 }
 
 static void events_reply(struct r2_session *s, uint64_t req_id, uint64_t since, uint32_t max)
@@ -142,17 +165,21 @@ static void events_reply(struct r2_session *s, uint64_t req_id, uint64_t since, 
 		rep.error = "out of memory";
 		n = 0;
 	}
+	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		r2ccl__event__init(&ev[i]);
-		ev[i].seq = x[i].seq;
-		ev[i].time_unix_ms = x[i].time_ms;
-		ev[i].severity = (char *)x[i].severity;
-		ev[i].kind = x[i].kind;
-		ev[i].subject = x[i].subject;
-		ev[i].message = x[i].msg;
-		evp[i] = &ev[i];
+		if (!event_visible(s, &x[i]))
+			continue;
+		r2ccl__event__init(&ev[k]);
+		ev[k].seq = x[i].seq;
+		ev[k].time_unix_ms = x[i].time_ms;
+		ev[k].severity = (char *)x[i].severity;
+		ev[k].kind = x[i].kind;
+		ev[k].subject = x[i].subject;
+		ev[k].message = x[i].msg;
+		evp[k] = &ev[k];
+		k++;
 	}
-	rep.n_events = n;
+	rep.n_events = k;
 	rep.events = evp;
 	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_EVENTS_REPLY, &rep);
 	free(x);

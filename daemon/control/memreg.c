@@ -22,12 +22,47 @@
 #include "base/daemon.h"
 #include "gpu/gpu.h"
 
+/* The registrations of s's uid and of everyone against their caps (d->caps):
+ * each holds an fd and a mapping. Under d->lock. */
+static int mem_quota(struct r2_session *s, uint64_t size, char *err, size_t errlen)
+{
+	const struct r2d_caps *k = &s->d->caps;
+	uint64_t n = 0, bytes = 0, un = 0, ubytes = 0;
+
+	for (struct r2_session *o = s->d->sessions; o; o = o->next) {
+		n += o->nmem;
+		bytes += o->mem_bytes;
+		if (o->uid == s->uid) {
+			un += o->nmem;
+			ubytes += o->mem_bytes;
+		}
+	}
+	if (un + 1 > k->regs_per_uid)
+		snprintf(err, errlen, "quota max_regs_per_uid: uid %u holds %llu registrations",
+			 (unsigned)s->uid, (unsigned long long)un);
+	else if (n + 1 > k->regs)
+		snprintf(err, errlen, "quota max_regs: the daemon holds %llu registrations",
+			 (unsigned long long)n);
+	else if (ubytes + size > k->mem_per_uid)
+		snprintf(err, errlen, "quota max_mem_per_uid: uid %u holds %llu bytes, %llu more "
+			 "is over %llu", (unsigned)s->uid, (unsigned long long)ubytes,
+			 (unsigned long long)size, (unsigned long long)k->mem_per_uid);
+	else if (bytes + size > k->mem)
+		snprintf(err, errlen, "quota max_mem: the daemon holds %llu bytes, %llu more is "
+			 "over %llu", (unsigned long long)bytes, (unsigned long long)size,
+			 (unsigned long long)k->mem);
+	else
+		return 0;
+	s->d->quota_refusals++;
+	return R2CCL_E_QUOTA;
+}
+
 int r2d_mem_register(struct r2_session *s, int fd, uint64_t size, uint32_t *id, char *err,
 		     size_t errlen)
 {
 	struct r2_memreg *m;
 	struct stat st;
-	int seals;
+	int seals, r;
 	uint64_t quota = (uint64_t)r2_param_int(&s->d->params, P_MAX_MEM_PER_SESSION);
 
 	if (size == 0) {
@@ -48,18 +83,32 @@ int r2d_mem_register(struct r2_session *s, int fd, uint64_t size, uint32_t *id, 
 			 (unsigned long long)size, (long long)st.st_size);
 		return -EINVAL;
 	}
+	/* Resident, not just declared: a sparse memfd would have the daemon
+	 * fault in pages charged to its own cgroup (and a 1 TiB hole per
+	 * session exhausts its address space). libr2ccl fallocates its memfds,
+	 * so the pages are the client's. */
+	if ((uint64_t)st.st_blocks * 512 < size) {
+		snprintf(err, errlen,
+			 "sparse memfd: %llu of its %llu bytes are allocated (fallocate it "
+			 "before registering)",
+			 (unsigned long long)st.st_blocks * 512, (unsigned long long)size);
+		return -EINVAL;
+	}
 	if (s->mem_bytes + size > quota) {
-		snprintf(err, errlen, "quota: %llu + %llu bytes over max_mem_per_session %llu",
+		snprintf(err, errlen, "quota max_mem_per_session: %llu + %llu bytes over %llu",
 			 (unsigned long long)s->mem_bytes, (unsigned long long)size,
 			 (unsigned long long)quota);
 		return R2CCL_E_QUOTA;
 	}
+	r = mem_quota(s, size, err, errlen);
+	if (r < 0)
+		return r;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	m->addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m->addr == MAP_FAILED) {
-		int r = -errno;
+		r = -errno;
 		snprintf(err, errlen, "mmap: %s", strerror(errno));
 		free(m);
 		return r;
@@ -146,8 +195,13 @@ int r2d_mem_register_gpu(struct r2_session *s, const struct r2_gpu_reg_req *req,
 			 char *err, size_t errlen)
 {
 	struct r2_memreg *m = NULL;
-	int r = r2_gpu_region_new(s, req, &m, err, errlen);
+	/* the registration caps count GPU regions too (each may hold a cuMem
+	 * fd or an opened IPC handle); their bytes are device memory, so 0 */
+	int r = mem_quota(s, 0, err, errlen);
 
+	if (r < 0)
+		return r;
+	r = r2_gpu_region_new(s, req, &m, err, errlen);
 	if (r < 0)
 		return r;
 	m->id = s->next_mem_id++;

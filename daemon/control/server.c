@@ -28,6 +28,7 @@
 #endif
 
 #define TICK_MS 50
+#define LISTEN_BACKOFF_MS 200
 
 void r2d_notify(struct r2d *d, const char *state)
 {
@@ -147,14 +148,25 @@ static void on_listen(uv_poll_t *h, int status, int events)
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				log_warn("accept: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* the connection stays in the backlog, so the fd
+				 * would be readable at once again: stop polling it
+				 * for a while instead of spinning (the tick resumes) */
+				log_warn_rl("accept: %s; not accepting for %d ms",
+					    strerror(errno), LISTEN_BACKOFF_MS);
+				uv_poll_stop(&d->listen_poll);
+				d->listen_paused_until_us = r2_now_us() +
+							    LISTEN_BACKOFF_MS * 1000;
+			} else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+				log_warn_rl("accept: %s", strerror(errno));
+			}
 			return;
 		}
 		if (d->draining || d->nsessions >= (uint32_t)r2_param_int(&d->params,
 									   P_MAX_SESSIONS)) {
-			log_warn("refusing a connection: %s",
-				 d->draining ? "shutting down" : "too many sessions");
+			log_warn_rl("refusing a connection: %s",
+				    d->draining ? "shutting down" : "too many sessions (max_sessions)");
 			close(fd);
 			continue;
 		}
@@ -205,6 +217,12 @@ static void on_tick(uv_timer_t *t)
 	static uint64_t last_status;
 
 	r2d_comm_tick(d);
+	r2d_sessions_tick(d, now);
+	if (d->listen_paused_until_us && now >= d->listen_paused_until_us) {
+		d->listen_paused_until_us = 0;
+		if (d->listen_fd >= 0 && !d->draining)
+			uv_poll_start(&d->listen_poll, UV_READABLE, on_listen);
+	}
 	if (d->watchdog_usec && now - d->last_watchdog_us >= d->watchdog_usec / 2) {
 		/* The dispatcher thread proves it is alive through the engine. */
 		if (r2d_engine_alive(d)) {

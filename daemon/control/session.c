@@ -88,12 +88,41 @@ void r2d_session_complete(struct r2_session *s, uint64_t tag, int status)
 
 static void on_session_io(uv_poll_t *h, int status, int events);
 
+static void set_poll(struct r2_session *s);
+
+/* The tick (server.c): closes sessions that did not say hello in time and
+ * reads throttled ones again once their window passed. Loop thread. */
+void r2d_sessions_tick(struct r2d *d, uint64_t now)
+{
+	struct r2_session *s, *next;
+	uint64_t deadline = (uint64_t)d->caps.hello_timeout_ms * 1000;
+
+	for (s = d->sessions; s; s = next) {
+		next = s->next;
+		if (s->closing)
+			continue;
+		if (!s->hello_done && now - s->connected_at_us > deadline) {
+			log_warn_rl("session %llu (pid %d uid %u): no hello within %u ms; closing",
+				    (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
+				    d->caps.hello_timeout_ms);
+			r2d_session_close(s, "no hello in time (hello_timeout_ms)");
+			continue;
+		}
+		if (s->throttled_until_us && now >= s->throttled_until_us) {
+			s->throttled_until_us = 0;
+			set_poll(s);
+		}
+	}
+}
+
 static void set_poll(struct r2_session *s)
 {
-	int ev = UV_READABLE | UV_DISCONNECT;
+	int ev = UV_DISCONNECT;
 
 	if (s->closing)
 		return;
+	if (!s->throttled_until_us)
+		ev |= UV_READABLE;
 	if (s->outq_head)
 		ev |= UV_WRITABLE;
 	if (ev != s->poll_events) {
@@ -276,6 +305,27 @@ static int setup_ring(struct r2_session *s)
 
 /* ---- requests ---- */
 
+/* max_sessions_per_uid, counted over the sessions past hello (root is not
+ * capped: r2cclctl must get in). */
+static int session_quota(struct r2_session *s, char *err, size_t errlen)
+{
+	uint32_t n = 0;
+
+	if (s->uid == 0)
+		return 0;
+	pthread_mutex_lock(&s->d->lock);
+	for (struct r2_session *o = s->d->sessions; o; o = o->next)
+		n += o != s && o->hello_done && !o->closing && o->uid == s->uid;
+	if (n >= s->d->caps.sessions_per_uid)
+		s->d->quota_refusals++;
+	pthread_mutex_unlock(&s->d->lock);
+	if (n < s->d->caps.sessions_per_uid)
+		return 0;
+	snprintf(err, errlen, "quota max_sessions_per_uid: uid %u has %u sessions",
+		 (unsigned)s->uid, n);
+	return R2CCL_E_QUOTA;
+}
+
 static int handle_hello(struct r2_session *s, struct r2_frame *f)
 {
 	R2ccl__Hello *m = r2ccl__hello__unpack(NULL, f->len, f->payload);
@@ -291,7 +341,7 @@ static int handle_hello(struct r2_session *s, struct r2_frame *f)
 		snprintf(err, sizeof(err),
 			 "protocol version %u is not supported (this daemon speaks %d)",
 			 m->proto_version, R2CCL__PROTO_VERSION__PROTO_VERSION_CURRENT);
-		log_warn("session %llu (pid %d): %s", (unsigned long long)s->id, (int)s->pid, err);
+		log_warn_rl("session %llu (pid %d): %s", (unsigned long long)s->id, (int)s->pid, err);
 		rep.status = R2CCL_E_PROTO_VERSION;
 		rep.error = err;
 		r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_HELLO_REPLY, &rep);
@@ -305,6 +355,15 @@ static int handle_hello(struct r2_session *s, struct r2_frame *f)
 			*p = '?';
 	s->control_only = m->control_only;
 	r2ccl__hello__free_unpacked(m, NULL);
+	if (session_quota(s, err, sizeof(err)) < 0) {
+		log_warn_rl("session %llu (pid %d uid %u): refused: %s", (unsigned long long)s->id,
+			    (int)s->pid, (unsigned)s->uid, err);
+		rep.status = R2CCL_E_QUOTA;
+		rep.error = err;
+		r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_HELLO_REPLY, &rep);
+		r2d_session_close(s, err);
+		return 0;
+	}
 	if (s->d->draining) {
 		rep.status = R2CCL_E_SHUTDOWN;
 		rep.error = "the daemon is shutting down";
@@ -327,6 +386,7 @@ static int handle_hello(struct r2_session *s, struct r2_frame *f)
 	rep.ring_bytes = sizeof(struct r2_ring_shm);
 	rep.op_timeout_ms = (uint32_t)r2_param_int(&s->d->params, P_OP_TIMEOUT_MS);
 	s->hello_done = true;
+	s->reader.max_len = (uint32_t)r2_param_int(&s->d->params, P_MAX_FRAME);
 	log_info("session %llu: pid %d uid %u tenant %s name '%s'%s", (unsigned long long)s->id,
 		 (int)s->pid, (unsigned)s->uid, s->tenant, s->name,
 		 s->control_only ? " (control)" : "");
@@ -365,7 +425,7 @@ static int handle_mem_register(struct r2_session *s, struct r2_frame *f)
 	if (r == 0)
 		f->fds[0] = -1; /* taken */
 	else
-		log_warn("session %llu: memory registration refused: %s",
+		log_warn_rl("session %llu: memory registration refused: %s",
 			 (unsigned long long)s->id, err);
 	rep.req_id = m->req_id;
 	rep.status = r;
@@ -431,7 +491,7 @@ static int handle_mem_register_gpu(struct r2_session *s, struct r2_frame *f)
 	if (r == 0 && f->nfds)
 		f->fds[0] = -1; /* taken */
 	if (r < 0)
-		log_warn("session %llu: GPU memory registration refused: %s",
+		log_warn_rl("session %llu: GPU memory registration refused: %s",
 			 (unsigned long long)s->id, err);
 	rep.req_id = m->req_id;
 	rep.status = r;
@@ -549,27 +609,52 @@ static int dispatch(struct r2_session *s, struct r2_frame *f)
 	const struct handler *h;
 
 	if (f->type >= R2_ARRAY_SIZE(handlers) || !handlers[f->type].fn) {
-		log_warn("session %llu (pid %d): unknown message type %u; dropping the session",
+		log_warn_rl("session %llu (pid %d): unknown message type %u; dropping the session",
 			 (unsigned long long)s->id, (int)s->pid, f->type);
 		return -EPROTO;
 	}
 	h = &handlers[f->type];
 	if (!s->hello_done && !h->before_hello) {
-		log_warn("session %llu (pid %d): message type %u before the handshake; dropping",
+		log_warn_rl("session %llu (pid %d): message type %u before the handshake; dropping",
 			 (unsigned long long)s->id, (int)s->pid, f->type);
 		return -EPROTO;
 	}
 	if (s->hello_done && f->type == R2CCL__MSG_TYPE__MSG_HELLO) {
-		log_warn("session %llu: second handshake; dropping", (unsigned long long)s->id);
+		log_warn_rl("session %llu: second handshake; dropping", (unsigned long long)s->id);
 		return -EPROTO;
 	}
 	if (f->nfds != h->nfds) {
-		log_warn("session %llu (pid %d): message type %u carries %u file descriptors, "
+		log_warn_rl("session %llu (pid %d): message type %u carries %u file descriptors, "
 			 "expected %d; dropping the session",
 			 (unsigned long long)s->id, (int)s->pid, f->type, f->nfds, h->nfds);
 		return -EPROTO;
 	}
 	return h->fn(s, f);
+}
+
+/* max_req_rate: a session that used up its 100 ms window is not read until
+ * the next one (it is slowed, not refused: a burst of a correct job loses
+ * nothing). Its requests wait in the socket buffer, then in the client. */
+static bool over_rate(struct r2_session *s)
+{
+	uint64_t now = r2_now_us();
+	uint32_t per_window = R2_MAX(1, s->d->caps.req_rate / 10);
+
+	if (now - s->req_window_us >= 100000) {
+		s->req_window_us = now;
+		s->req_count = 0;
+	}
+	if (s->req_count++ < per_window)
+		return false;
+	if (!s->throttled_until_us)
+		log_warn_rl("session %llu (pid %d uid %u): over max_req_rate (%u/s); reading it "
+			    "more slowly",
+			    (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
+			    s->d->caps.req_rate);
+	s->req_count--;
+	s->throttled_until_us = s->req_window_us + 100000;
+	set_poll(s);
+	return true;
 }
 
 static void on_session_io(uv_poll_t *h, int status, int events)
@@ -596,6 +681,8 @@ static void on_session_io(uv_poll_t *h, int status, int events)
 	for (int i = 0; i < 32 && !s->closing; i++) {
 		struct r2_frame f;
 
+		if (over_rate(s))
+			return;
 		r = r2_frame_read(s->fd, &s->reader, &f);
 		if (r == 0)
 			return;
@@ -603,12 +690,12 @@ static void on_session_io(uv_poll_t *h, int status, int events)
 			if (r == -ECONNRESET && s->reader.got == 0) {
 				r2d_session_close(s, "client disconnected");
 			} else if (r == -ECONNRESET) {
-				log_warn("session %llu (pid %d): connection closed inside a frame "
+				log_warn_rl("session %llu (pid %d): connection closed inside a frame "
 					 "(truncated frame)",
 					 (unsigned long long)s->id, (int)s->pid);
 				r2d_session_close(s, "truncated frame");
 			} else if (r == -EPROTO) {
-				log_warn("session %llu (pid %d): invalid frame (bad magic, flags, "
+				log_warn_rl("session %llu (pid %d): invalid frame (bad magic, flags, "
 					 "length over %u bytes, or fd count differs from the "
 					 "header); dropping the session",
 					 (unsigned long long)s->id, (int)s->pid, s->reader.max_len);
@@ -623,7 +710,7 @@ static void on_session_io(uv_poll_t *h, int status, int events)
 		if (r == -EPROTO && !s->closing) {
 			/* garbage protobuf or a wrong message: the handler said why
 			 * unless unpacking failed */
-			log_warn("session %llu (pid %d): malformed request; dropping the session",
+			log_warn_rl("session %llu (pid %d): malformed request; dropping the session",
 				 (unsigned long long)s->id, (int)s->pid);
 			r2d_session_close(s, "protocol error");
 			return;
@@ -680,6 +767,25 @@ static const struct r2_source_ops session_src = {
 	.mem_put = r2d_mem_put,
 };
 
+/* Whether a new connection of uid would pass the pre-hello caps: per uid,
+ * and overall with the last prehello_root slots kept for root (r2cclctl of
+ * the operator gets in while others hold connections open). Under d->lock. */
+static bool prehello_full(struct r2d *d, uid_t uid)
+{
+	uint32_t all = 0, mine = 0;
+
+	for (struct r2_session *o = d->sessions; o; o = o->next) {
+		if (o->hello_done || o->closing)
+			continue;
+		all++;
+		mine += o->uid == uid;
+	}
+	if (uid == 0)
+		return all >= d->caps.prehello;
+	return mine >= d->caps.prehello_per_uid ||
+	       all + d->caps.prehello_root >= d->caps.prehello;
+}
+
 void r2d_session_accept(struct r2d *d, int fd)
 {
 	struct r2_session *s = calloc(1, sizeof(*s));
@@ -696,7 +802,8 @@ void r2d_session_accept(struct r2d *d, int fd)
 	s->ring_fd = s->sq_efd = s->cq_efd = -1;
 	atomic_init(&s->refs, 1);
 	pthread_mutex_init(&s->cq_lock, NULL);
-	r2_frame_reader_init(&s->reader, (uint32_t)r2_param_int(&d->params, P_MAX_FRAME));
+	/* a few KiB until hello: an announced length is allocated when read */
+	r2_frame_reader_init(&s->reader, d->caps.prehello_frame);
 	s->next_mem_id = 1;
 	s->connected_at_us = r2_now_us();
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
@@ -706,6 +813,19 @@ void r2d_session_accept(struct r2d *d, int fd)
 	}
 	read_tenant(s);
 	pthread_mutex_lock(&d->lock);
+	if (prehello_full(d, s->uid)) {
+		d->quota_refusals++;
+		pthread_mutex_unlock(&d->lock);
+		log_warn_rl("refusing a connection of pid %d uid %u: too many connections "
+			    "without hello (max_prehello %u, max_prehello_per_uid %u)",
+			    (int)s->pid, (unsigned)s->uid, d->caps.prehello,
+			    d->caps.prehello_per_uid);
+		close(fd);
+		pthread_mutex_destroy(&s->cq_lock);
+		r2_frame_reader_reset(&s->reader);
+		free(s);
+		return;
+	}
 	s->id = d->next_session_id++;
 	s->next = d->sessions;
 	d->sessions = s;

@@ -142,7 +142,8 @@ void r2d_comm_break(struct r2_comm *c, int err, const char *why)
 	}
 	fail_pending(c, err == R2CCL_E_MISMATCH || err == -ETIMEDOUT || err == R2CCL_E_PEER_GONE ||
 				err == R2CCL_E_SHUTDOWN || err == R2CCL_E_DUP_RANK ||
-				err == R2CCL_E_BOOTSTRAP || err == R2CCL_E_NO_PATH
+				err == R2CCL_E_BOOTSTRAP || err == R2CCL_E_NO_PATH ||
+				err == R2CCL_E_QUOTA
 			    ? err
 			    : R2CCL_E_COMM_BROKEN);
 	c->state = R2_COMM_BROKEN;
@@ -286,6 +287,29 @@ static void member_leave(struct r2_comm *c, int rank, bool died)
 	}
 }
 
+/* A free 16-bit id (the member handle is id << 16 | rank), 0 when all are
+ * taken: one pass over the communicators marks the live ids, one over the
+ * marks finds the next free one after the last given, so the time is bounded
+ * (under d->lock) whatever a client did. Dead ones still linked keep theirs. */
+static uint32_t alloc_id(struct r2d *d)
+{
+	uint64_t used[0x10000 / 64];
+	uint32_t id = d->next_comm_id;
+
+	memset(used, 0, sizeof(used));
+	used[0] = 1; /* 0 is never an id */
+	for (struct r2_comm *c = d->comms; c; c = c->next)
+		used[(c->id & 0xffff) / 64] |= 1ull << (c->id % 64);
+	for (uint32_t n = 0; n < 0x10000; n++, id++) {
+		id &= 0xffff;
+		if (!(used[id / 64] & (1ull << (id % 64)))) {
+			d->next_comm_id = (id + 1) & 0xffff;
+			return id;
+		}
+	}
+	return 0;
+}
+
 struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks,
 			     const char *tenant)
 {
@@ -296,19 +320,21 @@ struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks
 	c->m = calloc((size_t)nranks, sizeof(*c->m));
 	if (!c->m) {
 		free(c);
+		errno = ENOMEM;
 		return NULL;
 	}
 	c->d = d;
 	c->key = uid->host_id ^ uid->nonce;
 	c->my_host = 0;
+	c->id = alloc_id(d);
+	if (!c->id) {
+		free(c->m);
+		free(c);
+		errno = EAGAIN;
+		return NULL;
+	}
 	pthread_mutex_init(&c->mbox_lock, NULL);
 	pthread_cond_init(&c->mbox_cond, NULL);
-	/* ids fit 16 bits (the member handle is id << 16 | rank); skip live ones */
-	do {
-		c->id = d->next_comm_id++;
-		if (d->next_comm_id > 0xffff)
-			d->next_comm_id = 1;
-	} while (r2d_comm_find(d, c->id));
 	c->uid = *uid;
 	c->nranks = nranks;
 	c->nhosts = 0; /* known with the membership */
@@ -322,6 +348,74 @@ struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks
 	c->next = d->comms;
 	d->comms = c;
 	return c;
+}
+
+/* max_comms and max_comms_per_uid before s creates a communicator (each
+ * has an executor thread). Under d->lock. */
+int r2d_comm_quota(struct r2_session *s, char *err, size_t errlen)
+{
+	const struct r2d_caps *k = &s->d->caps;
+	uint32_t n = 0, mine = 0;
+
+	for (struct r2_comm *c = s->d->comms; c; c = c->next) {
+		if (c->state == R2_COMM_DEAD)
+			continue;
+		n++;
+		mine += c->owner_uid == s->uid;
+	}
+	if (mine >= k->comms_per_uid)
+		snprintf(err, errlen, "quota max_comms_per_uid: uid %u owns %u communicators",
+			 (unsigned)s->uid, mine);
+	else if (n >= k->comms)
+		snprintf(err, errlen, "quota max_comms: the daemon has %u communicators", n);
+	else
+		return 0;
+	s->d->quota_refusals++;
+	return R2CCL_E_QUOTA;
+}
+
+/* max_pending_ops: whether rank may queue one more operation on c; when it
+ * may not, c breaks with the cap's name as its reason (a correct client has
+ * at most a ring of operations outstanding, so the job is stuck or hostile)
+ * and the queued operations are freed. Under d->lock. */
+bool r2d_comm_may_queue(struct r2_comm *c, int rank)
+{
+	char why[160];
+
+	if (c->m[rank].npending < c->d->caps.pending_ops)
+		return true;
+	snprintf(why, sizeof(why),
+		 "quota max_pending_ops: rank %d queued %u operations its peers did not match",
+		 rank, c->m[rank].npending);
+	c->d->quota_refusals++;
+	log_warn_rl("communicator %u: %s", c->id, why);
+	r2d_comm_break(c, R2CCL_E_QUOTA, why);
+	return false;
+}
+
+/* Whether s may add a rank to c (docs/security.md): the owner's uid and
+ * tenant, or anyone when the owner shared it. A communicator formed on
+ * another host has no local owner until its first local rank joins. */
+static bool may_join(const struct r2_comm *c, const struct r2_session *s, char *err,
+		     size_t errlen)
+{
+	if (c->owner_uid == (uint32_t)-1 || c->share == R2CCL_SHARE_ANY_UID)
+		return true;
+	if (c->owner_uid == s->uid && !strcmp(c->tenant, s->tenant))
+		return true;
+	snprintf(err, errlen,
+		 "communicator %u belongs to uid %u%s; uid %u may not join it (its creator "
+		 "did not set share = R2CCL_SHARE_ANY_UID)",
+		 c->id, (unsigned)c->owner_uid,
+		 c->owner_uid == s->uid ? " in another tenant" : "", (unsigned)s->uid);
+	return false;
+}
+
+void r2d_comm_refused(struct r2_session *s, uint64_t req_id, int err, const char *why)
+{
+	log_warn_rl("session %llu (pid %d uid %u): communicator refused: %s",
+			 (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid, why);
+	init_reply(s, req_id, err, why, NULL, -1);
 }
 
 extern void *r2d_comm_executor(void *arg);
@@ -355,6 +449,7 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 	struct r2_uid uid;
 	struct r2_comm *c;
 	char err[192];
+	bool foreign;
 	int mode;
 
 	if (m->id.len != sizeof(uid)) {
@@ -407,13 +502,33 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 			init_reply(s, m->req_id, st, err, NULL, -1);
 			return;
 		}
-		c = r2d_comm_new(d, &uid, (int)m->nranks, s->tenant);
-		if (!c) {
+		int r = r2d_comm_quota(s, err, sizeof(err));
+		if (r < 0) {
 			pthread_mutex_unlock(&d->lock);
-			init_reply(s, m->req_id, -ENOMEM, "out of memory", NULL, -1);
+			r2d_comm_refused(s, m->req_id, r, err);
 			return;
 		}
+		c = r2d_comm_new(d, &uid, (int)m->nranks, s->tenant);
+		if (!c) {
+			r = errno == EAGAIN ? R2CCL_E_QUOTA : -ENOMEM;
+			pthread_mutex_unlock(&d->lock);
+			r2d_comm_refused(s, m->req_id, r,
+					 r == R2CCL_E_QUOTA
+						 ? "quota comm_ids: all 65535 communicator ids "
+						   "of this daemon are in use"
+						 : "out of memory");
+			return;
+		}
+	} else if (!may_join(c, s, err, sizeof(err))) {
+		/* the joiner alone fails; the owner's communicator goes on */
+		pthread_mutex_unlock(&d->lock);
+		r2d_comm_refused(s, m->req_id, -EACCES, err);
+		return;
 	}
+	/* a malformed join (wrong nranks, mode, a rank given twice) by another
+	 * uid the owner let in fails that joiner alone; by the owner's own uid
+	 * it is a bug of the job and every rank hears of it (as before) */
+	foreign = c->owner_uid != (uint32_t)-1 && c->owner_uid != s->uid;
 	if (c->state != R2_COMM_JOINING) {
 		/* a rank that comes after the communicator failed learns why */
 		int st = c->state == R2_COMM_READY ? R2CCL_E_DUP_RANK
@@ -429,7 +544,8 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 		snprintf(err, sizeof(err), "rank %u says nranks %u, others said %d", m->rank,
 			 m->nranks, c->nranks);
 		init_reply(s, m->req_id, R2CCL_E_MISMATCH, err, NULL, -1);
-		r2d_bootstrap_fail(c, R2CCL_E_MISMATCH, err);
+		if (!foreign)
+			r2d_bootstrap_fail(c, R2CCL_E_MISMATCH, err);
 		pthread_mutex_unlock(&d->lock);
 		return;
 	}
@@ -437,7 +553,8 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 		snprintf(err, sizeof(err), "rank %u asks for mode %s, others for %s", m->rank,
 			 r2d_comm_mode_name(mode), r2d_comm_mode_name(c->mode));
 		init_reply(s, m->req_id, R2CCL_E_MISMATCH, err, NULL, -1);
-		r2d_bootstrap_fail(c, R2CCL_E_MISMATCH, err);
+		if (!foreign)
+			r2d_bootstrap_fail(c, R2CCL_E_MISMATCH, err);
 		pthread_mutex_unlock(&d->lock);
 		return;
 	}
@@ -450,12 +567,15 @@ void r2d_comm_handle_init(struct r2_session *s, const void *msg)
 				 "%016llx)", m->rank,
 				 (unsigned long long)c->m[m->rank].remote_host);
 		init_reply(s, m->req_id, R2CCL_E_DUP_RANK, err, NULL, -1);
-		r2d_comm_break(c, R2CCL_E_DUP_RANK, err);
+		if (!foreign)
+			r2d_comm_break(c, R2CCL_E_DUP_RANK, err);
 		pthread_mutex_unlock(&d->lock);
 		return;
 	}
 	if (c->owner_uid == (uint32_t)-1) {
 		c->owner_uid = s->uid;
+		c->share = m->share == R2CCL_SHARE_ANY_UID ? R2CCL_SHARE_ANY_UID
+							   : R2CCL_SHARE_OWNER;
 		snprintf(c->tenant, sizeof(c->tenant), "%s", s->tenant);
 	}
 	c->mode = mode;

@@ -57,6 +57,13 @@ void r2d_comm_ready(struct r2_comm *c); /* comm.c, under d->lock */
 struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks,
 			     const char *tenant);
 struct r2_comm *r2d_comm_by_uid(struct r2d *d, const struct r2_uid *uid);
+/* The caps (docs/security.md), under d->lock: R2CCL_E_QUOTA with the cap's
+ * name in err before s creates a communicator; whether a rank may queue one
+ * more operation (if not, c breaks with R2CCL_E_QUOTA). */
+int r2d_comm_quota(struct r2_session *s, char *err, size_t errlen);
+bool r2d_comm_may_queue(struct r2_comm *c, int rank);
+/* Answers s's CommInit with err and why (the joiner alone fails). */
+void r2d_comm_refused(struct r2_session *s, uint64_t req_id, int err, const char *why);
 struct r2_comm *r2d_comm_by_key(struct r2d *d, uint64_t key);
 
 /* A rail message (DATA, ACK, CONN, ERROR) to the mailbox of the communicator

@@ -161,6 +161,14 @@ static void submit(struct r2d *d, struct r2_session *s, const struct r2_sqe *q)
 		s->src->complete(s, q->tag, r);
 		return;
 	}
+	if (!r2d_comm_may_queue(c, op->rank)) { /* max_pending_ops: c is broken now */
+		s->src->mem_put(op->sendref);
+		s->src->mem_put(op->recvref);
+		free(op);
+		d->op_errors_total++;
+		s->src->complete(s, q->tag, R2CCL_E_QUOTA);
+		return;
+	}
 	op->s = s;
 	s->src->get(s);
 	op->submitted_us = r2_now_us();

@@ -69,7 +69,7 @@ enum r2ccl_error {
 	R2CCL_E_DUP_RANK = -4009,       /* a rank was given twice */
 	R2CCL_E_SHUTDOWN = -4010,       /* the daemon is shutting down */
 	R2CCL_E_BAD_BUFFER = -4011,     /* buffer not registered or out of range */
-	R2CCL_E_QUOTA = -4012,          /* tenant quota exceeded */
+	R2CCL_E_QUOTA = -4012,          /* a cap of the daemon (docs/security.md) */
 	R2CCL_E_FORKED = -4013,         /* handle inherited through fork(): connect again */
 	R2CCL_E_LAST = -4099,
 };
@@ -158,6 +158,16 @@ typedef enum {
 	R2CCL_MODE_HOTREPAIR = 2, /* move a failed NIC's share to one backup NIC */
 } r2ccl_mode_t;
 
+/* Who may join a communicator besides its creator (the first rank to join
+ * on this daemon): by default only processes of the creator's uid and tenant
+ * (cgroup); a rank of another uid or tenant is refused with -EACCES and the
+ * creator's communicator goes on (docs/security.md). Only the creator's
+ * value counts. */
+typedef enum {
+	R2CCL_SHARE_OWNER = 0,   /* the creator's uid and tenant only */
+	R2CCL_SHARE_ANY_UID = 1, /* any local user that holds the unique id */
+} r2ccl_share_t;
+
 /* Options for r2ccl_comm_init_rank_config (NCCL's ncclConfig_t); grows at
  * its end, callers set .size. Every rank must give the same mode (resolved:
  * DEFAULT counts as what it stands for): a mismatch fails the communicator's
@@ -165,9 +175,11 @@ typedef enum {
 typedef struct {
 	size_t size;       /* sizeof(r2ccl_comm_config_t) */
 	r2ccl_mode_t mode;
+	r2ccl_share_t share;
 } r2ccl_comm_config_t;
 
-#define R2CCL_COMM_CONFIG_INITIALIZER { sizeof(r2ccl_comm_config_t), R2CCL_MODE_DEFAULT }
+#define R2CCL_COMM_CONFIG_INITIALIZER \
+	{ sizeof(r2ccl_comm_config_t), R2CCL_MODE_DEFAULT, R2CCL_SHARE_OWNER }
 
 /* r2ccl_comm_init_rank with options; config may be NULL (all defaults).
  * -EINVAL for an unknown mode (also for $R2CCL_MODE other than balance or

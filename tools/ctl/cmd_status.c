@@ -114,6 +114,15 @@ static const struct col param_cols[] = {
 };
 static const struct section params = { "params", COLS(param_cols) };
 
+/* The caps in force and their use (docs/security.md). */
+#define CAP(f) offsetof(R2ccl__CapInfo, f)
+static const struct col cap_cols[] = {
+	{ "name", "CAP", 0, COL_STR, CAP(name) },
+	{ "limit", ">LIMIT", 0, COL_U64, CAP(limit) },
+	{ "used", ">USED", 0, COL_U64, CAP(used) },
+};
+static const struct section caps = { "caps", COLS(cap_cols) };
+
 /* The daemon's own block of status --json (its text is print_daemon's). */
 #define ST(f) offsetof(R2ccl__StatusReply, f)
 static const struct col daemon_cols[] = {
@@ -130,6 +139,7 @@ static const struct col daemon_cols[] = {
 	{ "pool_used_bytes", NULL, 0, COL_U64, ST(pool_used_bytes) },
 	{ "ops_total", NULL, 0, COL_U64, ST(ops_total) },
 	{ "op_errors_total", NULL, 0, COL_U64, ST(op_errors_total) },
+	{ "quota_refusals", NULL, 0, COL_U64, ST(quota_refusals) },
 };
 static const struct section daemon_block = { "daemon", COLS(daemon_cols) };
 
@@ -158,6 +168,7 @@ static void print_daemon(const R2ccl__StatusReply *st)
 	kv("pool", "%s used of %s", fmt_bytes(st->pool_used_bytes, b1, sizeof(b1)),
 	   fmt_bytes(st->pool_bytes, b2, sizeof(b2)));
 	kv("operations", "%" PRIu64 " (%" PRIu64 " failed)", st->ops_total, st->op_errors_total);
+	kv("refused at a cap", "%" PRIu64 " (caps: r2cclctl status -v)", st->quota_refusals);
 	kv("sessions", "%zu", st->n_sessions);
 	kv("comms", "%zu", st->n_comms);
 }
@@ -197,6 +208,8 @@ int cmd_status(struct ctl *c, int argc, char **argv)
 		       st->n_comms);
 	status_section(c, &j, st->n_pools, "Proxy buffer pools", &pools,
 		       (void *const *)st->pools, st->n_pools);
+	status_section(c, &j, c->verbose, "Caps (docs/security.md)", &caps,
+		       (void *const *)st->caps, st->n_caps);
 	status_section(c, &j, c->verbose, "Parameters", &params, (void *const *)st->params,
 		       st->n_params);
 	if (c->json)
