@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control/control.h"
 #include "engine_harness.h"
 #include "engine/source.h"
 #include "log.h"
@@ -188,6 +189,7 @@ struct th_host *th_host_new(int idx, uint32_t rail_mask, const char *const *para
 	h->d.next_comm_id = 1;
 	h->d.start_us = (uint64_t)th_now_ms() * 1000;
 	topology(h, rail_mask);
+	r2d_caps_update(&h->d); /* the per-uid caps, sized as config.c sizes them */
 	ck_assert_int_eq(uv_loop_init(&h->loop), 0);
 	h->d.loop = &h->loop;
 	ck_assert_int_eq(r2d_engine_start(&h->d), 0);
