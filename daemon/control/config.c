@@ -232,6 +232,14 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 				 "--gpu-stage-pieces", R2_PT_BOOL, "1", 0, 0, NULL, NULL, false,
 				 "stage a large AllReduce of one local rank in 4 MiB slices, the "
 				 "rail phase overlapping the copies (0: one copy each way)" },
+	[P_METRICS_LISTEN] = { "metrics_listen", "R2CCL_METRICS_LISTEN", "--metrics-listen",
+			       R2_PT_STRING, "", 0, 0, NULL, NULL, false,
+			       "serve Prometheus metrics at http://ADDR:PORT/metrics (IPv4; PORT "
+			       "alone: 127.0.0.1:PORT; empty: off)" },
+	[P_METRICS_TEXTFILE] = { "metrics_textfile", "R2CCL_METRICS_TEXTFILE",
+				 "--metrics-textfile", R2_PT_STRING, "", 0, 0, NULL, NULL, false,
+				 "write the metrics to this file every 5 s, atomically (for "
+				 "node_exporter's textfile collector, *.prom; empty: off)" },
 };
 
 /* ---- parameter text: --help, the example configuration, operations.md ----
