@@ -273,6 +273,21 @@ START_TEST(test_render)
 		if (!strchr(p, '\n'))
 			break;
 	}
+	/* docs/operations.md's table lists every metric ("`name`") */
+	const char *docs = getenv("R2CCL_OPERATIONS_MD");
+	FILE *f = docs ? fopen(docs, "r") : NULL;
+	ck_assert_msg(f, "R2CCL_OPERATIONS_MD (docs/operations.md) unreadable: %s",
+		      docs ? docs : "(unset)");
+	static char doc[1 << 20];
+	size_t dn = fread(doc, 1, sizeof(doc) - 1, f);
+	fclose(f);
+	doc[dn] = 0;
+	for (const char *p = strstr(text, "# TYPE "); p; p = strstr(p + 1, "# TYPE ")) {
+		char name[128], want[132];
+		ck_assert_int_eq(sscanf(p, "# TYPE %127s", name), 1);
+		snprintf(want, sizeof(want), "`%s`", name);
+		ck_assert_msg(strstr(doc, want), "%s is not in docs/operations.md", name);
+	}
 	free(text);
 	md_free(d);
 }
