@@ -124,6 +124,8 @@ void r2d_ctl_status(struct r2_session *s, uint64_t req_id)
 			if (!strcmp(d->rails->rail[r].ifname, t->name)) {
 				ni->transport = (char *)d->rails->rail[r].ops->name;
 				ni->rdma_device = d->rails->rail[r].rdma_dev;
+				ni->rail_overlap = r2d_metrics_rail_overlap(
+					d, r, &ni->rail_overlap_tenants);
 			}
 		nicp[i] = ni;
 	}

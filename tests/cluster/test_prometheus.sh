@@ -79,6 +79,15 @@ for ((t = 0; t < 300; t++)); do
 	sleep 0.1
 done
 sleep 5 # some seconds of healthy samples
+# r2cclctl status: rail 0 of host 0 carries the one communicator's data
+ov=$("$C" exec 0 "${R2CCLCTL:-r2cclctl}" --json status | python3 -c '
+import json, sys
+print(*[n.get("rail_overlap", "none") for n in json.load(sys.stdin)["nics"] if n["name"] == "rail0"])')
+if [[ $ov == 1 ]]; then
+	ok "r2cclctl status: rail_overlap 1 on host 0's rail0"
+else
+	fail "r2cclctl status: rail_overlap on host 0's rail0 is '$ov', not 1"
+fi
 tdown=$(now)
 "$C" link 2 1 down >/dev/null
 ndown=$(loops)
@@ -96,6 +105,7 @@ checks=(
 	--expect 'max_over_time(r2ccl_path_state{host="h0",nic="rail1",state="failed"}[10s]) == 1'
 	--expect 'sum(rate(r2ccl_nic_transmit_bytes_total{nic="rail0"}[10s])) > 0'
 	--expect 'r2ccl_replans_total{host="h0"} > 0'
+	--expect 'max_over_time(r2ccl_rail_overlap{host="h0",nic="rail0"}[20s]) == 1'
 	--expect 'ALERTS{alertname="R2cclRailFailed"}'
 )
 if out=$(q "${checks[@]}"); then

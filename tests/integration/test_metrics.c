@@ -205,6 +205,18 @@ START_TEST(metrics_served)
 	}
 	free(r);
 
+	/* r2cclctl status carries the rail overlap of every NIC */
+	{
+		const char *ctl = getenv("R2CCLCTL");
+		char out[65536];
+		ck_assert_msg(ctl && ctl[0], "R2CCLCTL is not set");
+		const char *const argv[] = { ctl, "--json", "status", NULL };
+		ck_assert_int_eq(th_run(argv, out, sizeof(out), 10000), 0);
+		ck_assert_msg(strstr(out, "\"rail_overlap\":") &&
+				      strstr(out, "\"rail_overlap_tenants\":"),
+			      "%.2000s", out);
+	}
+
 	/* HEAD: the headers only */
 	r = exchange(port, "HEAD /metrics HTTP/1.1\r\n\r\n", 26, 5000);
 	ck_assert_msg(!strncmp(r, "HTTP/1.1 200 OK\r\n", 17), "%.300s", r);
