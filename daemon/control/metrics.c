@@ -95,8 +95,8 @@ static void nic_labels(FILE *f, struct r2d *d, int rail)
 	const char *port = "1";
 
 	snprintf(dev, sizeof(dev), "%s", rl->rdma_dev[0] ? rl->rdma_dev : rl->ifname);
-	char *colon = strchr(dev, ':');
-	if (colon) {
+	char *colon = rl->rdma_dev[0] ? strchr(dev, ':') : NULL;
+	if (colon) { /* "mlx5_0:1" */
 		*colon = 0;
 		port = rl->rdma_dev + (colon - dev) + 1;
 	}
