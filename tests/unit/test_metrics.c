@@ -252,6 +252,8 @@ START_TEST(test_render)
 	ck_assert_double_eq(value_of(text, "r2ccl_path_transmit_bytes_total{device=\"mlx5_3\","
 					   "port=\"2\",nic=\"nic1\",rail=\"1\","
 					   "peer=\"000000000000000b\"}"), 64);
+	/* a path that carried nothing and stayed healthy is not listed */
+	ck_assert_ptr_null(strstr(text, "peer=\"000000000000000a\""));
 	ck_assert_double_eq(value_of(text, "r2ccl_failovers_total"), 3);
 	/* every sample line's name has a TYPE line before it */
 	for (char *p = text; *p; p = strchr(p, '\n') + 1) {
