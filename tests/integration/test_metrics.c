@@ -271,6 +271,58 @@ START_TEST(metrics_served)
 }
 END_TEST
 
+/* r2cclctl top: COUNT rounds of the rails and the live communicators */
+START_TEST(top_view)
+{
+	const char *ctl = getenv("R2CCLCTL");
+	r2ccl_client_t *cl = NULL;
+	r2ccl_comm_t *comm = NULL;
+	r2ccl_unique_id_t id;
+	float *buf = NULL;
+	char out[65536], line[128];
+
+	ck_assert_msg(ctl && ctl[0], "R2CCLCTL is not set");
+	atexit(kill_daemon_at_exit);
+	{
+		const char *const args[] = { "--port", "0", NULL };
+		th_start(&D, args);
+	}
+	ck_assert_int_eq(r2ccl_connect(NULL, &cl), 0);
+	ck_assert_int_eq(r2ccl_get_unique_id(cl, &id), 0);
+	ck_assert_int_eq(r2ccl_comm_init_rank(cl, &comm, 1, &id, 0), 0);
+	ck_assert_int_eq(r2ccl_mem_alloc(cl, COUNT * sizeof(float), (void **)&buf), 0);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(r2ccl_allreduce(comm, buf, buf, COUNT, R2CCL_FLOAT32, R2CCL_SUM),
+				 0);
+	{
+		const char *const argv[] = { ctl, "top", "2", NULL };
+		double t0 = th_now_ms();
+		ck_assert_int_eq(th_run(argv, out, sizeof(out), 10000), 0);
+		ck_assert(th_now_ms() - t0 >= 900); /* a second between the rounds */
+	}
+	int rounds = 0;
+	for (const char *p = out; (p = strstr(p, "\nCOMM ")); p++)
+		rounds++;
+	ck_assert_msg(rounds == 2, "%d rounds:\n%s", rounds, out);
+	ck_assert_msg(strstr(out, "NIC "), "%s", out);
+	/* the communicator: id 1 here, its 5 operations */
+	snprintf(line, sizeof(line), "\n%-6u ", 1u);
+	const char *row = strstr(out, line);
+	ck_assert_msg(row, "no communicator row:\n%s", out);
+	const char *eol = strchr(row + 1, '\n');
+	ck_assert_ptr_nonnull(eol);
+	ck_assert_msg(eol - 2 > row && !strncmp(eol - 2, " 5", 2), "%.*s", (int)(eol - row), row);
+	{
+		const char *const argv[] = { ctl, "top", "x", NULL };
+		ck_assert_int_eq(th_run(argv, out, sizeof(out), 10000), 2);
+	}
+	ck_assert_int_eq(r2ccl_comm_destroy(comm), 0);
+	r2ccl_mem_free(cl, buf);
+	r2ccl_disconnect(cl);
+	th_stop_ok(&D);
+}
+END_TEST
+
 /* a metrics_listen that is no address: the daemon does not start */
 START_TEST(metrics_bad_listen)
 {
@@ -294,6 +346,7 @@ int main(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, metrics_served);
 	tcase_add_test(tc, metrics_bad_listen);
+	tcase_add_test(tc, top_view);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_FORK);

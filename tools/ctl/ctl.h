@@ -200,6 +200,7 @@ int cmd_tenants(struct ctl *c, int argc, char **argv);
 int cmd_rails(struct ctl *c, int argc, char **argv);
 int cmd_peers(struct ctl *c, int argc, char **argv);
 int cmd_events(struct ctl *c, int argc, char **argv);
+int cmd_top(struct ctl *c, int argc, char **argv); /* cmd_top.c */
 int cmd_rebalance(struct ctl *c, int argc, char **argv);
 int cmd_nic_admin(struct ctl *c, int argc, char **argv);
 int cmd_version(struct ctl *c, int argc, char **argv);

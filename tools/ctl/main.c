@@ -48,6 +48,7 @@ static void usage(FILE *f)
 		"  rails             rail health: state, measured bandwidth, errors\n"
 		"  peers             peer hosts per rail: heartbeats\n"
 		"  events            recent events: rail state changes, re-plans\n"
+		"  top [COUNT]       live view every second: rails, communicators\n"
 		"  rebalance [COMM]  re-plan communicator COMM now (every one if omitted)\n"
 		"  drain NIC         move traffic off NIC (maintenance)\n"
 		"  undrain NIC       use NIC again\n"
@@ -88,6 +89,7 @@ static const struct command commands[] = {
 	{ "rails", 0, 0, true, cmd_rails },
 	{ "peers", 0, 0, true, cmd_peers },
 	{ "events", 0, 0, true, cmd_events },
+	{ "top", 0, 1, true, cmd_top },
 	{ "rebalance", 0, 1, true, cmd_rebalance },
 	{ "drain", 1, 1, true, cmd_nic_admin },
 	{ "undrain", 1, 1, true, cmd_nic_admin },
