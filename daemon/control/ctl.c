@@ -176,6 +176,8 @@ void r2d_ctl_status(struct r2_session *s, uint64_t req_id)
 		ci->state = (char *)r2d_comm_state_name(c->state);
 		ci->tenant = c->tenant;
 		ci->ops_total = c->ops_total;
+		ci->bytes_total = c->bytes_total;
+		ci->op_latency_ns_total = c->lat_ns_total;
 		ci->nhosts = (uint32_t)c->nhosts;
 		ci->mode = (char *)(c->mode >= 0 ? r2d_comm_mode_name(c->mode)
 						  : r2_param_str(&d->params, P_MODE));

@@ -422,6 +422,7 @@ static void op_stats_add(struct r2d *d, struct r2_exec *x, int status)
 	st->lat[b]++;
 	st->lat_sum += sec;
 	c->bytes_total += bytes;
+	c->lat_ns_total += (uint64_t)(sec * 1e9);
 	c->op_errors += status < 0;
 }
 

@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,7 +273,24 @@ START_TEST(metrics_served)
 }
 END_TEST
 
-/* r2cclctl top: COUNT rounds of the rails and the live communicators */
+struct busy {
+	r2ccl_comm_t *comm;
+	float *buf;
+	atomic_bool stop;
+	int err;
+};
+
+static void *busy_loop(void *arg)
+{
+	struct busy *b = arg;
+
+	while (!atomic_load(&b->stop) && !b->err)
+		b->err = r2ccl_allreduce(b->comm, b->buf, b->buf, COUNT, R2CCL_FLOAT32, R2CCL_SUM);
+	return NULL;
+}
+
+/* r2cclctl top: COUNT rounds of the rails and the live communicators; with
+ * AllReduces running, the last round shows their rate, bytes and latency */
 START_TEST(top_view)
 {
 	const char *ctl = getenv("R2CCLCTL");
@@ -315,6 +334,32 @@ START_TEST(top_view)
 	{
 		const char *const argv[] = { ctl, "top", "x", NULL };
 		ck_assert_int_eq(th_run(argv, out, sizeof(out), 10000), 2);
+	}
+	{
+		struct busy b = { .comm = comm, .buf = buf };
+		pthread_t t;
+		const char *const argv[] = { ctl, "top", "3", NULL };
+		ck_assert_int_eq(pthread_create(&t, NULL, busy_loop, &b), 0);
+		int rc = th_run(argv, out, sizeof(out), 10000);
+		atomic_store(&b.stop, true);
+		pthread_join(t, NULL);
+		ck_assert_int_eq(b.err, 0);
+		ck_assert_int_eq(rc, 0);
+	}
+	/* the last round's row: OPS/S > 0, BYTES/S, a latency in ms */
+	row = strstr(out, "\n1      ");
+	for (const char *p = row; p && (p = strstr(p + 1, "\n1      "));)
+		row = p;
+	ck_assert_msg(row, "%s", out);
+	{
+		unsigned cid, hosts, ranks;
+		char tenant[64], state[16], bu[16], lu[8];
+		double ops, bytes, lat;
+		ck_assert_msg(sscanf(row + 1, "%u %63s %15s %u %u %lf %lf %15s %lf %7s", &cid, tenant,
+				     state, &hosts, &ranks, &ops, &bytes, bu, &lat, lu) == 10,
+			      "%.200s", row + 1);
+		ck_assert_msg(ops > 0 && bytes > 0 && lat > 0 && (!strcmp(lu, "ms") || !strcmp(lu, "us")), "%.200s",
+			      row + 1);
 	}
 	ck_assert_int_eq(r2ccl_comm_destroy(comm), 0);
 	r2ccl_mem_free(cl, buf);

@@ -3,7 +3,8 @@
  * r2cclctl top [COUNT]: a live view, refreshed every second (COUNT rounds;
  * none or 0: until interrupted): per rail its state and what it sent and
  * received per second over the last round, per communicator its tenant,
- * state and operations per second. From the rails and status replies (the
+ * state, operations and bytes per second and their mean latency over the
+ * last round. From the rails and status replies (the
  * rates are differences between two rounds; the first round shows the
  * throughput monitor's measured rate). For people: --json is refused (use
  * the metrics, or `r2cclctl --json rails` / `status`).
@@ -105,17 +106,32 @@ static int one_round(struct ctl *c, struct last **l, size_t *nl, double dt, bool
 		       x->drained ? "drained" : x->state, rate_text(txr, tx, sizeof(tx)),
 		       rate_text(rxr, rx, sizeof(rx)), x->failovers_total, ov);
 	}
-	printf("\n%-6s %-20s %-8s %6s %6s %10s %12s\n", "COMM", "TENANT", "STATE", "HOSTS", "RANKS",
-	       "OPS/S", "OPS");
+	printf("\n%-6s %-20s %-8s %6s %6s %10s %12s %12s %12s\n", "COMM", "TENANT", "STATE",
+	       "HOSTS", "RANKS", "OPS/S", "BYTES/S", "LATENCY", "OPS");
 	for (size_t i = 0; i < st->n_comms; i++) {
 		const R2ccl__CommInfo *x = st->comms[i];
-		uint64_t a = x->ops_total, b = 0;
-		double ops = 0;
+		uint64_t a = x->ops_total, b = x->bytes_total;
+		uint64_t la = x->op_latency_ns_total, lb = 0;
+		double ops = 0, bps = 0;
+		char br[32], lat[32] = "-";
 
-		if (swap_last(l, nl, (uint64_t)x->id | 1ull << 32, &a, &b) && dt > 0)
+		bool had = swap_last(l, nl, (uint64_t)x->id | 1ull << 32, &a, &b);
+		swap_last(l, nl, (uint64_t)x->id | 2ull << 32, &la, &lb);
+		if (had && dt > 0) {
 			ops = (double)(x->ops_total - a) / dt;
-		printf("%-6u %-20.20s %-8s %6u %6u %10.1f %12" PRIu64 "\n", x->id, x->tenant,
-		       x->state, x->nhosts, x->nranks, ops, x->ops_total);
+			bps = (double)(x->bytes_total - b) / dt;
+			if (x->ops_total > a) { /* mean over the operations of the round */
+				double us = (double)(x->op_latency_ns_total - la) / 1e3 /
+					    (double)(x->ops_total - a);
+				if (us < 1000)
+					snprintf(lat, sizeof(lat), "%.1f us", us);
+				else
+					snprintf(lat, sizeof(lat), "%.2f ms", us / 1e3);
+			}
+		}
+		printf("%-6u %-20.20s %-8s %6u %6u %10.1f %12s %12s %12" PRIu64 "\n", x->id,
+		       x->tenant, x->state, x->nhosts, x->nranks, ops, rate_text(bps, br, sizeof(br)),
+		       lat, x->ops_total);
 	}
 	fflush(stdout);
 	r2ccl__rails_reply__free_unpacked(rr, NULL);
