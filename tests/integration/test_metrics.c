@@ -7,6 +7,7 @@
  * holds the same names (written by rename: no temporary file left). The
  * HTTP responder answers 404, 405, 431, and closes a silent connection
  * after its timeout. A bad metrics_listen stops the daemon at start.
+ * The live views beside the metrics: r2cclctl top and events --follow.
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -368,6 +370,93 @@ START_TEST(top_view)
 }
 END_TEST
 
+/* Reads fd into buf (NUL-terminated) until it holds n occurrences of needle
+ * or timeout_ms passed; the occurrences found. */
+static int read_until(int fd, char *buf, size_t len, size_t *used, const char *needle, int n,
+		      int timeout_ms)
+{
+	double end = th_now_ms() + timeout_ms;
+	int found = 0;
+
+	for (;;) {
+		found = 0;
+		for (const char *p = buf; (p = strstr(p, needle)); p++)
+			found++;
+		int left = (int)(end - th_now_ms());
+		if (found >= n || left <= 0)
+			return found;
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		if (poll(&pf, 1, left) <= 0)
+			continue;
+		ssize_t k = read(fd, buf + *used, len - 1 - *used);
+		if (k <= 0)
+			return found;
+		*used += (size_t)k;
+		buf[*used] = 0;
+	}
+}
+
+/* r2cclctl events --follow: prints each new event once, as it comes */
+START_TEST(events_follow)
+{
+	const char *ctl = getenv("R2CCLCTL");
+	char cfg[300], dir[64], out[16384] = "";
+	size_t used = 0;
+	int pfd[2];
+	pid_t pid;
+	FILE *f;
+
+	ck_assert_msg(ctl && ctl[0], "R2CCLCTL is not set");
+	snprintf(dir, sizeof(dir), "/tmp/r2ccl-follow-XXXXXX");
+	th_temp_path(dir, "r2ccld.conf", cfg, sizeof(cfg));
+	f = fopen(cfg, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("op_timeout_ms = 20000\n", f);
+	fclose(f);
+	atexit(kill_daemon_at_exit);
+	{
+		const char *const args[] = { "--port", "0", "--config", cfg, NULL };
+		th_start(&D, args);
+	}
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		execl(ctl, ctl, "events", "--follow", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	usleep(700 * 1000); /* it has polled once: nothing yet */
+	ck_assert_int_eq(read_until(pfd[0], out, sizeof(out), &used, "config_kept", 1, 300), 0);
+	f = fopen(cfg, "a");
+	ck_assert_ptr_nonnull(f);
+	fputs("max_frame = 2M\n", f);
+	fclose(f);
+	kill(D.pid, SIGHUP);
+	ck_assert_msg(read_until(pfd[0], out, sizeof(out), &used, "config_kept", 1, 5000) == 1,
+		      "%s", out);
+	ck_assert_msg(strstr(out, "max_frame: "), "%s", out);
+	kill(D.pid, SIGHUP); /* kept again: a second event, printed once */
+	ck_assert_msg(read_until(pfd[0], out, sizeof(out), &used, "config_kept", 2, 5000) == 2,
+		      "%s", out);
+	usleep(1200 * 1000);
+	ck_assert_msg(read_until(pfd[0], out, sizeof(out), &used, "config_kept", 3, 100) == 2,
+		      "an event printed twice:\n%s", out);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	close(pfd[0]);
+	{
+		const char *const argv[] = { ctl, "rails", "--follow", NULL };
+		ck_assert_int_eq(th_run(argv, out, sizeof(out), 10000), 2);
+	}
+	unlink(cfg);
+	rmdir(dir);
+	th_stop_ok(&D);
+}
+END_TEST
+
 /* a metrics_listen that is no address: the daemon does not start */
 START_TEST(metrics_bad_listen)
 {
@@ -392,6 +481,7 @@ int main(void)
 	tcase_add_test(tc, metrics_served);
 	tcase_add_test(tc, metrics_bad_listen);
 	tcase_add_test(tc, top_view);
+	tcase_add_test(tc, events_follow);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_FORK);
