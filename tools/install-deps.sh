@@ -6,7 +6,7 @@ PKGS=(build-essential g++ meson ninja-build pkg-config
       libuv1-dev libprotobuf-c-dev protobuf-c-compiler
       libhwloc-dev hwloc-nox libnuma-dev libsystemd-dev systemd
       libibverbs-dev rdma-core ibverbs-providers
-      check libsubunit-dev valgrind
+      check libsubunit-dev valgrind prometheus
       iproute2 procps kmod
       qemu-system-x86 debootstrap e2fsprogs
       openmpi-bin libopenmpi-dev libgloo-dev)

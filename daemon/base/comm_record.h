@@ -101,6 +101,8 @@ struct r2_comm {
 	uint64_t created_us;
 	struct r2_comm_member *m; /* [nranks] */
 	uint64_t ops_total;
+	uint64_t op_errors, bytes_total; /* under d->lock (metrics) */
+	uint64_t lat_ns_total;           /* operations' latencies summed (r2cclctl top) */
 	int refs; /* under d->lock: 1 for the table + executions in flight */
 
 	/* executor */

@@ -45,6 +45,7 @@ struct r2_health;
 struct r2_net_events;
 struct r2_source_ops;
 struct r2_outbuf;
+struct r2_metrics;
 
 /* Parameter indices (config.c holds the table). */
 enum r2d_param {
@@ -122,6 +123,9 @@ enum r2d_param {
 	P_MAX_MEM,
 	P_MAX_MEM_PER_UID,
 	P_MAX_REQ_RATE,
+	/* metrics (control/metrics.c) */
+	P_METRICS_LISTEN,
+	P_METRICS_TEXTFILE,
 	P_COUNT
 };
 
@@ -139,6 +143,25 @@ struct r2d_caps {
 };
 
 extern const struct r2_param_def r2d_param_defs[P_COUNT];
+
+/* Operation statistics of one tenant (metrics, control/metrics.c): the
+ * engine adds each completed operation under d->lock (r2d_exec_complete).
+ * Latency: from the first rank's submission to the completion, counted in
+ * the first bucket whose upper bound (R2_LAT_BOUNDS, seconds) holds it;
+ * lat[R2_LAT_NBUCKETS] is +Inf. */
+#define R2_LAT_BOUNDS                                                                      \
+	{ 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, \
+	  1, 2.5, 5, 10 }
+#define R2_LAT_NBUCKETS 16
+#define R2_OPSTAT_TENANTS 32 /* then "_other" (no unbounded labels) */
+#define R2_OPSTAT_NKINDS 8   /* enum r2_opcode (ring.h: R2_OP_MAX) */
+struct r2_op_stats {
+	char tenant[128];
+	uint64_t ops[R2_OPSTAT_NKINDS][2]; /* by opcode: [0] succeeded, [1] failed */
+	uint64_t bytes[R2_OPSTAT_NKINDS];  /* the largest buffer of a rank's op */
+	uint64_t lat[R2_LAT_NBUCKETS + 1];
+	double lat_sum;
+};
 
 /* A region of client memory the daemon mapped (memfd, sealed). */
 struct r2_memreg {
@@ -230,6 +253,7 @@ struct r2d {
 	struct r2d_caps caps;
 	uint64_t listen_paused_until_us; /* EMFILE back-off (server.c) */
 	uint64_t quota_refusals;         /* callers refused at a cap */
+	struct r2_metrics *metrics; /* metrics.c */
 
 	/* engine (engine/): communicators, the dispatcher, counters */
 	struct r2_comm *comms;
@@ -239,6 +263,8 @@ struct r2d {
 	uint32_t norphans;
 	void *comm_tombs; /* communicators that failed lately (engine/comm.c) */
 	uint64_t ops_total, op_errors_total;
+	struct r2_op_stats op_stats[R2_OPSTAT_TENANTS]; /* under d->lock */
+	uint32_t nop_stats;
 	atomic_uint_fast64_t chunks_dup_dropped; /* delivered twice, applied once */
 
 	/* net (net/): rails, health, and what net reports to the engine */

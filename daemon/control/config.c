@@ -284,6 +284,14 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			     "2000", 10, 1 << 24, NULL, "1/s", true,
 			     "control requests per second of one session; past it the daemon "
 			     "reads that session more slowly" },
+	[P_METRICS_LISTEN] = { "metrics_listen", "R2CCL_METRICS_LISTEN", "--metrics-listen",
+			       R2_PT_STRING, "", 0, 0, NULL, NULL, false,
+			       "serve Prometheus metrics at http://ADDR:PORT/metrics (IPv4; PORT "
+			       "alone: 127.0.0.1:PORT; empty: off)" },
+	[P_METRICS_TEXTFILE] = { "metrics_textfile", "R2CCL_METRICS_TEXTFILE",
+				 "--metrics-textfile", R2_PT_STRING, "", 0, 0, NULL, NULL, false,
+				 "write the metrics to this file every 5 s, atomically (for "
+				 "node_exporter's textfile collector, *.prom; empty: off)" },
 };
 
 /* The caps in force: the parameters with "0" sized to this host. */

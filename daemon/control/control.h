@@ -42,6 +42,19 @@ void r2d_server_stop(struct r2d *d);
 void r2d_notify(struct r2d *d, const char *state);
 void r2d_begin_drain(struct r2d *d, const char *why);
 
+/* metrics.c: Prometheus text (GET /metrics on metrics_listen, and
+ * metrics_textfile), rail overlap (loop thread) */
+struct sockaddr_in;
+int r2d_metrics_start(struct r2d *d);
+void r2d_metrics_close(struct r2d *d); /* closes its handles (finish) */
+void r2d_metrics_free(struct r2d *d);  /* after the loop ended */
+/* The metrics page (malloc'd, *len bytes, not NUL-terminated); 0 or <0. */
+int r2d_metrics_render(struct r2d *d, char **out, size_t *len);
+/* "PORT" (127.0.0.1), "ADDR:PORT", ":PORT" or "*:PORT" (every address). */
+int r2d_metrics_parse_listen(const char *s, struct sockaddr_in *sa);
+/* Communicators (and *tenants) whose data used the rail in the last second. */
+uint32_t r2d_metrics_rail_overlap(struct r2d *d, int rail, uint32_t *tenants);
+
 /* session.c */
 void r2d_session_accept(struct r2d *d, int fd);
 void r2d_session_close(struct r2_session *s, const char *why);

@@ -211,6 +211,8 @@ static void status_hw(struct r2d *d, R2ccl__StatusReply *rep, struct status_bufs
 			if (!strcmp(d->rails->rail[r].ifname, t->name)) {
 				ni->transport = (char *)d->rails->rail[r].ops->name;
 				ni->rdma_device = d->rails->rail[r].rdma_dev;
+				ni->rail_overlap = r2d_metrics_rail_overlap(
+					d, r, &ni->rail_overlap_tenants);
 			}
 		b->nicp[i] = ni;
 	}
@@ -270,6 +272,8 @@ static void status_clients(struct r2_session *s, R2ccl__StatusReply *rep,
 		ci->state = (char *)r2d_comm_state_name(c->state);
 		ci->tenant = c->tenant;
 		ci->ops_total = c->ops_total;
+		ci->bytes_total = c->bytes_total;
+		ci->op_latency_ns_total = c->lat_ns_total;
 		ci->nhosts = (uint32_t)c->nhosts;
 		ci->mode = (char *)(c->mode >= 0 ? r2d_comm_mode_name(c->mode)
 						  : r2_param_str(&d->params, P_MODE));

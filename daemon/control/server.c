@@ -204,6 +204,7 @@ static void finish(struct r2d *d)
 		r2d_rails_quiesce(d);
 		uv_close((uv_handle_t *)&d->rails->async, NULL);
 	}
+	r2d_metrics_close(d);
 	uv_close((uv_handle_t *)&d->tick, NULL);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
@@ -295,6 +296,9 @@ int r2d_server_start(struct r2d *d)
 	int r;
 
 	d->loop = uv_default_loop();
+	r = r2d_metrics_start(d); /* a bad metrics_listen: not started at all */
+	if (r < 0)
+		return r;
 	r = listen_socket(d);
 	if (r < 0)
 		return r;
@@ -334,6 +338,7 @@ void r2d_server_stop(struct r2d *d)
 	 * callbacks run, then close the loop (everything released). */
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	r2d_comm_destroy_all(d);
+	r2d_metrics_free(d);
 	if (d->listen_fd >= 0) {
 		close(d->listen_fd);
 		d->listen_fd = -1;

@@ -383,6 +383,57 @@ void r2d_engine_progress_comm(struct r2_comm *c)
 
 /* ---- execution ---- */
 
+_Static_assert(R2_OPSTAT_NKINDS >= R2_OP_MAX, "an op_stats row per opcode");
+
+/* Under d->lock: the tenant's row (the last one, "_other", once full). */
+static struct r2_op_stats *op_stats_row(struct r2d *d, const char *tenant)
+{
+	const char *t = tenant[0] ? tenant : "_none";
+	uint32_t i;
+
+	for (i = 0; i < d->nop_stats; i++)
+		if (!strncmp(d->op_stats[i].tenant, t, sizeof(d->op_stats[i].tenant) - 1))
+			return &d->op_stats[i];
+	if (d->nop_stats == R2_OPSTAT_TENANTS - 1)
+		t = "_other";
+	else if (d->nop_stats == R2_OPSTAT_TENANTS)
+		return &d->op_stats[R2_OPSTAT_TENANTS - 1];
+	i = d->nop_stats++;
+	snprintf(d->op_stats[i].tenant, sizeof(d->op_stats[i].tenant), "%.127s", t);
+	return &d->op_stats[i];
+}
+
+/* Under d->lock: one operation of x done with status, for the metrics. */
+static void op_stats_add(struct r2d *d, struct r2_exec *x, int status)
+{
+	static const double bounds[R2_LAT_NBUCKETS] = R2_LAT_BOUNDS;
+	struct r2_comm *c = x->c;
+	struct r2_op_stats *st = op_stats_row(d, c->tenant);
+	uint64_t first = 0, bytes = 0, slen, rlen;
+	uint32_t k = x->opcode < R2_OP_MAX ? x->opcode : R2_OP_NOP;
+	int b;
+
+	for (int i = 0; i < x->nops; i++) {
+		struct r2_op *op = x->ops[i];
+		if (!op)
+			continue;
+		if (!first || (op->submitted_us && op->submitted_us < first))
+			first = op->submitted_us;
+		if (!bytes && r2d_op_extents(&op->sqe, c->nranks, op->rank, &slen, &rlen))
+			bytes = slen > rlen ? slen : rlen;
+	}
+	double sec = first ? (double)(r2_now_us() - first) / 1e6 : 0;
+	for (b = 0; b < R2_LAT_NBUCKETS && sec > bounds[b]; b++)
+		;
+	st->ops[k][status < 0]++;
+	st->bytes[k] += bytes;
+	st->lat[b]++;
+	st->lat_sum += sec;
+	c->bytes_total += bytes;
+	c->lat_ns_total += (uint64_t)(sec * 1e9);
+	c->op_errors += status < 0;
+}
+
 void r2d_exec_complete(struct r2_exec *x, int status)
 {
 	struct r2_comm *c = x->c;
@@ -391,6 +442,7 @@ void r2d_exec_complete(struct r2_exec *x, int status)
 	if (x->gpu_stage) /* GPU buffers staged for the rails: copy back first */
 		status = r2_gpu_stage_end(x, status);
 	pthread_mutex_lock(&d->lock);
+	op_stats_add(d, x, status);
 	for (int i = 0; i < x->nops; i++)
 		r2d_op_free(x->ops[i], status);
 	c->ops_total++;

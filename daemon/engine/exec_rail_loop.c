@@ -52,6 +52,7 @@ static int conn_error(struct railop *o, const struct r2_rmsg *m)
 	struct r2_rails *rs = o->d->rails;
 	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
 	bool lost = false;
+	uint32_t again = 0;
 
 	for (struct sendrec *s = o->tx.sends; s; s = s->next) {
 		if ((s->via ? s->via : s->peer) == m->cqe.peer && s->rail == m->rail && s->sent &&
@@ -59,8 +60,10 @@ static int conn_error(struct railop *o, const struct r2_rmsg *m)
 			s->sent = false;
 			s->posted = false;
 			o->tx.need_repost = true;
+			again++;
 		}
 	}
+	r2d_rails_note_resend(o->d, m->rail, m->cqe.peer, again);
 	for (int hi = 0; hi < o->c->nhosts; hi++)
 		if (o->c->hosts[hi].id == m->cqe.peer)
 			lost = (o->c->hosts[hi].failed_rails & all) == all;

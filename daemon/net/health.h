@@ -65,6 +65,8 @@ struct r2d_rail_info {
 	uint64_t tx_bytes, rx_bytes;
 	uint64_t errors, changes, failovers;
 	uint64_t since_us;     /* in this state since (r2_now_us) */
+	uint64_t tx_chunks, rx_chunks, resends; /* summed over its paths */
+	uint64_t hb_missed;    /* heartbeats missed on its paths, in all */
 	bool drained;
 	char cause[128];       /* why it is in this state */
 };
@@ -78,11 +80,16 @@ struct r2d_path_info {
 	const char *state;     /* failed too when its host reported the NIC failed */
 	uint64_t rtt_us, last_rx_us;
 	uint32_t missed;       /* heartbeats */
-	uint64_t errors, failovers;
+	uint64_t missed_total; /* heartbeats missed since the start */
+	uint64_t errors, failovers, changes;
+	uint64_t tx_bytes, tx_chunks, rx_bytes, rx_chunks, resends; /* data */
+	uint64_t rate_bps;     /* the throughput monitor's rate while busy, bytes/s; 0: none */
 	char cause[128];
 };
 
 struct r2d_health_snap {
+	uint64_t replans;      /* views committed */
+	uint64_t replan_timed, replan_us_sum; /* held ones: count, hold-to-commit time */
 	size_t nrails, npaths;
 	struct r2d_rail_info *rails;
 	struct r2d_path_info *paths; /* every path known or connected, by peer, then rail */

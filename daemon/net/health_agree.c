@@ -185,6 +185,11 @@ void r2h_view_committed(struct r2d *d, struct hcomm *hc, struct r2_view *v)
 
 	r2h_view_describe(v, what, sizeof(what));
 	snprintf(subj, sizeof(subj), "comm %u", hc->id);
+	d->health->replans++;
+	if (hc->hold && hc->hold_since_us) { /* add_view below ends the hold */
+		d->health->replan_timed++;
+		d->health->replan_us_sum += r2_now_us() - hc->hold_since_us;
+	}
 	r2d_health_event(d, 3, "replan", subj, "view %llu from collective %llu: %s",
 			 (unsigned long long)v->epoch, (unsigned long long)v->start, what);
 	view_local(d, hc, v);

@@ -118,6 +118,9 @@ struct r2_health {
 	struct hevent ev[EV_RING];
 	uint64_t evseq;
 	uint64_t my_seq;
+	/* re-plans (metrics): views committed, and the time from the hold
+	 * (proposal seen) to the commit, summed, for those that held */
+	uint64_t replans, replan_timed, replan_us_sum;
 	struct linkrep *reps;
 	size_t nreps, capreps;
 	uint64_t last_hb_us, last_stat_us, last_link_poll_us, last_mon_us;

@@ -114,8 +114,17 @@ static void path_info(struct r2d *d, struct r2_peer *p, int r, struct r2d_path_i
 	x->rtt_us = atomic_load(&p->rtt_us[r]);
 	x->last_rx_us = atomic_load(&p->last_rx_us[r]);
 	x->missed = l->missed;
+	x->missed_total = l->missed_total;
 	x->errors = l->errors;
 	x->failovers = l->failovers;
+	x->changes = l->changes;
+	x->tx_bytes = atomic_load_explicit(&p->tx_bytes[r], memory_order_relaxed);
+	x->tx_chunks = atomic_load_explicit(&p->tx_chunks[r], memory_order_relaxed);
+	x->rx_bytes = atomic_load_explicit(&p->rx_bytes[r], memory_order_relaxed);
+	x->rx_chunks = atomic_load_explicit(&p->rx_chunks[r], memory_order_relaxed);
+	x->resends = atomic_load_explicit(&p->resends[r], memory_order_relaxed);
+	if (d->health && d->health->mon)
+		x->rate_bps = (uint64_t)r2h_pmon(d, (int)(p - d->rails->peer), r)->rate;
 	snprintf(x->cause, sizeof(x->cause), "%s", l->cause);
 }
 
@@ -135,9 +144,21 @@ int r2d_health_snapshot(struct r2d *d, struct r2d_health_snap *s)
 		rail_info(&rs->rail[r], r, &s->rails[s->nrails++]);
 	for (int i = 0; i < np; i++) {
 		struct r2_peer *p = &rs->peer[i];
-		for (int r = 0; r < nr; r++)
-			if (p->link[r].known || (p->conn_mask & (1u << r)))
-				path_info(d, p, r, &s->paths[s->npaths++]);
+		for (int r = 0; r < nr; r++) {
+			if (!p->link[r].known && !(p->conn_mask & (1u << r)))
+				continue;
+			struct r2d_path_info *x = &s->paths[s->npaths++];
+			path_info(d, p, r, x);
+			s->rails[r].tx_chunks += x->tx_chunks;
+			s->rails[r].rx_chunks += x->rx_chunks;
+			s->rails[r].resends += x->resends;
+			s->rails[r].hb_missed += x->missed_total;
+		}
+	}
+	if (d->health) {
+		s->replans = d->health->replans;
+		s->replan_timed = d->health->replan_timed;
+		s->replan_us_sum = d->health->replan_us_sum;
 	}
 	return 0;
 }

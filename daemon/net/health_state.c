@@ -67,6 +67,7 @@ void r2h_link_state(struct r2d *d, struct r2_peer *p, int r, int st, const char 
 	r2d_health_event(d, st == R2_RS_FAILED ? 2 : 3, "path", subj, "%s -> %s: %s",
 			 r2d_rstate_name(l->state), r2d_rstate_name(st), cause);
 	l->state = (uint8_t)st;
+	l->changes++;
 	l->since_us = r2_now_us();
 	if (cause != l->cause)
 		snprintf(l->cause, sizeof(l->cause), "%s", cause);
@@ -435,7 +436,10 @@ static void path_connected(struct r2d *d, int i, int r, uint64_t last_any, bool 
 					   .off = now };
 		rl->ops->post_send(rl->tp, p->id, &hh, NULL, 0);
 	}
-	l->missed = now > last ? (uint32_t)((now - last) / sl->iv) : 0;
+	uint32_t missed = now > last ? (uint32_t)((now - last) / sl->iv) : 0;
+	if (missed > l->missed)
+		l->missed_total += missed - l->missed;
+	l->missed = missed;
 	bool stalled = r2h_send_stalled(d->health, i, r, now, last, last_any, sl->stall);
 	if (now > last && (now - last > sl->silent || stalled) &&
 	    now >= d->health->stall_until_us && (!whole || now - last_any > sl->ptimeout)) {

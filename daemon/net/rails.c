@@ -108,6 +108,8 @@ int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port
 	return rs->rail[rail].ops->connect(rs->rail[rail].tp, peer, a, port);
 }
 
+static void note_use(struct r2_rails *rs, int rail, uint64_t key);
+
 int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr,
 		   const void *buf, uint64_t ctx)
 {
@@ -123,7 +125,60 @@ int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk
 	r = rs->rail[rail].ops->post_send(rs->rail[rail].tp, peer, hdr, buf, ctx);
 	if (r < 0 && data)
 		r2d_health_data_posted(d, rail, peer, -(int64_t)hdr->len);
+	if (r >= 0 && data) {
+		struct r2_peer *p = r2d_rails_peer_find(d, peer);
+		note_use(rs, rail, hdr->comm);
+		if (p) {
+			atomic_fetch_add_explicit(&p->tx_bytes[rail], hdr->len,
+						  memory_order_relaxed);
+			atomic_fetch_add_explicit(&p->tx_chunks[rail], 1, memory_order_relaxed);
+		}
+	}
 	return r;
+}
+
+/* Marks the communicator key as a user of the rail in this interval: one
+ * load when it is already there (the common case: the first slot). */
+static void note_use(struct r2_rails *rs, int rail, uint64_t key)
+{
+	_Atomic uint64_t *u = rs->used_by[rail];
+
+	if (!key)
+		return;
+	for (int i = 0; i < R2_RAIL_USE_SLOTS; i++) {
+		uint64_t v = atomic_load_explicit(&u[i], memory_order_relaxed);
+		if (v == key)
+			return;
+		if (!v) {
+			if (atomic_compare_exchange_strong(&u[i], &v, key) || v == key)
+				return;
+		}
+	}
+	atomic_fetch_add_explicit(&rs->used_more[rail], 1, memory_order_relaxed);
+}
+
+int r2d_rails_take_usage(struct r2d *d, int rail, uint64_t *keys, int max)
+{
+	struct r2_rails *rs = d->rails;
+	int n = 0;
+
+	if (!rs || rail < 0 || rail >= rs->n)
+		return 0;
+	for (int i = 0; i < R2_RAIL_USE_SLOTS; i++) {
+		uint64_t v = atomic_exchange(&rs->used_by[rail][i], 0);
+		if (v && n < max)
+			keys[n++] = v;
+	}
+	n += (int)atomic_exchange(&rs->used_more[rail], 0) > 0;
+	return n;
+}
+
+void r2d_rails_note_resend(struct r2d *d, int rail, uint64_t peer, uint32_t n)
+{
+	struct r2_peer *p = r2d_rails_peer_find(d, peer);
+
+	if (p && rail >= 0 && rail < R2_MAX_RAILS && n)
+		atomic_fetch_add_explicit(&p->resends[rail], n, memory_order_relaxed);
 }
 
 /* tcp_threads and tcp_streams as set, 0 resolved once at start-up by the
@@ -416,6 +471,16 @@ static void *rails_thread(void *arg)
 						if (c->hdr.kind == R2_MSG_HEARTBEAT) {
 							heartbeat_in(rs, rail, c, p);
 							continue;
+						}
+						if (c->hdr.kind == R2_MSG_DATA)
+							note_use(rs, rail, c->hdr.comm);
+						if (p && c->hdr.kind == R2_MSG_DATA) {
+							atomic_fetch_add_explicit(
+								&p->rx_bytes[rail], c->hdr.len,
+								memory_order_relaxed);
+							atomic_fetch_add_explicit(
+								&p->rx_chunks[rail], 1,
+								memory_order_relaxed);
 						}
 					}
 					if (c->type == R2_TPC_SEND && c->ctx == 1) {

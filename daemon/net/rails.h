@@ -18,6 +18,7 @@
 
 #define R2_MAX_RAILS 8
 #define R2_MAX_PEERS 1024
+#define R2_RAIL_USE_SLOTS 32
 
 /* Health states of a rail and of a (peer, rail) path (health.c). */
 enum r2_rstate { R2_RS_HEALTHY = 0, R2_RS_DEGRADED, R2_RS_FAILED, R2_RS_RECOVERING,
@@ -56,7 +57,8 @@ struct r2_plink {
 	uint64_t since_us, conn_us, stable_since_us;
 	uint64_t last_hb_tx_us, next_probe_us, backoff_ms;
 	uint32_t missed;
-	uint64_t errors, failovers;
+	uint64_t missed_total; /* heartbeats missed, summed as they are counted */
+	uint64_t errors, failovers, changes;
 	char cause[128];
 };
 
@@ -81,6 +83,12 @@ struct r2_peer {
 	/* the last time its data came through a bridge (detour.c): alive while
 	 * no rail connects it to this host */
 	_Atomic uint64_t detour_rx_us;
+	/* traffic per rail (metrics): data chunks and their bytes sent and
+	 * received, and chunks the engine posted again because this path lost
+	 * them with its connection (r2d_rails_note_resend); any thread */
+	atomic_uint_fast64_t tx_bytes[R2_MAX_RAILS], tx_chunks[R2_MAX_RAILS];
+	atomic_uint_fast64_t rx_bytes[R2_MAX_RAILS], rx_chunks[R2_MAX_RAILS];
+	atomic_uint_fast64_t resends[R2_MAX_RAILS];
 };
 
 /* An event for the control loop. */
@@ -108,6 +116,11 @@ struct r2_rails {
 	uint64_t tx_msgs, rx_msgs;
 	/* tcp_threads, tcp_streams: as set, or (0) by the cores, at start-up */
 	int tcp_threads, tcp_streams;
+	/* rail overlap (metrics): the keys of the communicators whose data went
+	 * out or came in on each rail since the last r2d_rails_take_usage (any
+	 * thread; a key past the slots counts in used_more) */
+	_Atomic uint64_t used_by[R2_MAX_RAILS][R2_RAIL_USE_SLOTS];
+	atomic_uint used_more[R2_MAX_RAILS];
 };
 
 int r2d_rails_start(struct r2d *d);
@@ -140,6 +153,13 @@ bool r2d_rails_zero_copy(struct r2d *d, int rail);
 /* Drops the rail's connection to a peer (its queued sends complete with an
  * error); health reconnects it. */
 void r2d_rails_drop(struct r2d *d, int rail, uint64_t peer);
+/* The communicator keys whose data used the rail since the last call (up to
+ * max into keys; the count, plus keys that did not fit in the slots), and
+ * starts a new interval (loop thread). */
+int r2d_rails_take_usage(struct r2d *d, int rail, uint64_t *keys, int max);
+/* The engine posts n data chunks again that the path (peer, rail) lost
+ * with its connection (metrics; any thread). */
+void r2d_rails_note_resend(struct r2d *d, int rail, uint64_t peer, uint32_t n);
 /* Rails the engine should not use to this peer (health), any thread. */
 uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer);
 /* Sends a control message to a peer on every healthy connected rail (at least

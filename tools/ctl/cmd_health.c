@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "ctl.h"
@@ -84,6 +85,7 @@ static const struct col event_cols[] = {
 	{ "message", "MESSAGE", 0, COL_STR, EVENT(message), txt_raw },
 };
 static const struct section events = { "events", COLS(event_cols) };
+static const struct section event_one = { "event", COLS(event_cols) }; /* --follow --json */
 
 /* rails and peers: a section of the rails reply. */
 static int rails_section(struct ctl *c, bool of_peers)
@@ -111,11 +113,63 @@ int cmd_peers(struct ctl *c, int argc, char **argv)
 	return rails_section(c, true);
 }
 
+/* events --follow: the events kept, then every new one as it comes (polled
+ * twice a second), one line each (text), or one JSON object each
+ * ({"schema_version": 1, "event": {...}}, one after the other), until interrupted or the
+ * daemon goes away (exit 1 then, or 3 when it is not running at the start). */
+static int events_follow(struct ctl *c)
+{
+	uint64_t since = 0;
+
+	for (;;) {
+		R2ccl__EventsRequest req = R2CCL__EVENTS_REQUEST__INIT;
+		R2ccl__EventsReply *ev = NULL;
+		int r;
+
+		req.req_id = CTL_REQ_ID;
+		req.since_seq = since;
+		r = ctl_query_req(c, R2CCL__MSG_TYPE__MSG_EVENTS, &req.base,
+				  R2CCL__MSG_TYPE__MSG_EVENTS_REPLY, &r2ccl__events_reply__descriptor,
+				  (ProtobufCMessage **)&ev);
+		if (r)
+			return r;
+		for (size_t i = 0; i < ev->n_events; i++) {
+			const R2ccl__Event *e = ev->events[i];
+			if (e->seq <= since)
+				continue;
+			if (c->json) {
+				struct jw j;
+				jw_begin(&j);
+				section_object(&j, &event_one, e);
+				jw_end(&j);
+				putchar('\n');
+			} else {
+				char t[64], *subj = safe_text(e->subject), *msg = safe_text(e->message);
+				printf("%s  %-5s  %-12s  %s: %s\n",
+				       event_time(&event_cols[1], e, 0, t, sizeof(t)), e->severity,
+				       e->kind, subj, msg);
+				free(subj);
+				free(msg);
+			}
+		}
+		if (ev->last_seq > since)
+			since = ev->last_seq;
+		r2ccl__events_reply__free_unpacked(ev, NULL);
+		if (fflush(stdout) != 0)
+			return EXIT_OK; /* the reader went away */
+		struct timespec ts = { 0, 500 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 int cmd_events(struct ctl *c, int argc, char **argv)
 {
 	R2ccl__EventsReply *ev = NULL;
 	struct jw j;
 	int r;
+
+	if (c->follow)
+		return events_follow(c);
 
 	r = ctl_query(c, R2CCL__MSG_TYPE__MSG_EVENTS, &r2ccl__events_request__descriptor,
 		      R2CCL__MSG_TYPE__MSG_EVENTS_REPLY, &r2ccl__events_reply__descriptor,

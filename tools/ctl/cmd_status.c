@@ -39,6 +39,11 @@ static const struct col nic_cols[] = {
 	{ "mtu", ">MTU", 8, COL_U32, NIC(mtu), txt_zero_dash, NULL, COL_VERBOSE },
 	{ "transport", NULL, 0, COL_STR, NIC(transport) },
 	{ "rdma_device", NULL, 0, COL_STR, NIC(rdma_device) },
+	/* rail overlap (docs/operations.md, "Metrics"): communicators, and
+	 * tenants, whose data used the rail in the last second */
+	{ "rail_overlap", ">OVERLAP", 10, COL_U32, NIC(rail_overlap), txt_zero_dash },
+	{ "rail_overlap_tenants", ">TENANTS", 11, COL_U32, NIC(rail_overlap_tenants),
+	  txt_zero_dash, NULL, COL_VERBOSE },
 };
 static const struct section nics = { "nics", COLS(nic_cols) };
 

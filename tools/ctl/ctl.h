@@ -34,6 +34,7 @@ struct ctl {
 	int timeout_ms;
 	bool json;
 	bool verbose;
+	bool follow; /* events --follow */
 	const char *cmd;
 	struct r2_rpc rpc;
 	char daemon_version[64];
@@ -186,6 +187,9 @@ int ctl_call(struct ctl *c, const char *what, uint16_t type, const ProtobufCMess
  * frees it), or the exit code after reporting. */
 int ctl_query(struct ctl *c, uint16_t type, const ProtobufCMessageDescriptor *req_desc,
 	      uint16_t want, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out);
+/* The same with the request as given (its fields, req_id, set by the caller). */
+int ctl_query_req(struct ctl *c, uint16_t type, const ProtobufCMessage *req, uint16_t want,
+		  const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out);
 /* MSG_STATUS -> StatusReply, MSG_RAILS -> RailsReply. */
 int get_status(struct ctl *c, R2ccl__StatusReply **out);
 int get_rails(struct ctl *c, R2ccl__RailsReply **out);
@@ -200,6 +204,7 @@ int cmd_tenants(struct ctl *c, int argc, char **argv);
 int cmd_rails(struct ctl *c, int argc, char **argv);
 int cmd_peers(struct ctl *c, int argc, char **argv);
 int cmd_events(struct ctl *c, int argc, char **argv);
+int cmd_top(struct ctl *c, int argc, char **argv); /* cmd_top.c */
 int cmd_rebalance(struct ctl *c, int argc, char **argv);
 int cmd_nic_admin(struct ctl *c, int argc, char **argv);
 int cmd_version(struct ctl *c, int argc, char **argv);

@@ -47,7 +47,8 @@ static void usage(FILE *f)
 		"  tenants           sessions and communicators grouped by tenant\n"
 		"  rails             rail health: state, measured bandwidth, errors\n"
 		"  peers             peer hosts per rail: heartbeats\n"
-		"  events            recent events: rail state changes, re-plans\n"
+		"  events [-f]       recent events: rail state changes, re-plans\n"
+		"  top [COUNT]       live view every second: rails, communicators\n"
 		"  rebalance [COMM]  re-plan communicator COMM now (every one if omitted)\n"
 		"  drain NIC         move traffic off NIC (maintenance)\n"
 		"  undrain NIC       use NIC again\n"
@@ -59,6 +60,7 @@ static void usage(FILE *f)
 		"  -j, --json          print one JSON object (\"schema_version\": %d)\n"
 		"  -t, --timeout MS    give up after MS milliseconds (default %d)\n"
 		"  -v, --verbose       more detail\n"
+		"  -f, --follow        events: go on printing new events (Ctrl-C stops)\n"
 		"  -h, --help          this text\n"
 		"\n"
 		"Exit status: 0 ok, 1 failure, 2 usage, 3 daemon not running, "
@@ -88,6 +90,7 @@ static const struct command commands[] = {
 	{ "rails", 0, 0, true, cmd_rails },
 	{ "peers", 0, 0, true, cmd_peers },
 	{ "events", 0, 0, true, cmd_events },
+	{ "top", 0, 1, true, cmd_top },
 	{ "rebalance", 0, 1, true, cmd_rebalance },
 	{ "drain", 1, 1, true, cmd_nic_admin },
 	{ "undrain", 1, 1, true, cmd_nic_admin },
@@ -117,13 +120,14 @@ static int parse_options(struct ctl *c, int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "follow", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int o;
 
 	opterr = 0;
-	while ((o = getopt_long(argc, argv, "s:jt:vh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "s:jt:vfh", opts, NULL)) != -1) {
 		uint32_t ms;
 
 		switch (o) {
@@ -144,6 +148,9 @@ static int parse_options(struct ctl *c, int argc, char **argv)
 		case 'v':
 			c->verbose = true;
 			break;
+		case 'f':
+			c->follow = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -159,8 +166,10 @@ static int parse_options(struct ctl *c, int argc, char **argv)
 }
 
 /* Checks the command's arguments before connecting: 0 or EXIT_USAGE. */
-static int check_args(const struct command *cmd, int nargs, char **args)
+static int check_args(const struct command *cmd, int nargs, char **args, bool follow)
 {
+	if (follow && cmd->fn != cmd_events)
+		return usage_error("--follow is for events only");
 	if (nargs < cmd->min_args)
 		return usage_error("%s needs %s", cmd->name,
 				   cmd->fn == cmd_nic_admin ? "a NIC name" : "an argument");
@@ -200,7 +209,7 @@ int main(int argc, char **argv)
 		return usage_error("unknown command '%s'", c.cmd);
 	args = argv + optind + 1;
 	nargs = argc - optind - 1;
-	r = check_args(cmd, nargs, args);
+	r = check_args(cmd, nargs, args, c.follow);
 	if (r)
 		return r;
 

@@ -109,18 +109,28 @@ static int reply_status(const ProtobufCMessage *m, const char **err)
 int ctl_query(struct ctl *c, uint16_t type, const ProtobufCMessageDescriptor *req_desc,
 	      uint16_t want, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
 {
-	ProtobufCMessage *req = xmalloc(req_desc->sizeof_message), *rep;
+	ProtobufCMessage *req = xmalloc(req_desc->sizeof_message);
 	const ProtobufCFieldDescriptor *id;
-	struct r2_frame f;
-	const char *err;
-	int r, status;
+	int r;
 
 	protobuf_c_message_init(req_desc, req);
 	id = protobuf_c_message_descriptor_get_field_by_name(req_desc, "req_id");
 	if (id)
 		*(uint64_t *)((char *)req + id->offset) = CTL_REQ_ID;
-	r = ctl_call(c, c->cmd, type, req, want, &f);
+	r = ctl_query_req(c, type, req, want, desc, out);
 	free(req);
+	return r;
+}
+
+int ctl_query_req(struct ctl *c, uint16_t type, const ProtobufCMessage *req, uint16_t want,
+		  const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
+{
+	ProtobufCMessage *rep;
+	struct r2_frame f;
+	const char *err;
+	int r, status;
+
+	r = ctl_call(c, c->cmd, type, req, want, &f);
 	if (r)
 		return r;
 	rep = protobuf_c_message_unpack(desc, NULL, f.len, f.payload);
