@@ -708,6 +708,7 @@ static const struct r2_net_events net_events = {
 	.comm_by_key = r2d_comm_by_key,        /* comm.c */
 	.comm_by_uid = r2d_comm_by_uid,
 	.comm_break = r2d_comm_break,
+	.rails_closing = r2d_orphans_free,     /* exec_rail_mbox.c */
 };
 
 /* What the GPU path asks of the engine (gpu/gpu.h): registered at start,

@@ -32,6 +32,10 @@ struct r2_net_events {
 	/* A peer of c is gone: fail c's pending operations and mark it broken
 	 * (under d->lock). */
 	void (*comm_break)(struct r2_comm *c, int err, const char *why);
+	/* The rails stop (their thread has ended, the transports still live):
+	 * let go of every receive buffer still held (messages for
+	 * communicators that never came). */
+	void (*rails_closing)(struct r2d *d);
 };
 
 /* The table stays the caller's and must outlive the rails. */

@@ -279,7 +279,8 @@ static int send_ctrl_hdr(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr
 			void *copy = malloc(len ? len : 1);
 			if (!copy)
 				return -ENOMEM;
-			memcpy(copy, buf, len);
+			if (len) /* a zero-length message may come with no buffer */
+				memcpy(copy, buf, len);
 			/* ctx = 1 marks a control copy the completion frees */
 			r = rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1);
 			if (r == 0)
@@ -305,7 +306,8 @@ int r2d_rails_send_ctrl_all(struct r2d *d, uint64_t peer, uint32_t type, const v
 		void *copy = malloc(len ? len : 1);
 		if (!copy)
 			break;
-		memcpy(copy, buf, len);
+		if (len) /* a zero-length message may come with no buffer */
+			memcpy(copy, buf, len);
 		if (rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1) == 0)
 			sent++;
 		else
@@ -705,15 +707,22 @@ void r2d_rails_stop(struct r2d *d)
 		pthread_join(rs->thread, NULL);
 	}
 	r2d_detours_free(d); /* their receive buffers go back while the transports live */
+	if (d->net_ev && d->net_ev->rails_closing)
+		d->net_ev->rails_closing(d); /* and the engine's orphans' */
+	/* events the loop did not take (a control message that came during the
+	 * stop): their receive buffers go back too */
+	while (rs->qhead) {
+		struct r2_loop_ev *ev = rs->qhead;
+		rs->qhead = ev->next;
+		if (ev->cqe.type == R2_TPC_RECV)
+			r2d_rails_release(d, ev->rail, ev->cqe.buf);
+		free(ev);
+	}
+	rs->qtail = NULL;
 	r2d_bufpools_detach(d); /* deregistered while the transports live */
 	for (int i = 0; i < rs->n; i++)
 		rs->rail[i].ops->close(rs->rail[i].tp);
 	r2d_bufpools_free(d);
-	while (rs->qhead) {
-		struct r2_loop_ev *ev = rs->qhead;
-		rs->qhead = ev->next;
-		free(ev);
-	}
 	close(rs->epfd);
 	close(rs->wake_fd);
 	pthread_mutex_destroy(&rs->qlock);
