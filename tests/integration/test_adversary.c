@@ -604,6 +604,12 @@ static void idle_conns(void *p)
 		close(fd[i]);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_SLACK_KB (64 * 1024)
+#else
+#define RSS_SLACK_KB 16384
+#endif
+
 START_TEST(prehello)
 {
 	const char *const args[] = { "--hello-timeout-ms", "1000", NULL };
@@ -614,8 +620,10 @@ START_TEST(prehello)
 	victim_start(&v);
 	rss0 = proc_status("VmRSS:");
 	as_nobody(idle_conns, NULL);
-	ck_assert_msg(proc_status("VmRSS:") < rss0 + 16384, "RSS grew from %ld to %ld kB", rss0,
-		      proc_status("VmRSS:"));
+	/* ASan keeps freed memory in its quarantine and shadow: a wider bound
+	 * there (the daemon's own growth is what the normal build checks) */
+	ck_assert_msg(proc_status("VmRSS:") < rss0 + RSS_SLACK_KB, "RSS grew from %ld to %ld kB",
+		      rss0, proc_status("VmRSS:"));
 	th_expect_log(&D, "no hello within 1000 ms", 1);
 	th_expect_log(&D, "too many connections without hello", 1);
 	/* 12 refused, their warnings rate-limited to 10 per 5 s */
