@@ -28,7 +28,7 @@ mtest -C build-test --print-errorlogs --num-processes 1 \
 	--suite unit --suite integration --suite cluster --suite valgrind --suite gpu
 
 echo "=== fault injection (namespaces) ==="
-# No retry: a failure is a failure (docs/resilience.md, "Known problems").
+# Run once: a failure is a failure (docs/resilience.md, "Known problems").
 mtest -C build-test --print-errorlogs --num-processes 1 --suite faults
 
 echo "=== rdma (two soft-RoCE qemu guests) ==="
