@@ -405,10 +405,26 @@ static int handle_hello(struct r2_session *s, struct r2_frame *f)
 	}
 }
 
+/* The answer to a (GPU) memory registration; a refusal is logged. */
+static int mem_register_reply(struct r2_session *s, uint64_t req_id, int r, char *err,
+			      uint32_t id, const char *what)
+{
+	R2ccl__MemRegisterReply rep = R2CCL__MEM_REGISTER_REPLY__INIT;
+
+	if (r < 0)
+		log_warn_rl("session %llu: %smemory registration refused: %s",
+			    (unsigned long long)s->id, what, err);
+	rep.req_id = req_id;
+	rep.status = r;
+	rep.error = err;
+	rep.mem_id = id;
+	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_REPLY, &rep);
+	return 0;
+}
+
 static int handle_mem_register(struct r2_session *s, struct r2_frame *f)
 {
 	R2ccl__MemRegister *m = r2ccl__mem_register__unpack(NULL, f->len, f->payload);
-	R2ccl__MemRegisterReply rep = R2CCL__MEM_REGISTER_REPLY__INIT;
 	char err[256] = "";
 	uint32_t id = 0;
 	int r;
@@ -424,16 +440,9 @@ static int handle_mem_register(struct r2_session *s, struct r2_frame *f)
 	pthread_mutex_unlock(&s->d->lock);
 	if (r == 0)
 		f->fds[0] = -1; /* taken */
-	else
-		log_warn_rl("session %llu: memory registration refused: %s",
-			 (unsigned long long)s->id, err);
-	rep.req_id = m->req_id;
-	rep.status = r;
-	rep.error = err;
-	rep.mem_id = id;
+	uint64_t req_id = m->req_id;
 	r2ccl__mem_register__free_unpacked(m, NULL);
-	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_REPLY, &rep);
-	return 0;
+	return mem_register_reply(s, req_id, r, err, id, "");
 }
 
 static int handle_mem_deregister(struct r2_session *s, struct r2_frame *f)
@@ -455,7 +464,6 @@ static int handle_mem_deregister(struct r2_session *s, struct r2_frame *f)
 static int handle_mem_register_gpu(struct r2_session *s, struct r2_frame *f)
 {
 	R2ccl__MemRegisterGpu *m = r2ccl__mem_register_gpu__unpack(NULL, f->len, f->payload);
-	R2ccl__MemRegisterReply rep = R2CCL__MEM_REGISTER_REPLY__INIT;
 	struct r2_gpu_reg_req req;
 	char err[256] = "";
 	uint32_t id = 0;
@@ -490,16 +498,9 @@ static int handle_mem_register_gpu(struct r2_session *s, struct r2_frame *f)
 	}
 	if (r == 0 && f->nfds)
 		f->fds[0] = -1; /* taken */
-	if (r < 0)
-		log_warn_rl("session %llu: GPU memory registration refused: %s",
-			 (unsigned long long)s->id, err);
-	rep.req_id = m->req_id;
-	rep.status = r;
-	rep.error = err;
-	rep.mem_id = id;
+	uint64_t req_id = m->req_id;
 	r2ccl__mem_register_gpu__free_unpacked(m, NULL);
-	r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_REPLY, &rep);
-	return 0;
+	return mem_register_reply(s, req_id, r, err, id, "GPU ");
 }
 
 static int handle_unique_id(struct r2_session *s, struct r2_frame *f)
