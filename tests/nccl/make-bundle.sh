@@ -6,13 +6,11 @@
 #   bundle/nccl/include/nccl.h         its header
 #   bundle/nccl/bin/nccl_gpu_test      the C test of the GPU paths
 #   bundle/nccl/nccl-tests/*_perf      nccl-tests 2.19 built UNCHANGED against
-#       bundle/nccl/include, when fetched/nccl-tests (public source, never
-#       committed) is there: nccl_device.h, nccl_device/ and doca_gpunetio/
-#       come from NVIDIA's NCCL 2.28 headers (NCCL_DEVICE_INC, e.g. the
-#       wheel's include dir; in NCCL's source doca_gpunetio/ is
-#       src/transport/gdaki/doca-gpunetio/include):
-#         make -C fetched/nccl-tests CUDA_HOME=/usr/local/cuda \
-#           NCCL_HOME=$PWD/bundle/nccl NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90
+#       bundle/nccl by tests/nccl/build-nccl-tests.sh (its public source,
+#       exported into fetched/nccl-tests, never committed), when nvcc and
+#       the nccl-tests mirror are here
+#   bundle/nccl/lib/libmpi.so          minimpi (tests/nccl/minimpi), for them,
+#   bundle/nccl/lib/libcudart.so.13    and their CUDA runtime
 # Then: run(command="bash tests/nccl/run-on-device.sh all", carry=["bundle/gpu", "bundle/nccl"]).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,15 +25,19 @@ cp -L "$B/libclient/nccl/libnccl.so.2" "$O/lib/libnccl.so.2"
 ln -s libnccl.so.2 "$O/lib/libnccl.so"
 cp libclient/nccl/nccl.h "$O/include/"
 [ -x "$B/tests/nccl/nccl_gpu_test" ] && cp "$B/tests/nccl/nccl_gpu_test" "$O/bin/"
-if [ -n "${NCCL_DEVICE_INC:-}" ]; then
-	cp -r "$NCCL_DEVICE_INC/nccl_device.h" "$NCCL_DEVICE_INC/nccl_device" "$O/include/"
-	[ -d "$NCCL_DEVICE_INC/doca_gpunetio" ] && cp -r "$NCCL_DEVICE_INC/doca_gpunetio" "$O/include/"
-fi
-NT=fetched/nccl-tests/build
-if [ -x "$NT/all_reduce_perf" ]; then
+r=0
+NCCL_PREFIX=$PWD/$O bash tests/nccl/build-nccl-tests.sh > "$B/nccl-tests-build.log" 2>&1 || r=$?
+if [ "$r" = 0 ]; then
 	mkdir -p "$O/nccl-tests"
 	for t in all_reduce all_gather reduce_scatter broadcast sendrecv alltoall; do
-		cp "$NT/${t}_perf" "$O/nccl-tests/" 2>/dev/null || echo "no ${t}_perf"
+		strip -o "$O/nccl-tests/${t}_perf" "fetched/nccl-tests/build/${t}_perf"
 	done
+	# found through the binaries' runpath ($ORIGIN) and LD_LIBRARY_PATH
+	strip -o "$O/nccl-tests/libverifiable.so.0" fetched/nccl-tests/build/verifiable/libverifiable.so.0
+	cp fetched/nccl-tests-mpi/lib/libmpi.so "$O/lib/"
+	cp -L "${CUDA_HOME:-/usr/local/cuda}/lib64/libcudart.so.13" "$O/lib/"
+else
+	echo "nccl-tests not built (rc $r, $B/nccl-tests-build.log)"
+	[ "$r" = 77 ] || exit 1
 fi
 du -sh "$O"

@@ -2,7 +2,7 @@
 # The NCCL API on the GPU machine (docs/nccl.md), building nothing there.
 # Build here first: bash tests/gpu/make-bundle.sh && bash tests/nccl/make-bundle.sh
 # then run(command="bash tests/nccl/run-on-device.sh [what]", carry=["bundle/gpu", "bundle/nccl"]).
-#   what: ops | ddp | graph | ctest | ntests | ns | all (default: all but ns)
+#   what: ops | ddp | graph | ctest | nccltests | ns | all (default: all but ns)
 #   ops     torch_ops.py: every torch.distributed op and type, 2 ranks (one
 #           GPU each when there are two, else both on GPU 0), library preloaded
 #   ddp     torch_ddp.py 200 steps with the library, then with PyTorch's NCCL
@@ -11,7 +11,14 @@
 #   ctest   nccl_gpu_test: the C test of the GPU paths (registration cache,
 #           reuse after free, staging of unexportable cuMem memory, groups,
 #           capture refused, host time per call)
-#   ntests  nccl-tests 2.19 built against our header, -c 1, library preloaded
+#   nccltests  nccl-tests 2.19 built UNCHANGED against our header
+#           (tests/nccl/build-nccl-tests.sh), -c 1, -b 8 -e 64M -f 4: all_reduce,
+#           all_gather, reduce_scatter, broadcast, sendrecv, alltoall _perf,
+#           each with 1 rank, 2 ranks on this host (minimpi's mpirun; both on
+#           GPU 0 on a one-GPU machine: NCCL_TESTS_DEVICE), and 2 ranks on two
+#           namespace hosts x 2 rails (the cross-host path of grouped GPU
+#           send/recv, issue 19); a summary line per run with its #wrong
+#           total; exits non-zero on any wrong or failed run
 #   ns      two namespace hosts x 2 rails, one GPU each (GPU 0 on a one-GPU
 #           machine): torch_ops, torch_bw beside r2ccl-bench --gpu (busbw at
 #           64 MB-1 GB), then the DDP loop with rail 1 of host 1 set
@@ -69,7 +76,7 @@ two() { # name timeout script args...
 		rc=0; for p in "${pids[@]}"; do wait $p || rc=1; done; exit $rc' "$T/$script" "$@"
 }
 
-if has ops || has ddp || has graph || has ctest || has ntests; then
+if has ops || has ddp || has graph || has ctest; then
 	daemon_start
 fi
 if has ops; then
@@ -100,16 +107,61 @@ if has ctest; then
 		LD_LIBRARY_PATH="$NB/lib:$LD_LIBRARY_PATH" "$NB/bin/nccl_gpu_test"
 	grep -h "host time" "$OUT/nccl-gpu-test.log" >> "$summary"
 fi
-if has ntests; then
-	for t in all_reduce all_gather reduce_scatter broadcast sendrecv alltoall; do
-		[ -x "$NB/nccl-tests/${t}_perf" ] || { echo "no ${t}_perf" >> "$summary"; continue; }
-		step "nt-$t" 300 env LD_PRELOAD="$LIB" "$NB/nccl-tests/${t}_perf" \
-			-b 8 -e 256M -f 4 -g "$ngpu" -c 1 -n 5 -w 2
-		grep -h "Out of bounds\|#wrong\|Avg bus" "$OUT/nt-$t.log" | tail -2 >> "$summary"
-	done
-fi
-if has ops || has ddp || has graph || has ctest || has ntests; then
+if has ops || has ddp || has graph || has ctest; then
 	daemon_stop
+fi
+
+# nccl-tests: the #wrong columns of every result line (out of place, in
+# place; found from the header) summed; -1 when the run failed or printed no
+# result line
+nt_wrong() { # log rc
+	awk -v rc="$2" '
+		{ sub(/^\[h[0-9]+\] /, "") } # cluster.sh run: the host'"'"'s prefix
+		/^#/ && /#wrong/ { nw = 0; for (i = 2; i <= NF; i++) if ($i == "#wrong") col[++nw] = i - 1 }
+		nw && /^ *[0-9]/ { lines++; for (k = 1; k <= nw; k++) if ($col[k] ~ /^[0-9]/) w += $col[k] }
+		END { print (rc != 0 || !lines) ? -1 : w + 0 }' "$1"
+}
+NT_BINS="all_reduce all_gather reduce_scatter broadcast sendrecv alltoall"
+NT_ARGS="-b 8 -e 64M -f 4 -c 1 -n 5 -w 2 -g 1"
+nt_bad=0
+nt_note() { # name
+	local w
+	w=$(nt_wrong "$OUT/$1.log" "$(awk -v n="$1" '$1 == n { sub("rc=", "", $2); print $2 }' "$summary" | tail -1)")
+	printf 'nccltests %-28s #wrong %s%s\n' "$1" "$w" "$([ "$w" = 0 ] && echo " OK" || echo " FAILED")" >> "$summary"
+	[ "$w" = 0 ] || nt_bad=1
+}
+if has nccltests; then
+	daemon_start
+	export LD_LIBRARY_PATH=$NB/lib:$LD_LIBRARY_PATH # libmpi.so (minimpi), libnccl.so.2
+	# one GPU: both ranks on GPU 0 (nccl-tests would give the second rank GPU 1)
+	dev1=; [ "$ngpu" -ge 2 ] || dev1=NCCL_TESTS_DEVICE=0
+	for t in $NT_BINS; do
+		[ -x "$NB/nccl-tests/${t}_perf" ] || { echo "nccltests: no ${t}_perf (tests/nccl/build-nccl-tests.sh)" >> "$summary"; nt_bad=1; continue; }
+		step "nt-$t-1rank" 300 env LD_PRELOAD="$LIB" "$NB/nccl-tests/${t}_perf" $NT_ARGS
+		nt_note "nt-$t-1rank"
+		step "nt-$t-2ranks" 300 "$T/minimpi/mpirun" -np 2 env LD_PRELOAD="$LIB" $dev1 \
+			"$NB/nccl-tests/${t}_perf" $NT_ARGS
+		nt_note "nt-$t-2ranks"
+	done
+	daemon_stop
+	# two namespace hosts, one rank each (GPU 0 on a one-GPU machine)
+	C="bash $ROOT/tests/cluster/cluster.sh --prefix ncclnt"
+	export PATH=$BD/libexec:$PATH R2CCLD=$BD/libexec/r2ccld
+	$C up -H 2 -R 2 > "$OUT/nt-ns-up.log" 2>&1
+	$C daemons start >> "$OUT/nt-ns-up.log" 2>&1
+	g='$R2CCL_HOST_INDEX'; [ "$ngpu" -ge 2 ] || g=0
+	for t in $NT_BINS; do
+		[ -x "$NB/nccl-tests/${t}_perf" ] || continue
+		rm -rf "/tmp/ncclnt/mpi-$t"
+		step "nt-$t-2hosts" 300 $C run --timeout 295 -- sh -c "MINIMPI_SIZE=2 \
+			MINIMPI_RANK=\$R2CCL_HOST_INDEX MINIMPI_DIR=/tmp/ncclnt/mpi-$t \
+			NCCL_TESTS_DEVICE=$g LD_PRELOAD=$LIB $NB/nccl-tests/${t}_perf $NT_ARGS"
+		nt_note "nt-$t-2hosts"
+	done
+	$C daemons stop >> "$OUT/nt-ns-up.log" 2>&1
+	for i in 0 1; do cp "/tmp/ncclnt/h$i/r2ccld.log" "$OUT/nt-ns-r2ccld-h$i.log" 2>/dev/null; done
+	$C down >> "$OUT/nt-ns-up.log" 2>&1
+	for f in "$OUT"/nt-*.log; do echo "==== $f"; cat "$f"; done
 fi
 
 if [ "$what" = ns ]; then
@@ -159,3 +211,4 @@ if [ "$what" = ns ]; then
 	$C down >> "$OUT/ns-up.log" 2>&1
 fi
 cat "$summary"
+[ "$nt_bad" = 0 ]
