@@ -738,6 +738,7 @@ static void gpu_mem_put(struct r2_session *s, struct r2_memreg *m)
 static const struct r2_gpu_engine gpu_engine = {
 	.exec_done = gpu_exec_done,
 	.exec_hier = r2_exec_hier, /* exec_rail.c */
+	.progress = r2_p2p_progress, /* exec_rail_p2p.c */
 	.mem_resolve = gpu_mem_resolve,
 	.mem_put = gpu_mem_put,
 };

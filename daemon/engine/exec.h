@@ -46,6 +46,10 @@ void r2d_exec_complete(struct r2_exec *x, int status);
 bool r2_p2p_pending(struct r2_comm *c);
 /* Handles mailbox messages for up to timeout_ms; completes transfers. */
 void r2_p2p_pump(struct r2_comm *c, int timeout_ms);
+/* For an operation of c that waits on the executor (a client stream to
+ * reach it): the transfers in flight go on meanwhile (mailbox, completions),
+ * as the executor's loop would run them; true if there were any. */
+bool r2_p2p_progress(struct r2_comm *c);
 void r2_p2p_fail_all(struct r2_comm *c, int status);
 
 /* Runs x: 0, R2_EXEC_PENDING, or a negative error. */

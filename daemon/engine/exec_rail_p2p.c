@@ -466,6 +466,14 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 	}
 }
 
+bool r2_p2p_progress(struct r2_comm *c)
+{
+	if (!r2_p2p_pending(c))
+		return false;
+	r2_p2p_pump(c, 0);
+	return true;
+}
+
 void r2_p2p_fail_all(struct r2_comm *c, int status)
 {
 	while (c->p2p_ops)

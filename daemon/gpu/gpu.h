@@ -17,6 +17,7 @@
 
 #include "base/daemon.h"
 
+struct r2_comm;
 struct r2_exec;
 
 /* struct r2_memreg.fd of a GPU region (the region is a struct r2_gpu_region). */
@@ -73,6 +74,11 @@ struct r2_gpu_engine {
 	/* the hierarchical phases of x (local, rail, local) on host buffers
 	 * that r2_gpu_exec_rail staged */
 	int (*exec_hier)(struct r2_exec *x, struct r2_pool *pool);
+	/* while r2_gpu_exec_rail waits on the executor for the clients'
+	 * streams: runs the communicator's transfers in flight (a stream may
+	 * wait for one of them, a send queued before this receive); true if
+	 * there were any */
+	bool (*progress)(struct r2_comm *c);
 	/* memory of a submitting session: (id, off, len) to an address with a
 	 * reference (R2CCL_E_BAD_BUFFER if unknown); mem_put drops it */
 	int (*mem_resolve)(struct r2_session *s, uint32_t id, uint64_t off, uint64_t len,

@@ -484,10 +484,18 @@ int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
 	pthread_mutex_unlock(&S.lock);
 	if (r < 0)
 		return r;
-	/* the clients' streams reach the operation (bounded: op timeout) */
+	/* the clients' streams reach the operation (bounded: op timeout).
+	 * Meanwhile the communicator's transfers in flight go on: this
+	 * executor is the only thread that completes them, and a stream may
+	 * wait for one (grouped send then receive on one stream: the receive's
+	 * READY comes after the send's DONE, which needs the peer's ACKs
+	 * taken from the mailbox; without this the receive timed out across
+	 * hosts, issue 19) */
 	while (!r2g_slots_ready(x->nops, &st->sl)) {
 		if ((r = r2g_op_aborted(x, st->t0, r2_now_us())))
 			return r;
+		if (r2g.eng->progress && r2g.eng->progress(x->c))
+			continue;
 		if (++spins % 64 == 0) {
 			struct timespec ts = { 0, spins > 100000 ? 50000 : 2000 };
 			nanosleep(&ts, NULL);
