@@ -157,6 +157,7 @@ int r2ccl_connect(const r2ccl_connect_opts_t *opts, r2ccl_client_t **out)
 		return -ENOMEM;
 	c->magic = R2C_CLIENT_LIVE;
 	c->pid = getpid();
+	c->fork_gen = r2c_fork_gen();
 	c->sq_efd = c->cq_efd = -1;
 	c->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
 	r2_rpc_init(&c->rpc, 16u << 20, c->timeout_ms);

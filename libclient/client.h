@@ -32,6 +32,7 @@ struct r2_cmem {
 struct r2ccl_client {
 	uint32_t magic;
 	pid_t pid;          /* the process that connected; others get R2CCL_E_FORKED */
+	unsigned fork_gen;  /* r2c_fork_gen() then: a child's differs */
 	struct r2ccl_comm *comms; /* live communicators, released by disconnect */
 	struct r2ccl_client *tomb_next;
 	struct r2_rpc rpc;  /* the control socket */
@@ -62,6 +63,9 @@ struct r2ccl_comm {
  * live client: disconnected already), R2CCL_E_FORKED (connected by another
  * process). Sets the thread's last error when it fails. */
 int r2c_client_use(r2ccl_client_t *c);
+/* How many fork()s this process is from the one that loaded the library
+ * (0 there): a client remembers it at connect (handle.c). */
+unsigned r2c_fork_gen(void);
 /* The same for a communicator and its client. */
 int r2c_comm_use(const r2ccl_comm_t *comm);
 /* Returns from the calling function when comm may not be used. */

@@ -46,6 +46,9 @@ static struct {
 	CUresult (*memHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
 	CUresult (*streamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 	CUresult (*streamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	/* optional: both of an operation's memory operations in one call */
+	CUresult (*streamBatchMemOp)(CUstream, unsigned int, CUstreamBatchMemOpParams *,
+				     unsigned int);
 } cu = { .once = PTHREAD_ONCE_INIT };
 
 static void cu_load(void)
@@ -88,6 +91,12 @@ static void cu_load(void)
 			return;
 		}
 	}
+	{
+		CUdriverProcAddressQueryResult q;
+		if (gpa("cuStreamBatchMemOp", (void **)&cu.streamBatchMemOp, 12000,
+			CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS)
+			cu.streamBatchMemOp = NULL;
+	}
 }
 
 static int cu_ready(void)
@@ -123,7 +132,14 @@ struct gclient {
 	uint64_t session_id;
 	struct greg *regs;
 	struct gcomm *comms;
+	uint64_t alive_at; /* r2c_client_alive last asked (us) */
 };
+
+/* How often a submission asks whether the daemon is still there (a poll()
+ * on the control socket): an operation queued to a daemon that died since
+ * is released by r2ccl_comm_get_async_error or the next wait, as when it
+ * dies after the submission. */
+#define ALIVE_EVERY_US 1000
 
 static pthread_mutex_t glock = PTHREAD_MUTEX_INITIALIZER;
 static struct gclient *gclients;
@@ -305,30 +321,42 @@ static void wait_cq(r2ccl_client_t *c, int ms)
 		(void)0;
 }
 
+/* Queues q on the ring. The fast path makes no system call: the daemon's
+ * liveness is asked at most every ALIVE_EVERY_US, and the doorbell is rung
+ * only when the dispatcher is not polling the ring (common/ring.h). */
 static int post(struct gclient *g, struct r2_sqe *q)
 {
 	r2ccl_client_t *c = g->c;
 	struct r2_ring_shm *ring = c->ring;
-	uint64_t one = 1, deadline = r2_now_us() + (uint64_t)(c->op_timeout_ms + 5000) * 1000;
+	uint64_t one = 1, now = r2_now_us();
+	uint64_t deadline = now + (uint64_t)(c->op_timeout_ms + 5000) * 1000;
 	uint32_t tail;
 
 	for (;;) {
-		if (c->gone || r2c_client_alive(c) < 0)
+		if (c->gone)
 			return R2CCL_E_DAEMON_GONE;
+		if (now - g->alive_at >= ALIVE_EVERY_US) {
+			if (r2c_client_alive(c) < 0)
+				return R2CCL_E_DAEMON_GONE;
+			g->alive_at = now;
+		}
 		reap_all(g);
 		tail = atomic_load_explicit(&ring->sq_tail, memory_order_relaxed);
 		if (c->inflight < R2_RING_ENTRIES &&
 		    tail - atomic_load_explicit(&ring->sq_head, memory_order_acquire) < R2_RING_ENTRIES)
 			break;
-		if (r2_now_us() > deadline)
+		if (now > deadline)
 			return -EBUSY;
 		wait_cq(c, 1);
+		now = r2_now_us();
 	}
 	q->tag = c->next_tag++;
 	ring->sq[tail & (R2_RING_ENTRIES - 1)] = *q;
-	atomic_store_explicit(&ring->sq_tail, tail + 1, memory_order_release);
+	/* sequentially consistent, then daemon_spinning read: ring.h's Dekker */
+	atomic_store(&ring->sq_tail, tail + 1);
 	c->inflight++;
-	if (write(c->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+	if (!atomic_load(&ring->daemon_spinning) &&
+	    write(c->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		return -errno;
 	return 0;
 }
@@ -479,6 +507,41 @@ static int lookup(struct gclient *g, const void *p, uint64_t len, uint32_t *id, 
 
 /* ---- stream-ordered submission ---- */
 
+/* The stream's half of an operation on slot (device address): write ready =
+ * seq after its earlier work, then wait until done >= seq. One driver call
+ * (cuStreamBatchMemOp, the two in this order) where the driver has it, else
+ * two. */
+static int stream_sync_ops(CUstream st, CUdeviceptr slot, uint32_t seq)
+{
+	CUdeviceptr ready = slot + offsetof(struct r2_gpu_slot, ready);
+	CUdeviceptr done = slot + offsetof(struct r2_gpu_slot, done);
+
+	if (cu.streamBatchMemOp) {
+		CUstreamBatchMemOpParams p[2];
+		CUresult e;
+
+		memset(p, 0, sizeof(p));
+		p[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+		p[0].writeValue.address = ready;
+		p[0].writeValue.value = seq;
+		p[0].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+		p[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+		p[1].waitValue.address = done;
+		p[1].waitValue.value = seq;
+		p[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+		e = cu.streamBatchMemOp(st, 2, p, 0);
+		if (e == CUDA_SUCCESS)
+			return 0;
+		if (e != CUDA_ERROR_NOT_SUPPORTED && e != CUDA_ERROR_INVALID_VALUE)
+			return -EIO;
+		cu.streamBatchMemOp = NULL; /* refused before queuing: two calls from now on */
+	}
+	if (cu.streamWriteValue32(st, ready, seq, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
+	    cu.streamWaitValue32(st, done, seq, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
+		return -EIO;
+	return 0;
+}
+
 static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uint64_t slen,
 		  void *recvbuff, uint64_t rlen, size_t count, r2ccl_dtype_t dtype,
 		  r2ccl_redop_t op, int root, void *stream)
@@ -554,12 +617,7 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 	}
 	m->tag[idx] = q.tag;
 	/* the stream: ready = seq after its earlier work, then wait done >= seq */
-	if (cu.streamWriteValue32((CUstream)stream, m->dslots + (uint64_t)idx * sizeof(*s) +
-							   offsetof(struct r2_gpu_slot, ready),
-				  seq, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
-	    cu.streamWaitValue32((CUstream)stream, m->dslots + (uint64_t)idx * sizeof(*s) +
-							  offsetof(struct r2_gpu_slot, done),
-				 seq, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
+	if (stream_sync_ops((CUstream)stream, m->dslots + (uint64_t)idx * sizeof(*s), seq) < 0) {
 		/* the daemon will time the op out; tell the caller now */
 		__atomic_store_n(&s->ready, seq, __ATOMIC_RELEASE);
 		r = -EIO;

@@ -17,6 +17,28 @@
 
 static _Thread_local char last_error[256];
 
+/* fork() generation: one more in every child (pthread_atfork), so a handle
+ * sees that it was inherited without a getpid() system call on every
+ * operation (r2c_client_use) */
+static unsigned fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+	__atomic_add_fetch(&fork_gen, 1, __ATOMIC_RELAXED);
+}
+
+static void fork_watch(void)
+{
+	pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+unsigned r2c_fork_gen(void)
+{
+	pthread_once(&fork_once, fork_watch);
+	return __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
+}
+
 /* Dead handles: kept (unreachable from the user's side only) so that a stale
  * pointer still points at a DEAD magic. */
 static pthread_mutex_t tomb_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -52,7 +74,7 @@ int r2c_client_use(r2ccl_client_t *c)
 		return r2c_fail(-EBADF, "the client was disconnected (r2ccl_disconnect)");
 	if (c->magic != R2C_CLIENT_LIVE)
 		return r2c_fail(-EBADF, "not a client of r2ccl_connect");
-	if (c->pid != getpid())
+	if (c->fork_gen != __atomic_load_n(&fork_gen, __ATOMIC_RELAXED))
 		return r2c_fail(R2CCL_E_FORKED,
 				"the client was connected by process %d, not this one (%d): "
 				"connect again after fork()",

@@ -634,7 +634,10 @@ ncclResult_t nccl_run_gpu(struct nccl_op *o)
 	op_bytes(o, &sb, &rb);
 	if (sb && (res = greg_get(comm, s, sb, &gs)) != ncclSuccess)
 		return res;
-	if (rb && (res = greg_get(comm, rbuf, rb, &gr)) != ncclSuccess)
+	if (rb && gs && gs->bufid && (uintptr_t)rbuf >= gs->base &&
+	    (uintptr_t)rbuf + rb <= gs->base + gs->size)
+		gr = gs; /* in the allocation just checked (in place): no second driver call */
+	else if (rb && (res = greg_get(comm, rbuf, rb, &gr)) != ncclSuccess)
 		return res;
 	if ((gs && gs->staged) || (gr && gr->staged)) {
 		soff = (rb + 255) & ~(size_t)255;
