@@ -226,6 +226,28 @@ START_TEST(test_mbox_order)
 }
 END_TEST
 
+/* r2_p2p_progress (a GPU operation's wait for its streams, across hosts):
+ * with no transfer in flight it takes nothing from the mailbox, which may
+ * hold chunks of the collective about to run */
+START_TEST(test_p2p_progress_idle)
+{
+	struct r2_comm c;
+	struct r2_rmsg *m;
+
+	memset(&c, 0, sizeof(c));
+	pthread_mutex_init(&c.mbox_lock, NULL);
+	pthread_cond_init(&c.mbox_cond, NULL);
+	rl_mbox_append(&c, msg(3), false);
+	ck_assert(!r2_p2p_progress(&c));
+	m = rl_mbox_take(&c, 0);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(m->rail, 3);
+	free(m);
+	pthread_cond_destroy(&c.mbox_cond);
+	pthread_mutex_destroy(&c.mbox_lock);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("exec_rail");
@@ -237,6 +259,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_chunks_cover_each_transfer);
 	tcase_add_test(t, test_p2p_counters_per_pair);
 	tcase_add_test(t, test_mbox_order);
+	tcase_add_test(t, test_p2p_progress_idle);
 	suite_add_tcase(s, t);
 	return s;
 }
