@@ -18,7 +18,9 @@
 #           GPU 0 on a one-GPU machine: NCCL_TESTS_DEVICE), and 2 ranks on two
 #           namespace hosts x 2 rails (the cross-host path of grouped GPU
 #           send/recv, issue 19); a summary line per run with its #wrong
-#           total; exits non-zero on any wrong or failed run
+#           total; exits non-zero on any wrong or failed run.
+#           NT_RUNS="1rank 2ranks 2hosts" (the default) picks which; NT_BINS
+#           which binaries (to stay within a 10-minute command)
 #   ns      two namespace hosts x 2 rails, one GPU each (GPU 0 on a one-GPU
 #           machine): torch_ops, torch_bw beside r2ccl-bench --gpu (busbw at
 #           64 MB-1 GB), then the DDP loop with rail 1 of host 1 set
@@ -105,7 +107,7 @@ if has ctest; then
 	# the bundle); NCCL_DEBUG=WARN: every failure's sentence in the log
 	step nccl-gpu-test 300 env R2CCLD="$BD/libexec/r2ccld" NCCL_DEBUG=WARN \
 		LD_LIBRARY_PATH="$NB/lib:$LD_LIBRARY_PATH" "$NB/bin/nccl_gpu_test"
-	grep -h "host time" "$OUT/nccl-gpu-test.log" >> "$summary"
+	grep -h "host time\|sustained" "$OUT/nccl-gpu-test.log" >> "$summary"
 fi
 if has ops || has ddp || has graph || has ctest; then
 	daemon_stop
@@ -121,7 +123,9 @@ nt_wrong() { # log rc
 		nw && /^ *[0-9]/ { lines++; for (k = 1; k <= nw; k++) if ($col[k] ~ /^[0-9]/) w += $col[k] }
 		END { print (rc != 0 || !lines) ? -1 : w + 0 }' "$1"
 }
-NT_BINS="all_reduce all_gather reduce_scatter broadcast sendrecv alltoall"
+NT_BINS=${NT_BINS:-all_reduce all_gather reduce_scatter broadcast sendrecv alltoall}
+NT_RUNS=${NT_RUNS:-1rank 2ranks 2hosts}
+nt_run() { case " $NT_RUNS " in *" $1 "*) return 0 ;; esac; return 1; }
 NT_ARGS="-b 8 -e 64M -f 4 -c 1 -n 5 -w 2 -g 1"
 nt_bad=0
 nt_note() { # name
@@ -137,13 +141,19 @@ if has nccltests; then
 	dev1=; [ "$ngpu" -ge 2 ] || dev1=NCCL_TESTS_DEVICE=0
 	for t in $NT_BINS; do
 		[ -x "$NB/nccl-tests/${t}_perf" ] || { echo "nccltests: no ${t}_perf (tests/nccl/build-nccl-tests.sh)" >> "$summary"; nt_bad=1; continue; }
-		step "nt-$t-1rank" 300 env LD_PRELOAD="$LIB" "$NB/nccl-tests/${t}_perf" $NT_ARGS
-		nt_note "nt-$t-1rank"
-		step "nt-$t-2ranks" 300 "$T/minimpi/mpirun" -np 2 env LD_PRELOAD="$LIB" $dev1 \
-			"$NB/nccl-tests/${t}_perf" $NT_ARGS
-		nt_note "nt-$t-2ranks"
+		if nt_run 1rank; then
+			step "nt-$t-1rank" 300 env LD_PRELOAD="$LIB" "$NB/nccl-tests/${t}_perf" $NT_ARGS
+			nt_note "nt-$t-1rank"
+		fi
+		if nt_run 2ranks; then
+			step "nt-$t-2ranks" 300 "$T/minimpi/mpirun" -np 2 env LD_PRELOAD="$LIB" $dev1 \
+				"$NB/nccl-tests/${t}_perf" $NT_ARGS
+			nt_note "nt-$t-2ranks"
+		fi
 	done
 	daemon_stop
+fi
+if has nccltests && nt_run 2hosts; then
 	# two namespace hosts, one rank each (GPU 0 on a one-GPU machine)
 	C="bash $ROOT/tests/cluster/cluster.sh --prefix ncclnt"
 	export PATH=$BD/libexec:$PATH R2CCLD=$BD/libexec/r2ccld
@@ -161,6 +171,8 @@ if has nccltests; then
 	$C daemons stop >> "$OUT/nt-ns-up.log" 2>&1
 	for i in 0 1; do cp "/tmp/ncclnt/h$i/r2ccld.log" "$OUT/nt-ns-r2ccld-h$i.log" 2>/dev/null; done
 	$C down >> "$OUT/nt-ns-up.log" 2>&1
+fi
+if has nccltests; then
 	for f in "$OUT"/nt-*.log; do echo "==== $f"; cat "$f"; done
 fi
 

@@ -5,15 +5,19 @@
  * written whole (a temporary name, then rename) and polled for. A rank that
  * has read every block of step s knows every rank has finished step s - 1, so
  * it removes its own block of s - 1; mpirun removes the directory at the end.
- * $MINIMPI_SIZE and $MINIMPI_RANK give the world (default: one rank).
+ * $MINIMPI_SIZE and $MINIMPI_RANK give the world (default: one rank); the
+ * folder is made if missing.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +61,9 @@ int MPI_Init(int *argc, char ***argv)
 		die("MINIMPI_SIZE / MINIMPI_RANK out of range");
 	if (comms[0].size > 1 && !dir)
 		die("MINIMPI_DIR is not set (run through tests/nccl/minimpi/mpirun)");
+	/* ranks started by hand (one per namespace host) share a new folder */
+	if (comms[0].size > 1 && mkdir(dir, 0700) < 0 && errno != EEXIST)
+		die("cannot create MINIMPI_DIR");
 	comms[0].world = calloc(comms[0].size, sizeof(int));
 	for (int i = 0; i < comms[0].size; i++)
 		comms[0].world[i] = i;
