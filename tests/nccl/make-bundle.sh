@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${B:-build-gpu}
 [ -f "$B/build.ninja" ] || meson setup "$B" -Dcuda=enabled -Dtests=enabled >/dev/null
-ninja -C "$B" libclient/nccl/libnccl.so.2.28.9 $(ninja -C "$B" -t targets all |
+ninja -C "$B" -j2 libclient/nccl/libnccl.so.2.28.9 $(ninja -C "$B" -t targets all |
 	awk -F: '$1 ~ /nccl_gpu_test$/ { print $1 }')
 O=bundle/nccl
 rm -rf "$O"
