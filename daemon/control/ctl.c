@@ -203,6 +203,7 @@ static void status_hw(struct r2d *d, R2ccl__StatusReply *rep, struct status_bufs
 		ni->speed_mbps = t->speed_mbps;
 		ni->numa_node = t->numa_node;
 		ni->selected = t->selected;
+		ni->rail_reason = (char *)(t->why ? t->why : "");
 		snprintf(b->addrs[i], sizeof(b->addrs[i]), "%s", t->addr);
 		ni->address = b->addrs[i];
 		ni->pci = (char *)t->pci;

@@ -14,7 +14,9 @@
       Out-of-place busbw against size for r2ccl and every peer of
       r2ccl-bench outputs (tools/bench/local-bench.sh, cluster-bench.sh:
       nccl-tests rows, then '#peer' rows under '# Peer: NAME, ...'). r2ccl's
-      rows come from the first file; each peer from the file that has it.
+      rows come from the first file (its first table where a file holds
+      several runs, as local-bench.sh's does); each peer from the first
+      file that has it.
 
 Nothing is made up: a file without the rows a plot needs is an error.
 """
@@ -162,7 +164,8 @@ def read_bench(path):
             w = line.split()
             if len(w) >= 9 and w[0] == "#peer" and w[1].isdigit() and peer:
                 peers.setdefault(peer, []).append((int(w[1]), float(w[8])))
-            elif len(w) >= 9 and w[0].isdigit():
+            elif len(w) >= 9 and w[0].isdigit() and int(w[0]) not in [x for x, _ in r2]:
+                # local-bench.sh prints one r2ccl table per peer: the first run's
                 r2.append((int(w[0]), float(w[7])))
     return r2, peers
 
