@@ -628,7 +628,14 @@ out:
 
 /* ---- selection -------------------------------------------------------- */
 
-/* The default rule: NCCL's. Where RDMA NICs are up, only they are rails
+/* An RDMA NIC a rail can run on: up, with a netdev (the rail's address and
+ * the verbs side channel live there). */
+static bool rdma_usable(const struct r2_topo_nic *nic)
+{
+	return nic->kind == R2_NIC_RDMA && nic->up && nic->netdev[0];
+}
+
+/* The default rule: NCCL's. Where usable RDMA NICs are, only they are rails
  * (plain Ethernet is left to --rails); elsewhere every NIC that is up,
  * neither a bridge nor a port of a bond or bridge. */
 static int select_default(struct r2_topology *t)
@@ -637,13 +644,15 @@ static int select_default(struct r2_topology *t)
 	int n = 0;
 
 	for (int i = 0; i < t->nnics; i++)
-		rdma |= t->nics[i].kind == R2_NIC_RDMA && t->nics[i].up;
+		rdma |= rdma_usable(&t->nics[i]);
 	for (int i = 0; i < t->nnics; i++) {
 		struct r2_topo_nic *nic = &t->nics[i];
 
 		nic->selected = false;
 		if (!nic->up)
 			nic->why = "down";
+		else if (nic->kind == R2_NIC_RDMA && !nic->netdev[0])
+			nic->why = "RDMA without a netdev (no address for a rail)";
 		else if (nic->bridge)
 			nic->why = "a bridge (name it in rails to use it)";
 		else if (nic->port_of_master)

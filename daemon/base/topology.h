@@ -87,9 +87,9 @@ int r2_topology_discover(struct r2_topology *t, const char *xml_path, char *err,
 
 /* Marks nics[].selected by the NCCL-syntax filter (common/nicfilter.h) and
  * sets nics[].why. An empty filter is NCCL's default: on a host where an
- * RDMA NIC is up, every RDMA NIC that is up and nothing else (Ethernet and
- * virtual NICs are rails only when the filter names them); on a host
- * without one, every NIC that is up (loopback is never listed) except Linux
+ * RDMA NIC with a netdev is up, every such RDMA NIC and nothing else
+ * (Ethernet and virtual NICs are rails only when the filter names them); on
+ * a host without one, every NIC that is up (loopback is never listed) except Linux
  * bridges and the ports of a bond or bridge (sysfs master link). A filter element matches the NIC's name (the RDMA device,
  * mlx5_0, for RDMA NICs, with port 1) or its netdev (ib0); a non-empty
  * filter selects what it matches whether up or not.

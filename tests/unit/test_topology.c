@@ -377,6 +377,18 @@ START_TEST(default_rails_rdma_host)
 	ck_assert_int_eq(r2_topology_select(t, NULL), 2);
 	ck_assert(t->nics[nic(t, "enp5s0f0")].selected && t->nics[nic(t, "enp5s0f1")].selected);
 	ck_assert_str_eq(t->nics[nic(t, "enp5s0f0")].why, "up, no RDMA NIC on this host");
+	/* HCAs up but without a netdev: no rail can run on them, Ethernet is the rails */
+	for (int i = 0; i < t->nnics; i++)
+		if (t->nics[i].kind == R2_NIC_RDMA) {
+			t->nics[i].up = true;
+			t->nics[i].netdev[0] = '\0';
+		}
+	ck_assert_int_eq(r2_topology_select(t, NULL), 2);
+	ck_assert_str_eq(t->nics[nic(t, "mlx5_0")].why,
+			 "RDMA without a netdev (no address for a rail)");
+	t->nics[nic(t, "mlx5_3")].netdev[0] = 'x'; /* one with a netdev again */
+	ck_assert_int_eq(r2_topology_select(t, NULL), 1);
+	ck_assert(t->nics[nic(t, "mlx5_3")].selected);
 	free(t);
 
 	/* the real machine of the issue: JUWELS' management Ethernet is no rail */
