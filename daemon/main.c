@@ -40,9 +40,10 @@ static int discover(struct r2d *d)
 		 d->topo.nsockets, d->topo.nnuma, d->topo.ngpus, d->topo.nnics);
 	for (int i = 0; i < d->topo.nnics; i++) {
 		const struct r2_topo_nic *n = &d->topo.nics[i];
-		log_info("  nic %-16s %-8s %-4s numa %-2d %6llu Mb/s %s%s", n->name,
+		log_info("  nic %-16s %-8s %-4s numa %-2d %6llu Mb/s %s%s (%s)", n->name,
 			 r2_nic_kind_name(n->kind), n->up ? "up" : "down", n->numa_node,
-			 (unsigned long long)n->speed_mbps, n->addr, n->selected ? " [rail]" : "");
+			 (unsigned long long)n->speed_mbps, n->addr, n->selected ? " [rail]" : "",
+			 n->why ? n->why : "");
 	}
 	if (nsel == 0)
 		log_warn("no NIC selected as a rail (filter '%s'): this daemon serves local "

@@ -9,7 +9,8 @@ PKGS=(build-essential g++ meson ninja-build pkg-config
       check libsubunit-dev valgrind prometheus
       iproute2 procps kmod
       qemu-system-x86 debootstrap e2fsprogs
-      openmpi-bin libopenmpi-dev libgloo-dev)
+      openmpi-bin libopenmpi-dev libgloo-dev
+      systemd-container python3-matplotlib)
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

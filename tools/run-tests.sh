@@ -1,6 +1,7 @@
 #!/bin/bash
 # The whole test suite, as CI runs it (as root on a fresh Debian 12 machine):
-#  1. unit, integration, cluster (namespaces) and rdma suites on a normal build;
+#  1. unit, integration, cluster (namespaces), system (install under
+#     systemd-nspawn) and rdma suites on a normal build;
 #  2. unit and integration suites again under ASan+UBSan;
 #  3. valgrind over a daemon start / serve / SIGTERM cycle.
 set -euo pipefail
@@ -26,6 +27,9 @@ ninja -C build-test -j "$JOBS"
 echo "=== unit, integration, cluster ==="
 mtest -C build-test --print-errorlogs --num-processes 1 \
 	--suite unit --suite integration --suite cluster --suite valgrind --suite gpu
+
+echo "=== system (meson install, systemctl enable --now in systemd-nspawn) ==="
+mtest -C build-test --print-errorlogs --num-processes 1 --suite system
 
 echo "=== fault injection (namespaces) ==="
 # Run once: a failure is a failure (docs/resilience.md, "Known problems").

@@ -419,6 +419,8 @@ static void fill_netdev(struct r2_topo_nic *n, const char *dir, const char *dev)
 	v = read_num(dir, dev, "mtu", 0);
 	n->mtu = v > 0 ? (uint32_t)v : 0;
 	n->bridge = attr_exists(dir, dev, "bridge");
+	/* A bond's or bridge's port: its master carries the address. */
+	n->port_of_master = attr_exists(dir, dev, "master");
 }
 
 int r2_topology_scan_netdevs(struct r2_topology *t, const char *netdir, char *err, size_t errlen)
@@ -626,18 +628,53 @@ out:
 
 /* ---- selection -------------------------------------------------------- */
 
+/* An RDMA NIC a rail can run on: up, with a netdev (the rail's address and
+ * the verbs side channel live there). */
+static bool rdma_usable(const struct r2_topo_nic *nic)
+{
+	return nic->kind == R2_NIC_RDMA && nic->up && nic->netdev[0];
+}
+
+/* The default rule: NCCL's. Where usable RDMA NICs are, only they are rails
+ * (plain Ethernet is left to --rails); elsewhere every NIC that is up,
+ * neither a bridge nor a port of a bond or bridge. */
+static int select_default(struct r2_topology *t)
+{
+	bool rdma = false;
+	int n = 0;
+
+	for (int i = 0; i < t->nnics; i++)
+		rdma |= rdma_usable(&t->nics[i]);
+	for (int i = 0; i < t->nnics; i++) {
+		struct r2_topo_nic *nic = &t->nics[i];
+
+		nic->selected = false;
+		if (!nic->up)
+			nic->why = "down";
+		else if (nic->kind == R2_NIC_RDMA && !nic->netdev[0])
+			nic->why = "RDMA without a netdev (no address for a rail)";
+		else if (nic->bridge)
+			nic->why = "a bridge (name it in rails to use it)";
+		else if (nic->port_of_master)
+			nic->why = "a port of a bond or bridge (its master is the rail)";
+		else if (rdma && nic->kind != R2_NIC_RDMA)
+			nic->why = "not RDMA on a host with RDMA NICs (name it in rails to use it)";
+		else
+			nic->selected = true;
+		if (nic->selected)
+			nic->why = rdma ? "RDMA, up" : "up, no RDMA NIC on this host";
+		n += nic->selected;
+	}
+	return n;
+}
+
 int r2_topology_select(struct r2_topology *t, const char *filter)
 {
 	struct r2_nicfilter f, pos;
 	int n = 0, ret;
 
-	if (!filter || !filter[0]) {
-		for (int i = 0; i < t->nnics; i++) {
-			t->nics[i].selected = t->nics[i].up && !t->nics[i].bridge;
-			n += t->nics[i].selected;
-		}
-		return n;
-	}
+	if (!filter || !filter[0])
+		return select_default(t);
 	ret = r2_nicfilter_parse(filter, &f);
 	if (ret)
 		return ret < 0 ? ret : -EINVAL;
@@ -650,6 +687,10 @@ int r2_topology_select(struct r2_topology *t, const char *filter)
 			   (nic->netdev[0] && r2_nicfilter_match(&pos, nic->netdev, nic->port));
 
 		nic->selected = f.negate ? !hit : hit;
+		if (f.negate)
+			nic->why = hit ? "excluded by rails" : "not excluded by rails";
+		else
+			nic->why = hit ? "named in rails" : "not named in rails";
 		n += nic->selected;
 	}
 	return n;

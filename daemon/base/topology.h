@@ -33,7 +33,9 @@ struct r2_topo_nic {
 	uint32_t mtu;               /* 0 unknown */
 	char addr[64];              /* first IPv4 address (live), "" otherwise */
 	bool selected;              /* chosen as a rail by the filter */
+	const char *why;            /* why selected or not (a static phrase), NULL before select */
 	bool bridge;                /* a Linux bridge (live): never selected by default */
+	bool port_of_master;        /* enslaved to a bond or bridge (live): never by default */
 	int port;                   /* RDMA: port used (1); -1 for netdevs */
 };
 
@@ -83,11 +85,14 @@ struct r2_topology {
  * sentence on failure. */
 int r2_topology_discover(struct r2_topology *t, const char *xml_path, char *err, size_t errlen);
 
-/* Marks nics[].selected by the NCCL-syntax filter (common/nicfilter.h);
- * an empty filter selects every NIC that is up (loopback is never listed)
- * except Linux bridges. A filter element matches the NIC's name (the RDMA
- * device, mlx5_0, for RDMA NICs, with port 1) or its netdev (ib0); a
- * non-empty filter selects what it matches whether up or not.
+/* Marks nics[].selected by the NCCL-syntax filter (common/nicfilter.h) and
+ * sets nics[].why. An empty filter is NCCL's default: on a host where an
+ * RDMA NIC with a netdev is up, every such RDMA NIC and nothing else
+ * (Ethernet and virtual NICs are rails only when the filter names them); on
+ * a host without one, every NIC that is up (loopback is never listed) except Linux
+ * bridges and the ports of a bond or bridge (sysfs master link). A filter element matches the NIC's name (the RDMA device,
+ * mlx5_0, for RDMA NICs, with port 1) or its netdev (ib0); a non-empty
+ * filter selects what it matches whether up or not.
  * Returns the number selected, or -EINVAL for a bad filter (nothing changed). */
 int r2_topology_select(struct r2_topology *t, const char *filter);
 
@@ -104,7 +109,8 @@ int r2_topology_nic_index(const struct r2_topology *t, const char *name);
 /* Adds the netdevs of a sysfs class/net directory ("/sys/class/net" on the
  * live machine; tests pass a fake tree) that are not listed yet, except
  * loopback: kind virtual (numa -1) when they have no device link, Ethernet
- * otherwise; fills up/speed/mtu/bridge of every listed netdev found there.
+ * otherwise; fills up/speed/mtu/bridge/port_of_master of every listed
+ * netdev found there.
  * Called by r2_topology_discover for the live machine. Returns 0 or a
  * negative errno. */
 int r2_topology_scan_netdevs(struct r2_topology *t, const char *netdir, char *err, size_t errlen);

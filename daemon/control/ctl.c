@@ -203,12 +203,14 @@ static void status_hw(struct r2d *d, R2ccl__StatusReply *rep, struct status_bufs
 		ni->speed_mbps = t->speed_mbps;
 		ni->numa_node = t->numa_node;
 		ni->selected = t->selected;
+		ni->rail_reason = (char *)(t->why ? t->why : "");
 		snprintf(b->addrs[i], sizeof(b->addrs[i]), "%s", t->addr);
 		ni->address = b->addrs[i];
 		ni->pci = (char *)t->pci;
 		ni->mtu = t->mtu;
 		for (int r = 0; d->rails && r < d->rails->n; r++)
-			if (!strcmp(d->rails->rail[r].ifname, t->name)) {
+			if (!strcmp(d->rails->rail[r].ifname, t->name) ||
+			    !strcmp(d->rails->rail[r].ifname, t->netdev)) {
 				ni->transport = (char *)d->rails->rail[r].ops->name;
 				ni->rdma_device = d->rails->rail[r].rdma_dev;
 				ni->rail_overlap = r2d_metrics_rail_overlap(

@@ -22,7 +22,7 @@ static uint32_t nic_speed(struct r2d *d, const char *nic)
 	uint32_t mbps = 0;
 
 	for (int i = 0; i < d->topo.nnics; i++)
-		if (!strcmp(d->topo.nics[i].name, nic))
+		if (!strcmp(d->topo.nics[i].name, nic) || !strcmp(d->topo.nics[i].netdev, nic))
 			mbps = d->topo.nics[i].speed_mbps;
 	return mbps;
 }

@@ -407,12 +407,12 @@ void r2d_bufpools_start(struct r2d *d)
 			.numa_node = -1,
 		};
 		struct r2_bufpool_stats st;
-		int r;
+		int r, nic;
 
 		cfg.prealloc_bytes = R2_MIN(cfg.max_bytes, PREALLOC_SLABS * R2_MAX(slab, chunk));
-		for (int t = 0; t < d->topo.nnics; t++)
-			if (!strcmp(d->topo.nics[t].name, rl->ifname))
-				cfg.numa_node = d->topo.nics[t].numa_node;
+		nic = r2_topology_nic_index(&d->topo, rl->ifname); /* name or netdev */
+		if (nic >= 0)
+			cfg.numa_node = d->topo.nics[nic].numa_node;
 		r = r2_bufpool_create(&cfg, &rl->pool);
 		if (r < 0) {
 			log_warn("rail %d (%s): no proxy buffer pool: %s", i, rl->ifname,

@@ -591,19 +591,23 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		const struct r2_topo_nic *nic = &d->topo.nics[i];
 		struct r2_rail *rl = &rs->rail[rs->n];
 		struct r2_tp_config cfg = { 0 };
+		/* A rail is a netdev: an RDMA NIC's is the one under its PCI
+		 * device (ib0, ens1f0np0); one without a netdev has no address
+		 * for the side channel and is not a rail. */
+		const char *ifname = nic->kind == R2_NIC_RDMA ? nic->netdev : nic->name;
 
-		if (!nic->selected || nic->kind == R2_NIC_RDMA)
+		if (!nic->selected || !ifname[0])
 			continue;
 		if (forced) {
 			if (inet_pton(AF_INET, nic->addr, &rl->addr) != 1)
 				continue;
 			rl->mask.s_addr = htonl(0xffffff00u);
-		} else if (nic_mask(nic->name, &rl->addr, &rl->mask) < 0) {
+		} else if (nic_mask(ifname, &rl->addr, &rl->mask) < 0) {
 			continue; /* no IPv4 address: not usable by tcp */
 		}
-		snprintf(rl->ifname, sizeof(rl->ifname), "%s", nic->name);
+		snprintf(rl->ifname, sizeof(rl->ifname), "%s", ifname);
 		rl->index = rs->n;
-		snprintf(cfg.ifname, sizeof(cfg.ifname), "%s", nic->name);
+		snprintf(cfg.ifname, sizeof(cfg.ifname), "%s", ifname);
 		cfg.addr = rl->addr;
 		cfg.port = (uint16_t)r2_param_int(&d->params, P_PORT);
 		cfg.rail = rs->n;
@@ -641,11 +645,11 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		ev.data.u32 = (uint32_t)rs->n;
 		epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rl->ops->event_fd(rl->tp), &ev);
 		if (rl->rdma_dev[0])
-			log_info("rail %d: %s %s:%u (verbs on %s, %d QPs per peer)", rs->n, nic->name,
+			log_info("rail %d: %s %s:%u (verbs on %s, %d QPs per peer)", rs->n, ifname,
 				 inet_ntoa(rl->addr), rl->port, rl->rdma_dev,
 				 cfg.ib_qps ? cfg.ib_qps : cfg.streams);
 		else
-			log_info("rail %d: %s %s:%u (%s, %d streams per peer)", rs->n, nic->name,
+			log_info("rail %d: %s %s:%u (%s, %d streams per peer)", rs->n, ifname,
 				 inet_ntoa(rl->addr), rl->port, rl->ops->name, cfg.streams);
 		rs->n++;
 	}

@@ -219,6 +219,13 @@ START_TEST(metrics_served)
 		ck_assert_msg(strstr(out, "\"rail_overlap\":") &&
 				      strstr(out, "\"rail_overlap_tenants\":"),
 			      "%.2000s", out);
+		/* and why each NIC is or is not a rail (the default rule here) */
+		int nk = 0, nr = 0;
+		for (const char *p = out; (p = strstr(p, "\"rail_overlap_tenants\":")); p++)
+			nk++; /* a member of nics[] only */
+		for (const char *p = out; (p = strstr(p, "\"rail_reason\": \"")); p++)
+			nr += p[16] != '"'; /* not empty */
+		ck_assert_msg(nk > 0 && nr == nk, "%d NICs, %d reasons: %.2000s", nk, nr, out);
 	}
 
 	/* HEAD: the headers only */

@@ -3,7 +3,8 @@
  * they read: the per-path traffic counters and rail usage that
  * r2d_rails_send keeps, the health snapshot's sums, the listen address
  * syntax, and the Prometheus text rendered from a daemon with fake rails
- * (names, labels, the histogram's cumulative buckets). The integration
+ * (names, labels, the histogram's cumulative buckets) and, through
+ * metrics_docs.py, docs/operations.md's table of them. The integration
  * test `metrics` checks the HTTP listener and the textfile on a real
  * r2ccld. */
 #include <arpa/inet.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "control/control.h"
 #include "net/health_int.h"
@@ -290,6 +292,18 @@ START_TEST(test_render)
 		snprintf(want, sizeof(want), "`%s`", name);
 		ck_assert_msg(strstr(doc, want), "%s is not in docs/operations.md", name);
 	}
+	/* and each family's type and labels are its row's (metrics_docs.py) */
+	const char *checker = getenv("R2CCL_METRICS_DOCS");
+	char path[] = "/tmp/r2ccl-metrics-render-XXXXXX", cmd[1024];
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	ck_assert_msg(checker && checker[0], "R2CCL_METRICS_DOCS (metrics_docs.py) is not set");
+	snprintf(cmd, sizeof(cmd), "python3 '%s' '%s' '%s'", checker, docs, path);
+	int rc = system(cmd);
+	unlink(path);
+	ck_assert_msg(rc == 0, "%s: the Metrics table of docs/operations.md differs", cmd);
 	free(text);
 	md_free(d);
 }

@@ -22,6 +22,7 @@
 #define DGX_XML "topology/dgx-2s-8gpu-8nic.xml"
 #define ONE_XML "topology/1s-4gpu-4nic.xml"
 #define JWB_XML "topology/juwels-booster-4xA100-4xHDR.xml"
+#define ETH_XML "topology/1s-2gpu-3eth.xml"
 
 static void fixture_path(char *buf, size_t len, const char *envname, const char *dflt,
 			 const char *rel)
@@ -167,7 +168,7 @@ START_TEST(dgx_nearest)
 	struct r2_topology *t = load_dgx();
 
 	ck_assert_int_eq(r2_topology_nearest_nic(t, 0), -1); /* nothing selected yet */
-	ck_assert_int_eq(r2_topology_select(t, ""), 10);
+	ck_assert_int_eq(r2_topology_select(t, ""), 8); /* the HCAs (default rule) */
 	for (int g = 0; g < 8; g++) {
 		int n = r2_topology_nearest_nic(t, g);
 		char name[16];
@@ -230,12 +231,14 @@ START_TEST(dgx_filter)
 
 	ck_assert_int_eq(r2_topology_select(t, "mlx5_0,,mlx5_1"), -EINVAL);
 
-	/* default: every NIC that is up */
-	t->nics[nic(t, "enp5s0f1")].up = false;
-	ck_assert_int_eq(r2_topology_select(t, NULL), 9);
-	ck_assert(!t->nics[nic(t, "enp5s0f1")].selected);
+	/* default: every RDMA NIC that is up */
+	t->nics[nic(t, "mlx5_5")].up = false;
+	ck_assert_int_eq(r2_topology_select(t, NULL), 7);
+	ck_assert(!t->nics[nic(t, "mlx5_5")].selected);
+	ck_assert_str_eq(t->nics[nic(t, "mlx5_5")].why, "down");
 	/* an explicit filter selects it anyway */
-	ck_assert_int_eq(r2_topology_select(t, "=enp5s0f1"), 1);
+	ck_assert_int_eq(r2_topology_select(t, "=mlx5_5"), 1);
+	ck_assert_str_eq(t->nics[nic(t, "mlx5_5")].why, "named in rails");
 	free(t);
 }
 END_TEST
@@ -261,7 +264,8 @@ START_TEST(one_socket_spread)
 		}
 		ck_assert_int_eq(t->gpus[g].numa_node, 0);
 	}
-	ck_assert_int_eq(r2_topology_select(t, NULL), 5);
+	ck_assert_int_eq(r2_topology_select(t, NULL), 4); /* the HCAs, not eno1 */
+	ck_assert(!t->nics[nic(t, "eno1")].selected);
 	/* GPUs sharing two equally near NICs get one each */
 	for (int g = 0; g < 4; g++) {
 		char name[16];
@@ -327,6 +331,105 @@ START_TEST(juwels_booster)
 			if (o != n)
 				ck_assert_int_eq(t->gpu_nic_dist[g][o], R2_TOPO_DIST_SYS);
 	}
+	free(t);
+}
+END_TEST
+
+/* ---- the default rails (NCCL's rule) ------------------------------------ */
+
+static int count_selected_kind(const struct r2_topology *t, enum r2_nic_kind k)
+{
+	int n = 0;
+
+	for (int i = 0; i < t->nnics; i++)
+		n += t->nics[i].selected && t->nics[i].kind == k;
+	return n;
+}
+
+/* RDMA + Ethernet: the Ethernet ports are left out unless rails names them. */
+START_TEST(default_rails_rdma_host)
+{
+	struct r2_topology *t = load_dgx();
+
+	ck_assert_int_eq(r2_topology_select(t, NULL), 8);
+	ck_assert_int_eq(count_selected_kind(t, R2_NIC_RDMA), 8);
+	ck_assert(!t->nics[nic(t, "enp5s0f0")].selected);
+	ck_assert(!t->nics[nic(t, "enp5s0f1")].selected);
+	ck_assert_str_eq(t->nics[nic(t, "enp5s0f0")].why,
+			 "not RDMA on a host with RDMA NICs (name it in rails to use it)");
+	ck_assert_str_eq(t->nics[nic(t, "mlx5_0")].why, "RDMA, up");
+	/* named in rails: included, beside the HCAs named too */
+	ck_assert_int_eq(r2_topology_select(t, "mlx5,enp5s0f0"), 9);
+	ck_assert(t->nics[nic(t, "enp5s0f0")].selected);
+	ck_assert(!t->nics[nic(t, "enp5s0f1")].selected);
+	ck_assert_str_eq(t->nics[nic(t, "enp5s0f1")].why, "not named in rails");
+	/* or alone */
+	ck_assert_int_eq(r2_topology_select(t, "enp"), 2);
+	ck_assert_int_eq(count_selected_kind(t, R2_NIC_RDMA), 0);
+	/* a negated filter starts from every NIC, Ethernet included */
+	ck_assert_int_eq(r2_topology_select(t, "^mlx5_0"), 9);
+	ck_assert(t->nics[nic(t, "enp5s0f1")].selected);
+	ck_assert_str_eq(t->nics[nic(t, "mlx5_0")].why, "excluded by rails");
+	/* every HCA down: the host has no RDMA NIC to use, Ethernet is the rails */
+	for (int i = 0; i < t->nnics; i++)
+		if (t->nics[i].kind == R2_NIC_RDMA)
+			t->nics[i].up = false;
+	ck_assert_int_eq(r2_topology_select(t, NULL), 2);
+	ck_assert(t->nics[nic(t, "enp5s0f0")].selected && t->nics[nic(t, "enp5s0f1")].selected);
+	ck_assert_str_eq(t->nics[nic(t, "enp5s0f0")].why, "up, no RDMA NIC on this host");
+	/* HCAs up but without a netdev: no rail can run on them, Ethernet is the rails */
+	for (int i = 0; i < t->nnics; i++)
+		if (t->nics[i].kind == R2_NIC_RDMA) {
+			t->nics[i].up = true;
+			t->nics[i].netdev[0] = '\0';
+		}
+	ck_assert_int_eq(r2_topology_select(t, NULL), 2);
+	ck_assert_str_eq(t->nics[nic(t, "mlx5_0")].why,
+			 "RDMA without a netdev (no address for a rail)");
+	t->nics[nic(t, "mlx5_3")].netdev[0] = 'x'; /* one with a netdev again */
+	ck_assert_int_eq(r2_topology_select(t, NULL), 1);
+	ck_assert(t->nics[nic(t, "mlx5_3")].selected);
+	free(t);
+
+	/* the real machine of the issue: JUWELS' management Ethernet is no rail */
+	t = load("R2CCL_FIXTURES", "tests/fixtures", JWB_XML);
+	ck_assert_int_eq(r2_topology_select(t, ""), 4);
+	ck_assert_int_eq(count_selected_kind(t, R2_NIC_RDMA), 4);
+	ck_assert_int_eq(count_selected_kind(t, R2_NIC_ETHERNET), 0);
+	ck_assert(!t->nics[nic(t, "enp225s0f0")].selected);
+	ck_assert_int_eq(r2_topology_select(t, "mlx5,enp225s0f0"), 5);
+	ck_assert(t->nics[nic(t, "enp225s0f0")].selected);
+	free(t);
+}
+END_TEST
+
+/* Ethernet only: every Ethernet NIC that is up is a rail. */
+START_TEST(default_rails_ethernet_host)
+{
+	struct r2_topology *t = load("R2CCL_FIXTURES", "tests/fixtures", ETH_XML);
+
+	ck_assert_int_eq(t->ngpus, 2);
+	ck_assert_int_eq(t->nnics, 3);
+	ck_assert_int_eq(count_kind(t, R2_NIC_RDMA), 0);
+	ck_assert_int_eq(r2_topology_select(t, NULL), 3);
+	for (int i = 0; i < t->nnics; i++) {
+		ck_assert(t->nics[i].selected);
+		ck_assert_str_eq(t->nics[i].why, "up, no RDMA NIC on this host");
+	}
+	/* each GPU gets the port beside it, under its switch */
+	ck_assert_str_eq(t->nics[r2_topology_nearest_nic(t, 0)].name, "enp19s0");
+	ck_assert_str_eq(t->nics[r2_topology_nearest_nic(t, 1)].name, "enp35s0");
+	ck_assert_int_eq(t->gpu_nic_dist[0][nic(t, "enp19s0")], 3);
+	/* a port down is left out, and its GPU falls back to another */
+	t->nics[nic(t, "enp19s0")].up = false;
+	ck_assert_int_eq(r2_topology_select(t, NULL), 2);
+	ck_assert_str_eq(t->nics[nic(t, "enp19s0")].why, "down");
+	ck_assert_int_ge(r2_topology_nearest_nic(t, 0), 0);
+	ck_assert_str_ne(t->nics[r2_topology_nearest_nic(t, 0)].name, "enp19s0");
+	/* the management port can be left out by name */
+	t->nics[nic(t, "enp19s0")].up = true;
+	ck_assert_int_eq(r2_topology_select(t, "^eno"), 2);
+	ck_assert(!t->nics[nic(t, "eno1")].selected);
 	free(t);
 }
 END_TEST
@@ -445,8 +548,10 @@ START_TEST(fake_sysfs)
 	ck_assert_int_eq(n->numa_node, 1);
 	ck_assert_uint_eq(n->speed_mbps, 25000);
 
-	/* default: up, not a bridge: 7 RDMA + 2 X710 + veth + dummy + eth7 */
-	ck_assert_int_eq(r2_topology_select(t, ""), 12);
+	/* default on an RDMA host: the 7 HCAs up; no X710, veth, dummy, eth7 */
+	ck_assert_int_eq(r2_topology_select(t, ""), 7);
+	ck_assert(!t->nics[nic(t, "eth7")].selected);
+	ck_assert(!t->nics[nic(t, "veth1a2b")].selected);
 	ck_assert(!t->nics[nic(t, "br0")].selected);
 	ck_assert(!t->nics[nic(t, "down0")].selected);
 	ck_assert(!t->nics[nic(t, "mlx5_0")].selected);
@@ -462,6 +567,64 @@ START_TEST(fake_sysfs)
 	ck_assert_int_eq(system(cmd), 0);
 	ck_assert_int_eq(r2_topology_scan_netdevs(t, net, err, sizeof(err)), -ENOENT);
 	ck_assert(err[0]);
+	free(t);
+}
+END_TEST
+
+/* Ethernet only, with the netdevs a live host adds: loopback (never
+ * listed), down, a bridge and its port, a bond with a port of its own, a
+ * VLAN on the bond, a veth. */
+START_TEST(default_rails_virtual)
+{
+	struct r2_topology *t = load("R2CCL_FIXTURES", "tests/fixtures", ETH_XML);
+	char root[] = "/tmp/r2topo-eth-XXXXXX", net[PATH_MAX], path[PATH_MAX + 16], err[256] = "";
+	char cmd[PATH_MAX + 16];
+	static const char *const rails[] = { "eno1", "enp35s0", "bond0", "bond0.100", "veth0" };
+	static const char *const not_rails[] = { "enp19s0", "down0", "br0", "vethbr" };
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	snprintf(net, sizeof(net), "%s/net", root);
+	mk(root, "net");
+	netdev(net, "lo", "unknown\n", "65536\n");
+	put(net, "lo/type", "772\n");
+	netdev(net, "eno1", "up\n", "1500\n");
+	netdev(net, "enp35s0", "up\n", "9000\n");
+	netdev(net, "enp19s0", "up\n", "9000\n");
+	netdev(net, "bond0", "up\n", "9000\n");
+	mk(net, "bond0/bonding");
+	snprintf(path, sizeof(path), "%s/bond0", net);
+	snprintf(cmd, sizeof(cmd), "%s/enp19s0/master", net);
+	ck_assert_int_eq(symlink(path, cmd), 0);
+	netdev(net, "bond0.100", "up\n", "9000\n");
+	netdev(net, "veth0", "up\n", "1500\n");
+	netdev(net, "down0", "down\n", "1500\n");
+	netdev(net, "br0", "up\n", "1500\n");
+	mk(net, "br0/bridge");
+	netdev(net, "vethbr", "up\n", "1500\n");
+	snprintf(path, sizeof(path), "%s/br0", net);
+	snprintf(cmd, sizeof(cmd), "%s/vethbr/master", net);
+	ck_assert_int_eq(symlink(path, cmd), 0);
+
+	ck_assert_int_eq(r2_topology_scan_netdevs(t, net, err, sizeof(err)), 0);
+	ck_assert_int_eq(r2_topology_nic_index(t, "lo"), -1);
+	ck_assert_int_eq(t->nnics, 9);
+	ck_assert_int_eq(count_kind(t, R2_NIC_VIRTUAL), 6);
+	ck_assert(t->nics[nic(t, "enp19s0")].port_of_master);
+	ck_assert_int_eq(r2_topology_select(t, NULL), 5);
+	for (size_t i = 0; i < sizeof(rails) / sizeof(rails[0]); i++)
+		ck_assert_msg(t->nics[nic(t, rails[i])].selected, "%s is no rail", rails[i]);
+	for (size_t i = 0; i < sizeof(not_rails) / sizeof(not_rails[0]); i++)
+		ck_assert_msg(!t->nics[nic(t, not_rails[i])].selected, "%s is a rail",
+			      not_rails[i]);
+	ck_assert_str_eq(t->nics[nic(t, "enp19s0")].why,
+			 "a port of a bond or bridge (its master is the rail)");
+	ck_assert_str_eq(t->nics[nic(t, "br0")].why, "a bridge (name it in rails to use it)");
+	ck_assert_str_eq(t->nics[nic(t, "down0")].why, "down");
+	/* named, a bond's port is a rail all the same */
+	ck_assert_int_eq(r2_topology_select(t, "=enp19s0,vethbr"), 2);
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	ck_assert_int_eq(system(cmd), 0);
 	free(t);
 }
 END_TEST
@@ -508,7 +671,8 @@ START_TEST(live)
 	ret = r2_topology_select(t, NULL);
 	ck_assert_int_ge(ret, 0);
 	for (int i = 0; i < t->nnics; i++)
-		ck_assert(!t->nics[i].selected || (t->nics[i].up && !t->nics[i].bridge));
+		ck_assert(!t->nics[i].selected || (t->nics[i].up && !t->nics[i].bridge &&
+						   !t->nics[i].port_of_master));
 	free(t);
 }
 END_TEST
@@ -525,9 +689,12 @@ static Suite *topology_suite(void)
 	tcase_add_test(xml, dgx_filter);
 	tcase_add_test(xml, one_socket_spread);
 	tcase_add_test(xml, juwels_booster);
+	tcase_add_test(xml, default_rails_rdma_host);
+	tcase_add_test(xml, default_rails_ethernet_host);
 	tcase_add_test(xml, bad_xml);
 	suite_add_tcase(s, xml);
 	tcase_add_test(sys, fake_sysfs);
+	tcase_add_test(sys, default_rails_virtual);
 	tcase_add_test(sys, live);
 	suite_add_tcase(s, sys);
 	return s;

@@ -44,6 +44,8 @@ static const struct col nic_cols[] = {
 	{ "rail_overlap", ">OVERLAP", 10, COL_U32, NIC(rail_overlap), txt_zero_dash },
 	{ "rail_overlap_tenants", ">TENANTS", 11, COL_U32, NIC(rail_overlap_tenants),
 	  txt_zero_dash, NULL, COL_VERBOSE },
+	/* the default rule or the rails filter (docs/operations.md "NIC selection") */
+	{ "rail_reason", "WHY", 12, COL_STR, NIC(rail_reason) },
 };
 static const struct section nics = { "nics", COLS(nic_cols) };
 
