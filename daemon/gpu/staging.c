@@ -494,8 +494,8 @@ int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
 	while (!r2g_slots_ready(x->nops, &st->sl)) {
 		if ((r = r2g_op_aborted(x, st->t0, r2_now_us())))
 			return r;
-		if (r2g.eng->progress && r2g.eng->progress(x->c))
-			continue;
+		if (r2g.eng->progress)
+			r2g.eng->progress(x->c); /* then the same back-off */
 		if (++spins % 64 == 0) {
 			struct timespec ts = { 0, spins > 100000 ? 50000 : 2000 };
 			nanosleep(&ts, NULL);

@@ -110,12 +110,11 @@ static ncclResult_t run_comm_ops(struct nccl_op *ops, size_t n)
 {
 	struct ncclComm *comm = ops[0].comm;
 	ncclResult_t res = nccl_comm_ready(comm, "ncclGroupEnd");
-	bool *used;
+	bool small[NCCL_GROUP_SMALL] = { false }, *used = small;
 
 	if (res != ncclSuccess)
 		return res;
-	used = calloc(n ? n : 1, sizeof(*used));
-	if (!used)
+	if (n > NCCL_GROUP_SMALL && !(used = calloc(n, sizeof(*used))))
 		return nccl_fail(comm, ncclSystemError, "out of memory");
 	pthread_mutex_lock(&comm->lock);
 	for (size_t i = 0; i < n && res == ncclSuccess; i++) {
@@ -144,7 +143,8 @@ static ncclResult_t run_comm_ops(struct nccl_op *ops, size_t n)
 		res = run_one(o);
 	}
 	pthread_mutex_unlock(&comm->lock);
-	free(used);
+	if (used != small)
+		free(used);
 	return res;
 }
 

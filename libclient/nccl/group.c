@@ -38,15 +38,22 @@ static int okey_cmp(const struct okey *a, const struct okey *b)
 
 void nccl_group_order(struct nccl_op *ops, size_t n, int (*rank_of)(const struct ncclComm *))
 {
-	struct okey *k;
-	struct nccl_op *tmp;
-	size_t *idx;
+	/* a group of up to NCCL_GROUP_SMALL operations (PyTorch's p2p pairs and
+	 * coalesced collectives) is ordered on the stack: no malloc per group */
+	struct okey ks[NCCL_GROUP_SMALL], *k = ks;
+	struct nccl_op ts[NCCL_GROUP_SMALL], *tmp = ts;
+	size_t is[NCCL_GROUP_SMALL], *idx = is;
+	bool heap = n > NCCL_GROUP_SMALL;
 
 	if (n < 2)
 		return;
-	k = calloc(n, sizeof(*k));
-	idx = calloc(n, sizeof(*idx));
-	tmp = calloc(n, sizeof(*tmp));
+	if (heap) {
+		k = calloc(n, sizeof(*k));
+		idx = calloc(n, sizeof(*idx));
+		tmp = calloc(n, sizeof(*tmp));
+	} else {
+		memset(ks, 0, sizeof(ks));
+	}
 	if (!k || !idx || !tmp)
 		goto out; /* keep call order: correct unless p2p pairs are crossed */
 	for (size_t i = 0; i < n; i++) {
@@ -78,9 +85,11 @@ void nccl_group_order(struct nccl_op *ops, size_t n, int (*rank_of)(const struct
 		tmp[i] = ops[idx[i]];
 	memcpy(ops, tmp, n * sizeof(*ops));
 out:
-	free(k);
-	free(idx);
-	free(tmp);
+	if (heap) {
+		free(k);
+		free(idx);
+		free(tmp);
+	}
 }
 
 /* ---- per-thread group state ---- */

@@ -95,6 +95,8 @@ struct nccl_op {
  * match heads one pair at a time (r2ccld) never deadlock, whatever order the
  * program called them in. rank_of gives the calling rank in an op's
  * communicator (op->comm is otherwise compared by pointer only). */
+/* Groups up to this many operations are ordered and run with no malloc. */
+#define NCCL_GROUP_SMALL 16
 void nccl_group_order(struct nccl_op *ops, size_t n, int (*rank_of)(const struct ncclComm *));
 
 /* Thread-local group state. */

@@ -67,7 +67,12 @@ mkdir -p "$MPI/include" "$MPI/lib"
 cp tests/nccl/minimpi/mpi.h "$MPI/include/"
 cc -O2 -Wall -shared -fPIC -Wl,-soname,libmpi.so -o "$MPI/lib/libmpi.so" tests/nccl/minimpi/minimpi.c
 
-# 3. the binaries (make's own rules; only the six we run)
+# 3. the binaries (make's own rules; only the six we run). Their rules do
+# not depend on nccl.h: another header (or library ABI) builds afresh.
+h=$(cat "$NCCL_PREFIX/include/nccl.h" | sha1sum | cut -d' ' -f1)
+[ "$(cat "$SRC/build/.nccl_h" 2>/dev/null)" = "$h" ] || rm -rf "$SRC/build"
+mkdir -p "$SRC/build"
+echo "$h" > "$SRC/build/.nccl_h"
 targets=()
 for t in $TESTS; do targets+=("$SRC/build/${t}_perf"); done
 make -C "$SRC/src" -j"${JOBS:-2}" MPI=1 MPI_HOME="$MPI" NCCL_HOME="$NCCL_PREFIX" \

@@ -2,7 +2,7 @@
 # The NCCL API on the GPU machine (docs/nccl.md), building nothing there.
 # Build here first: bash tests/gpu/make-bundle.sh && bash tests/nccl/make-bundle.sh
 # then run(command="bash tests/nccl/run-on-device.sh [what]", carry=["bundle/gpu", "bundle/nccl"]).
-#   what: ops | ddp | graph | ctest | nccltests | ns | all (default: all but ns)
+#   what: ops | ddp | graph | ctest | p2p | nccltests | ns | all (default: all but ns)
 #   ops     torch_ops.py: every torch.distributed op and type, 2 ranks (one
 #           GPU each when there are two, else both on GPU 0), library preloaded
 #   ddp     torch_ddp.py 200 steps with the library, then with PyTorch's NCCL
@@ -11,6 +11,10 @@
 #   ctest   nccl_gpu_test: the C test of the GPU paths (registration cache,
 #           reuse after free, staging of unexportable cuMem memory, groups,
 #           capture refused, host time per call)
+#   p2p     nccl_gpu_p2p on two namespace hosts x 2 rails, one rank each
+#           (GPU 0 on a one-GPU machine): grouped send+recv of GPU buffers
+#           in a ring, both call orders, 1 to 16M int32, every element
+#           checked (the cross-host failure of issue 19)
 #   nccltests  nccl-tests 2.19 built UNCHANGED against our header
 #           (tests/nccl/build-nccl-tests.sh), -c 1, -b 8 -e 64M -f 4: all_reduce,
 #           all_gather, reduce_scatter, broadcast, sendrecv, alltoall _perf,
@@ -27,6 +31,7 @@
 #           down at step 100 (R2CCL must finish with the same losses), then
 #           PyTorch's NCCL in the same setup (it hangs until its timeout)
 # Logs go to $OUT (or ./nccl-logs); summary.txt has one line per step.
+# Exit status: non-zero when p2p or nccltests failed.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -38,6 +43,7 @@ LIB=$NB/lib/libnccl.so.2
 export LD_LIBRARY_PATH=$BD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
 summary=$OUT/summary.txt
+bad=0 # p2p or nccltests failed: the exit status
 : > "$summary"
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 T=$ROOT/tests/nccl
@@ -113,6 +119,22 @@ if has ops || has ddp || has graph || has ctest; then
 	daemon_stop
 fi
 
+if has p2p; then
+	C="bash $ROOT/tests/cluster/cluster.sh --prefix ncclpp"
+	export PATH=$BD/libexec:$PATH R2CCLD=$BD/libexec/r2ccld
+	$C up -H 2 -R 2 > "$OUT/p2p-up.log" 2>&1
+	$C daemons start >> "$OUT/p2p-up.log" 2>&1
+	g='$R2CCL_HOST_INDEX'; [ "$ngpu" -ge 2 ] || g=0
+	rm -f /tmp/ncclpp/uid
+	step p2p-2hosts 300 $C run --timeout 295 -- sh -c "LD_PRELOAD=$LIB \
+		LD_LIBRARY_PATH=$NB/lib:$LD_LIBRARY_PATH $NB/bin/nccl_gpu_p2p \
+		\$R2CCL_HOST_INDEX 2 /tmp/ncclpp/uid $g" || bad=1
+	grep -h "nccl_gpu_p2p" "$OUT/p2p-2hosts.log" >> "$summary"
+	$C daemons stop >> "$OUT/p2p-up.log" 2>&1
+	for i in 0 1; do cp "/tmp/ncclpp/h$i/r2ccld.log" "$OUT/p2p-r2ccld-h$i.log" 2>/dev/null; done
+	$C down >> "$OUT/p2p-up.log" 2>&1
+fi
+
 # nccl-tests: the #wrong columns of every result line (out of place, in
 # place; found from the header) summed; -1 when the run failed or printed no
 # result line
@@ -127,12 +149,11 @@ NT_BINS=${NT_BINS:-all_reduce all_gather reduce_scatter broadcast sendrecv allto
 NT_RUNS=${NT_RUNS:-1rank 2ranks 2hosts}
 nt_run() { case " $NT_RUNS " in *" $1 "*) return 0 ;; esac; return 1; }
 NT_ARGS="-b 8 -e 64M -f 4 -c 1 -n 5 -w 2 -g 1"
-nt_bad=0
 nt_note() { # name
 	local w
 	w=$(nt_wrong "$OUT/$1.log" "$(awk -v n="$1" '$1 == n { sub("rc=", "", $2); print $2 }' "$summary" | tail -1)")
 	printf 'nccltests %-28s #wrong %s%s\n' "$1" "$w" "$([ "$w" = 0 ] && echo " OK" || echo " FAILED")" >> "$summary"
-	[ "$w" = 0 ] || nt_bad=1
+	[ "$w" = 0 ] || bad=1
 }
 if has nccltests; then
 	daemon_start
@@ -140,7 +161,7 @@ if has nccltests; then
 	# one GPU: both ranks on GPU 0 (nccl-tests would give the second rank GPU 1)
 	dev1=; [ "$ngpu" -ge 2 ] || dev1=NCCL_TESTS_DEVICE=0
 	for t in $NT_BINS; do
-		[ -x "$NB/nccl-tests/${t}_perf" ] || { echo "nccltests: no ${t}_perf (tests/nccl/build-nccl-tests.sh)" >> "$summary"; nt_bad=1; continue; }
+		[ -x "$NB/nccl-tests/${t}_perf" ] || { echo "nccltests: no ${t}_perf (tests/nccl/build-nccl-tests.sh)" >> "$summary"; bad=1; continue; }
 		if nt_run 1rank; then
 			step "nt-$t-1rank" 300 env LD_PRELOAD="$LIB" "$NB/nccl-tests/${t}_perf" $NT_ARGS
 			nt_note "nt-$t-1rank"
@@ -223,4 +244,4 @@ if [ "$what" = ns ]; then
 	$C down >> "$OUT/ns-up.log" 2>&1
 fi
 cat "$summary"
-[ "$nt_bad" = 0 ]
+[ "$bad" = 0 ]
