@@ -217,7 +217,7 @@ if [ "$what" = ns ]; then
 		--gpu=$g --nranks 2 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 \
 		--uid-file /tmp/ncclns/uid -b 64M -e 1G -f 4 -n 10 -w 3"
 	{ echo "== busbw: torch through libnccl (first) and r2ccl-bench --gpu"
-	  grep -h "^ *[0-9]" "$OUT/ns-torch-bw.log" "$OUT/ns-r2-bench.log"; } >> "$summary"
+	  grep -hE "^(\[h0\] )? *[0-9]" "$OUT/ns-torch-bw.log" "$OUT/ns-r2-bench.log"; } >> "$summary"
 	nsrun ns-ddp-r2 600 "$LIB" torch_ddp.py --losses /tmp/ncclns/losses-r2-healthy.txt
 	# rail 1 of host 1 down when the loop reaches step 100
 	rm -f /tmp/ncclns/mark
@@ -231,13 +231,15 @@ if [ "$what" = ns ]; then
 	cmp -s /tmp/ncclns/losses-r2-healthy.txt /tmp/ncclns/losses-r2-linkdown.txt &&
 		echo "ns: losses with the rail down identical to the healthy run" >> "$summary"
 	grep -h "steps/s" "$OUT"/ns-ddp-*.log >> "$summary"
-	# PyTorch's NCCL, same loop, same rail down (it hangs until its timeout)
+	# PyTorch's NCCL, same loop, same rail down: it hangs until its process
+	# group's timeout (60 s here, PyTorch's default is 10 min), when its
+	# watchdog aborts the job
 	rm -f /tmp/ncclns/mark
 	( for _ in $(seq 3000); do [ -e /tmp/ncclns/mark ] && break; sleep 0.1; done
 	  $C link 1 1 down ) >> "$OUT/ns-linkdown-event.log" 2>&1 &
 	NCCL_SOCKET_IFNAME=rail NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
-		nsrun ns-ddp-nccl-linkdown 300 "" torch_ddp.py --port 29543 --mark-step 100 \
-		--mark-file /tmp/ncclns/mark
+		nsrun ns-ddp-nccl-linkdown 150 "" torch_ddp.py --port 29543 --mark-step 100 \
+		--mark-file /tmp/ncclns/mark --pg-timeout 60
 	wait
 	$C daemons stop >> "$OUT/ns-up.log" 2>&1
 	for i in 0 1; do cp "/tmp/ncclns/h$i/r2ccld.log" "$OUT/ns-r2ccld-h$i.log" 2>/dev/null; done

@@ -12,6 +12,7 @@ rail down when it appears) and goes on; the run must finish with the same
 losses. Prints steps/s at the end.
 """
 import argparse
+import datetime
 import os
 import time
 
@@ -32,11 +33,16 @@ def main():
     ap.add_argument("--mark-step", type=int, default=-1)
     ap.add_argument("--mark-file", default=None)
     ap.add_argument("--width", type=int, default=2048)
+    # the process group's timeout in seconds (PyTorch's default, 10 min for
+    # NCCL, when left out): how long a hung collective lives before
+    # PyTorch's watchdog aborts the job
+    ap.add_argument("--pg-timeout", type=float, default=None)
     a = ap.parse_args()
     dev = torch.device("cuda", a.gpu)
     torch.cuda.set_device(dev)
+    kw = {"timeout": datetime.timedelta(seconds=a.pg_timeout)} if a.pg_timeout else {}
     dist.init_process_group("nccl", init_method=f"tcp://{a.addr}:{a.port}", rank=a.rank,
-                            world_size=a.nranks, device_id=dev)
+                            world_size=a.nranks, device_id=dev, **kw)
     torch.manual_seed(1234)  # the same initial model everywhere
     w = a.width
     model = torch.nn.Sequential(torch.nn.Linear(256, w), torch.nn.ReLU(),
