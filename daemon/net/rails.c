@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -8,18 +9,129 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "net/bufpool.h"
 #include "config.h"
+#include "hmac_sha256.h"
 #include "net/health.h"
 #include "net/net.h"
 #include "log.h"
 #include "net/detour.h"
 #include "net/rails.h"
 #include "util.h"
-#if HAVE_IBVERBS
-#endif
+
+/* ---- the cluster key (docs/security.md) ---- */
+
+#define KEY_MIN 16
+#define KEY_MAX 4096
+
+int r2d_cluster_key_load(const char *path, uint8_t key[64], uint32_t *len, char *err,
+			 size_t errlen)
+{
+	uint8_t buf[KEY_MAX + 1];
+	struct stat st;
+	ssize_t n;
+	size_t got = 0;
+	int fd, r = 0;
+
+	*len = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "cluster_key_file %s: %s", path, strerror(errno));
+		return r;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "cluster_key_file %s: not a regular file", path);
+		r = -EINVAL;
+		goto out;
+	}
+	if (st.st_mode & 077) {
+		snprintf(err, errlen,
+			 "cluster_key_file %s: mode %04o lets group or others read or write "
+			 "it; the key must be secret (chmod 600 %s)",
+			 path, (unsigned)(st.st_mode & 07777), path);
+		r = -EPERM;
+		goto out;
+	}
+	while (got < sizeof(buf) && (n = read(fd, buf + got, sizeof(buf) - got)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			snprintf(err, errlen, "cluster_key_file %s: %s", path, strerror(errno));
+			goto out;
+		}
+		got += (size_t)n;
+	}
+	while (got && (buf[got - 1] == '\n' || buf[got - 1] == '\r' || buf[got - 1] == ' ' ||
+		       buf[got - 1] == '\t'))
+		got--; /* `openssl rand -base64 32 > key` ends with a newline */
+	if (got < KEY_MIN || got > KEY_MAX) {
+		snprintf(err, errlen,
+			 "cluster_key_file %s: %zu bytes; a key has %d to %d (e.g. openssl "
+			 "rand -base64 32)",
+			 path, got, KEY_MIN, KEY_MAX);
+		r = -EINVAL;
+		goto out;
+	}
+	if (got > 64) { /* what HMAC does with a key longer than a block */
+		r2_sha256(buf, got, key);
+		*len = R2_SHA256_LEN;
+	} else {
+		memcpy(key, buf, got);
+		*len = (uint32_t)got;
+	}
+out:
+	r2_wipe(buf, sizeof(buf));
+	close(fd);
+	return r;
+}
+
+int r2d_peer_auth_check(struct r2d *d, char *err, size_t errlen)
+{
+	uint8_t key[64];
+	uint32_t len;
+	int r;
+
+	if (strcmp(r2_param_str(&d->params, P_PEER_AUTH), "on"))
+		return 0;
+	r = r2d_cluster_key_load(r2_param_str(&d->params, P_CLUSTER_KEY_FILE), key, &len, err,
+				 errlen);
+	r2_wipe(key, sizeof(key));
+	return r == -ENOENT ? 0 : r; /* no key: said at start, the rails refuse peers */
+}
+
+/* The rails' authentication (rails_start): the key into cfg, or none. */
+static void auth_setup(struct r2d *d, struct r2_tp_config *cfg)
+{
+	const char *path = r2_param_str(&d->params, P_CLUSTER_KEY_FILE);
+	char err[512];
+	int r;
+
+	if (strcmp(r2_param_str(&d->params, P_PEER_AUTH), "on")) {
+		cfg->auth = R2_TP_AUTH_NONE;
+		log_warn("peer_auth = off: rail connections are not authenticated; any host on a "
+			 "rail network can connect as a peer daemon (docs/security.md)");
+		return;
+	}
+	r = r2d_cluster_key_load(path, cfg->auth_key, &cfg->auth_key_len, err, sizeof(err));
+	if (r == 0) {
+		cfg->auth = R2_TP_AUTH_KEY;
+		log_info("peer port: cluster key from %s; every rail connection proves it", path);
+		return;
+	}
+	cfg->auth = R2_TP_AUTH_REFUSE;
+	if (r == -ENOENT)
+		log_warn("no cluster key (%s): the rails refuse every peer daemon and "
+			 "communicators across hosts cannot form; create the same key on every "
+			 "host (docs/security.md) or set peer_auth = off",
+			 path);
+	else
+		log_err("%s; the rails refuse every peer daemon", err);
+}
 
 static int nic_mask(const char *ifname, struct in_addr *addr, struct in_addr *mask)
 {
@@ -105,7 +217,12 @@ int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port
 	if (p->want_mask & (1u << rail))
 		return 0;
 	p->want_mask |= 1u << rail;
-	return rs->rail[rail].ops->connect(rs->rail[rail].tp, peer, a, port);
+	int r = rs->rail[rail].ops->connect(rs->rail[rail].tp, peer, a, port);
+	if (r == -EPERM)
+		log_warn_rl("rail %d (%s): not connecting to peer %016llx: no cluster key "
+			    "(cluster_key_file, docs/security.md)",
+			    rail, rs->rail[rail].ifname, (unsigned long long)peer);
+	return r;
 }
 
 static void note_use(struct r2_rails *rs, int rail, uint64_t key);
@@ -587,6 +704,12 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 	rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	ev.data.u32 = UINT32_MAX;
 	epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rs->wake_fd, &ev);
+	struct r2_tp_config auth = { 0 };
+	bool any_nic = false;
+	for (int i = 0; i < d->topo.nnics; i++)
+		any_nic |= d->topo.nics[i].selected && d->topo.nics[i].kind != R2_NIC_RDMA;
+	if (any_nic)
+		auth_setup(d, &auth);
 	for (int i = 0; i < d->topo.nnics && rs->n < R2_MAX_RAILS; i++) {
 		const struct r2_topo_nic *nic = &d->topo.nics[i];
 		struct r2_rail *rl = &rs->rail[rs->n];
@@ -628,6 +751,13 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		cfg.ib_slot_size = (uint32_t)r2_param_int(&d->params, P_IB_SLOT_SIZE);
 		cfg.ib_recv_depth = (int)r2_param_int(&d->params, P_IB_SRQ_DEPTH);
 		cfg.ib_send_depth = (int)r2_param_int(&d->params, P_IB_SQ_DEPTH);
+		cfg.auth = auth.auth;
+		memcpy(cfg.auth_key, auth.auth_key, sizeof(cfg.auth_key));
+		cfg.auth_key_len = auth.auth_key_len;
+		cfg.hello_timeout_ms = (uint32_t)r2_param_int(&d->params, P_PEER_HELLO_TIMEOUT_MS);
+		cfg.prehello_max = (uint32_t)r2_param_int(&d->params, P_PEER_MAX_PREHELLO);
+		cfg.prehello_per_addr =
+			(uint32_t)r2_param_int(&d->params, P_PEER_MAX_PREHELLO_PER_ADDR);
 		if (forced) {
 			rl->rdma_dev[0] = 0;
 			rl->ops = forced;
@@ -635,6 +765,7 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		} else {
 			r = open_rail(d, rl, &cfg);
 		}
+		r2_wipe(cfg.auth_key, sizeof(cfg.auth_key));
 		if (r < 0)
 			continue;
 		rl->ops->listen_port(rl->tp, &rl->port);
@@ -649,6 +780,7 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 				 inet_ntoa(rl->addr), rl->port, rl->ops->name, cfg.streams);
 		rs->n++;
 	}
+	r2_wipe(auth.auth_key, sizeof(auth.auth_key));
 	slow_start_check(d, rs);
 	r2d_bufpools_start(d);
 	uv_async_init(d->loop, &rs->async, on_async);

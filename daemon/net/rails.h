@@ -123,6 +123,16 @@ struct r2_rails {
 	atomic_uint used_more[R2_MAX_RAILS];
 };
 
+/* The cluster key of cluster_key_file into key (at most 64 bytes: a longer
+ * key is hashed, as HMAC would), *len its length. 0; -ENOENT (no file);
+ * -EPERM (group or others may read or write it); -EINVAL (not a regular
+ * file, shorter than 16 or longer than 4096 bytes); -errno. err says which,
+ * for people. */
+int r2d_cluster_key_load(const char *path, uint8_t key[64], uint32_t *len, char *err,
+			 size_t errlen);
+/* Configuration check (start-up, --check-config): with peer_auth = on, a
+ * cluster key file that exists must load. 0 or <0 with err. */
+int r2d_peer_auth_check(struct r2d *d, char *err, size_t errlen);
 int r2d_rails_start(struct r2d *d);
 /* Tests: every selected NIC of d->topo is a rail on provider ops (the
  * loopback provider, transport/loopback.h), at the IPv4 address its topology

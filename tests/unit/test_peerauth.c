@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of the tcp provider's hello and its cluster key proofs
+ * (daemon/transport/tcp_hello.c, tcp_wire.h): the wire format, a whole
+ * exchange that verifies, and the attacks it must refuse: a wrong key, a
+ * replayed PROOF or ANSWER, an ANSWER reflected back as a PROOF, a hello
+ * without a proof where a key is in use, altered fields, truncated and
+ * oversized hellos. The live exchange over sockets is in test_tcp.c. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/tcp_wire.h"
+
+static const uint8_t KEY[] = "the cluster key of this test";
+static const uint8_t BAD[] = "the cluster key of another one";
+#define KL (sizeof(KEY) - 1)
+#define BL (sizeof(BAD) - 1)
+
+static void chal(uint8_t *c, uint8_t seed)
+{
+	for (int i = 0; i < TCP_HELLO_CHAL; i++)
+		c[i] = (uint8_t)(seed * 31 + i * 7);
+}
+
+/* The DIAL of daemon 0x1111 to 0x2222, the ANSWER (proof with key k), the
+ * PROOF (with key k2). */
+static void exchange(const uint8_t *k, size_t kl, const uint8_t *k2, size_t k2l, uint8_t seed,
+		     struct tcp_hello *d, struct tcp_hello *a, struct tcp_hello *p)
+{
+	memset(d, 0, sizeof(*d));
+	d->magic = TCP_HELLO_MAGIC;
+	d->version = TCP_HELLO_VERSION;
+	d->type = TCP_HELLO_DIAL;
+	d->flags = TCP_HELLO_F_AUTH;
+	d->stream = 1;
+	d->nstreams = 2;
+	d->rail = 0;
+	d->max_msg = 1 << 20;
+	d->self_id = 0x1111;
+	d->dst_id = 0x2222;
+	d->nonce = 0xabcdef;
+	chal(d->chal, seed);
+	*a = *d;
+	a->type = TCP_HELLO_ANSWER;
+	a->self_id = 0x2222;
+	a->dst_id = 0x1111;
+	a->rail = 1;
+	chal(a->chal, (uint8_t)(seed + 100));
+	tcp_hello_mac(k, kl, TCP_HELLO_ANSWER, d, a, a->mac);
+	*p = *d;
+	p->type = TCP_HELLO_PROOF;
+	memset(p->chal, 0, sizeof(p->chal));
+	tcp_hello_mac(k2, k2l, TCP_HELLO_PROOF, d, a, p->mac);
+}
+
+START_TEST(test_pack_roundtrip)
+{
+	struct tcp_hello d, a, p, x;
+	uint8_t w[TCP_HELLO_SIZE];
+
+	exchange(KEY, KL, KEY, KL, 1, &d, &a, &p);
+	tcp_hello_pack(&a, w);
+	/* little-endian at the documented offsets */
+	ck_assert_uint_eq(w[0], 0x32);
+	ck_assert_uint_eq(w[6], TCP_HELLO_ANSWER);
+	ck_assert_uint_eq(w[24], 0x22);
+	ck_assert_uint_eq(w[25], 0x22);
+	ck_assert_int_eq(tcp_hello_unpack(w, sizeof(w), &x), 0);
+	ck_assert(!memcmp(&x, &a, sizeof(x)));
+}
+END_TEST
+
+START_TEST(test_good_exchange)
+{
+	struct tcp_hello d, a, p;
+
+	exchange(KEY, KL, KEY, KL, 2, &d, &a, &p);
+	ck_assert_int_eq(tcp_hello_check_answer(KEY, KL, &d, &a), 0);
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d, &a, &p), 0);
+	/* a long key (hashed first by HMAC) works the same */
+	uint8_t longkey[200];
+	memset(longkey, 0x42, sizeof(longkey));
+	exchange(longkey, sizeof(longkey), longkey, sizeof(longkey), 3, &d, &a, &p);
+	ck_assert_int_eq(tcp_hello_check_answer(longkey, sizeof(longkey), &d, &a), 0);
+	ck_assert_int_eq(tcp_hello_check_proof(longkey, sizeof(longkey), &d, &a, &p), 0);
+}
+END_TEST
+
+START_TEST(test_wrong_key)
+{
+	struct tcp_hello d, a, p;
+
+	/* an acceptor with another key: the dialer refuses its ANSWER */
+	exchange(BAD, BL, KEY, KL, 4, &d, &a, &p);
+	ck_assert_int_eq(tcp_hello_check_answer(KEY, KL, &d, &a), -EACCES);
+	/* a dialer with another key: the acceptor refuses its PROOF */
+	exchange(KEY, KL, BAD, BL, 4, &d, &a, &p);
+	ck_assert_int_eq(tcp_hello_check_answer(KEY, KL, &d, &a), 0);
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d, &a, &p), -EACCES);
+	/* no proof at all (flags without AUTH, a zero MAC) where a key is used */
+	exchange(KEY, KL, KEY, KL, 4, &d, &a, &p);
+	p.flags = 0;
+	memset(p.mac, 0, sizeof(p.mac));
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d, &a, &p), -EACCES);
+	/* a proof where this side has no key (peer_auth = off here) */
+	exchange(KEY, KL, KEY, KL, 4, &d, &a, &p);
+	ck_assert_int_eq(tcp_hello_check_proof(NULL, 0, &d, &a, &p), -EACCES);
+	/* both without: accepted */
+	p.flags = 0;
+	a.flags = 0;
+	ck_assert_int_eq(tcp_hello_check_answer(NULL, 0, &d, &a), 0);
+	ck_assert_int_eq(tcp_hello_check_proof(NULL, 0, &d, &a, &p), 0);
+}
+END_TEST
+
+/* A PROOF recorded from one exchange does not verify in another: the
+ * acceptor's fresh challenge differs. */
+START_TEST(test_replay)
+{
+	struct tcp_hello d1, a1, p1, d2, a2, p2;
+
+	exchange(KEY, KL, KEY, KL, 5, &d1, &a1, &p1);
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d1, &a1, &p1), 0);
+	/* the attacker replays DIAL 1; the acceptor answers with a new challenge */
+	exchange(KEY, KL, KEY, KL, 5, &d2, &a2, &p2);
+	chal(a2.chal, 77);
+	tcp_hello_mac(KEY, KL, TCP_HELLO_ANSWER, &d2, &a2, a2.mac);
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d2, &a2, &p1), -EACCES);
+	/* an ANSWER recorded for another DIAL: the dialer refuses it */
+	exchange(KEY, KL, KEY, KL, 6, &d2, &a2, &p2);
+	ck_assert_int_eq(tcp_hello_check_answer(KEY, KL, &d2, &a1), -EACCES);
+	/* the same PROOF on another stream of the connection */
+	struct tcp_hello d3 = d1, a3 = a1, p3 = p1;
+	d3.stream = a3.stream = p3.stream = 0;
+	tcp_hello_mac(KEY, KL, TCP_HELLO_ANSWER, &d3, &a3, a3.mac);
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d3, &a3, &p3), -EACCES);
+}
+END_TEST
+
+/* Reflection: an attacker dials A as B, takes A's ANSWER (A's proof) and
+ * sends its MAC back as the PROOF; or opens a second exchange and offers the
+ * first ANSWER's MAC. Neither verifies: the prover's label differs. */
+START_TEST(test_reflection)
+{
+	struct tcp_hello d, a, p;
+
+	exchange(KEY, KL, KEY, KL, 8, &d, &a, &p);
+	memcpy(p.mac, a.mac, sizeof(p.mac));
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d, &a, &p), -EACCES);
+	/* the ANSWER sent back to the acceptor as if the dialer's PROOF */
+	struct tcp_hello r = a;
+	r.type = TCP_HELLO_PROOF;
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d, &a, &r), -EPROTO);
+	r.self_id = d.self_id;
+	r.dst_id = d.dst_id;
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d, &a, &r), -EACCES);
+	/* roles swapped: B's DIAL mirrored into A's ANSWER is not A's answer */
+	struct tcp_hello m = d;
+	m.type = TCP_HELLO_ANSWER;
+	ck_assert_int_eq(tcp_hello_check_answer(KEY, KL, &d, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_fields_bound)
+{
+	struct tcp_hello d, a, p, x;
+
+	exchange(KEY, KL, KEY, KL, 9, &d, &a, &p);
+	/* each field the proofs cover: changed after the MAC, refused */
+	x = p;
+	x.self_id = 0x3333; /* another claimed daemon id */
+	ck_assert_int_lt(tcp_hello_check_proof(KEY, KL, &d, &a, &x), 0);
+	struct tcp_hello d2 = d;
+	d2.self_id = 0x3333; /* the DIAL claimed another id than the one proved */
+	x = p;
+	x.self_id = 0x3333;
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d2, &a, &x), -EACCES);
+	d2 = d;
+	d2.rail = 5;
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d2, &a, &p), -EACCES);
+	d2 = d;
+	d2.max_msg = 1;
+	ck_assert_int_eq(tcp_hello_check_proof(KEY, KL, &d2, &a, &p), -EACCES);
+	x = a;
+	x.rail = 7;
+	ck_assert_int_eq(tcp_hello_check_answer(KEY, KL, &d, &x), -EACCES);
+	x = a;
+	x.nonce++;
+	ck_assert_int_eq(tcp_hello_check_answer(KEY, KL, &d, &x), -EPROTO);
+	x = a;
+	x.mac[31] ^= 1;
+	ck_assert_int_eq(tcp_hello_check_answer(KEY, KL, &d, &x), -EACCES);
+}
+END_TEST
+
+START_TEST(test_malformed)
+{
+	struct tcp_hello d, a, p, x;
+	uint8_t w[TCP_HELLO_SIZE + 8];
+
+	exchange(KEY, KL, KEY, KL, 10, &d, &a, &p);
+	tcp_hello_pack(&d, w);
+	/* truncated and oversized */
+	for (size_t n = 0; n < TCP_HELLO_SIZE; n += 7)
+		ck_assert_int_eq(tcp_hello_unpack(w, n, &x), -EMSGSIZE);
+	ck_assert_int_eq(tcp_hello_unpack(w, TCP_HELLO_SIZE - 1, &x), -EMSGSIZE);
+	ck_assert_int_eq(tcp_hello_unpack(w, TCP_HELLO_SIZE + 1, &x), -EMSGSIZE);
+	ck_assert_int_eq(tcp_hello_unpack(w, sizeof(w), &x), -EMSGSIZE);
+	ck_assert_int_eq(tcp_hello_unpack(w, TCP_HELLO_SIZE, &x), 0);
+	/* bad magic, version, type, flags, reserved bytes */
+	static const int off[] = { 0, 4, 6, 7, 14, 20 };
+	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
+		tcp_hello_pack(&d, w);
+		w[off[i]] ^= 0x40;
+		ck_assert_msg(tcp_hello_unpack(w, TCP_HELLO_SIZE, &x) == -EPROTO, "offset %d",
+			      off[i]);
+	}
+	/* the old 40-byte hello (version 1) */
+	tcp_hello_pack(&d, w);
+	w[4] = 1;
+	ck_assert_int_eq(tcp_hello_unpack(w, TCP_HELLO_SIZE, &x), -EPROTO);
+	ck_assert_int_eq(tcp_hello_unpack(w, 40, &x), -EMSGSIZE);
+	/* type 0 and past OK */
+	tcp_hello_pack(&d, w);
+	w[6] = 0;
+	ck_assert_int_eq(tcp_hello_unpack(w, TCP_HELLO_SIZE, &x), -EPROTO);
+	w[6] = TCP_HELLO_OK + 1;
+	ck_assert_int_eq(tcp_hello_unpack(w, TCP_HELLO_SIZE, &x), -EPROTO);
+	/* an OK for another stream */
+	struct tcp_hello ok = a;
+	ok.type = TCP_HELLO_OK;
+	ck_assert_int_eq(tcp_hello_check_ok(&d, &ok), 0);
+	ok.stream = 0;
+	ck_assert_int_eq(tcp_hello_check_ok(&d, &ok), -EPROTO);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("peerauth");
+	TCase *tc = tcase_create("hello");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_pack_roundtrip);
+	tcase_add_test(tc, test_good_exchange);
+	tcase_add_test(tc, test_wrong_key);
+	tcase_add_test(tc, test_replay);
+	tcase_add_test(tc, test_reflection);
+	tcase_add_test(tc, test_fields_bound);
+	tcase_add_test(tc, test_malformed);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
