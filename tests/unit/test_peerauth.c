@@ -4,12 +4,21 @@
  * exchange that verifies, and the attacks it must refuse: a wrong key, a
  * replayed PROOF or ANSWER, an ANSWER reflected back as a PROOF, a hello
  * without a proof where a key is in use, altered fields, truncated and
- * oversized hellos. The live exchange over sockets is in test_tcp.c. */
+ * oversized hellos. The cluster key file (net/rails.c): its mode, length and
+ * trailing newline, and r2ccld --check-config refusing a bad one. The live
+ * exchange over sockets is in test_tcp.c. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "hmac_sha256.h"
+#include "net/rails.h"
 #include "transport/tcp_wire.h"
 
 static const uint8_t KEY[] = "the cluster key of this test";
@@ -236,6 +245,93 @@ START_TEST(test_malformed)
 }
 END_TEST
 
+
+static void write_key(const char *path, const char *text, mode_t mode)
+{
+	unlink(path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	ck_assert_int_eq(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+START_TEST(test_key_file)
+{
+	char dir[] = "/tmp/r2ccl-keytest-XXXXXX", path[64], err[512];
+	uint8_t key[64];
+	uint32_t len;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/cluster.key", dir);
+	ck_assert_int_eq(r2d_cluster_key_load(path, key, &len, err, sizeof(err)), -ENOENT);
+	/* 32 bytes and a newline (openssl rand -base64 24): the newline is not key */
+	write_key(path, "0123456789abcdef0123456789abcdef\n", 0600);
+	ck_assert_int_eq(r2d_cluster_key_load(path, key, &len, err, sizeof(err)), 0);
+	ck_assert_uint_eq(len, 32);
+	ck_assert(!memcmp(key, "0123456789abcdef0123456789abcdef", 32));
+	write_key(path, "0123456789abcdef0123456789abcdef\n", 0400);
+	ck_assert_int_eq(r2d_cluster_key_load(path, key, &len, err, sizeof(err)), 0);
+	/* group or others may read (or write) it: refused, and said how to fix */
+	static const mode_t bad[] = { 0644, 0640, 0604, 0620, 0602 };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_key(path, "0123456789abcdef0123456789abcdef\n", bad[i]);
+		ck_assert_int_eq(r2d_cluster_key_load(path, key, &len, err, sizeof(err)), -EPERM);
+		ck_assert_ptr_nonnull(strstr(err, "chmod 600"));
+		ck_assert_uint_eq(len, 0);
+	}
+	/* too short */
+	write_key(path, "short key\n", 0600);
+	ck_assert_int_eq(r2d_cluster_key_load(path, key, &len, err, sizeof(err)), -EINVAL);
+	/* longer than a block: its SHA-256, as HMAC would use it */
+	char longkey[101];
+	memset(longkey, 'k', 100);
+	longkey[100] = 0;
+	write_key(path, longkey, 0600);
+	ck_assert_int_eq(r2d_cluster_key_load(path, key, &len, err, sizeof(err)), 0);
+	ck_assert_uint_eq(len, 32);
+	uint8_t md[32];
+	r2_sha256(longkey, 100, md);
+	ck_assert(!memcmp(key, md, 32));
+	/* not a regular file */
+	ck_assert_int_eq(r2d_cluster_key_load(dir, key, &len, err, sizeof(err)), -EINVAL);
+
+	/* r2ccld --check-config: a bad key file is a configuration error (exit
+	 * 2, the reason on stderr); a good one, or none, passes */
+	const char *bin = getenv("R2CCLD");
+	if (bin && bin[0]) {
+		char cmd[512];
+		write_key(path, "0123456789abcdef0123456789abcdef\n", 0644);
+		snprintf(cmd, sizeof(cmd),
+			 "%s --config /dev/null --cluster-key-file %s --check-config "
+			 ">/dev/null 2>%s/err",
+			 bin, path, dir);
+		int st = system(cmd);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+		snprintf(cmd, sizeof(cmd), "grep -q 'chmod 600' %s/err", dir);
+		ck_assert_int_eq(system(cmd), 0);
+		write_key(path, "0123456789abcdef0123456789abcdef\n", 0600);
+		snprintf(cmd, sizeof(cmd),
+			 "%s --config /dev/null --cluster-key-file %s --check-config >/dev/null",
+			 bin, path);
+		st = system(cmd);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		/* peer_auth = off: the file is not read */
+		write_key(path, "0123456789abcdef0123456789abcdef\n", 0644);
+		snprintf(cmd, sizeof(cmd),
+			 "%s --config /dev/null --cluster-key-file %s --peer-auth off "
+			 "--check-config >/dev/null",
+			 bin, path);
+		st = system(cmd);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		snprintf(cmd, sizeof(cmd), "%s/err", dir);
+		unlink(cmd);
+	}
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("peerauth");
@@ -250,6 +346,7 @@ int main(void)
 	tcase_add_test(tc, test_reflection);
 	tcase_add_test(tc, test_fields_bound);
 	tcase_add_test(tc, test_malformed);
+	tcase_add_test(tc, test_key_file);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
