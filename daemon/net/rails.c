@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/comm_record.h"
 #include "net/bufpool.h"
 #include "config.h"
 #include "hmac_sha256.h"
@@ -167,18 +168,90 @@ int r2d_rails_match(struct r2d *d, uint32_t ipv4)
 struct r2_peer *r2d_rails_peer(struct r2d *d, uint64_t id, bool create)
 {
 	struct r2_rails *rs = d->rails;
+	int n = atomic_load(&rs->npeers), slot = -1;
 
+	for (int i = 0; i < n; i++) {
+		uint64_t v = atomic_load(&rs->peer[i].id);
+		if (v == id)
+			return &rs->peer[i];
+		if (!v && slot < 0)
+			slot = i;
+	}
+	if (!create || !id)
+		return NULL;
+	if (slot < 0) {
+		if (n >= R2_MAX_PEERS)
+			return NULL;
+		slot = n;
+	}
+	struct r2_peer *p = &rs->peer[slot];
+	memset((void *)p, 0, sizeof(*p));
+	atomic_store(&p->id, id); /* published after it is filled */
+	if (slot == n)
+		atomic_store(&rs->npeers, n + 1);
+	return p;
+}
+
+bool r2d_rails_peer_needed(struct r2d *d, uint64_t id)
+{
+	for (struct r2_comm *c = d->comms; c; c = c->next) {
+		if (c->state == R2_COMM_DEAD)
+			continue;
+		if (c->uid.host_id == id)
+			return true;
+		for (int h = 0; c->hosts && h < c->nhosts; h++)
+			if (c->hosts[h].id == id)
+				return true;
+	}
+	return false;
+}
+
+/* Frees peer p's entry: its connections dropped (no ERROR), its path
+ * monitor cleared, id 0 first so other threads stop finding it. */
+static void peer_evict(struct r2d *d, struct r2_peer *p)
+{
+	struct r2_rails *rs = d->rails;
+	uint64_t id = atomic_exchange(&p->id, 0);
+
+	for (int r = 0; r < rs->n; r++)
+		if ((p->conn_mask | p->want_mask) & (1u << r))
+			rs->rail[r].ops->disconnect(rs->rail[r].tp, id);
+	r2d_health_peer_forget(d, (int)(p - rs->peer));
+	memset((void *)p, 0, sizeof(*p));
+	rs->evicted++;
+	{
+		static struct r2_ratelimit rl = R2_RATELIMIT_INIT(5000, 5);
+		unsigned sup;
+		if (r2_ratelimit_ok(&rl, &sup))
+			log_info("peer table full (%d): evicted peer %016llx, which no "
+				 "communicator uses (%llu evicted so far)",
+				 R2_MAX_PEERS, (unsigned long long)id,
+				 (unsigned long long)rs->evicted);
+	}
+}
+
+int r2d_rails_make_room(struct r2d *d)
+{
+	struct r2_rails *rs = d->rails;
 	int n = atomic_load(&rs->npeers);
 
+	if (n < R2_MAX_PEERS)
+		return 0;
 	for (int i = 0; i < n; i++)
-		if (rs->peer[i].id == id)
-			return &rs->peer[i];
-	if (!create || n >= R2_MAX_PEERS)
-		return NULL;
-	memset(&rs->peer[n], 0, sizeof(rs->peer[n]));
-	rs->peer[n].id = id;
-	atomic_store(&rs->npeers, n + 1); /* published after it is filled */
-	return &rs->peer[n];
+		if (!atomic_load(&rs->peer[i].id))
+			return 0;
+	/* a peer with no connection first (a dead daemon's entry, probed
+	 * forever otherwise), then an idle connected one */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < n; i++) {
+			struct r2_peer *p = &rs->peer[i];
+			if ((pass == 0 && p->conn_mask) || r2d_rails_peer_needed(d, p->id))
+				continue;
+			peer_evict(d, p);
+			return 0;
+		}
+	}
+	return -ENOSPC;
 }
 
 struct r2_peer *r2d_rails_peer_find(struct r2d *d, uint64_t id)
@@ -199,6 +272,8 @@ uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer)
 	return p ? atomic_load_explicit(&p->bad_mask, memory_order_relaxed) : 0;
 }
 
+static void warmup(struct r2_rails *rs, int rail, uint64_t peer);
+
 int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port)
 {
 	struct r2_rails *rs = d->rails;
@@ -208,12 +283,23 @@ int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port
 
 	if (rail < 0)
 		return -ENETUNREACH;
-	p = r2d_rails_peer(d, peer, true);
-	if (!p)
+	p = r2d_rails_peer(d, peer, false);
+	if (!p && r2d_rails_make_room(d) == 0)
+		p = r2d_rails_peer(d, peer, true);
+	if (!p) {
+		log_warn_rl("peer table full (%d peers, every one needed by a communicator): "
+			    "not connecting to peer %016llx",
+			    R2_MAX_PEERS, (unsigned long long)peer);
 		return -ENOSPC;
+	}
 	p->addr[rail] = ipv4;
 	p->port[rail] = port;
 	p->link[rail].known = true;
+	if ((p->warm_pending & p->conn_mask) & (1u << rail)) {
+		/* connected before a communicator needed it: warm it up now */
+		p->warm_pending &= ~(1u << rail);
+		warmup(rs, rail, peer);
+	}
 	if (p->want_mask & (1u << rail))
 		return 0;
 	p->want_mask |= 1u << rail;
@@ -497,6 +583,45 @@ static void warmup(struct r2_rails *rs, int rail, uint64_t peer)
 			break;
 }
 
+/* A connection came up (loop thread): the peer's entry, made room for if
+ * the table is full (a peer no communicator needs goes), and its warm-up,
+ * only when a communicator needs the peer or we dialed it (else when one
+ * does: r2d_rails_connect). false: no entry could be made; the connection
+ * is dropped. */
+static bool conn_in(struct r2_rails *rs, const struct r2_loop_ev *ev)
+{
+	struct r2d *d = rs->d;
+	uint64_t id = ev->cqe.peer;
+	uint32_t bit = 1u << ev->rail;
+	struct r2_peer *p;
+	bool needed;
+
+	pthread_mutex_lock(&d->lock);
+	needed = r2d_rails_peer_needed(d, id);
+	p = r2d_rails_peer(d, id, false);
+	if (!p && r2d_rails_make_room(d) == 0)
+		p = r2d_rails_peer(d, id, true);
+	pthread_mutex_unlock(&d->lock);
+	if (!p) {
+		log_warn_rl("rail %d (%s): peer table full (%d peers, every one needed by a "
+			    "communicator): connection of peer %016llx dropped",
+			    ev->rail, rs->rail[ev->rail].ifname, R2_MAX_PEERS,
+			    (unsigned long long)id);
+		rs->rail[ev->rail].ops->disconnect(rs->rail[ev->rail].tp, id);
+		return false;
+	}
+	p->conn_mask |= bit;
+	log_info("rail %d (%s): connected to peer %016llx", ev->rail, rs->rail[ev->rail].ifname,
+		 (unsigned long long)id);
+	if (needed || (p->want_mask & bit)) {
+		p->warm_pending &= ~bit;
+		warmup(rs, ev->rail, id);
+	} else {
+		p->warm_pending |= bit;
+	}
+	return true;
+}
+
 static void on_async(uv_async_t *h)
 {
 	struct r2_rails *rs = h->data;
@@ -508,18 +633,15 @@ static void on_async(uv_async_t *h)
 	pthread_mutex_unlock(&rs->qlock);
 	for (; ev; ev = next) {
 		next = ev->next;
-		if (ev->cqe.type == R2_TPC_CONN) {
-			struct r2_peer *p = r2d_rails_peer(rs->d, ev->cqe.peer, true);
-			if (p)
-				p->conn_mask |= 1u << ev->rail;
-			log_info("rail %d (%s): connected to peer %016llx", ev->rail,
-				 rs->rail[ev->rail].ifname, (unsigned long long)ev->cqe.peer);
-			warmup(rs, ev->rail, ev->cqe.peer);
+		if (ev->cqe.type == R2_TPC_CONN && !conn_in(rs, ev)) {
+			free(ev); /* no room for it in the peer table: dropped */
+			continue;
 		} else if (ev->cqe.type == R2_TPC_ERROR) {
 			struct r2_peer *p = r2d_rails_peer(rs->d, ev->cqe.peer, false);
 			if (p) {
 				p->conn_mask &= ~(1u << ev->rail);
 				p->want_mask &= ~(1u << ev->rail);
+				p->warm_pending &= ~(1u << ev->rail);
 			}
 			log_warn("rail %d (%s): connection to peer %016llx failed: %s", ev->rail,
 				 rs->rail[ev->rail].ifname, (unsigned long long)ev->cqe.peer,

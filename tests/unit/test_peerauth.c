@@ -5,7 +5,8 @@
  * replayed PROOF or ANSWER, an ANSWER reflected back as a PROOF, a hello
  * without a proof where a key is in use, altered fields, truncated and
  * oversized hellos. The cluster key file (net/rails.c): its mode, length and
- * trailing newline, and r2ccld --check-config refusing a bad one. The live
+ * trailing newline, and r2ccld --check-config refusing a bad one. The peer
+ * table's eviction of peers no communicator needs (net/rails.c). The live
  * exchange over sockets is in test_tcp.c. */
 #include <check.h>
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/comm_record.h"
 #include "hmac_sha256.h"
 #include "net/rails.h"
 #include "transport/tcp_wire.h"
@@ -332,6 +334,110 @@ START_TEST(test_key_file)
 }
 END_TEST
 
+/* ---- the peer table ---- */
+
+static uint64_t dropped[8];
+static int ndropped;
+
+static int fake_disconnect(struct r2_tp *tp, uint64_t peer)
+{
+	(void)tp;
+	if (ndropped < 8)
+		dropped[ndropped] = peer;
+	ndropped++;
+	return 0;
+}
+
+static const struct r2_tp_ops fake_ops = { .name = "fake", .disconnect = fake_disconnect };
+
+/* 1,024 peers no communicator needs fill the table; a new one still gets an
+ * entry (an unconnected one is evicted first, then an idle connected one,
+ * whose connection is dropped); the peers a communicator needs (members,
+ * the root it joins) are never evicted, and when all are needed the table
+ * refuses. */
+START_TEST(test_peer_table_evicts)
+{
+	struct r2d *d = calloc(1, sizeof(*d));
+	struct r2_rails *rs = calloc(1, sizeof(*rs));
+	struct r2_comm *c = calloc(1, sizeof(*c));
+	struct r2_host hosts[2] = { { .id = 3 }, { .id = 5 } };
+
+	ck_assert(d && rs && c);
+	pthread_mutex_init(&d->lock, NULL);
+	d->rails = rs;
+	rs->d = d;
+	rs->n = 1;
+	rs->rail[0].ops = &fake_ops;
+	/* a communicator of hosts 3 and 5, joining through root 7 */
+	c->state = R2_COMM_JOINING;
+	c->uid.host_id = 7;
+	c->hosts = hosts;
+	c->nhosts = 2;
+	d->comms = c;
+
+	for (uint64_t id = 1; id <= R2_MAX_PEERS; id++) {
+		struct r2_peer *p = r2d_rails_peer(d, id, true);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_uint_eq(p->id, id);
+		p->conn_mask = id < 100 ? 0 : 1; /* 1..99 not connected */
+	}
+	ck_assert_ptr_null(r2d_rails_peer(d, 5000, true));
+	ck_assert_ptr_eq(r2d_rails_peer(d, 5, false), &rs->peer[4]);
+	pthread_mutex_lock(&d->lock);
+	ck_assert(r2d_rails_peer_needed(d, 3));
+	ck_assert(r2d_rails_peer_needed(d, 7));
+	ck_assert(!r2d_rails_peer_needed(d, 1));
+	/* room: an unconnected, unneeded one goes (1), without a disconnect */
+	ck_assert_int_eq(r2d_rails_make_room(d), 0);
+	ck_assert_ptr_null(r2d_rails_peer_find(d, 1));
+	ck_assert_int_eq(ndropped, 0);
+	ck_assert_int_eq(r2d_rails_make_room(d), 0); /* a free entry already */
+	pthread_mutex_unlock(&d->lock);
+	struct r2_peer *p = r2d_rails_peer(d, 5000, true);
+	ck_assert_ptr_eq(p, &rs->peer[0]); /* the freed entry, reused */
+	ck_assert_uint_eq(p->conn_mask, 0);
+	ck_assert_uint_eq(atomic_load(&rs->npeers), R2_MAX_PEERS);
+	p->conn_mask = 1;
+
+	/* every unconnected one but the needed 3, 5, 7 gone: then a connected
+	 * idle one goes, and its connection is dropped */
+	pthread_mutex_lock(&d->lock);
+	for (uint64_t id = 2; id < 100; id++) {
+		if (id == 3 || id == 5 || id == 7)
+			continue;
+		ck_assert_int_eq(r2d_rails_make_room(d), 0);
+		ck_assert_ptr_nonnull(r2d_rails_peer(d, 10000 + id, true));
+		r2d_rails_peer(d, 10000 + id, false)->conn_mask = 1;
+	}
+	ck_assert_int_eq(r2d_rails_make_room(d), 0);
+	ck_assert_int_eq(ndropped, 1);
+	ck_assert_uint_ge(dropped[0], 100); /* a connected one */
+	ck_assert_ptr_null(r2d_rails_peer_find(d, dropped[0]));
+	ck_assert_ptr_nonnull(r2d_rails_peer_find(d, 3));
+	ck_assert_ptr_nonnull(r2d_rails_peer_find(d, 5));
+	ck_assert_ptr_nonnull(r2d_rails_peer_find(d, 7));
+
+	/* everyone needed: refused */
+	struct r2_host *all = calloc(R2_MAX_PEERS, sizeof(*all));
+	ck_assert_ptr_nonnull(all);
+	ck_assert_ptr_nonnull(r2d_rails_peer(d, 20000, true)); /* the free entry */
+	for (int i = 0; i < R2_MAX_PEERS; i++)
+		all[i].id = rs->peer[i].id;
+	c->hosts = all;
+	c->nhosts = R2_MAX_PEERS;
+	ck_assert_int_eq(r2d_rails_make_room(d), -ENOSPC);
+	/* a dead communicator needs no one */
+	c->state = R2_COMM_DEAD;
+	ck_assert_int_eq(r2d_rails_make_room(d), 0);
+	pthread_mutex_unlock(&d->lock);
+	free(all);
+	free(c);
+	free(rs);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("peerauth");
@@ -347,6 +453,7 @@ int main(void)
 	tcase_add_test(tc, test_fields_bound);
 	tcase_add_test(tc, test_malformed);
 	tcase_add_test(tc, test_key_file);
+	tcase_add_test(tc, test_peer_table_evicts);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
