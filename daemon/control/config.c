@@ -308,8 +308,8 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 				 "the cluster key, the same file on every host (16 to 4096 bytes, "
 				 "e.g. 32 random bytes in base64; mode 0600: a file group or "
 				 "others may read is refused); missing with peer_auth = on: the "
-				 "rails refuse every peer daemon, one-host communicators still "
-				 "work" },
+				 "TCP rails refuse every peer daemon, one-host communicators "
+				 "still work" },
 	[P_PEER_MAX_PREHELLO] = { "peer_max_prehello", "R2CCL_PEER_MAX_PREHELLO",
 				  "--peer-max-prehello", R2_PT_INT, "256", 8, 65536, NULL, NULL,
 				  false,

@@ -126,12 +126,12 @@ static void auth_setup(struct r2d *d, struct r2_tp_config *cfg)
 	}
 	cfg->auth = R2_TP_AUTH_REFUSE;
 	if (r == -ENOENT)
-		log_warn("no cluster key (%s): the rails refuse every peer daemon and "
-			 "communicators across hosts cannot form; create the same key on every "
-			 "host (docs/security.md) or set peer_auth = off",
+		log_warn("no cluster key (%s): the TCP rails refuse every peer daemon and "
+			 "communicators across hosts cannot form over them; create the same key "
+			 "on every host (docs/security.md) or set peer_auth = off",
 			 path);
 	else
-		log_err("%s; the rails refuse every peer daemon", err);
+		log_err("%s; the TCP rails refuse every peer daemon", err);
 }
 
 static int nic_mask(const char *ifname, struct in_addr *addr, struct in_addr *mask)
