@@ -25,7 +25,10 @@ fail() {
 	exit 1
 }
 
-"$daemon" --socket "$dir/r2ccld.sock" --config /dev/null >"$dir/r2ccld.log" 2>&1 &
+# the daemons of a cluster share a key (docs/security.md): one for this run
+(umask 077 && head -c 32 /dev/urandom | base64 >"$dir/cluster.key")
+"$daemon" --socket "$dir/r2ccld.sock" --config /dev/null --cluster-key-file "$dir/cluster.key" \
+	>"$dir/r2ccld.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
 	[ -S "$dir/r2ccld.sock" ] && break
@@ -48,7 +51,8 @@ multihost-2daemons)
 	ip -4 -o addr show scope global 2>/dev/null | grep -q . ||
 		{ echo "no NIC with an IPv4 address: skipped"; exit 77; }
 	mkdir "$dir/b"
-	"$daemon" --socket "$dir/b/r2ccld.sock" --config /dev/null >"$dir/b/r2ccld.log" 2>&1 &
+	"$daemon" --socket "$dir/b/r2ccld.sock" --config /dev/null \
+		--cluster-key-file "$dir/cluster.key" >"$dir/b/r2ccld.log" 2>&1 &
 	pid2=$!
 	for _ in $(seq 100); do
 		[ -S "$dir/b/r2ccld.sock" ] && break

@@ -126,6 +126,12 @@ enum r2d_param {
 	/* metrics (control/metrics.c) */
 	P_METRICS_LISTEN,
 	P_METRICS_TEXTFILE,
+	/* the peer port (docs/security.md) */
+	P_PEER_AUTH,
+	P_CLUSTER_KEY_FILE,
+	P_PEER_MAX_PREHELLO,
+	P_PEER_MAX_PREHELLO_PER_ADDR,
+	P_PEER_HELLO_TIMEOUT_MS,
 	P_COUNT
 };
 

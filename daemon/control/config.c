@@ -15,6 +15,7 @@
 #include "config.h"
 #include "base/daemon.h"
 #include "net/health.h"
+#include "net/rails.h"
 #include "log.h"
 #include "util.h"
 
@@ -292,6 +293,38 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 				 "--metrics-textfile", R2_PT_STRING, "", 0, 0, NULL, NULL, false,
 				 "write the metrics to this file every 5 s, atomically (for "
 				 "node_exporter's textfile collector, *.prom; empty: off)" },
+	/* the peer port: daemons of one cluster prove a shared key to each
+	 * other (docs/security.md); the caps bound what strangers on a rail
+	 * network can make a daemon hold */
+	[P_PEER_AUTH] = { "peer_auth", "R2CCL_PEER_AUTH", "--peer-auth", R2_PT_ENUM, "on", 0, 0,
+			  "on|off", NULL, false,
+			  "daemons authenticate each other's rail connections with the cluster "
+			  "key (HMAC-SHA256 challenge-response both ways); off: no "
+			  "authentication, any host on a rail network may connect (a warning at "
+			  "start)" },
+	[P_CLUSTER_KEY_FILE] = { "cluster_key_file", "R2CCL_CLUSTER_KEY_FILE",
+				 "--cluster-key-file", R2_PT_STRING,
+				 R2CCL_SYSCONFDIR "/r2ccl/cluster.key", 0, 0, NULL, NULL, false,
+				 "the cluster key, the same file on every host (16 to 4096 bytes, "
+				 "e.g. 32 random bytes in base64; mode 0600: a file group or "
+				 "others may read is refused); missing with peer_auth = on: the "
+				 "TCP rails refuse every peer daemon, one-host communicators "
+				 "still work" },
+	[P_PEER_MAX_PREHELLO] = { "peer_max_prehello", "R2CCL_PEER_MAX_PREHELLO",
+				  "--peer-max-prehello", R2_PT_INT, "256", 8, 65536, NULL, NULL,
+				  false,
+				  "connections per rail that have not finished their hello (more "
+				  "are closed at once)" },
+	[P_PEER_MAX_PREHELLO_PER_ADDR] = { "peer_max_prehello_per_addr",
+					   "R2CCL_PEER_MAX_PREHELLO_PER_ADDR",
+					   "--peer-max-prehello-per-addr", R2_PT_INT, "16", 1, 4096,
+					   NULL, NULL, false,
+					   "the same from one source address" },
+	[P_PEER_HELLO_TIMEOUT_MS] = { "peer_hello_timeout_ms", "R2CCL_PEER_HELLO_TIMEOUT_MS",
+				      "--peer-hello-timeout-ms", R2_PT_INT, "3000", 100, 60000,
+				      NULL, "ms", false,
+				      "an accepted rail connection whose hello is not done by then "
+				      "is closed" },
 };
 
 /* The caps in force: the parameters with "0" sized to this host. */
@@ -584,6 +617,9 @@ int r2d_config_load(struct r2d *d, int argc, char **argv, char *err, size_t errl
 		}
 		d->socket_mode = (unsigned)v;
 	}
+	r = r2d_peer_auth_check(d, err, errlen); /* a bad key file: refuse to start */
+	if (r < 0)
+		return r;
 	r2d_caps_update(d);
 	return 0;
 }

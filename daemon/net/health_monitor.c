@@ -114,6 +114,24 @@ static void rmon_idle(struct r2_health *h, int rail, struct pmon *m)
 	m->bslot = -1;
 }
 
+void r2d_health_peer_forget(struct r2d *d, int slot)
+{
+	struct r2_health *h = d->health;
+
+	if (!h || !h->mon || slot < 0 || slot >= R2_MAX_PEERS)
+		return;
+	for (int r = 0; r < R2_MAX_RAILS; r++) {
+		struct pmon *m = &h->mon[(size_t)slot * R2_MAX_RAILS + (size_t)r];
+		pthread_mutex_lock(&h->mon_lock[r]);
+		rmon_idle(h, r, m);
+		memset(m, 0, sizeof(*m));
+		m->bslot = -1;
+		pthread_mutex_unlock(&h->mon_lock[r]);
+		if (h->rates)
+			h->rates[(size_t)slot * R2_MAX_RAILS + (size_t)r] = 0;
+	}
+}
+
 void r2d_health_data_posted(struct r2d *d, int rail, uint64_t peer, int64_t len)
 {
 	struct pmon *m = pmon_of(d, rail, peer);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -8,18 +9,130 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/comm_record.h"
 #include "net/bufpool.h"
 #include "config.h"
+#include "hmac_sha256.h"
 #include "net/health.h"
 #include "net/net.h"
 #include "log.h"
 #include "net/detour.h"
 #include "net/rails.h"
 #include "util.h"
-#if HAVE_IBVERBS
-#endif
+
+/* ---- the cluster key (docs/security.md) ---- */
+
+#define KEY_MIN 16
+#define KEY_MAX 4096
+
+int r2d_cluster_key_load(const char *path, uint8_t key[64], uint32_t *len, char *err,
+			 size_t errlen)
+{
+	uint8_t buf[KEY_MAX + 1];
+	struct stat st;
+	ssize_t n;
+	size_t got = 0;
+	int fd, r = 0;
+
+	*len = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "cluster_key_file %s: %s", path, strerror(errno));
+		return r;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "cluster_key_file %s: not a regular file", path);
+		r = -EINVAL;
+		goto out;
+	}
+	if (st.st_mode & 077) {
+		snprintf(err, errlen,
+			 "cluster_key_file %s: mode %04o lets group or others read or write "
+			 "it; the key must be secret (chmod 600 %s)",
+			 path, (unsigned)(st.st_mode & 07777), path);
+		r = -EPERM;
+		goto out;
+	}
+	while (got < sizeof(buf) && (n = read(fd, buf + got, sizeof(buf) - got)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			snprintf(err, errlen, "cluster_key_file %s: %s", path, strerror(errno));
+			goto out;
+		}
+		got += (size_t)n;
+	}
+	while (got && (buf[got - 1] == '\n' || buf[got - 1] == '\r' || buf[got - 1] == ' ' ||
+		       buf[got - 1] == '\t'))
+		got--; /* `openssl rand -base64 32 > key` ends with a newline */
+	if (got < KEY_MIN || got > KEY_MAX) {
+		snprintf(err, errlen,
+			 "cluster_key_file %s: %zu bytes; a key has %d to %d (e.g. openssl "
+			 "rand -base64 32)",
+			 path, got, KEY_MIN, KEY_MAX);
+		r = -EINVAL;
+		goto out;
+	}
+	if (got > 64) { /* what HMAC does with a key longer than a block */
+		r2_sha256(buf, got, key);
+		*len = R2_SHA256_LEN;
+	} else {
+		memcpy(key, buf, got);
+		*len = (uint32_t)got;
+	}
+out:
+	r2_wipe(buf, sizeof(buf));
+	close(fd);
+	return r;
+}
+
+int r2d_peer_auth_check(struct r2d *d, char *err, size_t errlen)
+{
+	uint8_t key[64];
+	uint32_t len;
+	int r;
+
+	if (strcmp(r2_param_str(&d->params, P_PEER_AUTH), "on"))
+		return 0;
+	r = r2d_cluster_key_load(r2_param_str(&d->params, P_CLUSTER_KEY_FILE), key, &len, err,
+				 errlen);
+	r2_wipe(key, sizeof(key));
+	return r == -ENOENT ? 0 : r; /* no key: said at start, the rails refuse peers */
+}
+
+/* The rails' authentication (rails_start): the key into cfg, or none. */
+static void auth_setup(struct r2d *d, struct r2_tp_config *cfg)
+{
+	const char *path = r2_param_str(&d->params, P_CLUSTER_KEY_FILE);
+	char err[512];
+	int r;
+
+	if (strcmp(r2_param_str(&d->params, P_PEER_AUTH), "on")) {
+		cfg->auth = R2_TP_AUTH_NONE;
+		log_warn("peer_auth = off: rail connections are not authenticated; any host on a "
+			 "rail network can connect as a peer daemon (docs/security.md)");
+		return;
+	}
+	r = r2d_cluster_key_load(path, cfg->auth_key, &cfg->auth_key_len, err, sizeof(err));
+	if (r == 0) {
+		cfg->auth = R2_TP_AUTH_KEY;
+		log_info("peer port: cluster key from %s; every rail connection proves it", path);
+		return;
+	}
+	cfg->auth = R2_TP_AUTH_REFUSE;
+	if (r == -ENOENT)
+		log_warn("no cluster key (%s): the TCP rails refuse every peer daemon and "
+			 "communicators across hosts cannot form over them; create the same key "
+			 "on every host (docs/security.md) or set peer_auth = off",
+			 path);
+	else
+		log_err("%s; the TCP rails refuse every peer daemon", err);
+}
 
 static int nic_mask(const char *ifname, struct in_addr *addr, struct in_addr *mask)
 {
@@ -55,18 +168,90 @@ int r2d_rails_match(struct r2d *d, uint32_t ipv4)
 struct r2_peer *r2d_rails_peer(struct r2d *d, uint64_t id, bool create)
 {
 	struct r2_rails *rs = d->rails;
+	int n = atomic_load(&rs->npeers), slot = -1;
 
+	for (int i = 0; i < n; i++) {
+		uint64_t v = atomic_load(&rs->peer[i].id);
+		if (v == id)
+			return &rs->peer[i];
+		if (!v && slot < 0)
+			slot = i;
+	}
+	if (!create || !id)
+		return NULL;
+	if (slot < 0) {
+		if (n >= R2_MAX_PEERS)
+			return NULL;
+		slot = n;
+	}
+	struct r2_peer *p = &rs->peer[slot];
+	memset((void *)p, 0, sizeof(*p));
+	atomic_store(&p->id, id); /* published after it is filled */
+	if (slot == n)
+		atomic_store(&rs->npeers, n + 1);
+	return p;
+}
+
+bool r2d_rails_peer_needed(struct r2d *d, uint64_t id)
+{
+	for (struct r2_comm *c = d->comms; c; c = c->next) {
+		if (c->state == R2_COMM_DEAD)
+			continue;
+		if (c->uid.host_id == id)
+			return true;
+		for (int h = 0; c->hosts && h < c->nhosts; h++)
+			if (c->hosts[h].id == id)
+				return true;
+	}
+	return false;
+}
+
+/* Frees peer p's entry: its connections dropped (no ERROR), its path
+ * monitor cleared, id 0 first so other threads stop finding it. */
+static void peer_evict(struct r2d *d, struct r2_peer *p)
+{
+	struct r2_rails *rs = d->rails;
+	uint64_t id = atomic_exchange(&p->id, 0);
+
+	for (int r = 0; r < rs->n; r++)
+		if ((p->conn_mask | p->want_mask) & (1u << r))
+			rs->rail[r].ops->disconnect(rs->rail[r].tp, id);
+	r2d_health_peer_forget(d, (int)(p - rs->peer));
+	memset((void *)p, 0, sizeof(*p));
+	rs->evicted++;
+	{
+		static struct r2_ratelimit rl = R2_RATELIMIT_INIT(5000, 5);
+		unsigned sup;
+		if (r2_ratelimit_ok(&rl, &sup))
+			log_info("peer table full (%d): evicted peer %016llx, which no "
+				 "communicator uses (%llu evicted so far)",
+				 R2_MAX_PEERS, (unsigned long long)id,
+				 (unsigned long long)rs->evicted);
+	}
+}
+
+int r2d_rails_make_room(struct r2d *d)
+{
+	struct r2_rails *rs = d->rails;
 	int n = atomic_load(&rs->npeers);
 
+	if (n < R2_MAX_PEERS)
+		return 0;
 	for (int i = 0; i < n; i++)
-		if (rs->peer[i].id == id)
-			return &rs->peer[i];
-	if (!create || n >= R2_MAX_PEERS)
-		return NULL;
-	memset(&rs->peer[n], 0, sizeof(rs->peer[n]));
-	rs->peer[n].id = id;
-	atomic_store(&rs->npeers, n + 1); /* published after it is filled */
-	return &rs->peer[n];
+		if (!atomic_load(&rs->peer[i].id))
+			return 0;
+	/* a peer with no connection first (a dead daemon's entry, probed
+	 * forever otherwise), then an idle connected one */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < n; i++) {
+			struct r2_peer *p = &rs->peer[i];
+			if ((pass == 0 && p->conn_mask) || r2d_rails_peer_needed(d, p->id))
+				continue;
+			peer_evict(d, p);
+			return 0;
+		}
+	}
+	return -ENOSPC;
 }
 
 struct r2_peer *r2d_rails_peer_find(struct r2d *d, uint64_t id)
@@ -87,6 +272,8 @@ uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer)
 	return p ? atomic_load_explicit(&p->bad_mask, memory_order_relaxed) : 0;
 }
 
+static void warmup(struct r2_rails *rs, int rail, uint64_t peer);
+
 int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port)
 {
 	struct r2_rails *rs = d->rails;
@@ -96,16 +283,32 @@ int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port
 
 	if (rail < 0)
 		return -ENETUNREACH;
-	p = r2d_rails_peer(d, peer, true);
-	if (!p)
+	p = r2d_rails_peer(d, peer, false);
+	if (!p && r2d_rails_make_room(d) == 0)
+		p = r2d_rails_peer(d, peer, true);
+	if (!p) {
+		log_warn_rl("peer table full (%d peers, every one needed by a communicator): "
+			    "not connecting to peer %016llx",
+			    R2_MAX_PEERS, (unsigned long long)peer);
 		return -ENOSPC;
+	}
 	p->addr[rail] = ipv4;
 	p->port[rail] = port;
 	p->link[rail].known = true;
+	if ((p->warm_pending & p->conn_mask) & (1u << rail)) {
+		/* connected before a communicator needed it: warm it up now */
+		p->warm_pending &= ~(1u << rail);
+		warmup(rs, rail, peer);
+	}
 	if (p->want_mask & (1u << rail))
 		return 0;
 	p->want_mask |= 1u << rail;
-	return rs->rail[rail].ops->connect(rs->rail[rail].tp, peer, a, port);
+	int r = rs->rail[rail].ops->connect(rs->rail[rail].tp, peer, a, port);
+	if (r == -EPERM)
+		log_warn_rl("rail %d (%s): not connecting to peer %016llx: no cluster key "
+			    "(cluster_key_file, docs/security.md)",
+			    rail, rs->rail[rail].ifname, (unsigned long long)peer);
+	return r;
 }
 
 static void note_use(struct r2_rails *rs, int rail, uint64_t key);
@@ -380,6 +583,45 @@ static void warmup(struct r2_rails *rs, int rail, uint64_t peer)
 			break;
 }
 
+/* A connection came up (loop thread): the peer's entry, made room for if
+ * the table is full (a peer no communicator needs goes), and its warm-up,
+ * only when a communicator needs the peer or we dialed it (else when one
+ * does: r2d_rails_connect). false: no entry could be made; the connection
+ * is dropped. */
+static bool conn_in(struct r2_rails *rs, const struct r2_loop_ev *ev)
+{
+	struct r2d *d = rs->d;
+	uint64_t id = ev->cqe.peer;
+	uint32_t bit = 1u << ev->rail;
+	struct r2_peer *p;
+	bool needed;
+
+	pthread_mutex_lock(&d->lock);
+	needed = r2d_rails_peer_needed(d, id);
+	p = r2d_rails_peer(d, id, false);
+	if (!p && r2d_rails_make_room(d) == 0)
+		p = r2d_rails_peer(d, id, true);
+	pthread_mutex_unlock(&d->lock);
+	if (!p) {
+		log_warn_rl("rail %d (%s): peer table full (%d peers, every one needed by a "
+			    "communicator): connection of peer %016llx dropped",
+			    ev->rail, rs->rail[ev->rail].ifname, R2_MAX_PEERS,
+			    (unsigned long long)id);
+		rs->rail[ev->rail].ops->disconnect(rs->rail[ev->rail].tp, id);
+		return false;
+	}
+	p->conn_mask |= bit;
+	log_info("rail %d (%s): connected to peer %016llx", ev->rail, rs->rail[ev->rail].ifname,
+		 (unsigned long long)id);
+	if (needed || (p->want_mask & bit)) {
+		p->warm_pending &= ~bit;
+		warmup(rs, ev->rail, id);
+	} else {
+		p->warm_pending |= bit;
+	}
+	return true;
+}
+
 static void on_async(uv_async_t *h)
 {
 	struct r2_rails *rs = h->data;
@@ -391,18 +633,15 @@ static void on_async(uv_async_t *h)
 	pthread_mutex_unlock(&rs->qlock);
 	for (; ev; ev = next) {
 		next = ev->next;
-		if (ev->cqe.type == R2_TPC_CONN) {
-			struct r2_peer *p = r2d_rails_peer(rs->d, ev->cqe.peer, true);
-			if (p)
-				p->conn_mask |= 1u << ev->rail;
-			log_info("rail %d (%s): connected to peer %016llx", ev->rail,
-				 rs->rail[ev->rail].ifname, (unsigned long long)ev->cqe.peer);
-			warmup(rs, ev->rail, ev->cqe.peer);
+		if (ev->cqe.type == R2_TPC_CONN && !conn_in(rs, ev)) {
+			free(ev); /* no room for it in the peer table: dropped */
+			continue;
 		} else if (ev->cqe.type == R2_TPC_ERROR) {
 			struct r2_peer *p = r2d_rails_peer(rs->d, ev->cqe.peer, false);
 			if (p) {
 				p->conn_mask &= ~(1u << ev->rail);
 				p->want_mask &= ~(1u << ev->rail);
+				p->warm_pending &= ~(1u << ev->rail);
 			}
 			log_warn("rail %d (%s): connection to peer %016llx failed: %s", ev->rail,
 				 rs->rail[ev->rail].ifname, (unsigned long long)ev->cqe.peer,
@@ -587,6 +826,12 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 	rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	ev.data.u32 = UINT32_MAX;
 	epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rs->wake_fd, &ev);
+	struct r2_tp_config auth = { 0 };
+	bool any_nic = false;
+	for (int i = 0; i < d->topo.nnics; i++)
+		any_nic |= d->topo.nics[i].selected && d->topo.nics[i].kind != R2_NIC_RDMA;
+	if (any_nic)
+		auth_setup(d, &auth);
 	for (int i = 0; i < d->topo.nnics && rs->n < R2_MAX_RAILS; i++) {
 		const struct r2_topo_nic *nic = &d->topo.nics[i];
 		struct r2_rail *rl = &rs->rail[rs->n];
@@ -632,6 +877,13 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		cfg.ib_slot_size = (uint32_t)r2_param_int(&d->params, P_IB_SLOT_SIZE);
 		cfg.ib_recv_depth = (int)r2_param_int(&d->params, P_IB_SRQ_DEPTH);
 		cfg.ib_send_depth = (int)r2_param_int(&d->params, P_IB_SQ_DEPTH);
+		cfg.auth = auth.auth;
+		memcpy(cfg.auth_key, auth.auth_key, sizeof(cfg.auth_key));
+		cfg.auth_key_len = auth.auth_key_len;
+		cfg.hello_timeout_ms = (uint32_t)r2_param_int(&d->params, P_PEER_HELLO_TIMEOUT_MS);
+		cfg.prehello_max = (uint32_t)r2_param_int(&d->params, P_PEER_MAX_PREHELLO);
+		cfg.prehello_per_addr =
+			(uint32_t)r2_param_int(&d->params, P_PEER_MAX_PREHELLO_PER_ADDR);
 		if (forced) {
 			rl->rdma_dev[0] = 0;
 			rl->ops = forced;
@@ -639,6 +891,7 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		} else {
 			r = open_rail(d, rl, &cfg);
 		}
+		r2_wipe(cfg.auth_key, sizeof(cfg.auth_key));
 		if (r < 0)
 			continue;
 		rl->ops->listen_port(rl->tp, &rl->port);
@@ -653,6 +906,7 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 				 inet_ntoa(rl->addr), rl->port, rl->ops->name, cfg.streams);
 		rs->n++;
 	}
+	r2_wipe(auth.auth_key, sizeof(auth.auth_key));
 	slow_start_check(d, rs);
 	r2d_bufpools_start(d);
 	uv_async_init(d->loop, &rs->async, on_async);

@@ -63,9 +63,15 @@ struct r2_plink {
 };
 
 struct r2_peer {
-	uint64_t id;
+	/* the peer daemon's id; 0: a free entry (evicted, r2d_rails_make_room),
+	 * set last when an entry is (re)used so other threads never match a
+	 * half-filled one */
+	_Atomic uint64_t id;
 	uint32_t conn_mask; /* rails with a usable connection */
 	uint32_t want_mask; /* rails we asked to connect */
+	/* connected rails not warmed up yet: no communicator needed the peer
+	 * when they came up (rails.c: warm-up goes only to needed peers) */
+	uint32_t warm_pending;
 	uint32_t addr[R2_MAX_RAILS]; /* its address on each rail (network order), 0 unknown */
 	uint16_t port[R2_MAX_RAILS];
 	struct r2_plink link[R2_MAX_RAILS];
@@ -108,7 +114,10 @@ struct r2_rails {
 	bool started;
 	/* peers (loop thread only) */
 	struct r2_peer peer[R2_MAX_PEERS];
-	atomic_int npeers; /* grows only; entries never move (other threads read) */
+	/* entries in use or freed, grows only; entries never move (other
+	 * threads read them); a freed one (id 0) is reused first */
+	atomic_int npeers;
+	uint64_t evicted; /* entries freed to make room (r2d_rails_make_room) */
 	/* events for the loop */
 	pthread_mutex_t qlock;
 	struct r2_loop_ev *qhead, *qtail;
@@ -123,6 +132,16 @@ struct r2_rails {
 	atomic_uint used_more[R2_MAX_RAILS];
 };
 
+/* The cluster key of cluster_key_file into key (at most 64 bytes: a longer
+ * key is hashed, as HMAC would), *len its length. 0; -ENOENT (no file);
+ * -EPERM (group or others may read or write it); -EINVAL (not a regular
+ * file, shorter than 16 or longer than 4096 bytes); -errno. err says which,
+ * for people. */
+int r2d_cluster_key_load(const char *path, uint8_t key[64], uint32_t *len, char *err,
+			 size_t errlen);
+/* Configuration check (start-up, --check-config): with peer_auth = on, a
+ * cluster key file that exists must load. 0 or <0 with err. */
+int r2d_peer_auth_check(struct r2d *d, char *err, size_t errlen);
 int r2d_rails_start(struct r2d *d);
 /* Tests: every selected NIC of d->topo is a rail on provider ops (the
  * loopback provider, transport/loopback.h), at the IPv4 address its topology
@@ -139,9 +158,21 @@ int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk
  * until one accepts it (no single NIC carries the control plane). */
 int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
 			uint32_t len);
-/* Connects to a peer on the rail whose subnet holds addr (loop thread). */
+/* Connects to a peer on the rail whose subnet holds addr (loop thread; under
+ * d->lock for a peer not in the table yet, r2d_rails_make_room). A rail
+ * already connected to it and not warmed up yet is warmed up now. */
 int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port);
+/* The entry of peer id; with create, a new one in a free entry when it has
+ * none (NULL: the table is full, r2d_rails_make_room first). Loop thread. */
 struct r2_peer *r2d_rails_peer(struct r2d *d, uint64_t id, bool create);
+/* Makes sure the peer table has a free entry: when it is full, evicts a peer
+ * no communicator needs (one with no connection first, else an idle
+ * connected one, whose connections are dropped). 0, or -ENOSPC when every
+ * peer is needed. Loop thread, under d->lock (it reads the communicators). */
+int r2d_rails_make_room(struct r2d *d);
+/* Whether a communicator here needs peer id (a member, or the root it
+ * joins). Under d->lock. */
+bool r2d_rails_peer_needed(struct r2d *d, uint64_t id);
 /* Rail whose subnet holds ipv4 (network order), -1 if none. */
 int r2d_rails_match(struct r2d *d, uint32_t ipv4);
 void r2d_rails_release(struct r2d *d, int rail, void *buf);

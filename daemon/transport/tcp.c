@@ -24,20 +24,30 @@
  * connection with it (dialed or accepted) is being set up (no second CONN
  * comes then).
  * post_send() sets hdr->magic itself.
- * Each stream starts with a 40-byte hello (struct tcp_hello: magic, version,
- * stream index, nstreams, rail, max_msg, sender id, intended receiver id, a
- * per-connection nonce). The acceptor validates it and answers with its own
- * hello; the dialer checks that the answer comes from the peer it meant.
- * A stream is up on the acceptor when it got the hello, on the dialer when
- * it got the answer; R2_TPC_CONN is reported once per peer, when all its
- * streams are up. (On the dialing side a RECV from the peer can come just
- * before its CONN: the acceptor may send as soon as it has all the hellos.)
- * A hello from a peer that has a connection here with another nonce means
- * the peer reconnected: the old connection fails (ERROR if its CONN had been
- * reported) and the new one replaces it.
+ * Each stream starts with a hello exchange (tcp_wire.h, tcp_hello.c): the
+ * dialer's DIAL (ids, stream index, nstreams, rail, max_msg, a
+ * per-connection nonce, a fresh random challenge), the acceptor's ANSWER
+ * (its own challenge and, with a cluster key, an HMAC-SHA256 proof over both
+ * hellos), the dialer's PROOF (its HMAC over the same). cfg->auth says
+ * whether proofs are made and required (R2_TP_AUTH_KEY), left out on both
+ * sides (R2_TP_AUTH_NONE), or every hello refused (R2_TP_AUTH_REFUSE: no key
+ * here). The acceptor looks nothing up and changes nothing until the PROOF
+ * checks out: an unauthenticated, mismatched or malformed hello is closed
+ * alone (a rate-limited warning) and never touches a live connection of
+ * the daemon id it claims. A stream is up on the acceptor when the PROOF
+ * checks out and the stream joined a connection (it then sends OK before
+ * anything else), on the dialer when that OK comes; R2_TPC_CONN is reported
+ * once per peer, when all its streams are up. (On the dialing side a RECV
+ * from the peer can come just before its CONN.)
+ * An authenticated hello from a peer that has a connection here with another
+ * nonce means the peer reconnected: the old connection fails (ERROR if its
+ * CONN had been reported) and the new one replaces it.
+ * Accepted streams before their PROOF are capped (cfg->prehello_max in all,
+ * cfg->prehello_per_addr per source address: more are closed at accept) and
+ * closed when the exchange is not done within cfg->hello_timeout_ms.
  *
  * Failures. Any stream error (reset, EOF, user timeout, malformed header or
- * len > max_msg, connect/hello not done within 2 x user timeout) fails the
+ * len > max_msg, a dial not connected and answered within 2 x user timeout) fails the
  * whole peer connection on this rail: R2_TPC_ERROR (peer, status) is reported
  * once (on the acceptor side only when CONN had been reported; on the dialing
  * side always, as the completion of connect), every stream of it is shut down
@@ -99,12 +109,17 @@ static void on_stream(struct r2_tp *tp, struct tcp_stream *st, uint32_t ev)
 	}
 }
 
+/* Four times a second: a dial not connected and answered within 2 x user timeout
+ * fails; an accepted stream without its hello done within hello_timeout_ms
+ * (a few seconds: a port scan or an idle attacker holds nothing long) is
+ * closed. */
 static void tick(struct r2_tp *tp, struct tcp_thread *th)
 {
 	uint64_t now = r2_tp_now_ns();
-	uint64_t limit = 2ull * tp->cfg.user_timeout_ms * 1000000ull;
+	uint64_t dial_limit = 2ull * tp->cfg.user_timeout_ms * 1000000ull;
+	uint64_t hello_limit = (uint64_t)tp->cfg.hello_timeout_ms * 1000000ull;
 
-	if (now - th->last_tick < 1000000000ull)
+	if (now - th->last_tick < 250000000ull)
 		return;
 	th->last_tick = now;
 	pthread_mutex_lock(&tp->b.lock);
@@ -112,6 +127,7 @@ static void tick(struct r2_tp *tp, struct tcp_thread *th)
 	for (struct tcp_stream *st = tp->streams; st; st = st->anext) {
 		if (st->th != th || st->state == ST_UP || atomic_load(&st->dead))
 			continue;
+		uint64_t limit = st->role == ROLE_ACCEPT ? hello_limit : dial_limit;
 		if (now > st->t_start && now - st->t_start > limit) {
 			if (st->peer)
 				tcp_peer_fail(tp, st->peer, -ETIMEDOUT, true);
@@ -130,7 +146,7 @@ static void *progress_main(void *arg)
 
 	th->last_tick = r2_tp_now_ns();
 	while (!atomic_load(&tp->stop)) {
-		int n = epoll_wait(th->epfd, evs, 64, 1000);
+		int n = epoll_wait(th->epfd, evs, 64, 250);
 		if (n < 0 && errno != EINTR) {
 			log_err("tcp %s: epoll_wait: %s", tp->cfg.ifname, strerror(errno));
 			break;
@@ -189,6 +205,17 @@ static int tcp_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		tp->cfg.user_timeout_ms = TCP_DEFAULT_USER_TIMEOUT_MS;
 	if (tp->cfg.max_queued == 0)
 		tp->cfg.max_queued = TCP_DEFAULT_MAX_QUEUED;
+	if (tp->cfg.hello_timeout_ms == 0)
+		tp->cfg.hello_timeout_ms = TCP_DEFAULT_HELLO_TIMEOUT_MS;
+	if (tp->cfg.prehello_max == 0)
+		tp->cfg.prehello_max = TCP_DEFAULT_PREHELLO_MAX;
+	if (tp->cfg.prehello_per_addr == 0)
+		tp->cfg.prehello_per_addr = TCP_DEFAULT_PREHELLO_PER_ADDR;
+	if (tp->cfg.auth == R2_TP_AUTH_KEY &&
+	    (tp->cfg.auth_key_len == 0 || tp->cfg.auth_key_len > sizeof(tp->cfg.auth_key))) {
+		ret = -EINVAL;
+		goto out;
+	}
 	tp->lfd = -1;
 	tp->listen_obj.kind = OBJ_LISTEN;
 	pthread_mutex_init(&tp->pool_lock, NULL);

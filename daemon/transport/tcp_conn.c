@@ -4,24 +4,11 @@
  * owner threads, the peer table, the hello exchange, dialing (connect) and
  * accepting, failing and reaping connections (tcp_int.h).
  */
-#include "tcp_int.h"
+#include <arpa/inet.h>
+#include <sys/random.h>
 
-static void hello_le(struct tcp_hello *h)
-{
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-	h->magic = htole32(h->magic);
-	h->version = htole16(h->version);
-	h->stream = htole16(h->stream);
-	h->nstreams = htole16(h->nstreams);
-	h->rail = htole16(h->rail);
-	h->max_msg = htole32(h->max_msg);
-	h->self_id = htole64(h->self_id);
-	h->dst_id = htole64(h->dst_id);
-	h->nonce = htole64(h->nonce);
-#else
-	(void)h;
-#endif
-}
+#include "hmac_sha256.h"
+#include "tcp_int.h"
 
 /* ---- sockets ---- */
 
@@ -240,6 +227,10 @@ void tcp_reap_streams(struct r2_tp *tp, struct tcp_thread *th)
 		next = st->anext;
 		if (st->th != th || !atomic_load(&st->dead))
 			continue;
+		if (st->prehello) {
+			st->prehello = false;
+			tp->prehello--;
+		}
 		if (st->aprev)
 			st->aprev->anext = st->anext;
 		else
@@ -276,25 +267,56 @@ void tcp_reap_streams(struct r2_tp *tp, struct tcp_thread *th)
 
 /* ---- hello ---- */
 
-/* owner thread; stages the hello in front of the send queue */
-static void stage_hello(struct r2_tp *tp, struct tcp_stream *st, uint64_t dst, int nstreams,
-			uint64_t nonce)
+/* Fresh random bytes (getrandom; the kernel's pool is ready once the
+ * daemon runs). 0 or -errno. */
+static int random_bytes(void *p, size_t n)
 {
-	struct tcp_hello h = {
-		.magic = TCP_HELLO_MAGIC,
-		.version = TCP_HELLO_VERSION,
-		.stream = (uint16_t)st->idx,
-		.nstreams = (uint16_t)nstreams,
-		.rail = (uint16_t)tp->cfg.rail,
-		.max_msg = tp->cfg.max_msg,
-		.self_id = tp->cfg.self_id,
-		.dst_id = dst,
-		.nonce = nonce,
-	};
-	hello_le(&h);
+	uint8_t *b = p;
+
+	while (n) {
+		ssize_t r = getrandom(b, n, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static const uint8_t *auth_key(struct r2_tp *tp, size_t *len)
+{
+	*len = tp->cfg.auth == R2_TP_AUTH_KEY ? tp->cfg.auth_key_len : 0;
+	return tp->cfg.auth_key;
+}
+
+/* The hello this side sends: type, ids, stream and connection; flags say
+ * whether it carries a proof. */
+static void hello_fill(struct r2_tp *tp, struct tcp_hello *h, int type, int idx, uint64_t dst,
+		       int nstreams, uint64_t nonce)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = TCP_HELLO_MAGIC;
+	h->version = TCP_HELLO_VERSION;
+	h->type = (uint8_t)type;
+	h->flags = tp->cfg.auth == R2_TP_AUTH_KEY ? TCP_HELLO_F_AUTH : 0;
+	h->stream = (uint16_t)idx;
+	h->nstreams = (uint16_t)nstreams;
+	h->rail = (uint16_t)tp->cfg.rail;
+	h->max_msg = tp->cfg.max_msg;
+	h->self_id = tp->cfg.self_id;
+	h->dst_id = dst;
+	h->nonce = nonce;
+}
+
+/* owner thread; stages a packed hello in front of the send queue */
+static void stage_hello(struct tcp_stream *st, const struct tcp_hello *h)
+{
 	pthread_mutex_lock(&st->qlock);
-	memcpy(st->hello_out, &h, sizeof(h));
-	st->hello_left = sizeof(h);
+	tcp_hello_pack(h, st->hello_out);
+	st->hello_left = TCP_HELLO_SIZE;
 	tcp_arm_out(st);
 	pthread_mutex_unlock(&st->qlock);
 }
@@ -311,46 +333,140 @@ static void stream_up(struct r2_tp *tp, struct tcp_peer *p, struct tcp_stream *s
 	}
 }
 
-int tcp_hello_in(struct r2_tp *tp, struct tcp_stream *st)
+static const char *refusal(int r)
 {
-	struct tcp_hello h = st->rx_h.hello;
-	int ret = 0;
+	switch (r) {
+	case -EACCES:
+		return "wrong cluster key, or one side has none (peer_auth)";
+	case -EPERM:
+		return "no cluster key here (cluster_key_file): every peer is refused";
+	case -EMSGSIZE:
+		return "not a hello";
+	default:
+		return "malformed or not for this daemon";
+	}
+}
 
-	hello_le(&h);
-	if (h.magic != TCP_HELLO_MAGIC || h.version != TCP_HELLO_VERSION)
-		return -EPROTO;
-	if (h.dst_id != tp->cfg.self_id || h.self_id == tp->cfg.self_id)
-		return -EPROTO;
+/* A refused hello: said (rate-limited: anyone on a rail network can send
+ * them), and the stream closed by the caller. Never touches a peer. */
+static int refuse(struct r2_tp *tp, struct tcp_stream *st, const struct tcp_hello *h, int r)
+{
+	char a[INET_ADDRSTRLEN] = "?";
 
+	if (st->role == ROLE_ACCEPT)
+		inet_ntop(AF_INET, &st->raddr, a, sizeof(a));
+	log_warn_rl("tcp %s: hello %s %s (claims daemon %016llx) refused: %s", tp->cfg.ifname,
+		    st->role == ROLE_ACCEPT ? "from" : "answered by",
+		    st->role == ROLE_ACCEPT ? a : "the peer dialed",
+		    h ? (unsigned long long)h->self_id : 0ull, refusal(r));
+	return r;
+}
+
+/* Dialer: the ANSWER to our DIAL; when it checks out, our PROOF. */
+static int answer_in(struct r2_tp *tp, struct tcp_stream *st, const struct tcp_hello *h)
+{
+	size_t klen;
+	const uint8_t *key = auth_key(tp, &klen);
+	int r = tcp_hello_check_answer(key, klen, &st->hs_dial, h);
+
+	if (r < 0)
+		return refuse(tp, st, h, r);
+	st->hs_answer = *h;
 	pthread_mutex_lock(&tp->b.lock);
-	if (st->role == ROLE_DIAL) {
-		struct tcp_peer *p = st->peer;
-		if (!p || p->h.failed)
-			ret = -ECONNABORTED;
-		else if (h.self_id != p->h.id || h.stream != st->idx || h.nonce != p->nonce ||
-			 h.nstreams != p->nstreams)
-			ret = -EPROTO;
-		else {
-			p->max_msg = h.max_msg;
-			stream_up(tp, p, st);
-		}
+	struct tcp_peer *p = st->peer;
+	if (!p || p->h.failed) {
 		pthread_mutex_unlock(&tp->b.lock);
-		return ret;
+		return -ECONNABORTED;
 	}
+	struct tcp_hello proof;
+	hello_fill(tp, &proof, TCP_HELLO_PROOF, st->idx, p->h.id, p->nstreams, p->nonce);
+	if (klen)
+		tcp_hello_mac(key, klen, TCP_HELLO_PROOF, &st->hs_dial, h, proof.mac);
+	stage_hello(st, &proof);
+	p->max_msg = h->max_msg;
+	st->rx_phase = RX_PROOF; /* the acceptor's OK next */
+	pthread_mutex_unlock(&tp->b.lock);
+	return 0;
+}
 
-	/* acceptor */
-	if (h.nstreams == 0 || h.nstreams > TCP_MAX_STREAMS || h.stream >= h.nstreams) {
+/* Dialer: the acceptor took the stream (OK): up. */
+static int ok_in(struct r2_tp *tp, struct tcp_stream *st, const struct tcp_hello *h)
+{
+	int r = tcp_hello_check_ok(&st->hs_dial, h);
+
+	if (r < 0)
+		return refuse(tp, st, h, r);
+	pthread_mutex_lock(&tp->b.lock);
+	struct tcp_peer *p = st->peer;
+	if (!p || p->h.failed) {
 		pthread_mutex_unlock(&tp->b.lock);
-		return -EPROTO;
+		return -ECONNABORTED;
 	}
-	struct tcp_peer *p = tcp_peer_find(tp, h.self_id);
-	if (p && p->role == ROLE_ACCEPT && p->nonce == h.nonce && !p->streams[h.stream] &&
-	    p->nstreams == h.nstreams) {
+	st->rx_phase = RX_HDR;
+	stream_up(tp, p, st);
+	pthread_mutex_unlock(&tp->b.lock);
+	return 0;
+}
+
+/* Acceptor: a DIAL. Checked on its own (nothing here changes: no peer is
+ * looked up for more than the simultaneous dial rule) and answered with our
+ * challenge and proof; the stream waits for the dialer's PROOF. */
+static int dial_in(struct r2_tp *tp, struct tcp_stream *st, const struct tcp_hello *h)
+{
+	size_t klen;
+	const uint8_t *key = auth_key(tp, &klen);
+
+	if (tp->cfg.auth == R2_TP_AUTH_REFUSE)
+		return refuse(tp, st, h, -EPERM);
+	if (h->type != TCP_HELLO_DIAL || h->dst_id != tp->cfg.self_id ||
+	    h->self_id == tp->cfg.self_id || h->nstreams == 0 || h->nstreams > TCP_MAX_STREAMS ||
+	    h->stream >= h->nstreams)
+		return refuse(tp, st, h, -EPROTO);
+	if (!!(h->flags & TCP_HELLO_F_AUTH) != (klen > 0))
+		return refuse(tp, st, h, -EACCES);
+	pthread_mutex_lock(&tp->b.lock);
+	struct tcp_peer *p = tcp_peer_find(tp, h->self_id);
+	/* Both sides dialed: the lower id's connection wins; ours does. */
+	bool ours_wins = p && p->role == ROLE_DIAL && !p->h.failed && h->self_id > tp->cfg.self_id;
+	pthread_mutex_unlock(&tp->b.lock);
+	if (ours_wins)
+		return -EPROTO; /* it drops its own dial quietly */
+
+	struct tcp_hello ans;
+	hello_fill(tp, &ans, TCP_HELLO_ANSWER, h->stream, h->self_id, h->nstreams, h->nonce);
+	int r = random_bytes(ans.chal, sizeof(ans.chal));
+	if (r < 0)
+		return r;
+	if (klen)
+		tcp_hello_mac(key, klen, TCP_HELLO_ANSWER, h, &ans, ans.mac);
+	st->hs_dial = *h;
+	st->hs_answer = ans;
+	st->rx_phase = RX_PROOF;
+	stage_hello(st, &ans);
+	return 0;
+}
+
+/* Acceptor: the dialer's PROOF. Only now, authenticated, does the stream
+ * join a connection, and may a new connection replace a live one of the
+ * same daemon (it reconnected). */
+static int proof_in(struct r2_tp *tp, struct tcp_stream *st, const struct tcp_hello *h)
+{
+	size_t klen;
+	const uint8_t *key = auth_key(tp, &klen);
+	const struct tcp_hello *dh = &st->hs_dial;
+	int r = tcp_hello_check_proof(key, klen, dh, &st->hs_answer, h);
+
+	if (r < 0)
+		return refuse(tp, st, h, r);
+	pthread_mutex_lock(&tp->b.lock);
+	struct tcp_peer *p = tcp_peer_find(tp, dh->self_id);
+	if (p && p->role == ROLE_ACCEPT && p->nonce == dh->nonce && !p->streams[dh->stream] &&
+	    p->nstreams == dh->nstreams) {
 		/* one more stream of the connection being set up */
 	} else {
 		if (p && p->role == ROLE_DIAL && !p->h.failed) {
 			/* Both sides dialed: the lower id's connection wins. */
-			if (h.self_id > tp->cfg.self_id) {
+			if (dh->self_id > tp->cfg.self_id) {
 				pthread_mutex_unlock(&tp->b.lock);
 				return -EPROTO; /* ours wins; it drops its own quietly */
 			}
@@ -359,21 +475,45 @@ int tcp_hello_in(struct r2_tp *tp, struct tcp_stream *st)
 		}
 		if (p) /* the peer reconnected: the old connection is gone */
 			tcp_peer_fail(tp, p, -ECONNRESET, true);
-		p = peer_new(tp, h.self_id, ROLE_ACCEPT, h.nstreams, h.nonce);
+		p = peer_new(tp, dh->self_id, ROLE_ACCEPT, dh->nstreams, dh->nonce);
 		if (!p) {
 			pthread_mutex_unlock(&tp->b.lock);
 			return -ENOMEM;
 		}
 	}
-	p->max_msg = h.max_msg;
-	st->idx = h.stream;
+	if (st->prehello) {
+		st->prehello = false;
+		tp->prehello--;
+	}
+	p->max_msg = dh->max_msg;
+	st->idx = dh->stream;
 	st->peer = p;
-	p->streams[h.stream] = st;
+	p->streams[dh->stream] = st;
 	p->nattached++;
-	stage_hello(tp, st, h.self_id, h.nstreams, h.nonce);
+	st->rx_phase = RX_HDR;
+	struct tcp_hello ok;
+	hello_fill(tp, &ok, TCP_HELLO_OK, dh->stream, dh->self_id, dh->nstreams, dh->nonce);
+	stage_hello(st, &ok); /* before anything sent after CONN */
 	stream_up(tp, p, st);
 	pthread_mutex_unlock(&tp->b.lock);
 	return 0;
+}
+
+/* A whole hello is in st->rx_h.raw (owner thread): the next step of the
+ * exchange, which sets st->rx_phase. <0: the stream is closed (a dialer's
+ * failure fails its connection). */
+int tcp_hello_in(struct r2_tp *tp, struct tcp_stream *st)
+{
+	struct tcp_hello h;
+	int r = tcp_hello_unpack(st->rx_h.raw, TCP_HELLO_SIZE, &h);
+
+	if (r < 0)
+		return refuse(tp, st, NULL, r);
+	if (st->role == ROLE_DIAL)
+		return st->rx_phase == RX_HELLO ? answer_in(tp, st, &h) : ok_in(tp, st, &h);
+	if (st->rx_phase == RX_HELLO)
+		return dial_in(tp, st, &h);
+	return proof_in(tp, st, &h);
 }
 
 /* ---- dialing and accepting ---- */
@@ -396,29 +536,61 @@ void tcp_on_connected(struct r2_tp *tp, struct tcp_stream *st)
 		return;
 	}
 	st->state = ST_HELLO;
-	uint64_t id = p->h.id, nonce = p->nonce;
-	int ns = p->nstreams;
+	hello_fill(tp, &st->hs_dial, TCP_HELLO_DIAL, st->idx, p->h.id, p->nstreams, p->nonce);
 	pthread_mutex_unlock(&tp->b.lock);
-	stage_hello(tp, st, id, ns, nonce);
+	int r = random_bytes(st->hs_dial.chal, sizeof(st->hs_dial.chal));
+	if (r < 0) {
+		tcp_stream_fail(tp, st, r);
+		return;
+	}
+	stage_hello(st, &st->hs_dial);
+}
+
+/* under tp->b.lock: accepted streams still before their PROOF from addr */
+static unsigned prehello_from(struct r2_tp *tp, struct in_addr addr)
+{
+	unsigned n = 0;
+
+	for (struct tcp_stream *st = tp->streams; st; st = st->anext)
+		n += st->prehello && st->raddr.s_addr == addr.s_addr;
+	return n;
 }
 
 void tcp_on_listen(struct r2_tp *tp)
 {
 	for (int i = 0; i < 64; i++) {
-		int fd = accept4(tp->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_in ra = { 0 };
+		socklen_t rl = sizeof(ra);
+		int fd = accept4(tp->lfd, (struct sockaddr *)&ra, &rl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK) {
-				log_warn("tcp %s: accept: %s", tp->cfg.ifname, strerror(errno));
+				log_warn_rl("tcp %s: accept: %s", tp->cfg.ifname, strerror(errno));
 				if (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||
 				    errno == ENOBUFS)
 					usleep(10000); /* do not spin */
 			}
 			return;
 		}
-		set_sockopts(tp, fd);
 		pthread_mutex_lock(&tp->b.lock);
+		/* streams that have not proved the key yet: capped in all and
+		 * per source address, so that no one address (nor a crowd of
+		 * them) holds the daemon's fds and memory */
+		bool all = tp->prehello >= tp->cfg.prehello_max;
+		if (all || prehello_from(tp, ra.sin_addr) >= tp->cfg.prehello_per_addr) {
+			pthread_mutex_unlock(&tp->b.lock);
+			char a[INET_ADDRSTRLEN] = "?";
+			inet_ntop(AF_INET, &ra.sin_addr, a, sizeof(a));
+			log_warn_rl("tcp %s: connection from %s closed: %u connections %s have "
+				    "not finished their hello (peer_max_prehello%s)",
+				    tp->cfg.ifname, a,
+				    all ? tp->cfg.prehello_max : tp->cfg.prehello_per_addr,
+				    all ? "in all" : "from that address", all ? "" : "_per_addr");
+			close(fd);
+			continue;
+		}
+		set_sockopts(tp, fd);
 		struct tcp_stream *st = stream_new(tp, fd, ROLE_ACCEPT);
 		if (!st) {
 			pthread_mutex_unlock(&tp->b.lock);
@@ -427,6 +599,9 @@ void tcp_on_listen(struct r2_tp *tp)
 		}
 		st->state = ST_HELLO;
 		st->ev_out = false;
+		st->raddr = ra.sin_addr;
+		st->prehello = true;
+		tp->prehello++;
 		if (tcp_epoll_set(st->th, EPOLL_CTL_ADD, fd, EPOLLIN, &st->obj) < 0)
 			tcp_stream_kill(st, -ENOMEM);
 		pthread_mutex_unlock(&tp->b.lock);
@@ -441,6 +616,8 @@ int tcp_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, uint16_
 
 	if (peer_id == tp->cfg.self_id)
 		return -EINVAL;
+	if (tp->cfg.auth == R2_TP_AUTH_REFUSE)
+		return -EPERM; /* no cluster key: no peer would accept us */
 	pthread_mutex_lock(&tp->b.lock);
 	struct tcp_peer *p = tcp_peer_find(tp, peer_id);
 	if (p && !p->h.failed) {
@@ -472,7 +649,10 @@ int tcp_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, uint16_
 		}
 	}
 
-	uint64_t nonce = r2_tp_now_ns() ^ ((uint64_t)(uintptr_t)tp << 16) ^ (peer_id * 0x9e3779b97f4a7c15ull);
+	uint64_t nonce;
+	ret = random_bytes(&nonce, sizeof(nonce));
+	if (ret < 0)
+		goto fail;
 	pthread_mutex_lock(&tp->b.lock);
 	p = tcp_peer_find(tp, peer_id);
 	if (p && !p->h.failed) { /* lost a race with another connect or an accept */

@@ -179,7 +179,8 @@ static int rx_consume(struct r2_tp *tp, struct tcp_stream *st, const uint8_t *d,
 				deliver(tp, st);
 			continue;
 		}
-		uint32_t want = st->rx_phase == RX_HELLO ? (uint32_t)sizeof(struct tcp_hello) : HDR_SIZE;
+		bool hello = st->rx_phase == RX_HELLO || st->rx_phase == RX_PROOF;
+		uint32_t want = hello ? TCP_HELLO_SIZE : HDR_SIZE;
 		size_t c = want - st->rx_hgot;
 		if (c > n)
 			c = n;
@@ -189,12 +190,11 @@ static int rx_consume(struct r2_tp *tp, struct tcp_stream *st, const uint8_t *d,
 		n -= c;
 		if (st->rx_hgot < want)
 			continue;
-		if (st->rx_phase == RX_HELLO) {
-			r = tcp_hello_in(tp, st);
+		if (hello) {
+			st->rx_hgot = 0;
+			r = tcp_hello_in(tp, st); /* sets the next phase */
 			if (r < 0)
 				return r;
-			st->rx_phase = RX_HDR;
-			st->rx_hgot = 0;
 		} else {
 			r = hdr_in(tp, st);
 			if (r < 0)

@@ -49,6 +49,9 @@
 #define TCP_TX_BATCH (8u << 20)
 #define TCP_TX_ROUNDS 8
 #define HDR_SIZE R2_TP_HDR_SIZE
+#define TCP_DEFAULT_HELLO_TIMEOUT_MS 3000u
+#define TCP_DEFAULT_PREHELLO_MAX 256u
+#define TCP_DEFAULT_PREHELLO_PER_ADDR 16u
 
 /* pool size classes: 4 KiB .. 64 MiB */
 #define POOL_MIN_SHIFT 12
@@ -60,7 +63,7 @@
 
 enum { OBJ_WAKE = 1, OBJ_LISTEN, OBJ_STREAM };
 enum { ST_CONNECTING = 1, ST_HELLO, ST_UP };
-enum { RX_HELLO = 1, RX_HDR, RX_PAYLOAD };
+enum { RX_HELLO = 1, RX_PROOF, RX_HDR, RX_PAYLOAD }; /* RX_PROOF: acceptor, after its ANSWER */
 enum { ROLE_DIAL = 1, ROLE_ACCEPT };
 
 struct tcp_obj {
@@ -93,21 +96,26 @@ struct tcp_stream {
 	int fail_status;           /* under tp->b.lock, set with dead */
 	uint64_t t_start;
 	uint64_t nonce;            /* dialer: the connection's nonce */
+	/* the hello exchange (owner thread): the DIAL (sent or received) and
+	 * the ANSWER, which both proofs cover (tcp_wire.h) */
+	struct tcp_hello hs_dial, hs_answer;
+	/* acceptor: counted in tp->prehello until its PROOF checks out */
+	bool prehello;             /* under tp->b.lock */
+	struct in_addr raddr;      /* acceptor: the dialer's address */
 
 	/* tx: queue under qlock, consumed only by the owner */
 	pthread_mutex_t qlock;
 	struct tcp_msg *q_head, *q_tail;
 	bool ev_out;               /* EPOLLOUT armed (under qlock) */
-	uint8_t hello_out[sizeof(struct tcp_hello)];
+	uint8_t hello_out[TCP_HELLO_SIZE];
 	uint32_t hello_left;       /* under qlock */
 	_Atomic uint64_t queued;   /* bytes queued (header + payload) */
 
 	/* rx: owner only */
 	int rx_phase;
 	union {
-		struct tcp_hello hello;
 		struct r2_chunk_hdr hdr;
-		uint8_t raw[64];
+		uint8_t raw[TCP_HELLO_SIZE]; /* RX_HELLO, RX_PROOF: a packed hello */
 	} rx_h;
 	uint32_t rx_hgot;
 	uint8_t *rx_buf;
@@ -151,6 +159,7 @@ struct r2_tp {
 	struct tcp_obj listen_obj;
 	atomic_bool stop;
 	atomic_bool cc_warned; /* tcp_congestion refused: said once */
+	unsigned prehello;     /* accepted streams before their PROOF (b.lock) */
 
 	/* b.lock: peers, streams list, stream<->peer links */
 	struct tcp_stream *streams;

@@ -116,6 +116,22 @@ struct r2_tp_config {
 	int ib_gid_index;
 	uint32_t poll_busy_us;    /* progress: busy-poll slice while loaded (default 10) */
 	uint32_t poll_idle_us;    /* no completion for this long: sleep on the channel (default 100) */
+	/* the peer port (docs/security.md): how hellos are authenticated, and
+	 * what an accepted connection may hold before its hello is done */
+	int auth;                 /* enum r2_tp_auth */
+	uint8_t auth_key[64];     /* R2_TP_AUTH_KEY: the HMAC key (the cluster key, or
+				   * its SHA-256 when longer than 64 bytes) */
+	uint32_t auth_key_len;
+	uint32_t hello_timeout_ms; /* an accepted stream's hello done within (0: 3000) */
+	uint32_t prehello_max;    /* accepted streams before their hello, all (0: 256) */
+	uint32_t prehello_per_addr; /* the same from one source address (0: 16) */
+};
+
+/* r2_tp_config.auth */
+enum r2_tp_auth {
+	R2_TP_AUTH_NONE = 0, /* no key on either side (peer_auth = off; unit tests) */
+	R2_TP_AUTH_KEY,      /* every hello proves the cluster key, both ways */
+	R2_TP_AUTH_REFUSE,   /* no key here: every hello refused, no dial made */
 };
 
 /* The providers that can drive a NIC, best first (r2_tp_select). */

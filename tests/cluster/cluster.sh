@@ -64,7 +64,9 @@ Commands:
   daemons start [--hosts I,J,...] [R2CCLD-ARGS...]
         start one r2ccld per host (R2CCLD, default build/daemon/r2ccld) with
         --socket /tmp/PREFIX/hI/r2ccld.sock --config /dev/null --rails rail
-        (later ARGS override these); log in
+        --cluster-key-file /tmp/PREFIX/hI/cluster.key (each host's copy of
+        the cluster's key, /tmp/PREFIX/cluster.key, made at the first start;
+        later ARGS override these); log in
         /tmp/PREFIX/hI/r2ccld.log; waits until every socket exists
   daemons stop [--hosts I,J,...]
         SIGTERM every daemon, wait (then SIGKILL), report exit codes;
@@ -453,12 +455,24 @@ cmd_daemons() {
 	esac
 }
 
+# The cluster's key (peer_auth, docs/security.md): 32 random bytes in
+# base64, made once per cluster; every host gets its own copy, mode 0600, as
+# an operator would install it on each host.
+cluster_key() {
+	[[ -s $DIR/cluster.key ]] && return 0
+	(umask 077 && head -c 32 /dev/urandom | base64 >"$DIR/cluster.key.tmp" &&
+		mv "$DIR/cluster.key.tmp" "$DIR/cluster.key") || die "cannot write $DIR/cluster.key"
+}
+
 daemons_start() {
 	local bin i hd pid t
 	bin=$(r2ccld_path) || exit 1
+	mkdir -p "$DIR"
+	cluster_key
 	for i in "${DHOSTS[@]}"; do
 		hd=$DIR/h$i
 		mkdir -p "$hd"
+		install -m 600 "$DIR/cluster.key" "$hd/cluster.key" || die "cannot write $hd/cluster.key"
 		if [[ -r $hd/r2ccld.pid && ! -e $hd/r2ccld.rc ]] &&
 			kill -0 "$(<"$hd/r2ccld.pid")" 2>/dev/null; then
 			die "daemon of h$i already running (pid $(<"$hd/r2ccld.pid"))"
@@ -479,7 +493,8 @@ daemons_start() {
 				echo "$p" >"$hd/r2ccld.pid.tmp" && mv "$hd/r2ccld.pid.tmp" "$hd/r2ccld.pid"
 				wait "$p"
 				echo $? >"$hd/r2ccld.rc"' _ "$hd" \
-				"$bin" --socket "$hd/r2ccld.sock" --config /dev/null --rails rail "$@"
+				"$bin" --socket "$hd/r2ccld.sock" --config /dev/null --rails rail \
+				--cluster-key-file "$hd/cluster.key" "$@"
 		) </dev/null >"$hd/r2ccld.log" 2>&1 &
 	done
 	# Wait (bounded) for every socket.

@@ -52,6 +52,9 @@ MPEER=RAIL${MR}_PEER MPEER=${!MPEER}
 
 # ---- mailbox: put NAME FILE (to the peer), wait_box NAME SECS ----
 mkdir -p /tmp/mbox /tmp/r2
+# the guests' cluster key (peer_auth, docs/security.md): the same on both, a
+# test's key, so written from a fixed text; mode 0600 as r2ccld requires
+(umask 077 && echo "r2ccl rdma suite cluster key, not a secret" >/tmp/r2/cluster.key)
 python3 - "$MADDR" <<'PY' >/tmp/mbox.log 2>&1 &
 import os, socket, sys
 s = socket.socket()
@@ -105,6 +108,7 @@ ibv_devices | sed 1,2d | sed 's/^/# /'
 
 # ---- the daemon ----
 ./r2ccld --socket "$SOCK" --rails "$RAIL0_NETDEV,$RAIL1_NETDEV" --log-level info \
+	--cluster-key-file /tmp/r2/cluster.key \
 	--hb-interval 500000 --hb-misses 6 --peer-timeout-ms 5000 --op-timeout-ms 120000 \
 	--bootstrap-timeout-ms 120000 --spin-us 0 >/tmp/r2/d.log 2>&1 &
 dpid=$!
@@ -145,7 +149,8 @@ alt_daemon() {
 	local w0=$1 w1=$2 s=/tmp/r2/alt.sock apid rails
 	shift 2
 	rm -f "$s"
-	./r2ccld --socket "$s" --rails "$RAIL0_NETDEV,$RAIL1_NETDEV" "$@" >/tmp/r2/alt.log 2>&1 &
+	./r2ccld --socket "$s" --rails "$RAIL0_NETDEV,$RAIL1_NETDEV" \
+		--cluster-key-file /tmp/r2/cluster.key "$@" >/tmp/r2/alt.log 2>&1 &
 	apid=$!
 	for _ in $(seq 60); do
 		[ -S "$s" ] && ./r2cclctl --socket "$s" --timeout 1000 status >/dev/null 2>&1 && break

@@ -132,18 +132,29 @@ struct side {
 	bool cheap; /* memset payloads (not verified) */
 };
 
+/* What the next side_open adds to its configuration: peer authentication
+ * and the pre-hello caps (zero: the provider's defaults, no key). */
+static struct r2_tp_config next_cfg;
+
+static void set_key(const char *key)
+{
+	next_cfg.auth = key ? R2_TP_AUTH_KEY : R2_TP_AUTH_NONE;
+	next_cfg.auth_key_len = key ? (uint32_t)strlen(key) : 0;
+	if (key)
+		memcpy(next_cfg.auth_key, key, strlen(key));
+}
+
 static void side_open(struct side *s, uint64_t id, int streams, uint32_t max_msg)
 {
-	struct r2_tp_config cfg = {
-		.ifname = "lo",
-		.port = 0,
-		.rail = 0,
-		.self_id = id,
-		.streams = streams,
-		.nodelay = true,
-		.max_msg = max_msg,
-		.progress_threads = 1,
-	};
+	struct r2_tp_config cfg = next_cfg;
+	snprintf(cfg.ifname, sizeof(cfg.ifname), "lo");
+	cfg.port = 0;
+	cfg.rail = 0;
+	cfg.self_id = id;
+	cfg.streams = streams;
+	cfg.nodelay = true;
+	cfg.max_msg = max_msg;
+	cfg.progress_threads = 1;
 	memset(s, 0, sizeof(*s));
 	inet_pton(AF_INET, "127.0.0.1", &cfg.addr);
 	s->id = id;
@@ -389,8 +400,8 @@ START_TEST(test_connect)
 	ck_assert_int_eq(a.errors + b.errors, 0);
 	uint64_t tx, rx;
 	ops->stats(a.tp, &tx, &rx);
-	ck_assert_uint_ge(tx, 2 * sizeof(struct tcp_hello));
-	ck_assert_uint_ge(rx, 2 * sizeof(struct tcp_hello));
+	ck_assert_uint_ge(tx, 2 * TCP_HELLO_SIZE);
+	ck_assert_uint_ge(rx, 2 * TCP_HELLO_SIZE);
 	side_close(&a);
 	side_close(&b);
 }
@@ -648,13 +659,55 @@ static int raw_wait_closed(int fd)
 	}
 }
 
-static int raw_hello(uint16_t port, uint64_t id, uint64_t dst)
+/* A raw dialer's hello exchange as daemon id to dst (one stream of one):
+ * DIAL, the acceptor's ANSWER into *ans (checked against key, NULL: none),
+ * our PROOF (with key), its OK. Returns the socket. */
+static int raw_hello_key(uint16_t port, uint64_t id, uint64_t dst, const char *key,
+			 struct tcp_hello *ans)
 {
 	int fd = raw_connect(port);
+	uint8_t w[TCP_HELLO_SIZE];
+	size_t kl = key ? strlen(key) : 0;
 	struct tcp_hello h = { .magic = TCP_HELLO_MAGIC, .version = TCP_HELLO_VERSION,
+			       .type = TCP_HELLO_DIAL, .flags = key ? TCP_HELLO_F_AUTH : 0,
 			       .stream = 0, .nstreams = 1, .self_id = id, .dst_id = dst,
 			       .nonce = 42, .max_msg = MB };
-	ck_assert_int_eq(write(fd, &h, sizeof(h)), sizeof(h));
+	memset(h.chal, 0x5a, sizeof(h.chal));
+	tcp_hello_pack(&h, w);
+	ck_assert_int_eq(write(fd, w, sizeof(w)), sizeof(w));
+	ck_assert_int_eq(read(fd, w, sizeof(w)), sizeof(w));
+	ck_assert_int_eq(tcp_hello_unpack(w, sizeof(w), ans), 0);
+	ck_assert_int_eq(tcp_hello_check_answer((const uint8_t *)key, kl, &h, ans), 0);
+	struct tcp_hello p = h;
+	p.type = TCP_HELLO_PROOF;
+	memset(p.chal, 0, sizeof(p.chal));
+	if (kl)
+		tcp_hello_mac((const uint8_t *)key, kl, TCP_HELLO_PROOF, &h, ans, p.mac);
+	tcp_hello_pack(&p, w);
+	ck_assert_int_eq(write(fd, w, sizeof(w)), sizeof(w));
+	struct tcp_hello ok;
+	ck_assert_int_eq(read(fd, w, sizeof(w)), sizeof(w));
+	ck_assert_int_eq(tcp_hello_unpack(w, sizeof(w), &ok), 0);
+	ck_assert_int_eq(tcp_hello_check_ok(&h, &ok), 0);
+	return fd;
+}
+
+static int raw_hello(uint16_t port, uint64_t id, uint64_t dst, struct tcp_hello *ans)
+{
+	return raw_hello_key(port, id, dst, NULL, ans);
+}
+
+/* A raw DIAL alone (answered or not); returns the socket. */
+static int raw_dial(uint16_t port, uint64_t id, uint64_t dst, bool auth)
+{
+	int fd = raw_connect(port);
+	uint8_t w[TCP_HELLO_SIZE];
+	struct tcp_hello h = { .magic = TCP_HELLO_MAGIC, .version = TCP_HELLO_VERSION,
+			       .type = TCP_HELLO_DIAL, .flags = auth ? TCP_HELLO_F_AUTH : 0,
+			       .stream = 0, .nstreams = 1, .self_id = id, .dst_id = dst,
+			       .nonce = 43, .max_msg = MB };
+	tcp_hello_pack(&h, w);
+	ck_assert_int_eq(write(fd, w, sizeof(w)), sizeof(w));
 	return fd;
 }
 
@@ -668,21 +721,24 @@ START_TEST(test_malformed)
 	side_open(a, 10, 2, MB);
 	/* garbage instead of a hello: closed, nothing reported */
 	fd = raw_connect(a->port);
-	ck_assert_int_eq(write(fd, "GET / HTTP/1.0\r\n\r\n0123456789012345678901", 40), 40);
+	char junk[TCP_HELLO_SIZE + 4];
+	memset(junk, 'x', sizeof(junk));
+	memcpy(junk, "GET / HTTP/1.0\r\n\r\n", 18);
+	ck_assert_int_eq(write(fd, junk, sizeof(junk)), sizeof(junk));
 	ck_assert_int_eq(raw_wait_closed(fd), 0);
 	close(fd);
-	/* a hello meant for another daemon: closed */
-	fd = raw_hello(a->port, 5, 11);
+	/* a hello meant for another daemon: closed, not answered */
+	fd = raw_dial(a->port, 5, 11, false);
 	ck_assert_int_eq(raw_wait_closed(fd), 0);
 	close(fd);
 	pump(ss, 1, 100, NULL);
 	ck_assert_int_eq(a->conn + a->errors, 0);
 
 	/* a good hello, then a header with a bad magic: that peer fails */
-	fd = raw_hello(a->port, 5, 10);
 	struct tcp_hello r;
-	ck_assert_int_eq(read(fd, &r, sizeof(r)), sizeof(r));
+	fd = raw_hello(a->port, 5, 10, &r);
 	ck_assert_uint_eq(r.magic, TCP_HELLO_MAGIC);
+	ck_assert_uint_eq(r.type, TCP_HELLO_ANSWER);
 	ck_assert_uint_eq(r.self_id, 10);
 	ck_assert_uint_eq(r.dst_id, 5);
 	ck_assert_uint_eq(r.nonce, 42);
@@ -700,8 +756,7 @@ START_TEST(test_malformed)
 	ck_assert_int_eq(a->err_status, -EPROTO);
 
 	/* a header with len > max_msg */
-	fd = raw_hello(a->port, 6, 10);
-	ck_assert_int_eq(read(fd, &r, sizeof(r)), sizeof(r));
+	fd = raw_hello(a->port, 6, 10, &r);
 	make_hdr(&h, 6, 10, 0, MB + 1);
 	ck_assert_int_eq(write(fd, &h, sizeof(h)), sizeof(h));
 	ck_assert_int_eq(raw_wait_closed(fd), 0);
@@ -712,8 +767,7 @@ START_TEST(test_malformed)
 	ck_assert_uint_eq(a->err_peer, 6);
 
 	/* a good message from a raw peer, then EOF mid-payload */
-	fd = raw_hello(a->port, 7, 10);
-	ck_assert_int_eq(read(fd, &r, sizeof(r)), sizeof(r));
+	fd = raw_hello(a->port, 7, 10, &r);
 	make_hdr(&h, 7, 10, 3, 5);
 	ck_assert_int_eq(write(fd, &h, sizeof(h)), sizeof(h));
 	ck_assert_int_eq(write(fd, "hello", 5), 5);
@@ -746,6 +800,223 @@ START_TEST(test_malformed)
 	/* too big for the peer: refused at post */
 	make_hdr(&h, 3, 10, 0, MB + 1);
 	ck_assert_int_eq(ops->post_send(b->tp, 10, &h, b, 0), -EMSGSIZE);
+	side_close(a);
+	side_close(b);
+	free(a);
+	free(b);
+}
+END_TEST
+
+/* 1 when a whole hello comes back (answered), 0 when the socket is closed
+ * without one, -1 on timeout. */
+static int raw_answered(int fd)
+{
+	uint8_t w[TCP_HELLO_SIZE];
+	size_t got = 0;
+	for (;;) {
+		ssize_t n = read(fd, w + got, sizeof(w) - got);
+		if (n > 0) {
+			got += (size_t)n;
+			if (got == sizeof(w))
+				return 1;
+			continue;
+		}
+		if (n == 0 || errno == ECONNRESET)
+			return 0;
+		return -1;
+	}
+}
+
+/* With a cluster key: peers with it connect and exchange traffic; a hello
+ * with another key, or none, claiming the live peer's id is refused and
+ * leaves the live connection alone (no ERROR, traffic goes on); only an
+ * authenticated hello from that id replaces the connection. */
+START_TEST(test_auth_key)
+{
+	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct side *ss[2] = { a, b };
+	struct tcp_hello ans;
+	int fd;
+
+	set_key("cluster key one, shared");
+	/* b has the lower id: its dial wins, a holds the accepted connection
+	 * (a DIAL claiming the peer a dialed itself is refused unanswered by
+	 * the simultaneous dial rule, test_simultaneous_dial) */
+	side_open(a, 2, 2, MB);
+	side_open(b, 1, 2, MB);
+	connect_pair(a, b);
+
+	for (int i = 0; i < 10; i++) {
+		/* a forged proof claiming b: a answers, the PROOF fails, closed */
+		fd = raw_dial(a->port, 1, 2, true);
+		ck_assert_int_eq(raw_answered(fd), 1);
+		uint8_t w[TCP_HELLO_SIZE];
+		struct tcp_hello pr = { .magic = TCP_HELLO_MAGIC, .version = TCP_HELLO_VERSION,
+					.type = TCP_HELLO_PROOF, .flags = TCP_HELLO_F_AUTH,
+					.nstreams = 1, .self_id = 1, .dst_id = 2, .nonce = 43,
+					.max_msg = MB };
+		memset(pr.mac, i, sizeof(pr.mac));
+		tcp_hello_pack(&pr, w);
+		ck_assert_int_eq(write(fd, w, sizeof(w)), sizeof(w));
+		ck_assert_int_eq(raw_wait_closed(fd), 0);
+		close(fd);
+		/* no proof at all (peer_auth = off over there): not answered */
+		fd = raw_dial(a->port, 1, 2, false);
+		ck_assert_int_eq(raw_answered(fd), 0);
+		close(fd);
+	}
+	/* a whole exchange with the wrong key: the answer does not verify
+	 * for the attacker, and its PROOF with that key is refused */
+	fd = raw_connect(a->port);
+	{
+		uint8_t w[TCP_HELLO_SIZE];
+		const char *bad = "cluster key two, guessed";
+		struct tcp_hello h = { .magic = TCP_HELLO_MAGIC, .version = TCP_HELLO_VERSION,
+				       .type = TCP_HELLO_DIAL, .flags = TCP_HELLO_F_AUTH,
+				       .nstreams = 1, .self_id = 1, .dst_id = 2, .nonce = 9,
+				       .max_msg = MB };
+		tcp_hello_pack(&h, w);
+		ck_assert_int_eq(write(fd, w, sizeof(w)), sizeof(w));
+		ck_assert_int_eq(read(fd, w, sizeof(w)), sizeof(w));
+		ck_assert_int_eq(tcp_hello_unpack(w, sizeof(w), &ans), 0);
+		ck_assert_int_eq(tcp_hello_check_answer((const uint8_t *)bad, strlen(bad), &h, &ans),
+				 -EACCES);
+		struct tcp_hello pr = h;
+		pr.type = TCP_HELLO_PROOF;
+		tcp_hello_mac((const uint8_t *)bad, strlen(bad), TCP_HELLO_PROOF, &h, &ans, pr.mac);
+		tcp_hello_pack(&pr, w);
+		ck_assert_int_eq(write(fd, w, sizeof(w)), sizeof(w));
+		ck_assert_int_eq(raw_wait_closed(fd), 0);
+		close(fd);
+	}
+	/* the live connection never noticed: traffic both ways, no ERROR */
+	a->nmsg = b->nmsg = 100;
+	a->maxlen = b->maxlen = 100000;
+	ck_assert(pump(ss, 2, 10000, all_traffic_done));
+	ck_assert_int_eq(a->recv_bad + b->recv_bad + a->send_bad + b->send_bad, 0);
+	ck_assert_int_eq(a->errors + b->errors, 0);
+	ck_assert_int_eq(a->conn, 1);
+
+	/* the key's holder reconnecting as b: that one replaces the connection */
+	fd = raw_hello_key(a->port, 1, 2, "cluster key one, shared", &ans);
+	pump(ss, 2, 300, NULL);
+	ck_assert_int_eq(a->errors, 1);
+	ck_assert_uint_eq(a->err_peer, 1);
+	ck_assert_int_eq(a->conn, 2);
+	close(fd);
+	side_close(a);
+	side_close(b);
+	free(a);
+	free(b);
+	set_key(NULL);
+}
+END_TEST
+
+static bool a_failed(struct side **ss, int n)
+{
+	(void)n;
+	return ss[0]->errors > 0;
+}
+
+/* Two daemons with different keys (or one without) never connect; the
+ * dialer's connect completes with ERROR, the acceptor reports nothing. A
+ * daemon without a key (R2_TP_AUTH_REFUSE) makes no dial and answers none. */
+START_TEST(test_auth_mismatch)
+{
+	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct side *ss[2] = { a, b };
+	struct in_addr lo;
+
+	inet_pton(AF_INET, "127.0.0.1", &lo);
+	for (int round = 0; round < 3; round++) {
+		set_key("cluster key one, shared");
+		side_open(a, 1, 2, MB);
+		if (round == 0)
+			set_key("cluster key two, other");
+		else if (round == 1)
+			set_key(NULL); /* peer_auth = off there */
+		else
+			next_cfg.auth = R2_TP_AUTH_REFUSE;
+		side_open(b, 2, 2, MB);
+		ck_assert_int_eq(ops->connect(a->tp, 2, lo, b->port), 0);
+		ck_assert(pump(ss, 2, 5000, a_failed));
+		pump(ss, 2, 100, NULL);
+		ck_assert_int_eq(a->conn + b->conn, 0);
+		ck_assert_int_eq(a->errors, 1);
+		ck_assert_uint_eq(a->err_peer, 2);
+		ck_assert_int_eq(b->errors, 0);
+		if (round == 2) {
+			ck_assert_int_eq(ops->connect(b->tp, 1, lo, a->port), -EPERM);
+			int fd = raw_dial(b->port, 1, 2, true);
+			ck_assert_int_eq(raw_answered(fd), 0);
+			close(fd);
+		}
+		side_close(a);
+		side_close(b);
+		set_key(NULL);
+	}
+	free(a);
+	free(b);
+}
+END_TEST
+
+static int raw_connect_from(uint16_t port, const char *src)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in la = { .sin_family = AF_INET };
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, src, &la.sin_addr);
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&la, sizeof(la)), 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	struct timeval tv = { .tv_sec = 3 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Accepted streams before their hello: capped per source address and in
+ * all (more are closed at once), and closed at the hello deadline; the
+ * daemon keeps serving real peers meanwhile. */
+START_TEST(test_prehello_caps)
+{
+	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	int fd[8];
+	struct pollfd pfd;
+
+	next_cfg.prehello_max = 5;
+	next_cfg.prehello_per_addr = 3;
+	next_cfg.hello_timeout_ms = 1000;
+	side_open(a, 1, 2, MB);
+	memset(&next_cfg, 0, sizeof(next_cfg));
+	/* 3 from 127.0.0.2 held, the 4th closed at once */
+	for (int i = 0; i < 4; i++)
+		fd[i] = raw_connect_from(a->port, "127.0.0.2");
+	usleep(200000);
+	for (int i = 0; i < 4; i++) {
+		pfd = (struct pollfd){ .fd = fd[i], .events = POLLIN };
+		ck_assert_msg(poll(&pfd, 1, 0) == (i == 3), "connection %d", i);
+	}
+	/* 2 more from 127.0.0.3 (5 in all), the 3rd closed: the overall cap */
+	for (int i = 4; i < 7; i++)
+		fd[i] = raw_connect_from(a->port, "127.0.0.3");
+	usleep(200000);
+	for (int i = 4; i < 7; i++) {
+		pfd = (struct pollfd){ .fd = fd[i], .events = POLLIN };
+		ck_assert_msg(poll(&pfd, 1, 0) == (i == 6), "connection %d", i);
+	}
+	/* a truncated hello on one of them changes nothing */
+	ck_assert_int_eq(write(fd[0], "2TCH", 4), 4);
+	/* the deadline: every held one closed within about a second */
+	uint64_t t0 = now_ms();
+	for (int i = 0; i < 7; i++)
+		ck_assert_int_ge(raw_wait_closed(fd[i]), 0);
+	ck_assert_uint_le(now_ms() - t0, 2000);
+	for (int i = 0; i < 7; i++)
+		close(fd[i]);
+	/* and a real peer connects */
+	side_open(b, 2, 2, MB);
+	connect_pair(b, a);
 	side_close(a);
 	side_close(b);
 	free(a);
@@ -895,6 +1166,9 @@ static Suite *suite(void)
 	ADD(disconnect_reconnect);
 	ADD(malformed);
 	ADD(close_pending);
+	ADD(auth_key);
+	ADD(auth_mismatch);
+	ADD(prehello_caps);
 	ADD(provider_table);
 #undef ADD
 	return s;
