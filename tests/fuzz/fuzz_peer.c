@@ -15,17 +15,23 @@
  *   heartbeats) take them from the transport as they take any message. The
  *   payload is hdr.len bytes (cut to what the input holds). ctl bit 1 puts
  *   the communicator's key in hdr.comm, bit 2 the right magic (the fuzzer
- *   cannot learn a key that changes when a communicator is rebuilt); the
- *   bytes of the seeds' unique id in a payload are replaced by the
- *   communicator's own. With mode bit 0 an AllReduce runs on A and B while
+ *   cannot learn a key that changes when a communicator is rebuilt; with
+ *   ctl bit 4 the key of the communicator A joins at C, below); the bytes
+ *   of the seeds' unique ids in a payload are replaced by the
+ *   communicators' own. With mode bit 0 an AllReduce runs on A and B while
  *   the messages come, so they meet a running rail phase; both ranks must
- *   complete (any status) in time. A communicator the input broke is made
- *   again for the next input.
+ *   complete (any status) in time. With mode bit 1, A first joins a new
+ *   2-rank communicator rooted at C, whose second rank never comes: A waits
+ *   for its MEMBERSHIP, which the input may send from C. A communicator of
+ *   A and B that the input broke is made again for the next input.
  * - bit 7 set: a TCP stream into the tcp provider (daemon/transport/tcp*.c):
  *   a real instance listens on 127.0.0.1, the harness connects, writes the
  *   rest of the input (the stream hello of tcp_wire.h, chunk headers,
  *   payloads) and shuts its side down; the provider must close the stream.
  *   Its completions are taken and released.
+ *
+ * Checks besides the sanitizers: the AllReduce ends, A's orphan chunks stay
+ * within their caps and age (exec_rail_mbox.c), the TCP stream is closed.
  *
  * The harness waits for A to have taken every message: after them it sends a
  * heartbeat with a marked clock on each rail, whose answer (A's rails thread
@@ -47,6 +53,7 @@
 #include <unistd.h>
 
 #include "engine/comm.h"
+#include "engine/exec_rail_int.h"
 #include "engine/source.h"
 #include "host.h"
 #include "log.h"
@@ -54,6 +61,7 @@
 #include "r2ccl.pb-c.h"
 #include "seeds.h"
 #include "transport/transport.h"
+#include "util.h"
 
 #define MARK_DELTA_US 7000000ull /* the marker heartbeat's clock: 7 s back */
 #define NELEMS 4096              /* floats of the AllReduce */
@@ -190,10 +198,11 @@ static struct fsess *sess_new(struct fz_host *h)
 /* ---- the cluster ---- */
 
 static struct fz_host *ha, *hb, *hc;
-static struct fsess *sa, *sb;
-static struct r2_uid uid, seed_uid;
-static uint64_t key;
-static uint64_t nonce = 0x5eed;
+static struct fsess *sa, *sb, *sj;
+static struct r2_uid uid, seed_uid;   /* A and B's communicator */
+static struct r2_uid juid, seed_juid; /* the one A joins at C */
+static uint64_t key, jkey;
+static uint64_t nonce = 0x5eed, jnonce = 0xc0ffee;
 
 static bool both_init(void *arg)
 {
@@ -207,32 +216,37 @@ static bool both_init(void *arg)
 	return r;
 }
 
-static void init_rank(struct fsess *f, int rank)
+static void init_rank(struct fsess *f, const struct r2_uid *u, int rank)
 {
 	R2ccl__CommInit m = R2CCL__COMM_INIT__INIT;
 
 	f->init_done = false;
 	m.req_id = 100 + (uint64_t)rank;
-	m.id.data = (uint8_t *)&uid;
-	m.id.len = sizeof(uid);
+	m.id.data = (uint8_t *)u;
+	m.id.len = sizeof(*u);
 	m.nranks = 2;
 	m.rank = (uint32_t)rank;
 	m.mode = "";
 	r2d_comm_handle_init(&f->s, &m);
 }
 
+static void make_uid(struct r2_uid *u, struct fz_host *root, uint64_t n)
+{
+	memset(u, 0, sizeof(*u));
+	u->magic = R2_UID_MAGIC;
+	u->version = 1;
+	u->host_id = root->d.host_id;
+	u->nonce = n;
+	r2d_uid_fill(&root->d, u);
+}
+
 /* A communicator of A and B, rooted at A; true when both ranks have it. */
 static bool comm_form(void)
 {
-	memset(&uid, 0, sizeof(uid));
-	uid.magic = R2_UID_MAGIC;
-	uid.version = 1;
-	uid.host_id = ha->d.host_id;
-	uid.nonce = nonce++;
-	r2d_uid_fill(&ha->d, &uid);
+	make_uid(&uid, ha, nonce++);
 	key = uid.host_id ^ uid.nonce;
-	init_rank(sa, 0);
-	init_rank(sb, 1);
+	init_rank(sa, &uid, 0);
+	init_rank(sb, &uid, 1);
 	return fz_until(both_init, NULL, 5000) && sa->init_status == 0 && sb->init_status == 0;
 }
 
@@ -253,6 +267,17 @@ static void comm_drop(struct fsess *f)
 	if (f->init_done && f->init_status == 0)
 		r2d_comm_handle_destroy(&f->s, 1, f->comm_id, true);
 	f->init_done = false;
+}
+
+/* Rank 0 of a 2-rank communicator rooted at C, joined from A: C never sees
+ * rank 1, so A's communicator waits for its MEMBERSHIP (which the input may
+ * bring, from C) until the bootstrap timeout. */
+static void comm_join_c(void)
+{
+	comm_drop(sj); /* the last one, if it formed */
+	make_uid(&juid, hc, jnonce++);
+	jkey = juid.host_id ^ juid.nonce;
+	init_rank(sj, &juid, 0);
 }
 
 /* ---- the tcp part ---- */
@@ -365,6 +390,15 @@ static bool sync_with_a(struct fz_host *h)
 	return fz_until(marks_back, p, 2000);
 }
 
+static void replace_uid(uint8_t *p, size_t len, const struct r2_uid *from,
+			const struct r2_uid *to)
+{
+	for (uint8_t *q = p; len >= sizeof(*from) &&
+			     (q = memmem(q, len - (size_t)(q - p), from, sizeof(*from)));
+	     q += sizeof(*from))
+		memcpy(q, to, sizeof(*to));
+}
+
 static void send_msg(struct fz_host *h, int rail, struct r2_chunk_hdr *hdr, const uint8_t *p)
 {
 	struct r2_rail *rl = &h->d.rails->rail[rail];
@@ -374,12 +408,9 @@ static void send_msg(struct fz_host *h, int rail, struct r2_chunk_hdr *hdr, cons
 		copy = malloc(hdr->len);
 		FZ_CHECK(copy);
 		memcpy(copy, p, hdr->len);
-		/* the seeds' unique id stands for the communicator's */
-		for (uint8_t *q = copy; hdr->len >= sizeof(uid) &&
-					(q = memmem(q, hdr->len - (size_t)(q - copy), &seed_uid,
-						    sizeof(seed_uid)));
-		     q += sizeof(uid))
-			memcpy(q, &uid, sizeof(uid));
+		/* the seeds' unique ids stand for the communicators' */
+		replace_uid(copy, hdr->len, &seed_uid, &uid);
+		replace_uid(copy, hdr->len, &seed_juid, &juid);
 	}
 	/* ctx 1: a control copy, freed by the rails thread at its SEND */
 	if (rl->ops->post_send(rl->tp, ha->d.host_id, hdr, copy, 1) < 0)
@@ -421,6 +452,29 @@ static uint64_t submit_allreduce(struct fsess *f)
 	return q->tag;
 }
 
+/* A's orphans (early chunks, exec_rail_mbox.c) stay within their byte cap
+ * and none outlives the bootstrap timeout by more than a few ticks. */
+static void check_orphans(void)
+{
+	struct r2d *d = &ha->d;
+	uint64_t limit = (uint64_t)r2_param_int(&d->params, P_BOOTSTRAP_TIMEOUT_MS) * 1000 +
+			 1000000;
+	uint64_t now = r2_now_us(), bytes = 0;
+
+	pthread_mutex_lock(&d->lock);
+	for (struct r2_rmsg *m = d->orphans; m; m = m->next) {
+		bytes += m->cqe.hdr.len;
+		if (now > m->when_us + limit) {
+			fprintf(stderr, "fuzz_peer: an orphan chunk held for %llu ms\n",
+				(unsigned long long)(now - m->when_us) / 1000);
+			abort();
+		}
+	}
+	FZ_CHECK(bytes == d->orphan_bytes);
+	FZ_CHECK(bytes <= (uint64_t)r2_param_int(&d->params, P_PROXY_POOL_MAX));
+	pthread_mutex_unlock(&d->lock);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *seeds = getenv("R2CCL_FUZZ_SEEDS");
@@ -431,14 +485,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	hc = fz_host_new(2, 0x3, NULL);
 	sa = sess_new(ha);
 	sb = sess_new(hb);
+	sj = sess_new(ha);
 	FZ_CHECK(comm_form());
 	seed_uid = uid;
+	make_uid(&seed_juid, hc, jnonce);
 	for (int r = 0; r < 2; r++)
 		r2d_rails_connect(&hc->d, ha->d.host_id, ha->d.rails->rail[r].addr.s_addr,
 				  ha->d.rails->rail[r].port);
 	tcp_open();
 	if (seeds)
-		exit(fz_seeds_peer(&ha->d, &hb->d, &uid, key, TCP_SELF_ID, seeds) < 0 ? 1 : 0);
+		exit(fz_seeds_peer(&ha->d, &hb->d, &hc->d, &uid, key, &seed_juid, TCP_SELF_ID,
+				   seeds) < 0 ? 1 : 0);
 	return 0;
 }
 
@@ -465,6 +522,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		}
 	}
+	if (mode & 2)
+		comm_join_c();
 	run_op = mode & 1;
 	if (run_op) {
 		tags[0] = submit_allreduce(sa);
@@ -479,7 +538,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		data += 1 + sizeof(hdr);
 		size -= 1 + sizeof(hdr);
 		if (ctl & 2)
-			hdr.comm = key;
+			hdr.comm = ctl & 16 ? jkey : key;
 		if (ctl & 4)
 			hdr.magic = R2_CHUNK_MAGIC;
 		if (hdr.len > size)
@@ -497,5 +556,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fprintf(stderr, "fuzz_peer: an AllReduce of A and B did not complete in 10 s\n");
 		abort();
 	}
+	check_orphans();
 	return 0;
 }

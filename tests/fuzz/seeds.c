@@ -307,8 +307,8 @@ static void rail_addrs(struct r2d *d, R2peer__RailAddr *ra, R2peer__RailAddr **r
 	}
 }
 
-int fz_seeds_peer(struct r2d *root, struct r2d *peer, const struct r2_uid *uid, uint64_t key,
-		  uint64_t tcp_id, const char *dir)
+int fz_seeds_peer(struct r2d *root, struct r2d *peer, struct r2d *other, const struct r2_uid *uid,
+		  uint64_t key, const struct r2_uid *juid, uint64_t tcp_id, const char *dir)
 {
 	ProtobufCBinaryData ub = { sizeof(*uid), (uint8_t *)uid };
 	R2peer__RailAddr ra[2], *rap[2];
@@ -359,6 +359,41 @@ int fz_seeds_peer(struct r2d *root, struct r2d *peer, const struct r2_uid *uid, 
 		peer_ctrl(&b, 4, R2PEER__PEER_MSG__PEER_MEMBERSHIP, &m);
 	}
 	r |= save(&b, dir, "membership");
+
+	/* the membership of the communicator rooted at C that A waits in (mode
+	 * bit 1; sent from C: ctl bit 3) */
+	mode = 2;
+	fz_buf_put(&b, &mode, 1);
+	{
+		ProtobufCBinaryData jb = { sizeof(*juid), (uint8_t *)juid };
+		R2peer__Membership m = R2PEER__MEMBERSHIP__INIT;
+		R2peer__HostEntry he[2], *hep[2];
+		R2peer__RailAddr ra2[2], *rap2[2];
+		m.uid = jb;
+		m.nranks = 2;
+		for (int i = 0; i < 2; i++) {
+			r2peer__host_entry__init(&he[i]);
+			he[i].host_id = i ? other->host_id : root->host_id;
+			he[i].first_rank = (uint32_t)i;
+			he[i].nlocal = 1;
+			he[i].hostname = i ? "fuzz2" : "fuzz0";
+			hep[i] = &he[i];
+		}
+		rail_addrs(root, ra, rap, &he[0].n_addrs);
+		he[0].addrs = rap;
+		rail_addrs(other, ra2, rap2, &he[1].n_addrs);
+		he[1].addrs = rap2;
+		m.hosts = hep;
+		m.n_hosts = 2;
+		peer_ctrl(&b, 4 | 8, R2PEER__PEER_MSG__PEER_MEMBERSHIP, &m);
+		/* then a chunk of it (ctl bit 4: its key) */
+		struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_DATA,
+					  .opseq = 1, .src = 1, .len = 64 };
+		static uint8_t zeros[64];
+		peer_msg(&b, 2 | 4 | 8 | 16, h, zeros);
+	}
+	r |= save(&b, dir, "membership_from_c");
+	mode = 0;
 	fz_buf_put(&b, &mode, 1);
 	{
 		R2peer__JoinFail f = R2PEER__JOIN_FAIL__INIT;

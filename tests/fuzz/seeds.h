@@ -27,9 +27,10 @@ int fz_buf_save(const struct fz_buf *b, const char *dir, const char *name);
 /* fuzz_frame's seeds for the daemon d (its unique ids name d). */
 int fz_seeds_frame(struct r2d *d, const char *dir);
 /* fuzz_peer's seeds: root is the daemon that receives (host 0), peer the
- * one that sends (host 1), uid and key the communicator they share, tcp_id
- * the daemon id of the harness's tcp provider instance. */
-int fz_seeds_peer(struct r2d *root, struct r2d *peer, const struct r2_uid *uid, uint64_t key,
-		  uint64_t tcp_id, const char *dir);
+ * one that sends (host 1), uid and key the communicator they share; other
+ * (host 2) the root of juid, which root joins alone; tcp_id the daemon id of
+ * the harness's tcp provider instance. */
+int fz_seeds_peer(struct r2d *root, struct r2d *peer, struct r2d *other, const struct r2_uid *uid,
+		  uint64_t key, const struct r2_uid *juid, uint64_t tcp_id, const char *dir);
 
 #endif
