@@ -85,7 +85,7 @@ fuzz_stage() {
 			tail -n 60 "$work/$h.log"
 			echo "fuzz: $h failed; its input and log are in $work"
 		fi
-		grep -E '^(#[0-9]+ +DONE|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb))' \
+		grep -E '^(#[0-9]+[[:space:]]+DONE|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb))' \
 			"$work/$h.log" | sed "s/^/$h: /"
 	done
 	[ "$rc" -ne 0 ] || rm -rf "$work"

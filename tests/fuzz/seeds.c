@@ -14,6 +14,7 @@
 #include "net/rails.h"
 #include "peer.pb-c.h"
 #include "r2ccl.pb-c.h"
+#include "ring.h"
 #include "seeds.h"
 
 void fz_buf_put(struct fz_buf *b, const void *p, size_t len)
@@ -248,6 +249,37 @@ int fz_seeds_frame(struct r2d *d, const char *dir)
 		frame(&b, R2CCL__MSG_TYPE__MSG_NIC_ADMIN, &na, 0);
 	}
 	r |= save(&b, dir, "ctl_root_drain");
+
+	/* the ring: memory and a one-rank communicator, then SQEs (mode bit 3)
+	 * whose ~0 ids the harness replaces by the ones the daemon gave */
+	for (int two = 0; two < 2; two++) {
+		struct r2_sqe q[3];
+		uint8_t n = 3;
+		memset(q, 0, sizeof(q));
+		for (int i = 0; i < 3; i++) {
+			q[i].tag = 1 + (uint64_t)i;
+			q[i].comm_id = UINT32_MAX;
+			q[i].count = 1024;
+			q[i].dtype = R2CCL_FLOAT32;
+			q[i].redop = R2CCL_SUM;
+			q[i].send_mem = q[i].recv_mem = UINT32_MAX;
+			q[i].recv_off = 16384;
+		}
+		q[0].opcode = R2_OP_ALLREDUCE;
+		q[1].opcode = R2_OP_BROADCAST;
+		q[2].opcode = R2_OP_ALLGATHER;
+		q[2].count = 256;
+		mode = 8;
+		fz_buf_put(&b, &mode, 1);
+		fz_buf_put(&b, &n, 1);
+		hello(&b, R2CCL__PROTO_VERSION__PROTO_VERSION_CURRENT, false);
+		mem_register(&b, 65536);
+		uid.host_id = d->host_id;
+		uid.nonce++;
+		comm_init(&b, &uid, two ? 2 : 1, 0, "", 0);
+		fz_buf_put(&b, q, sizeof(q));
+		r |= save(&b, dir, two ? "ring_rank_alone" : "ring_collectives");
+	}
 
 	/* a protocol version this daemon does not speak */
 	mode = 0;
