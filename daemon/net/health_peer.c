@@ -255,7 +255,9 @@ static void commit_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m
 {
 	struct r2_view *v;
 
-	if (m->epoch <= hc->committed_epoch || m->nrails == 0)
+	/* a host has at most R2_MAX_RAILS rails: more would only size an
+	 * allocation after the peer's word (2^32 rails: 64 GiB; fuzz_peer) */
+	if (m->epoch <= hc->committed_epoch || m->nrails == 0 || m->nrails > R2_MAX_RAILS)
 		return;
 	v = r2h_view_new((uint32_t)hc->nhosts, m->nrails);
 	if (!v)

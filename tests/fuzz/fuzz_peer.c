@@ -21,8 +21,9 @@
  *   communicators' own. With mode bit 0 an AllReduce runs on A and B while
  *   the messages come, so they meet a running rail phase; both ranks must
  *   complete (any status) in time. With mode bit 1, A first joins a new
- *   2-rank communicator rooted at C, whose second rank never comes: A waits
- *   for its MEMBERSHIP, which the input may send from C. A communicator of
+ *   2-rank communicator rooted at C as rank 1, whose rank 0 never comes: A
+ *   waits for its MEMBERSHIP, which the input may send from C; C is then
+ *   host 0, the coordinator whose plan views A follows. A communicator of
  *   A and B that the input broke is made again for the next input.
  * - bit 7 set: a TCP stream into the tcp provider (daemon/transport/tcp*.c):
  *   a real instance listens on 127.0.0.1, the harness connects, writes the
@@ -269,15 +270,15 @@ static void comm_drop(struct fsess *f)
 	f->init_done = false;
 }
 
-/* Rank 0 of a 2-rank communicator rooted at C, joined from A: C never sees
- * rank 1, so A's communicator waits for its MEMBERSHIP (which the input may
+/* Rank 1 of a 2-rank communicator rooted at C, joined from A: C never sees
+ * rank 0, so A's communicator waits for its MEMBERSHIP (which the input may
  * bring, from C) until the bootstrap timeout. */
 static void comm_join_c(void)
 {
 	comm_drop(sj); /* the last one, if it formed */
 	make_uid(&juid, hc, jnonce++);
 	jkey = juid.host_id ^ juid.nonce;
-	init_rank(sj, &juid, 0);
+	init_rank(sj, &juid, 1);
 }
 
 /* ---- the tcp part ---- */

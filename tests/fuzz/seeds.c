@@ -405,26 +405,47 @@ int fz_seeds_peer(struct r2d *root, struct r2d *peer, struct r2d *other, const s
 		m.nranks = 2;
 		for (int i = 0; i < 2; i++) {
 			r2peer__host_entry__init(&he[i]);
-			he[i].host_id = i ? other->host_id : root->host_id;
+			he[i].host_id = i ? root->host_id : other->host_id;
 			he[i].first_rank = (uint32_t)i;
 			he[i].nlocal = 1;
-			he[i].hostname = i ? "fuzz2" : "fuzz0";
+			he[i].hostname = i ? "fuzz0" : "fuzz2";
 			hep[i] = &he[i];
 		}
-		rail_addrs(root, ra, rap, &he[0].n_addrs);
+		rail_addrs(other, ra, rap, &he[0].n_addrs);
 		he[0].addrs = rap;
-		rail_addrs(other, ra2, rap2, &he[1].n_addrs);
+		rail_addrs(root, ra2, rap2, &he[1].n_addrs);
 		he[1].addrs = rap2;
 		m.hosts = hep;
 		m.n_hosts = 2;
 		peer_ctrl(&b, 4 | 8, R2PEER__PEER_MSG__PEER_MEMBERSHIP, &m);
+		struct fz_buf mb = { 0 };
+		fz_buf_put(&mb, b.p + 1, b.len - 1); /* the membership alone */
 		/* then a chunk of it (ctl bit 4: its key) */
 		struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_DATA,
-					  .opseq = 1, .src = 1, .len = 64 };
+					  .opseq = 1, .src = 0, .dst = 1, .len = 64 };
 		static uint8_t zeros[64];
 		peer_msg(&b, 2 | 4 | 8 | 16, h, zeros);
+		r |= save(&b, dir, "membership_from_c");
+
+		/* the membership, then C (host 0, the coordinator) commits a
+		 * plan view: one of 2 rails per host (the right shape), and one
+		 * of 2^28 rails, which made A allocate 4 GiB for it */
+		for (int big = 0; big < 2; big++) {
+			R2peer__PlanView v = R2PEER__PLAN_VIEW__INIT;
+			uint32_t down[1] = { 3 };
+			fz_buf_put(&b, &mode, 1);
+			fz_buf_put(&b, mb.p, mb.len);
+			v.uid = jb;
+			v.epoch = 1;
+			v.start_opseq = 1;
+			v.nrails = big ? 1u << 28 : 2;
+			v.down_nics = down;
+			v.n_down_nics = 1;
+			peer_ctrl(&b, 4 | 8, R2PEER__PEER_MSG__PEER_VIEW_COMMIT, &v);
+			r |= save(&b, dir, big ? "regress-view-commit-huge-nrails" : "view_commit");
+		}
+		fz_buf_free(&mb);
 	}
-	r |= save(&b, dir, "membership_from_c");
 	mode = 0;
 	fz_buf_put(&b, &mode, 1);
 	{
