@@ -14,6 +14,7 @@
 
 #include "engine_harness.h"
 #include "net/health_int.h"
+#include "peer.pb-c.h"
 
 #define T_MS 10000
 #define ID(i) (0x1000 + (uint64_t)(i))
@@ -501,6 +502,37 @@ START_TEST(test_orphans_bounded)
 }
 END_TEST
 
+/* A peer's reports of failed paths between itself and hosts this host does
+ * not know are not kept (they piled up, one entry each, for the life of the
+ * daemon); one about a host it knows is */
+START_TEST(test_path_reports_bounded)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	uint8_t buf[256];
+	size_t n;
+
+	cluster(hs, 3, 0x3, ss, NULL);
+	for (int i = 0; i <= 50; i++) {
+		R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
+		e.host_id = ID(1);
+		e.rail = 1;
+		e.state = R2_RS_FAILED;
+		e.peer_host = i < 50 ? 0xbee000 + (uint64_t)i : ID(2);
+		e.cause = "test";
+		e.seq = 1 + (uint64_t)i;
+		n = r2peer__rail_event__pack(&e, buf);
+		ck_assert_int_eq(r2d_rails_send_ctrl(&hs[1]->d, ID(0),
+						     R2PEER__PEER_MSG__PEER_RAIL_EVENT, buf,
+						     (uint32_t)n), 0);
+	}
+	th_pump(200);
+	ck_assert_uint_eq(hs[0]->d.health->nreps, 1);
+	ck_assert(hs[0]->d.health->reps[0].b == ID(2));
+	free_all(hs, 3);
+}
+END_TEST
+
 /* one case per test: CK_RUN_CASE=<test name> runs one */
 #define ADD(t)                                      \
 	do {                                        \
@@ -524,6 +556,7 @@ static Suite *suite(void)
 	ADD(test_drain);
 	ADD(test_slow_path);
 	ADD(test_orphans_bounded);
+	ADD(test_path_reports_bounded);
 	return s;
 }
 
