@@ -30,6 +30,7 @@
 /* R2_REDUCE_GENERIC: portable code only (no clones, no intrinsics); used to
  * test the fallbacks on machines that have AVX2/F16C. */
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(R2_REDUCE_GENERIC)
+#include <cpuid.h>
 #include <immintrin.h>
 #define R2_X86 1
 #ifndef R2_REDUCE_NO_CLONES
@@ -428,9 +429,11 @@ static const struct hkern *f16_pick(void)
 	static const struct hkern *picked;
 	const struct hkern *k = __atomic_load_n(&picked, __ATOMIC_RELAXED);
 	if (!k) {
-		__builtin_cpu_init();
-		k = (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) ? &f16c_hkern
-										     : &f16_hkern;
+		unsigned a, b, c, dx;
+		/* CPUID rather than __builtin_cpu_supports("f16c"), which clang 14
+		 * (the fuzzing build, tests/fuzz/) does not know */
+		int f16c = __get_cpuid(1, &a, &b, &c, &dx) && (c & bit_AVX) && (c & bit_F16C);
+		k = f16c ? &f16c_hkern : &f16_hkern;
 		__atomic_store_n(&picked, k, __ATOMIC_RELAXED);
 	}
 	return k;

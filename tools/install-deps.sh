@@ -1,6 +1,8 @@
 #!/bin/bash
 # Installs the Debian 12 packages R2CCL builds and tests with (as root), only
-# those missing. Safe to run again.
+# those missing. Safe to run again. clang and libclang-rt-14-dev (libFuzzer,
+# a Recommends of clang that --no-install-recommends leaves out) build the
+# fuzzing harnesses (tests/fuzz/).
 set -euo pipefail
 PKGS=(build-essential g++ meson ninja-build pkg-config
       libuv1-dev libprotobuf-c-dev protobuf-c-compiler
@@ -10,7 +12,8 @@ PKGS=(build-essential g++ meson ninja-build pkg-config
       iproute2 procps kmod
       qemu-system-x86 debootstrap e2fsprogs
       openmpi-bin libopenmpi-dev libgloo-dev
-      systemd-container python3-matplotlib)
+      systemd-container python3-matplotlib
+      clang libclang-rt-14-dev)
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -267,6 +267,7 @@ struct r2d {
 	struct r2_engine *engine;
 	void *orphans; /* rail messages for communicators not ready yet */
 	uint32_t norphans;
+	uint64_t orphan_bytes; /* their payloads (capped: exec_rail_mbox.c) */
 	void *comm_tombs; /* communicators that failed lately (engine/comm.c) */
 	uint64_t ops_total, op_errors_total;
 	struct r2_op_stats op_stats[R2_OPSTAT_TENANTS]; /* under d->lock */

@@ -674,6 +674,8 @@ void r2d_comm_tick(struct r2d *d)
 	/* read the clock under the lock: an op stamped by the dispatcher while
 	 * we waited for it is never "older" than now (signed differences too) */
 	now = r2_now_us();
+	if (now > (uint64_t)boot)
+		r2d_orphans_expire(d, now - (uint64_t)boot);
 	for (struct r2_comm *c = d->comms; c; c = c->next) {
 		if (c->state == R2_COMM_JOINING && (int64_t)(now - c->created_us) > boot) {
 			int missing = -1;

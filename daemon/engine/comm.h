@@ -79,6 +79,8 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev);
 void r2d_comm_mbox_flush(struct r2_comm *c);
 void r2d_comm_adopt_orphans(struct r2_comm *c); /* under d->lock */
 void r2d_orphans_free(struct r2d *d);
+/* Drops the orphans that came before older_than_us (under d->lock). */
+void r2d_orphans_expire(struct r2d *d, uint64_t older_than_us);
 
 /* engine.c */
 int r2d_engine_start(struct r2d *d);

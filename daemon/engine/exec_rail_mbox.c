@@ -104,6 +104,15 @@ static void deliver_to_all(struct r2d *d, const struct r2_rmsg *m)
 	}
 }
 
+/* Orphans: chunks of a communicator that is not ready here yet. At most
+ * 65536 of them and proxy_pool_max bytes (what the pools of the peers that
+ * are ahead can have in flight), and none older than bootstrap_timeout_ms
+ * (r2d_orphans_expire, from the control tick): a communicator not ready by
+ * then has failed, so an older orphan belongs to a communicator that failed
+ * (or never was: a peer's junk) and would otherwise be held until the
+ * daemon exits (found by tests/fuzz/fuzz_peer). */
+#define ORPHANS_MAX 65536
+
 /* A chunk or a send completion: to its communicator's mailbox, kept as an
  * orphan while the communicator is not ready here yet, or freed (under
  * d->lock). m is not touched after it is pushed. */
@@ -121,11 +130,14 @@ static void deliver_one(struct r2d *d, struct r2_rmsg *m)
 	if (c && c->state == R2_COMM_READY) {
 		mbox_push(c, m);
 	} else if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA &&
-		   d->norphans < 65536) {
+		   d->norphans < ORPHANS_MAX &&
+		   d->orphan_bytes + cqe->hdr.len <=
+			   (uint64_t)r2_param_int(&d->params, P_PROXY_POOL_MAX)) {
 		/* the communicator is not ready here yet: keep it for later */
 		m->next = d->orphans;
 		d->orphans = m;
 		d->norphans++;
+		d->orphan_bytes += cqe->hdr.len;
 	} else {
 		if (cqe->type == R2_TPC_SEND) {
 			struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
@@ -192,6 +204,7 @@ void r2d_comm_adopt_orphans(struct r2_comm *c)
 			*pp = m->next;
 			m->next = NULL;
 			d->norphans--;
+			d->orphan_bytes -= m->cqe.hdr.len;
 			mbox_push(c, m);
 			continue;
 		}
@@ -209,6 +222,24 @@ void r2d_orphans_free(struct r2d *d)
 	}
 	d->orphans = NULL;
 	d->norphans = 0;
+	d->orphan_bytes = 0;
+}
+
+void r2d_orphans_expire(struct r2d *d, uint64_t older_than_us)
+{
+	struct r2_rmsg **pp = (struct r2_rmsg **)&d->orphans;
+
+	while (*pp) {
+		struct r2_rmsg *m = *pp;
+		if (m->when_us < older_than_us) {
+			*pp = m->next;
+			d->norphans--;
+			d->orphan_bytes -= m->cqe.hdr.len;
+			rl_rmsg_free(d, m);
+			continue;
+		}
+		pp = &m->next;
+	}
 }
 
 /* Puts messages back at the head of the mailbox, in their order. */

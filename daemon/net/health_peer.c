@@ -163,7 +163,13 @@ static void path_event_in(struct r2d *d, struct r2_peer *p, const R2peer__RailEv
 		return;
 	}
 	if (e->peer_host != d->host_id) {
-		linkrep_set(d->health, e->host_id, e->peer_host, r, e->state == R2_RS_FAILED);
+		/* a path between two other hosts matters only when this host
+		 * knows the far end (a communicator's hosts connect to each
+		 * other): reports about any other host would pile up, one entry
+		 * each, for as long as the daemon runs */
+		if (r2d_rails_peer_find(d, e->peer_host))
+			linkrep_set(d->health, e->host_id, e->peer_host, r,
+				    e->state == R2_RS_FAILED);
 		return;
 	}
 	if (e->state == R2_RS_FAILED) {
@@ -255,7 +261,9 @@ static void commit_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m
 {
 	struct r2_view *v;
 
-	if (m->epoch <= hc->committed_epoch || m->nrails == 0)
+	/* a host has at most R2_MAX_RAILS rails: more would only size an
+	 * allocation after the peer's word (2^32 rails: 64 GiB; fuzz_peer) */
+	if (m->epoch <= hc->committed_epoch || m->nrails == 0 || m->nrails > R2_MAX_RAILS)
 		return;
 	v = r2h_view_new((uint32_t)hc->nhosts, m->nrails);
 	if (!v)

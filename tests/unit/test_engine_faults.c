@@ -14,6 +14,7 @@
 
 #include "engine_harness.h"
 #include "net/health_int.h"
+#include "peer.pb-c.h"
 
 #define T_MS 10000
 #define ID(i) (0x1000 + (uint64_t)(i))
@@ -448,6 +449,90 @@ START_TEST(test_drain)
 }
 END_TEST
 
+static uint32_t norphans(struct th_host *h, uint64_t *bytes)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&h->d.lock);
+	n = h->d.norphans;
+	*bytes = h->d.orphan_bytes;
+	pthread_mutex_unlock(&h->d.lock);
+	return n;
+}
+
+/* Chunks for a communicator host 0 does not have (one that failed there, or
+ * a peer's junk: tests/fuzz/fuzz_peer found them held until exit) wait as
+ * orphans, at most proxy_pool_max bytes of them, and are dropped once older
+ * than bootstrap_timeout_ms; the communicator that is there goes on */
+START_TEST(test_orphans_bounded)
+{
+	static const char *const params[] = { "bootstrap_timeout_ms=300", "proxy_pool_max=2M",
+					      NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct r2_tp *tp;
+	struct ar a;
+	uint64_t bytes, t0;
+	uint32_t n = 0;
+
+	cluster(hs, 2, 0x3, ss, params);
+	tp = th_tp(hs[1], 0);
+	for (int i = 0; i < 12; i++) {
+		struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_DATA,
+					  .comm = 0xdead, .opseq = 1, .chunk = (uint32_t)i,
+					  .src = 1, .off = (uint64_t)i << 18, .len = 256 << 10 };
+		void *buf = calloc(1, h.len); /* ctx 1: freed by host 1's rails thread */
+		ck_assert_ptr_nonnull(buf);
+		ck_assert_int_eq(r2_tp_loopback_ops.post_send(tp, ID(0), &h, buf, 1), 0);
+	}
+	t0 = th_now_ms();
+	while (th_now_ms() - t0 < 250 && (n = norphans(hs[0], &bytes)) < 8)
+		th_pump(2);
+	ck_assert_uint_eq(n, 8); /* 2 MiB of 256 KiB chunks */
+	ck_assert_uint_eq(bytes, 2u << 20);
+	t0 = th_now_ms();
+	while (th_now_ms() - t0 < 2000 && norphans(hs[0], &bytes) > 0)
+		th_pump(10);
+	ck_assert_uint_eq(norphans(hs[0], &bytes), 0);
+	ck_assert_uint_eq(bytes, 0);
+	ck_assert_uint_ge(th_now_ms() - t0, 30); /* not at once: at the age limit */
+	ar_setup(&a, ss, 2, 4096);
+	ar_run(&a);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* A peer's reports of failed paths between itself and hosts this host does
+ * not know are not kept (they piled up, one entry each, for the life of the
+ * daemon); one about a host it knows is */
+START_TEST(test_path_reports_bounded)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	uint8_t buf[256];
+	size_t n;
+
+	cluster(hs, 3, 0x3, ss, NULL);
+	for (int i = 0; i <= 50; i++) {
+		R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
+		e.host_id = ID(1);
+		e.rail = 1;
+		e.state = R2_RS_FAILED;
+		e.peer_host = i < 50 ? 0xbee000 + (uint64_t)i : ID(2);
+		e.cause = "test";
+		e.seq = 1 + (uint64_t)i;
+		n = r2peer__rail_event__pack(&e, buf);
+		ck_assert_int_eq(r2d_rails_send_ctrl(&hs[1]->d, ID(0),
+						     R2PEER__PEER_MSG__PEER_RAIL_EVENT, buf,
+						     (uint32_t)n), 0);
+	}
+	th_pump(200);
+	ck_assert_uint_eq(hs[0]->d.health->nreps, 1);
+	ck_assert(hs[0]->d.health->reps[0].b == ID(2));
+	free_all(hs, 3);
+}
+END_TEST
+
 /* one case per test: CK_RUN_CASE=<test name> runs one */
 #define ADD(t)                                      \
 	do {                                        \
@@ -470,6 +555,8 @@ static Suite *suite(void)
 	ADD(test_detour_refused);
 	ADD(test_drain);
 	ADD(test_slow_path);
+	ADD(test_orphans_bounded);
+	ADD(test_path_reports_bounded);
 	return s;
 }
 
