@@ -89,6 +89,16 @@ int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 	}
 	if (rl_p2p_handle(o->c, m))
 		return 0; /* a transfer's message, handled */
+	if (m->cqe.type == R2_TPC_RECV && h->kind == R2_MSG_DATA && (h->flags & R2_CHUNK_DESC)) {
+		int r = rl_desc_in(o, m);
+		if (r == 1 && h->opseq > o->c->coll_seq) {
+			m->next = o->stash; /* a later collective's */
+			o->stash = m;
+			return 0;
+		}
+		rl_rmsg_free(o->d, m);
+		return r < 0 ? r : 0;
+	}
 	prof_count(o, m);
 	switch (m->cqe.type) {
 	case R2_TPC_SEND:
@@ -267,7 +277,7 @@ static int send_all(struct railop *o)
 			if (broken(o->c))
 				return broken(o->c);
 		} else if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
-			   m->cqe.hdr.opseq == o->opseq &&
+			   !(m->cqe.hdr.flags & R2_CHUNK_DESC) && m->cqe.hdr.opseq == o->opseq &&
 			   (o->step == UINT32_MAX || m->cqe.hdr.step > o->step)) {
 			m->next = o->stash; /* a coming step's */
 			o->stash = m;
@@ -286,9 +296,10 @@ static int send_all(struct railop *o)
 	return r;
 }
 
+/* Until every chunk is acknowledged and every peer's descriptor came. */
 static int wait_acks(struct railop *o)
 {
-	while (o->tx.nsends > 0) {
+	while (o->tx.nsends > 0 || !rl_desc_done(o)) {
 		struct r2_rmsg *m;
 		int r = rl_repost(o);
 		if (r < 0)
@@ -337,6 +348,9 @@ static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_
 	}
 	o->prof.t0 = r2_now_us();
 	o->deadline = o->prof.t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	r = rl_desc_begin(o); /* every peer hears what this host's ranks called */
+	if (r < 0 || o->size == 0)
+		return r;
 	r = rl_build_plan(o, op, root, peer);
 	if (r < 0) {
 		log_warn("communicator %u: no plan for %u bytes (op %d, root %u, peer %u, %d hosts)",
@@ -489,6 +503,7 @@ static void op_end(struct railop *o, int r)
 	free(o->rcv);
 	free(o->stage.wr);
 	free(o->aq.busy);
+	rl_desc_end(o);
 	r2_plan_free(o->plan);
 }
 
@@ -514,14 +529,13 @@ int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_d
 	int r;
 
 	o.tx.sends_tail = &o.tx.sends;
-	if (size == 0)
-		return 0;
+	/* (size 0: no plan, only the descriptors: a peer's count may differ) */
 	r = op_begin(&o, op, root, peer);
-	for (uint32_t k = 0; r == 0 && k < o.plan->nsteps; k++)
+	for (uint32_t k = 0; r == 0 && o.plan && k < o.plan->nsteps; k++)
 		r = run_step(&o, k);
 	if (r == 0)
 		r = wait_acks(&o);
-	if (r == 0)
+	if (r == 0 && size)
 		r = rl_init_fill(&o, 0, size);
 	if (r == 0)
 		log_profile(&o);

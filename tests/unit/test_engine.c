@@ -293,6 +293,113 @@ START_TEST(test_mismatch)
 }
 END_TEST
 
+/* The communicator's reason as MSG_COMM_REASON gives it to rank s (the
+ * reason r2ccl_last_error() shows): its status, the text in s. */
+static int reason_of(struct th_sess *s)
+{
+	int n = s->nresults;
+
+	r2d_comm_handle_reason(&s->s, 77, s->comm_id);
+	ck_assert_int_eq(s->nresults, n + 1);
+	return s->result_status;
+}
+
+/* One collective whose hosts disagree: ss[r] submits opcode/count/dtype/
+ * redop/root of its row; every rank must fail with MISMATCH well before
+ * op_timeout_ms (20 s), and a later collective is refused. */
+struct call {
+	uint32_t opcode;
+	uint64_t count;
+	uint32_t dtype, redop;
+	int root;
+};
+
+static void mismatch_across(struct th_sess **ss, int n, const struct call *calls)
+{
+	uint32_t mem[4];
+	uint64_t tag[4], t0 = th_now_ms();
+	void *p;
+
+	for (int r = 0; r < n; r++) {
+		mem[r] = th_mem(ss[r], 64 * 1024 * (uint64_t)n, &p);
+		tag[r] = th_submit(ss[r], calls[r].opcode, calls[r].count, calls[r].dtype,
+				   calls[r].redop, calls[r].root, mem[r], mem[r]);
+	}
+	for (int r = 0; r < n; r++)
+		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), R2CCL_E_MISMATCH);
+	ck_assert_uint_lt(th_now_ms() - t0, 5000); /* op_timeout_ms is 20 s */
+	for (int r = 0; r < n; r++)
+		ck_assert_int_eq(reason_of(ss[r]), R2CCL_E_MISMATCH);
+	tag[0] = th_submit(ss[0], R2_OP_ALLREDUCE, 16, R2CCL_INT32, R2CCL_SUM, 0, mem[0], mem[0]);
+	ck_assert_int_eq(th_wait(ss[0], tag[0], T_MS), R2CCL_E_COMM_BROKEN);
+}
+
+/* Hosts whose ranks disagree on the count (one of them 0: no rail phase
+ * but the descriptors), the type, the reduction, the kind, the root: every
+ * rank fails fast with MISMATCH and a reason that names the other call. */
+START_TEST(test_mismatch_across_hosts)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+
+	/* a count: after one collective that agreed */
+	cluster(hs, 2, 1, 0x3, ss);
+	allreduce(ss, 2, 1000, R2CCL_SUM);
+	mismatch_across(ss, 2, (const struct call[]){ { R2_OP_ALLREDUCE, 1024, R2CCL_INT32, R2CCL_SUM, 0 },
+						      { R2_OP_ALLREDUCE, 2048, R2CCL_INT32, R2CCL_SUM, 0 } });
+	ck_assert_str_eq(ss[0]->result_error,
+			 "collective 2 (allreduce): rank 1 posted count 2048, this rank 1024");
+	ck_assert_str_eq(ss[1]->result_error,
+			 "collective 2 (allreduce): rank 0 posted count 1024, this rank 2048");
+	free_all(hs, 2);
+
+	/* count 0 on one host */
+	cluster(hs, 2, 1, 0x3, ss);
+	mismatch_across(ss, 2, (const struct call[]){ { R2_OP_ALLREDUCE, 0, R2CCL_INT32, R2CCL_SUM, 0 },
+						      { R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0 } });
+	ck_assert_str_eq(ss[0]->result_error,
+			 "collective 1 (allreduce): rank 1 posted count 100, this rank 0");
+	free_all(hs, 2);
+
+	/* the type, then the reduction, then the kind */
+	cluster(hs, 2, 1, 0x3, ss);
+	mismatch_across(ss, 2, (const struct call[]){ { R2_OP_ALLREDUCE, 5000, R2CCL_INT32, R2CCL_SUM, 0 },
+						      { R2_OP_ALLREDUCE, 5000, R2CCL_FLOAT32, R2CCL_SUM, 0 } });
+	ck_assert_str_eq(ss[0]->result_error,
+			 "collective 1 (allreduce): rank 1 posted type float, this rank int32");
+	free_all(hs, 2);
+	cluster(hs, 2, 1, 0x3, ss);
+	mismatch_across(ss, 2, (const struct call[]){ { R2_OP_REDUCE, 5000, R2CCL_INT32, R2CCL_SUM, 1 },
+						      { R2_OP_REDUCE, 5000, R2CCL_INT32, R2CCL_MAX, 1 } });
+	ck_assert_str_eq(ss[1]->result_error,
+			 "collective 1 (reduce): rank 0 posted op sum, this rank max");
+	free_all(hs, 2);
+	cluster(hs, 2, 1, 0x3, ss);
+	mismatch_across(ss, 2, (const struct call[]){ { R2_OP_ALLREDUCE, 5000, R2CCL_INT32, R2CCL_SUM, 0 },
+						      { R2_OP_ALLGATHER, 5000, R2CCL_INT32, 0, 0 } });
+	ck_assert_str_eq(ss[0]->result_error,
+			 "collective 1 (allreduce): rank 1 called allgather, this rank allreduce");
+	free_all(hs, 2);
+
+	/* three hosts, the last one's root differs: the two that agree both
+	 * name it; it names whichever it heard first */
+	cluster(hs, 3, 1, 0x3, ss);
+	mismatch_across(ss, 3, (const struct call[]){ { R2_OP_BROADCAST, 4096, R2CCL_INT32, 0, 0 },
+						      { R2_OP_BROADCAST, 4096, R2CCL_INT32, 0, 0 },
+						      { R2_OP_BROADCAST, 4096, R2CCL_INT32, 0, 1 } });
+	ck_assert_str_eq(ss[0]->result_error,
+			 "collective 1 (broadcast): rank 2 posted root 1, this rank 0");
+	ck_assert_str_eq(ss[1]->result_error,
+			 "collective 1 (broadcast): rank 2 posted root 1, this rank 0");
+	ck_assert_msg(!strcmp(ss[2]->result_error,
+			      "collective 1 (broadcast): rank 0 posted root 0, this rank 1") ||
+			      !strcmp(ss[2]->result_error,
+				      "collective 1 (broadcast): rank 1 posted root 0, this rank 1"),
+		      "%s", ss[2]->result_error);
+	free_all(hs, 3);
+}
+END_TEST
+
 /* A communicator of two ranks on one host: no rail phase */
 START_TEST(test_local_only)
 {
@@ -519,6 +626,7 @@ static Suite *suite(void)
 	ADD(test_local_collectives);
 	ADD(test_send_recv);
 	ADD(test_mismatch);
+	ADD(test_mismatch_across_hosts);
 	ADD(test_local_only);
 	ADD(test_bootstrap_failures);
 	ADD(test_op_timeout);
