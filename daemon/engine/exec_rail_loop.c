@@ -150,6 +150,7 @@ int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 }
 
 static int broken(struct r2_comm *c);
+static int member_gone(const struct railop *o);
 static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect);
 
 /* Why an operation did not finish (a timeout, a broken communicator): what
@@ -222,6 +223,8 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 				return R2CCL_E_SHUTDOWN;
 			if (o->c->abort_err)
 				return o->c->abort_err; /* broken elsewhere: stop waiting */
+			if (member_gone(o))
+				return member_gone(o);
 			if (r2_now_us() > o->deadline)
 				return o->tx.pool_wait ? rl_pool_timeout(o) : -ETIMEDOUT;
 			if (broken(o->c))
@@ -250,6 +253,13 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 	return 0;
 }
 
+/* A member left (destroy or abort, comm.c) before its host matched this
+ * collective: it cannot finish. */
+static int member_gone(const struct railop *o)
+{
+	return o->opseq > o->c->gone_after ? R2CCL_E_PEER_GONE : 0;
+}
+
 /* The communicator was broken meanwhile (peer timeout, abort): stop. */
 static int broken(struct r2_comm *c)
 {
@@ -272,6 +282,8 @@ static int send_all(struct railop *o)
 				return R2CCL_E_SHUTDOWN;
 			if (o->c->abort_err)
 				return o->c->abort_err;
+			if (member_gone(o))
+				return member_gone(o);
 			if (r2_now_us() > o->deadline)
 				return rl_pool_timeout(o);
 			if (broken(o->c))
@@ -310,6 +322,8 @@ static int wait_acks(struct railop *o)
 				return R2CCL_E_SHUTDOWN;
 			if (o->c->abort_err)
 				return o->c->abort_err; /* broken elsewhere: stop waiting */
+			if (member_gone(o))
+				return member_gone(o);
 			if (r2_now_us() > o->deadline)
 				return -ETIMEDOUT;
 			if (broken(o->c))
@@ -341,6 +355,8 @@ static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_
 	o->spread = (uint32_t)(c->d->rails ? R2_MAX(1, c->d->rails->tcp_streams) : 1);
 	o->stash = c->deferred; /* chunks that came while no collective ran */
 	c->deferred = NULL;
+	if (member_gone(o))
+		return member_gone(o); /* a member left: fail at once */
 	for (int h = 0; h < c->nhosts; h++) {
 		if (h != c->my_host && (c->hosts[h].failed_rails & all) == all &&
 		    !rl_detour_possible(o, c->hosts[h].id))

@@ -211,14 +211,9 @@ void th_host_free(struct th_host *h)
 
 	if (!h)
 		return;
-	for (int i = 0; i < h->nsess; i++) {
-		struct r2_session *s = &h->sess[i]->s;
-		r2d_engine_remove_session(d, s);
-		pthread_mutex_lock(&d->lock);
-		s->dead = true;
-		r2d_comm_session_gone(d, s);
-		pthread_mutex_unlock(&d->lock);
-	}
+	for (int i = 0; i < h->nsess; i++)
+		if (!h->sess[i]->gone)
+			th_sess_die(h->sess[i]);
 	/* as the control layer stops (server.c finish) */
 	r2d_rails_quiesce(d);
 	uv_close((uv_handle_t *)&d->rails->async, NULL);
@@ -286,6 +281,18 @@ struct th_sess *th_sess_new(struct th_host *h)
 	ck_assert_int_eq(r2d_engine_add_session(&h->d, s), 0);
 	h->sess[h->nsess++] = t;
 	return t;
+}
+
+void th_sess_die(struct th_sess *t)
+{
+	struct r2d *d = &t->h->d;
+
+	r2d_engine_remove_session(d, &t->s);
+	pthread_mutex_lock(&d->lock);
+	t->s.dead = true;
+	r2d_comm_session_gone(d, &t->s);
+	pthread_mutex_unlock(&d->lock);
+	t->gone = true;
 }
 
 uint32_t th_mem(struct th_sess *s, uint64_t size, void **addr)

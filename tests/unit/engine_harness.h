@@ -61,6 +61,7 @@ struct th_sess {
 	struct r2_memreg mem[TH_MAX_MEM];
 	int nmem;
 	uint64_t next_tag;
+	bool gone; /* th_sess_die: its client went away */
 };
 
 struct th_host {
@@ -83,6 +84,9 @@ void th_host_free(struct th_host *h);
 struct r2_tp *th_tp(struct th_host *h, int r);
 
 struct th_sess *th_sess_new(struct th_host *h);
+/* The session's client dies (as the control layer sees a socket close):
+ * its ranks leave their communicators. */
+void th_sess_die(struct th_sess *s);
 /* A memory region of size bytes (zeroed): its id; *addr its address. */
 uint32_t th_mem(struct th_sess *s, uint64_t size, void **addr);
 /* A unique id rooted at host h (as r2ccl_get_unique_id gives). */

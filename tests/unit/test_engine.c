@@ -525,39 +525,100 @@ START_TEST(test_init_refused)
 }
 END_TEST
 
-/* Destroy: a rank that left answers ENOENT; a collective its peer on the
- * other host calls afterwards waits for it, and fails after op_timeout_ms */
-START_TEST(test_destroy_and_abort)
+/* A rank leaves (destroy, abort, its client dies) while its peers on
+ * the other host go on: their collectives fail with PEER_GONE well before
+ * op_timeout_ms (20 s), and MSG_COMM_REASON says who left and how. */
+static void leave_case(enum r2_leave how, bool posted_first, const char *want)
 {
-	static const char *const p[] = { "op_timeout_ms=400", NULL };
 	struct th_host *hs[2];
 	struct th_sess *ss[2];
 	int32_t *b;
 	uint32_t mb;
-	uint64_t t;
-	struct r2_uid uid;
+	uint64_t t, t0;
 
-	hs[0] = th_host_new(0, 0x3, p);
-	hs[1] = th_host_new(1, 0x3, p);
-	th_uid(hs[0], &uid);
-	for (int i = 0; i < 2; i++) {
-		ss[i] = th_sess_new(hs[i]);
-		th_init(ss[i], &uid, 2, i);
-	}
-	ck_assert(th_wait_init(ss, 2, T_MS));
+	cluster(hs, 2, 1, 0x3, ss);
 	allreduce(ss, 2, 1000, R2CCL_SUM);
-	r2d_comm_handle_destroy(&ss[0]->s, 9, ss[0]->comm_id, true);
-	ck_assert_int_eq(ss[0]->nresults, 1);
-	ck_assert_int_eq(ss[0]->result_status, 0);
-	/* again: gone from this session */
-	r2d_comm_handle_destroy(&ss[0]->s, 10, ss[0]->comm_id, false);
-	ck_assert_int_eq(ss[0]->result_status, -ENOENT);
 	mb = th_mem(ss[1], 4096, (void **)&b);
-	th_pump(100);
+	if (posted_first) { /* rank 1 waits in the rail phase for rank 0 */
+		t = th_submit(ss[1], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, mb, mb);
+		th_pump(50);
+		ck_assert_int_eq(th_wait(ss[1], t, 0), TH_TIMEOUT);
+	}
+	t0 = th_now_ms();
+	if (how == R2_LEAVE_DIED) {
+		th_sess_die(ss[0]);
+	} else {
+		r2d_comm_handle_destroy(&ss[0]->s, 9, ss[0]->comm_id, how == R2_LEAVE_ABORT);
+		ck_assert_int_eq(ss[0]->nresults, 1);
+		ck_assert_int_eq(ss[0]->result_status, 0);
+		/* again: gone from this session */
+		r2d_comm_handle_destroy(&ss[0]->s, 10, ss[0]->comm_id, false);
+		ck_assert_int_eq(ss[0]->result_status, -ENOENT);
+	}
+	if (!posted_first)
+		t = th_submit(ss[1], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, mb, mb);
+	ck_assert_int_eq(th_wait(ss[1], t, T_MS), R2CCL_E_PEER_GONE);
+	ck_assert_uint_lt(th_now_ms() - t0, 5000);
+	ck_assert_int_eq(reason_of(ss[1]), R2CCL_E_PEER_GONE);
+	ck_assert_str_eq(ss[1]->result_error, want);
+	/* and what comes after, at once */
 	t = th_submit(ss[1], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, mb, mb);
-	ck_assert_int_eq(th_wait(ss[1], t, 5000), -ETIMEDOUT);
+	ck_assert_int_eq(th_wait(ss[1], t, 1000), R2CCL_E_PEER_GONE);
 	r2d_comm_handle_destroy(&ss[1]->s, 11, ss[1]->comm_id, false);
 	ck_assert_int_eq(ss[1]->result_status, 0);
+	free_all(hs, 2);
+}
+
+START_TEST(test_destroy_and_abort)
+{
+	leave_case(R2_LEAVE_DESTROY, false, "rank 0 on host host0 left the communicator (destroy)");
+	leave_case(R2_LEAVE_DESTROY, true, "rank 0 on host host0 left the communicator (destroy)");
+	leave_case(R2_LEAVE_ABORT, true, "rank 0 on host host0 left the communicator (abort)");
+	leave_case(R2_LEAVE_DIED, true, "rank 0 on host host0 left the communicator (client died)");
+	leave_case(R2_LEAVE_DIED, false, "rank 0 on host host0 left the communicator (client died)");
+}
+END_TEST
+
+/* Two ranks per host; rank 0 destroys its member while rank 1 stays: the
+ * collective host 1's ranks are in fails on both, with the reason; a
+ * transfer between ranks 1 and 2 (which do not need rank 0) still runs;
+ * one to rank 0 is refused. */
+START_TEST(test_leave_others_go_on)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[4];
+	int32_t *b[4];
+	uint32_t mb[4];
+	uint64_t t[4], t0;
+	const uint64_t cnt = 50000;
+
+	cluster(hs, 2, 2, 0x3, ss);
+	for (int r = 0; r < 4; r++)
+		mb[r] = th_mem(ss[r], cnt * 4, (void **)&b[r]);
+	for (int r = 2; r < 4; r++)
+		t[r] = th_submit(ss[r], R2_OP_ALLREDUCE, cnt, R2CCL_INT32, R2CCL_SUM, 0, mb[r], mb[r]);
+	th_pump(50);
+	t0 = th_now_ms();
+	r2d_comm_handle_destroy(&ss[0]->s, 9, ss[0]->comm_id, false);
+	for (int r = 2; r < 4; r++) {
+		ck_assert_int_eq(th_wait(ss[r], t[r], T_MS), R2CCL_E_PEER_GONE);
+		ck_assert_int_eq(reason_of(ss[r]), R2CCL_E_PEER_GONE);
+		ck_assert_str_eq(ss[r]->result_error, "rank 0 on host host0 left the communicator (destroy)");
+	}
+	ck_assert_uint_lt(th_now_ms() - t0, 5000);
+	t[1] = th_submit(ss[1], R2_OP_ALLREDUCE, cnt, R2CCL_INT32, R2CCL_SUM, 0, mb[1], mb[1]);
+	ck_assert_int_eq(th_wait(ss[1], t[1], 1000), R2CCL_E_PEER_GONE);
+	ck_assert_int_eq(reason_of(ss[1]), R2CCL_E_PEER_GONE);
+	ck_assert_str_eq(ss[1]->result_error, "rank 0 left the communicator (destroy)");
+	for (uint64_t i = 0; i < cnt; i++)
+		b[1][i] = val(1, i);
+	t[1] = th_submit(ss[1], R2_OP_SEND, cnt, R2CCL_INT32, 0, 2, mb[1], 0);
+	t[2] = th_submit(ss[2], R2_OP_RECV, cnt, R2CCL_INT32, 0, 1, 0, mb[2]);
+	ck_assert_int_eq(th_wait(ss[1], t[1], T_MS), 0);
+	ck_assert_int_eq(th_wait(ss[2], t[2], T_MS), 0);
+	ck_assert_mem_eq(b[2], b[1], cnt * 4);
+	t[3] = th_submit(ss[3], R2_OP_SEND, cnt, R2CCL_INT32, 0, 0, mb[3], 0);
+	ck_assert_int_eq(th_wait(ss[3], t[3], 1000), R2CCL_E_PEER_GONE);
 	free_all(hs, 2);
 }
 END_TEST
@@ -633,6 +694,7 @@ static Suite *suite(void)
 	ADD(test_bootstrap_timeout);
 	ADD(test_init_refused);
 	ADD(test_destroy_and_abort);
+	ADD(test_leave_others_go_on);
 	ADD(test_draining);
 	ADD(test_other_types);
 	return s;
