@@ -8,6 +8,7 @@
  * and what health makes of them (path failed, recovering, healthy; the
  * view agreement's new view). Every result is checked element by element. */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,6 +390,104 @@ START_TEST(test_detour_refused)
 }
 END_TEST
 
+/* Every message from host 0 to host 1 held in host 0's transports (as
+ * behind full socket buffers) on both rails, heartbeats too being slow
+ * enough not to notice: the AllReduce times out, and before it returns the
+ * failed operation waits for the transports to let go of the chunks they
+ * still read from the caller's buffer (settle_end), drops the stalled
+ * connections after a second, and returns once they did: bounded. */
+START_TEST(test_stalled_send_settles)
+{
+	static const char *const p[] = { "op_timeout_ms=400", "hb_interval=5000000",
+					 "peer_timeout_ms=30000", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+	uint64_t t0;
+
+	cluster(hs, 2, 0x3, ss, p);
+	ar_setup(&a, ss, 2, 256 * 1024);
+	ar_run(&a);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], r), ID(1), true), 0);
+	t0 = th_now_ms();
+	ar_start(&a, 2);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(th_wait(ss[r], a.tag[r], T_MS), -ETIMEDOUT);
+	/* op_timeout_ms, then at most a second of settling and the drop */
+	ck_assert_uint_ge(th_now_ms() - t0, 400);
+	ck_assert_uint_lt(th_now_ms() - t0, 4000);
+	/* the dropped connections: host 1 saw them reset */
+	ck_assert(wait_path(hs[1], ID(0), 0, R2_RS_FAILED, 2000) ||
+		  wait_path(hs[1], ID(0), 1, R2_RS_FAILED, 2000));
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], r), ID(1), false), 0);
+	free_all(hs, 2);
+}
+END_TEST
+
+/* Three hosts in a ring (0 -> 1 -> 2 -> 0); host 1's messages to host 0
+ * (only acknowledgements: it sends its data to host 2) come 300 ms late:
+ * host 0 receives into regions of W it sent from (zero copy) while those
+ * chunks are still unacknowledged, so each is copied out first
+ * (before_write, unborrow); the results are exact. */
+START_TEST(test_late_acks_unborrow)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+
+	cluster(hs, 3, 0x3, ss, NULL);
+	ar_setup(&a, ss, 3, 192 * 1024);
+	ar_run(&a);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_delay(th_tp(hs[1], r), ID(0), 300000), 0);
+	ar_run(&a);
+	ar_run(&a);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_delay(th_tp(hs[1], r), ID(0), 0), 0);
+	ar_run(&a);
+	free_all(hs, 3);
+}
+END_TEST
+
+/* As test_detour_refused, but the bridge has no connection to host 2 at
+ * all (refused on both ends): it answers host 0's detoured chunks with a
+ * NACK at once (and host 0 host 1's), and with no other bridge each finds
+ * host 2 unreachable in its rail phase (rl_nack). The operations start only
+ * when the view agreement host 2 cannot answer timed out, at about the
+ * time health's peer timeout fires too: which of the two reasons a rank
+ * keeps is a race, so the test checks the status and the bound. */
+START_TEST(test_detour_nack_no_bridge_left)
+{
+	static const char *const p[] = { "peer_timeout_ms=3000", NULL };
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	uint64_t t0;
+
+	cluster(hs, 3, 0x3, ss, p);
+	ar_setup(&a, ss, 3, 64 * 1024);
+	ar_run(&a);
+	ck_assert_int_eq(r2_lb_refuse(th_tp(hs[1], 1), -ECONNREFUSED), 0);
+	ck_assert_int_eq(r2_lb_refuse(th_tp(hs[2], 1), -ECONNREFUSED), 0);
+	ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], 1), ID(2), -ECONNRESET), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
+	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
+	t0 = th_now_ms();
+	ar_start(&a, 3);
+	for (int r = 0; r < 3; r++) {
+		int st = th_wait(ss[r], a.tag[r], 5000);
+		ck_assert_msg(st == R2CCL_E_PEER_GONE || st == R2CCL_E_NO_PATH, "rank %d: %d", r, st);
+	}
+	/* (the operations start once the view agreement, which host 2 cannot
+	 * answer, timed out: peer_timeout_ms) */
+	ck_assert_uint_lt(th_now_ms() - t0, 3000 + 2000);
+	free_all(hs, 3);
+}
+END_TEST
+
 /* Rail 1 four times slower than rail 0 (its messages delayed 40 ms, rail
  * 0's 10 ms): once past the ramp-up, the throughput monitor finds the paths
  * on rail 1 slow and tells the peer; AllReduces stay exact throughout */
@@ -468,6 +567,9 @@ static Suite *suite(void)
 	ADD(test_peer_silent);
 	ADD(test_detour_through_third_host);
 	ADD(test_detour_refused);
+	ADD(test_detour_nack_no_bridge_left);
+	ADD(test_stalled_send_settles);
+	ADD(test_late_acks_unborrow);
 	ADD(test_drain);
 	ADD(test_slow_path);
 	return s;
