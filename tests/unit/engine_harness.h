@@ -104,6 +104,25 @@ uint64_t th_submit(struct th_sess *s, uint32_t opcode, uint64_t count, uint32_t 
  * TH_TIMEOUT when none came. */
 int th_wait(struct th_sess *s, uint64_t tag, int timeout_ms);
 
+/* nhosts hosts (0..nhosts-1) on rails rail_mask with params, rph ranks
+ * each, one communicator formed through the bootstrap: the sessions in rank
+ * order in ss[]; checks every CommInit reply. */
+void th_cluster(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
+		struct th_sess **ss, const char *const *params);
+/* th_host_free of hs[n-1] down to hs[0]. */
+void th_free_all(struct th_host **hs, int n);
+
+/* One case per test, each forked with a 60 s limit (CK_RUN_CASE=<test>
+ * runs one); th_run(suite) runs them all: main's exit status. */
+#define TH_ADD(s, t)                                \
+	do {                                        \
+		TCase *tc_ = tcase_create(#t);      \
+		tcase_set_timeout(tc_, 60);         \
+		tcase_add_test(tc_, t);             \
+		suite_add_tcase(s, tc_);            \
+	} while (0)
+int th_run(Suite *s);
+
 /* Runs every host's loop (and the control tick) for ms. */
 void th_pump(int ms);
 /* Runs the loops until cond(arg) or timeout_ms: cond's last value. */

@@ -14,41 +14,6 @@
 
 #define T_MS 10000
 
-/* nhosts hosts on rails rail_mask, rph ranks each, one communicator: the
- * sessions in rank order in ss[]. */
-static void cluster_p(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
-		      struct th_sess **ss, const char *const *params)
-{
-	struct r2_uid uid;
-
-	for (int i = 0; i < nhosts; i++)
-		hs[i] = th_host_new(i, rail_mask, params);
-	th_uid(hs[0], &uid);
-	for (int i = 0; i < nhosts; i++)
-		for (int k = 0; k < rph; k++) {
-			ss[i * rph + k] = th_sess_new(hs[i]);
-			th_init(ss[i * rph + k], &uid, nhosts * rph, i * rph + k);
-		}
-	ck_assert(th_wait_init(ss, nhosts * rph, T_MS));
-	for (int r = 0; r < nhosts * rph; r++) {
-		ck_assert_int_eq(ss[r]->init_status, 0);
-		ck_assert_uint_eq(ss[r]->comm_id & 0xffff, (uint32_t)r);
-		ck_assert_uint_eq(ss[r]->nhosts, (uint32_t)nhosts);
-	}
-}
-
-static void cluster(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
-		    struct th_sess **ss)
-{
-	cluster_p(hs, nhosts, rph, rail_mask, ss, NULL);
-}
-
-static void free_all(struct th_host **hs, int n)
-{
-	for (int i = n - 1; i >= 0; i--)
-		th_host_free(hs[i]);
-}
-
 static int32_t val(int rank, uint64_t i)
 {
 	return (int32_t)((rank + 1) * 1000 + (int64_t)(i % 977)) - 500;
@@ -90,11 +55,11 @@ START_TEST(test_allreduce_two_hosts)
 	struct th_host *hs[2];
 	struct th_sess *ss[2];
 
-	cluster(hs, 2, 1, 0x3, ss);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	allreduce(ss, 2, 256 * 1024, R2CCL_SUM);
 	allreduce(ss, 2, 100, R2CCL_SUM);
 	allreduce(ss, 2, 50000, R2CCL_MAX);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -104,9 +69,9 @@ START_TEST(test_allreduce_three_hosts_two_ranks)
 	struct th_host *hs[3];
 	struct th_sess *ss[6];
 
-	cluster(hs, 3, 2, 0x3, ss);
+	th_cluster(hs, 3, 2, 0x3, ss, NULL);
 	allreduce(ss, 6, 100000, R2CCL_SUM);
-	free_all(hs, 3);
+	th_free_all(hs, 3);
 }
 END_TEST
 
@@ -122,7 +87,7 @@ static void other_collectives(int nhosts, int rph, const char *const *params)
 	uint32_t im[8], om[8];
 	uint64_t tag[8];
 
-	cluster_p(hs, nhosts, rph, 0x3, ss, params);
+	th_cluster(hs, nhosts, rph, 0x3, ss, params);
 	for (int r = 0; r < n; r++) {
 		im[r] = th_mem(ss[r], cnt * n * 4, (void **)&in[r]);
 		om[r] = th_mem(ss[r], cnt * n * 4, (void **)&out[r]);
@@ -172,7 +137,7 @@ static void other_collectives(int nhosts, int rph, const char *const *params)
 			want += val(q, i);
 		TH_CHECK(out[n - 1][i] == want, "reduce element %llu", (unsigned long long)i);
 	}
-	free_all(hs, nhosts);
+	th_free_all(hs, nhosts);
 }
 
 START_TEST(test_other_collectives)
@@ -204,7 +169,7 @@ START_TEST(test_local_collectives)
 	uint64_t t0, t1;
 
 	other_collectives(1, 3, p);
-	cluster_p(hs, 1, 2, 0x1, ss, p);
+	th_cluster(hs, 1, 2, 0x1, ss, p);
 	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
 	n1 = th_mem(ss[1], cnt * 4, (void **)&r1);
 	for (uint64_t i = 0; i < cnt; i++)
@@ -214,7 +179,7 @@ START_TEST(test_local_collectives)
 	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), 0);
 	ck_assert_int_eq(th_wait(ss[1], t1, T_MS), 0);
 	ck_assert_mem_eq(r1, b0, cnt * 4);
-	free_all(hs, 1);
+	th_free_all(hs, 1);
 }
 END_TEST
 
@@ -224,9 +189,9 @@ START_TEST(test_allreduce_threads)
 	struct th_host *hs[2];
 	struct th_sess *ss[4];
 
-	cluster_p(hs, 2, 2, 0x3, ss, p);
+	th_cluster(hs, 2, 2, 0x3, ss, p);
 	allreduce(ss, 4, 1 << 20, R2CCL_SUM);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -240,7 +205,7 @@ START_TEST(test_send_recv)
 	uint32_t m0, m1, n0, n1;
 	uint64_t t0, t1;
 
-	cluster(hs, 2, 1, 0x3, ss);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
 	m1 = th_mem(ss[1], cnt * 4, (void **)&b1);
 	n0 = th_mem(ss[0], cnt * 4, (void **)&r0);
@@ -266,7 +231,7 @@ START_TEST(test_send_recv)
 	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), -EINVAL);
 	t0 = th_submit(ss[0], R2_OP_SEND, cnt + 1, R2CCL_INT32, 0, 1, m0, 0);
 	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), R2CCL_E_BAD_BUFFER);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -280,7 +245,7 @@ START_TEST(test_mismatch)
 	uint32_t ma, mb;
 	uint64_t t0, t1;
 
-	cluster(hs, 1, 2, 0x1, ss);
+	th_cluster(hs, 1, 2, 0x1, ss, NULL);
 	ma = th_mem(ss[0], 4096, (void **)&a);
 	mb = th_mem(ss[1], 4096, (void **)&b);
 	t0 = th_submit(ss[0], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, ma, ma);
@@ -289,7 +254,7 @@ START_TEST(test_mismatch)
 	ck_assert_int_eq(th_wait(ss[1], t1, T_MS), R2CCL_E_MISMATCH);
 	t0 = th_submit(ss[0], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, ma, ma);
 	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), R2CCL_E_COMM_BROKEN);
-	free_all(hs, 1);
+	th_free_all(hs, 1);
 }
 END_TEST
 
@@ -343,7 +308,7 @@ START_TEST(test_mismatch_across_hosts)
 	struct th_sess *ss[3];
 
 	/* a count: after one collective that agreed */
-	cluster(hs, 2, 1, 0x3, ss);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	allreduce(ss, 2, 1000, R2CCL_SUM);
 	mismatch_across(ss, 2, (const struct call[]){ { R2_OP_ALLREDUCE, 1024, R2CCL_INT32, R2CCL_SUM, 0 },
 						      { R2_OP_ALLREDUCE, 2048, R2CCL_INT32, R2CCL_SUM, 0 } });
@@ -351,39 +316,39 @@ START_TEST(test_mismatch_across_hosts)
 			 "collective 2 (allreduce): rank 1 posted count 2048, this rank 1024");
 	ck_assert_str_eq(ss[1]->result_error,
 			 "collective 2 (allreduce): rank 0 posted count 1024, this rank 2048");
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 
 	/* count 0 on one host */
-	cluster(hs, 2, 1, 0x3, ss);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	mismatch_across(ss, 2, (const struct call[]){ { R2_OP_ALLREDUCE, 0, R2CCL_INT32, R2CCL_SUM, 0 },
 						      { R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0 } });
 	ck_assert_str_eq(ss[0]->result_error,
 			 "collective 1 (allreduce): rank 1 posted count 100, this rank 0");
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 
 	/* the type, then the reduction, then the kind */
-	cluster(hs, 2, 1, 0x3, ss);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	mismatch_across(ss, 2, (const struct call[]){ { R2_OP_ALLREDUCE, 5000, R2CCL_INT32, R2CCL_SUM, 0 },
 						      { R2_OP_ALLREDUCE, 5000, R2CCL_FLOAT32, R2CCL_SUM, 0 } });
 	ck_assert_str_eq(ss[0]->result_error,
 			 "collective 1 (allreduce): rank 1 posted type float, this rank int32");
-	free_all(hs, 2);
-	cluster(hs, 2, 1, 0x3, ss);
+	th_free_all(hs, 2);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	mismatch_across(ss, 2, (const struct call[]){ { R2_OP_REDUCE, 5000, R2CCL_INT32, R2CCL_SUM, 1 },
 						      { R2_OP_REDUCE, 5000, R2CCL_INT32, R2CCL_MAX, 1 } });
 	ck_assert_str_eq(ss[1]->result_error,
 			 "collective 1 (reduce): rank 0 posted op sum, this rank max");
-	free_all(hs, 2);
-	cluster(hs, 2, 1, 0x3, ss);
+	th_free_all(hs, 2);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	mismatch_across(ss, 2, (const struct call[]){ { R2_OP_ALLREDUCE, 5000, R2CCL_INT32, R2CCL_SUM, 0 },
 						      { R2_OP_ALLGATHER, 5000, R2CCL_INT32, 0, 0 } });
 	ck_assert_str_eq(ss[0]->result_error,
 			 "collective 1 (allreduce): rank 1 called allgather, this rank allreduce");
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 
 	/* three hosts, the last one's root differs: the two that agree both
 	 * name it; it names whichever it heard first */
-	cluster(hs, 3, 1, 0x3, ss);
+	th_cluster(hs, 3, 1, 0x3, ss, NULL);
 	mismatch_across(ss, 3, (const struct call[]){ { R2_OP_BROADCAST, 4096, R2CCL_INT32, 0, 0 },
 						      { R2_OP_BROADCAST, 4096, R2CCL_INT32, 0, 0 },
 						      { R2_OP_BROADCAST, 4096, R2CCL_INT32, 0, 1 } });
@@ -396,7 +361,7 @@ START_TEST(test_mismatch_across_hosts)
 			      !strcmp(ss[2]->result_error,
 				      "collective 1 (broadcast): rank 1 posted root 0, this rank 1"),
 		      "%s", ss[2]->result_error);
-	free_all(hs, 3);
+	th_free_all(hs, 3);
 }
 END_TEST
 
@@ -406,9 +371,9 @@ START_TEST(test_local_only)
 	struct th_host *hs[1];
 	struct th_sess *ss[2];
 
-	cluster(hs, 1, 2, 0x1, ss);
+	th_cluster(hs, 1, 2, 0x1, ss, NULL);
 	allreduce(ss, 2, 300000, R2CCL_SUM);
-	free_all(hs, 1);
+	th_free_all(hs, 1);
 }
 END_TEST
 
@@ -434,18 +399,10 @@ START_TEST(test_bootstrap_failures)
 	ck_assert_int_ne(a->init_status, 0);
 	ck_assert_int_ne(b->init_status, 0);
 	ck_assert_int_ne(c->init_status, 0);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
-/* one case per test: CK_RUN_CASE=<test name> runs one */
-#define ADD(t)                                      \
-	do {                                        \
-		TCase *tc = tcase_create(#t);       \
-		tcase_set_timeout(tc, 60);          \
-		tcase_add_test(tc, t);              \
-		suite_add_tcase(s, tc);             \
-	} while (0)
 
 /* A rank that never calls the collective: the others fail with ETIMEDOUT
  * after op_timeout_ms, and the reason says who was waited for */
@@ -494,7 +451,7 @@ START_TEST(test_bootstrap_timeout)
 	ck_assert(th_wait_init(ss, 2, T_MS));
 	ck_assert_int_eq(ss[0]->init_status, R2CCL_E_BOOTSTRAP);
 	ck_assert_int_eq(ss[1]->init_status, R2CCL_E_BOOTSTRAP);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -521,7 +478,7 @@ START_TEST(test_init_refused)
 	ck_assert(th_wait_init(ss, 2, T_MS));
 	ck_assert_int_ne(a->init_status, 0);
 	ck_assert_int_ne(b->init_status, 0);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -536,7 +493,7 @@ static void leave_case(enum r2_leave how, bool posted_first, const char *want)
 	uint32_t mb;
 	uint64_t t, t0;
 
-	cluster(hs, 2, 1, 0x3, ss);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	allreduce(ss, 2, 1000, R2CCL_SUM);
 	mb = th_mem(ss[1], 4096, (void **)&b);
 	if (posted_first) { /* rank 1 waits in the rail phase for rank 0 */
@@ -566,7 +523,7 @@ static void leave_case(enum r2_leave how, bool posted_first, const char *want)
 	ck_assert_int_eq(th_wait(ss[1], t, 1000), R2CCL_E_PEER_GONE);
 	r2d_comm_handle_destroy(&ss[1]->s, 11, ss[1]->comm_id, false);
 	ck_assert_int_eq(ss[1]->result_status, 0);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 
 START_TEST(test_destroy_and_abort)
@@ -592,7 +549,7 @@ START_TEST(test_leave_others_go_on)
 	uint64_t t[4], t0;
 	const uint64_t cnt = 50000;
 
-	cluster(hs, 2, 2, 0x3, ss);
+	th_cluster(hs, 2, 2, 0x3, ss, NULL);
 	for (int r = 0; r < 4; r++)
 		mb[r] = th_mem(ss[r], cnt * 4, (void **)&b[r]);
 	for (int r = 2; r < 4; r++)
@@ -619,7 +576,7 @@ START_TEST(test_leave_others_go_on)
 	ck_assert_mem_eq(b[2], b[1], cnt * 4);
 	t[3] = th_submit(ss[3], R2_OP_SEND, cnt, R2CCL_INT32, 0, 0, mb[3], 0);
 	ck_assert_int_eq(th_wait(ss[3], t[3], 1000), R2CCL_E_PEER_GONE);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -632,7 +589,7 @@ START_TEST(test_draining)
 	uint32_t ma;
 	uint64_t t;
 
-	cluster(hs, 1, 2, 0x1, ss);
+	th_cluster(hs, 1, 2, 0x1, ss, NULL);
 	ma = th_mem(ss[0], 4096, (void **)&a);
 	pthread_mutex_lock(&hs[0]->d.lock);
 	hs[0]->d.draining = true;
@@ -640,7 +597,7 @@ START_TEST(test_draining)
 	t = th_submit(ss[0], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, ma, ma);
 	ck_assert_int_eq(th_wait(ss[0], t, T_MS), R2CCL_E_SHUTDOWN);
 	ck_assert_int_eq(r2d_engine_busy(&hs[0]->d), 0);
-	free_all(hs, 1);
+	th_free_all(hs, 1);
 }
 END_TEST
 
@@ -655,7 +612,7 @@ START_TEST(test_other_types)
 	uint32_t im[2], om[2];
 	uint64_t tag[2];
 
-	cluster(hs, 2, 1, 0x3, ss);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	for (int r = 0; r < 2; r++) {
 		im[r] = th_mem(ss[r], cnt * 4, (void **)&fi[r]);
 		om[r] = th_mem(ss[r], cnt * 4, (void **)&fo[r]);
@@ -671,7 +628,7 @@ START_TEST(test_other_types)
 		for (uint64_t i = 0; i < cnt; i++)
 			TH_CHECK(fo[r][i] == (float)((i % 1000) * 3) * 0.5f, "rank %d element %llu", r,
 				 (unsigned long long)i);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -679,34 +636,28 @@ static Suite *suite(void)
 {
 	Suite *s = suite_create("engine");
 
-	ADD(test_allreduce_two_hosts);
-	ADD(test_allreduce_three_hosts_two_ranks);
-	ADD(test_other_collectives);
-	ADD(test_other_collectives_two_ranks);
-	ADD(test_allreduce_threads);
-	ADD(test_local_collectives);
-	ADD(test_send_recv);
-	ADD(test_mismatch);
-	ADD(test_mismatch_across_hosts);
-	ADD(test_local_only);
-	ADD(test_bootstrap_failures);
-	ADD(test_op_timeout);
-	ADD(test_bootstrap_timeout);
-	ADD(test_init_refused);
-	ADD(test_destroy_and_abort);
-	ADD(test_leave_others_go_on);
-	ADD(test_draining);
-	ADD(test_other_types);
+	TH_ADD(s, test_allreduce_two_hosts);
+	TH_ADD(s, test_allreduce_three_hosts_two_ranks);
+	TH_ADD(s, test_other_collectives);
+	TH_ADD(s, test_other_collectives_two_ranks);
+	TH_ADD(s, test_allreduce_threads);
+	TH_ADD(s, test_local_collectives);
+	TH_ADD(s, test_send_recv);
+	TH_ADD(s, test_mismatch);
+	TH_ADD(s, test_mismatch_across_hosts);
+	TH_ADD(s, test_local_only);
+	TH_ADD(s, test_bootstrap_failures);
+	TH_ADD(s, test_op_timeout);
+	TH_ADD(s, test_bootstrap_timeout);
+	TH_ADD(s, test_init_refused);
+	TH_ADD(s, test_destroy_and_abort);
+	TH_ADD(s, test_leave_others_go_on);
+	TH_ADD(s, test_draining);
+	TH_ADD(s, test_other_types);
 	return s;
 }
 
 int main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int nf;
-
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
+	return th_run(suite());
 }

@@ -19,29 +19,6 @@
 #define T_MS 10000
 #define ID(i) (0x1000 + (uint64_t)(i))
 
-static void cluster(struct th_host **hs, int nhosts, uint32_t rail_mask, struct th_sess **ss,
-		    const char *const *params)
-{
-	struct r2_uid uid;
-
-	for (int i = 0; i < nhosts; i++)
-		hs[i] = th_host_new(i, rail_mask, params);
-	th_uid(hs[0], &uid);
-	for (int i = 0; i < nhosts; i++) {
-		ss[i] = th_sess_new(hs[i]);
-		th_init(ss[i], &uid, nhosts, i);
-	}
-	ck_assert(th_wait_init(ss, nhosts, T_MS));
-	for (int r = 0; r < nhosts; r++)
-		ck_assert_int_eq(ss[r]->init_status, 0);
-}
-
-static void free_all(struct th_host **hs, int n)
-{
-	for (int i = n - 1; i >= 0; i--)
-		th_host_free(hs[i]);
-}
-
 static int32_t val(int rank, uint64_t i, int round)
 {
 	return (int32_t)((rank + 1) * 1000 + (int64_t)(i % 1013) + round * 7) - 500;
@@ -192,7 +169,7 @@ START_TEST(test_link_down_mid_allreduce)
 	struct th_sess *ss[2];
 	struct ar a;
 
-	cluster(hs, 2, 0x3, ss, NULL);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	ar_setup(&a, ss, 2, 512 * 1024); /* 2 MB: 32 chunks of 64 KB */
 	ar_run(&a);
 	ck_assert_int_eq(path_state(hs[0], ID(1), 1), R2_RS_HEALTHY);
@@ -231,7 +208,7 @@ START_TEST(test_link_down_mid_allreduce)
 	ck_assert(has_event(hs[0], "path", "failed -> recovering"));
 	ck_assert(has_event(hs[0], "path", "recovering -> healthy"));
 	ar_run(&a);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -243,7 +220,7 @@ START_TEST(test_duplicated_chunks)
 	struct th_sess *ss[2];
 	struct ar a;
 
-	cluster(hs, 2, 0x3, ss, NULL);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	ar_setup(&a, ss, 2, 256 * 1024);
 	for (int h = 0; h < 2; h++)
 		for (int r = 0; r < 2; r++)
@@ -253,7 +230,7 @@ START_TEST(test_duplicated_chunks)
 	ck_assert_uint_gt(atomic_load(&hs[0]->d.chunks_dup_dropped) +
 				  atomic_load(&hs[1]->d.chunks_dup_dropped),
 			  0);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -264,16 +241,29 @@ START_TEST(test_reordered_and_delayed)
 	struct th_sess *ss[2];
 	struct ar a;
 
-	cluster(hs, 2, 0x3, ss, NULL);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	ar_setup(&a, ss, 2, 256 * 1024);
 	ck_assert_int_eq(r2_lb_reorder(th_tp(hs[0], 0), ID(1), 8), 0);
 	ck_assert_int_eq(r2_lb_delay(th_tp(hs[1], 1), ID(0), 2000), 0);
 	ar_run(&a);
 	ck_assert_int_eq(r2_lb_delay(th_tp(hs[1], 1), ID(0), 0), 0);
 	ar_run(&a);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
+
+/* Two hosts, one rank each: an AllReduce, then rank 0 alone starts the
+ * next one (rank 1 never comes): rank 0 waits in its rail phase. When it
+ * started. */
+static uint64_t rank0_waits(struct th_host **hs, struct th_sess **ss, struct ar *a)
+{
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
+	ar_setup(a, ss, 2, 64 * 1024);
+	ar_run(a);
+	ar_start(a, 1);
+	th_pump(20);
+	return th_now_ms();
+}
 
 /* Host 1's daemon dies while rank 0 waits in an AllReduce (its
  * connections reset, its port refuses): rank 0 gets PEER_GONE within
@@ -286,12 +276,7 @@ START_TEST(test_peer_dies)
 	uint64_t t0;
 	int st;
 
-	cluster(hs, 2, 0x3, ss, NULL);
-	ar_setup(&a, ss, 2, 64 * 1024);
-	ar_run(&a);
-	ar_start(&a, 1); /* rank 1 never comes */
-	th_pump(20);
-	t0 = th_now_ms();
+	t0 = rank0_waits(hs, ss, &a);
 	for (int r = 0; r < 2; r++) {
 		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[1], r), -ECONNREFUSED), 0);
 		ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], r), ID(0), -ECONNRESET), 0);
@@ -302,7 +287,7 @@ START_TEST(test_peer_dies)
 	a.tag[0] = th_submit(ss[0], R2_OP_ALLREDUCE, 16, R2CCL_INT32, R2CCL_SUM, 0, a.im[0],
 			     a.om[0]);
 	ck_assert_int_eq(th_wait(ss[0], a.tag[0], T_MS), R2CCL_E_PEER_GONE);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -317,12 +302,7 @@ START_TEST(test_peer_silent)
 	uint64_t t0;
 	int st;
 
-	cluster(hs, 2, 0x3, ss, NULL);
-	ar_setup(&a, ss, 2, 64 * 1024);
-	ar_run(&a);
-	ar_start(&a, 1);
-	th_pump(20);
-	t0 = th_now_ms();
+	t0 = rank0_waits(hs, ss, &a);
 	for (int r = 0; r < 2; r++)
 		ck_assert_int_eq(r2_lb_drop(th_tp(hs[1], r), ID(0), R2_LB_ALL), 0);
 	ck_assert(wait_path(hs[0], ID(1), 0, R2_RS_FAILED, 2000));
@@ -330,7 +310,7 @@ START_TEST(test_peer_silent)
 	st = th_wait(ss[0], a.tag[0], 5000);
 	ck_assert_msg(st == R2CCL_E_PEER_GONE || st == R2CCL_E_NO_PATH, "status %d", st);
 	ck_assert_uint_lt(th_now_ms() - t0, 3000);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -344,7 +324,7 @@ START_TEST(test_detour_through_third_host)
 	struct ar a;
 	struct r2_peer *p;
 
-	cluster(hs, 3, 0x3, ss, NULL);
+	th_cluster(hs, 3, 1, 0x3, ss, NULL);
 	ar_setup(&a, ss, 3, 256 * 1024);
 	ar_run(&a);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
@@ -356,28 +336,36 @@ START_TEST(test_detour_through_third_host)
 	p = r2d_rails_peer_find(&hs[2]->d, ID(0));
 	ck_assert_ptr_nonnull(p);
 	ck_assert_uint_gt(atomic_load(&p->detour_rx_us), 0); /* its data came bridged */
-	free_all(hs, 3);
+	th_free_all(hs, 3);
 }
 END_TEST
 
-/* As above, but the bridge has lost its rail to host 2 too: it refuses
- * host 0's chunks (NACK), no other bridge is left, and the AllReduce
- * fails on every rank within the peer timeout instead of hanging */
-START_TEST(test_detour_refused)
+/* Hosts 0 and 2 left with no rail in common (host 0's rail 1 and host 2's
+ * rail 0 down) and the bridge, host 1, cut from host 2 too: silently
+ * (black-holed: its chunks vanish, the peer timeout tells) or refused (no
+ * connection: it answers NACK at once). The AllReduce must fail on every
+ * rank within bound_ms of its start. */
+static void no_bridge_left(const char *const *params, bool refused, uint64_t bound_ms)
 {
 	struct th_host *hs[3];
 	struct th_sess *ss[3];
 	struct ar a;
 	uint64_t t0;
 
-	cluster(hs, 3, 0x3, ss, NULL);
+	th_cluster(hs, 3, 1, 0x3, ss, params);
 	ar_setup(&a, ss, 3, 64 * 1024);
 	ar_run(&a);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
-	ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], 1), ID(2), -ETIMEDOUT), 0);
-	ck_assert_int_eq(r2_lb_drop(th_tp(hs[1], 1), ID(2), R2_LB_ALL), 0);
-	ck_assert_int_eq(r2_lb_drop(th_tp(hs[2], 1), ID(1), R2_LB_ALL), 0);
+	if (refused) {
+		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[1], 1), -ECONNREFUSED), 0);
+		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[2], 1), -ECONNREFUSED), 0);
+		ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], 1), ID(2), -ECONNRESET), 0);
+	} else {
+		ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], 1), ID(2), -ETIMEDOUT), 0);
+		ck_assert_int_eq(r2_lb_drop(th_tp(hs[1], 1), ID(2), R2_LB_ALL), 0);
+		ck_assert_int_eq(r2_lb_drop(th_tp(hs[2], 1), ID(1), R2_LB_ALL), 0);
+	}
 	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
 	t0 = th_now_ms();
 	ar_start(&a, 3);
@@ -385,8 +373,16 @@ START_TEST(test_detour_refused)
 		int st = th_wait(ss[r], a.tag[r], 5000);
 		ck_assert_msg(st == R2CCL_E_PEER_GONE || st == R2CCL_E_NO_PATH, "rank %d: %d", r, st);
 	}
-	ck_assert_uint_lt(th_now_ms() - t0, 5000);
-	free_all(hs, 3);
+	ck_assert_uint_lt(th_now_ms() - t0, bound_ms);
+	th_free_all(hs, 3);
+}
+
+/* As above, but the bridge's connection to host 2 is a black hole: no
+ * other bridge, and the AllReduce fails on every rank within the peer
+ * timeout instead of hanging */
+START_TEST(test_detour_refused)
+{
+	no_bridge_left(NULL, false, 5000);
 }
 END_TEST
 
@@ -405,7 +401,7 @@ START_TEST(test_stalled_send_settles)
 	struct ar a;
 	uint64_t t0;
 
-	cluster(hs, 2, 0x3, ss, p);
+	th_cluster(hs, 2, 1, 0x3, ss, p);
 	ar_setup(&a, ss, 2, 256 * 1024);
 	ar_run(&a);
 	for (int r = 0; r < 2; r++)
@@ -422,7 +418,7 @@ START_TEST(test_stalled_send_settles)
 		  wait_path(hs[1], ID(0), 1, R2_RS_FAILED, 2000));
 	for (int r = 0; r < 2; r++)
 		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], r), ID(1), false), 0);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -437,7 +433,7 @@ START_TEST(test_late_acks_unborrow)
 	struct th_sess *ss[3];
 	struct ar a;
 
-	cluster(hs, 3, 0x3, ss, NULL);
+	th_cluster(hs, 3, 1, 0x3, ss, NULL);
 	ar_setup(&a, ss, 3, 192 * 1024);
 	ar_run(&a);
 	for (int r = 0; r < 2; r++)
@@ -447,12 +443,12 @@ START_TEST(test_late_acks_unborrow)
 	for (int r = 0; r < 2; r++)
 		ck_assert_int_eq(r2_lb_delay(th_tp(hs[1], r), ID(0), 0), 0);
 	ar_run(&a);
-	free_all(hs, 3);
+	th_free_all(hs, 3);
 }
 END_TEST
 
-/* As test_detour_refused, but the bridge has no connection to host 2 at
- * all (refused on both ends): it answers host 0's detoured chunks with a
+/* The bridge has no connection to host 2 at all (refused on both ends):
+ * it answers host 0's detoured chunks with a
  * NACK at once (and host 0 host 1's), and with no other bridge each finds
  * host 2 unreachable in its rail phase (rl_nack). The operations start only
  * when the view agreement host 2 cannot answer timed out, at about the
@@ -461,30 +457,10 @@ END_TEST
 START_TEST(test_detour_nack_no_bridge_left)
 {
 	static const char *const p[] = { "peer_timeout_ms=3000", NULL };
-	struct th_host *hs[3];
-	struct th_sess *ss[3];
-	struct ar a;
-	uint64_t t0;
 
-	cluster(hs, 3, 0x3, ss, p);
-	ar_setup(&a, ss, 3, 64 * 1024);
-	ar_run(&a);
-	ck_assert_int_eq(r2_lb_refuse(th_tp(hs[1], 1), -ECONNREFUSED), 0);
-	ck_assert_int_eq(r2_lb_refuse(th_tp(hs[2], 1), -ECONNREFUSED), 0);
-	ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], 1), ID(2), -ECONNRESET), 0);
-	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
-	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
-	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
-	t0 = th_now_ms();
-	ar_start(&a, 3);
-	for (int r = 0; r < 3; r++) {
-		int st = th_wait(ss[r], a.tag[r], 5000);
-		ck_assert_msg(st == R2CCL_E_PEER_GONE || st == R2CCL_E_NO_PATH, "rank %d: %d", r, st);
-	}
 	/* (the operations start once the view agreement, which host 2 cannot
 	 * answer, timed out: peer_timeout_ms) */
-	ck_assert_uint_lt(th_now_ms() - t0, 3000 + 2000);
-	free_all(hs, 3);
+	no_bridge_left(p, true, 3000 + 2000);
 }
 END_TEST
 
@@ -500,7 +476,7 @@ START_TEST(test_slow_path)
 	struct ar a;
 	uint64_t until;
 
-	cluster(hs, 2, 0x3, ss, p);
+	th_cluster(hs, 2, 1, 0x3, ss, p);
 	ar_setup(&a, ss, 2, 1 << 20);
 	for (int h = 0; h < 2; h++) {
 		ck_assert_int_eq(r2_lb_delay(th_tp(hs[h], 0), ID(1 - h), 10000), 0);
@@ -516,7 +492,7 @@ START_TEST(test_slow_path)
 		for (int r = 0; r < 2; r++)
 			ck_assert_int_eq(r2_lb_delay(th_tp(hs[h], r), ID(1 - h), 0), 0);
 	ar_run(&a);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -529,7 +505,7 @@ START_TEST(test_drain)
 	struct ar a;
 	char err[128] = "";
 
-	cluster(hs, 2, 0x3, ss, NULL);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	ar_setup(&a, ss, 2, 128 * 1024);
 	ck_assert_int_eq(r2d_health_drain(&hs[0]->d, "nosuch", true, err, sizeof(err)), -ENODEV);
 	ck_assert_int_eq(r2d_health_drain(&hs[0]->d, "lb0", true, err, sizeof(err)), 0);
@@ -543,45 +519,31 @@ START_TEST(test_drain)
 	ar_run(&a);
 	ck_assert_int_eq(r2d_health_rebalance(&hs[0]->d, 0, 0, ""), 0);
 	ar_run(&a);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
-/* one case per test: CK_RUN_CASE=<test name> runs one */
-#define ADD(t)                                      \
-	do {                                        \
-		TCase *tc = tcase_create(#t);       \
-		tcase_set_timeout(tc, 60);          \
-		tcase_add_test(tc, t);              \
-		suite_add_tcase(s, tc);             \
-	} while (0)
 
 static Suite *suite(void)
 {
 	Suite *s = suite_create("engine-faults");
 
-	ADD(test_link_down_mid_allreduce);
-	ADD(test_duplicated_chunks);
-	ADD(test_reordered_and_delayed);
-	ADD(test_peer_dies);
-	ADD(test_peer_silent);
-	ADD(test_detour_through_third_host);
-	ADD(test_detour_refused);
-	ADD(test_detour_nack_no_bridge_left);
-	ADD(test_stalled_send_settles);
-	ADD(test_late_acks_unborrow);
-	ADD(test_drain);
-	ADD(test_slow_path);
+	TH_ADD(s, test_link_down_mid_allreduce);
+	TH_ADD(s, test_duplicated_chunks);
+	TH_ADD(s, test_reordered_and_delayed);
+	TH_ADD(s, test_peer_dies);
+	TH_ADD(s, test_peer_silent);
+	TH_ADD(s, test_detour_through_third_host);
+	TH_ADD(s, test_detour_refused);
+	TH_ADD(s, test_detour_nack_no_bridge_left);
+	TH_ADD(s, test_stalled_send_settles);
+	TH_ADD(s, test_late_acks_unborrow);
+	TH_ADD(s, test_drain);
+	TH_ADD(s, test_slow_path);
 	return s;
 }
 
 int main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int nf;
-
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
+	return th_run(suite());
 }
