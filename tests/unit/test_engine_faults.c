@@ -47,6 +47,15 @@ static void ar_setup(struct ar *a, struct th_sess **ss, int n, uint64_t count)
 	}
 }
 
+/* nhosts hosts of one rank each on rails 0 and 1 (th_cluster), and a's
+ * buffers of count elements on each. */
+static void ar_cluster(struct th_host **hs, struct th_sess **ss, struct ar *a, int nhosts,
+		       const char *const *params, uint64_t count)
+{
+	th_cluster(hs, nhosts, 1, 0x3, ss, params);
+	ar_setup(a, ss, nhosts, count);
+}
+
 /* Submits on ranks [0, n) (n < a->n: the others hold back). */
 static void ar_start(struct ar *a, int n)
 {
@@ -169,8 +178,7 @@ START_TEST(test_link_down_mid_allreduce)
 	struct th_sess *ss[2];
 	struct ar a;
 
-	th_cluster(hs, 2, 1, 0x3, ss, NULL);
-	ar_setup(&a, ss, 2, 512 * 1024); /* 2 MB: 32 chunks of 64 KB */
+	ar_cluster(hs, ss, &a, 2, NULL, 512 * 1024); /* 2 MB: 32 chunks of 64 KB */
 	ar_run(&a);
 	ck_assert_int_eq(path_state(hs[0], ID(1), 1), R2_RS_HEALTHY);
 
@@ -220,8 +228,7 @@ START_TEST(test_duplicated_chunks)
 	struct th_sess *ss[2];
 	struct ar a;
 
-	th_cluster(hs, 2, 1, 0x3, ss, NULL);
-	ar_setup(&a, ss, 2, 256 * 1024);
+	ar_cluster(hs, ss, &a, 2, NULL, 256 * 1024);
 	for (int h = 0; h < 2; h++)
 		for (int r = 0; r < 2; r++)
 			ck_assert_int_eq(r2_lb_duplicate(th_tp(hs[h], r), ID(1 - h), 200), 0);
@@ -241,8 +248,7 @@ START_TEST(test_reordered_and_delayed)
 	struct th_sess *ss[2];
 	struct ar a;
 
-	th_cluster(hs, 2, 1, 0x3, ss, NULL);
-	ar_setup(&a, ss, 2, 256 * 1024);
+	ar_cluster(hs, ss, &a, 2, NULL, 256 * 1024);
 	ck_assert_int_eq(r2_lb_reorder(th_tp(hs[0], 0), ID(1), 8), 0);
 	ck_assert_int_eq(r2_lb_delay(th_tp(hs[1], 1), ID(0), 2000), 0);
 	ar_run(&a);
@@ -257,8 +263,7 @@ END_TEST
  * started. */
 static uint64_t rank0_waits(struct th_host **hs, struct th_sess **ss, struct ar *a)
 {
-	th_cluster(hs, 2, 1, 0x3, ss, NULL);
-	ar_setup(a, ss, 2, 64 * 1024);
+	ar_cluster(hs, ss, a, 2, NULL, 64 * 1024);
 	ar_run(a);
 	ar_start(a, 1);
 	th_pump(20);
@@ -324,8 +329,7 @@ START_TEST(test_detour_through_third_host)
 	struct ar a;
 	struct r2_peer *p;
 
-	th_cluster(hs, 3, 1, 0x3, ss, NULL);
-	ar_setup(&a, ss, 3, 256 * 1024);
+	ar_cluster(hs, ss, &a, 3, NULL, 256 * 1024);
 	ar_run(&a);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
@@ -352,8 +356,7 @@ static void no_bridge_left(const char *const *params, bool refused, uint64_t bou
 	struct ar a;
 	uint64_t t0;
 
-	th_cluster(hs, 3, 1, 0x3, ss, params);
-	ar_setup(&a, ss, 3, 64 * 1024);
+	ar_cluster(hs, ss, &a, 3, params, 64 * 1024);
 	ar_run(&a);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
@@ -401,8 +404,7 @@ START_TEST(test_stalled_send_settles)
 	struct ar a;
 	uint64_t t0;
 
-	th_cluster(hs, 2, 1, 0x3, ss, p);
-	ar_setup(&a, ss, 2, 256 * 1024);
+	ar_cluster(hs, ss, &a, 2, p, 256 * 1024);
 	ar_run(&a);
 	for (int r = 0; r < 2; r++)
 		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], r), ID(1), true), 0);
@@ -433,8 +435,7 @@ START_TEST(test_late_acks_unborrow)
 	struct th_sess *ss[3];
 	struct ar a;
 
-	th_cluster(hs, 3, 1, 0x3, ss, NULL);
-	ar_setup(&a, ss, 3, 192 * 1024);
+	ar_cluster(hs, ss, &a, 3, NULL, 192 * 1024);
 	ar_run(&a);
 	for (int r = 0; r < 2; r++)
 		ck_assert_int_eq(r2_lb_delay(th_tp(hs[1], r), ID(0), 300000), 0);
@@ -476,8 +477,7 @@ START_TEST(test_slow_path)
 	struct ar a;
 	uint64_t until;
 
-	th_cluster(hs, 2, 1, 0x3, ss, p);
-	ar_setup(&a, ss, 2, 1 << 20);
+	ar_cluster(hs, ss, &a, 2, p, 1 << 20);
 	for (int h = 0; h < 2; h++) {
 		ck_assert_int_eq(r2_lb_delay(th_tp(hs[h], 0), ID(1 - h), 10000), 0);
 		ck_assert_int_eq(r2_lb_delay(th_tp(hs[h], 1), ID(1 - h), 40000), 0);
@@ -505,8 +505,7 @@ START_TEST(test_drain)
 	struct ar a;
 	char err[128] = "";
 
-	th_cluster(hs, 2, 1, 0x3, ss, NULL);
-	ar_setup(&a, ss, 2, 128 * 1024);
+	ar_cluster(hs, ss, &a, 2, NULL, 128 * 1024);
 	ck_assert_int_eq(r2d_health_drain(&hs[0]->d, "nosuch", true, err, sizeof(err)), -ENODEV);
 	ck_assert_int_eq(r2d_health_drain(&hs[0]->d, "lb0", true, err, sizeof(err)), 0);
 	th_pump(50);
