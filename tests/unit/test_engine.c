@@ -536,6 +536,31 @@ START_TEST(test_destroy_and_abort)
 }
 END_TEST
 
+/* A receive from rank 0 already running on host 1 when rank 0 destroys its
+ * member: it fails with PEER_GONE at once, not at op_timeout_ms */
+START_TEST(test_leave_during_transfer)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	int32_t *b;
+	uint32_t mb;
+	uint64_t t, t0;
+
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
+	mb = th_mem(ss[1], 64 * 1024, (void **)&b);
+	t = th_submit(ss[1], R2_OP_RECV, 16 * 1024, R2CCL_INT32, 0, 0, 0, mb);
+	th_pump(50);
+	ck_assert_int_eq(th_wait(ss[1], t, 0), TH_TIMEOUT);
+	t0 = th_now_ms();
+	r2d_comm_handle_destroy(&ss[0]->s, 9, ss[0]->comm_id, false);
+	ck_assert_int_eq(th_wait(ss[1], t, T_MS), R2CCL_E_PEER_GONE);
+	ck_assert_uint_lt(th_now_ms() - t0, 5000);
+	ck_assert_int_eq(reason_of(ss[1]), R2CCL_E_PEER_GONE);
+	ck_assert_str_eq(ss[1]->result_error, "rank 0 on host host0 left the communicator (destroy)");
+	th_free_all(hs, 2);
+}
+END_TEST
+
 /* Two ranks per host; rank 0 destroys its member while rank 1 stays: the
  * collective host 1's ranks are in fails on both, with the reason; a
  * transfer between ranks 1 and 2 (which do not need rank 0) still runs;
@@ -652,6 +677,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_init_refused);
 	TH_ADD(s, test_destroy_and_abort);
 	TH_ADD(s, test_leave_others_go_on);
+	TH_ADD(s, test_leave_during_transfer);
 	TH_ADD(s, test_draining);
 	TH_ADD(s, test_other_types);
 	return s;
