@@ -297,8 +297,12 @@ START_TEST(test_peer_dies)
 END_TEST
 
 /* Host 1 falls silent on every rail (its messages vanish: a black hole,
- * no reset): its paths fail by missed heartbeats, and once no rail is
- * left to it for peer_timeout_ms, rank 0's AllReduce fails */
+ * no reset; new connections between the two time out, as SYNs into a
+ * black hole do): its paths fail by missed heartbeats, and once no rail is
+ * left to it for peer_timeout_ms, rank 0's AllReduce fails. (Without the
+ * refused connections a path that failed early, while the other rail still
+ * carried host 1's last messages, reconnected at once: it went recovering,
+ * failed again, and so on, and the peer timeout never ran out.) */
 START_TEST(test_peer_silent)
 {
 	struct th_host *hs[2];
@@ -308,8 +312,11 @@ START_TEST(test_peer_silent)
 	int st;
 
 	t0 = rank0_waits(hs, ss, &a);
-	for (int r = 0; r < 2; r++)
+	for (int r = 0; r < 2; r++) {
+		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[0], r), -ETIMEDOUT), 0);
+		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[1], r), -ETIMEDOUT), 0);
 		ck_assert_int_eq(r2_lb_drop(th_tp(hs[1], r), ID(0), R2_LB_ALL), 0);
+	}
 	ck_assert(wait_path(hs[0], ID(1), 0, R2_RS_FAILED, 2000));
 	ck_assert(has_event(hs[0], "path", "-> failed"));
 	st = th_wait(ss[0], a.tag[0], 5000);
