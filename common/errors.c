@@ -21,7 +21,7 @@ static const char *const r2ccl_errs[] = {
 	[-(R2CCL_E_PROTOCOL - R2CCL_E_BASE)] = "A malformed or unexpected message was received.",
 	[-(R2CCL_E_MISMATCH - R2CCL_E_BASE)] =
 		"The ranks of the communicator called the operation with different arguments.",
-	[-(R2CCL_E_PEER_GONE - R2CCL_E_BASE)] = "Another rank of the communicator has died.",
+	[-(R2CCL_E_PEER_GONE - R2CCL_E_BASE)] = "Another rank of the communicator died or left it.",
 	[-(R2CCL_E_COMM_BROKEN - R2CCL_E_BASE)] =
 		"The communicator failed earlier and must be destroyed.",
 	[-(R2CCL_E_NO_PATH - R2CCL_E_BASE)] = "No healthy network path is left to a peer host.",

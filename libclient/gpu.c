@@ -15,12 +15,12 @@
 #include <string.h>
 
 #include "client.h"
+#include "cuda_load.h"
 #include "r2ccl.h"
 
 #if HAVE_CUDA
 
 #include <cuda.h>
-#include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -53,12 +53,7 @@ static struct {
 
 static void cu_load(void)
 {
-	CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-	struct {
-		const char *name;
-		void **fn;
-	} t[] = {
+	const struct r2c_cu_sym t[] = {
 		{ "cuPointerGetAttribute", (void **)&cu.pointerGetAttribute },
 		{ "cuMemGetAddressRange", (void **)&cu.memGetAddressRange },
 		{ "cuIpcGetMemHandle", (void **)&cu.ipcGetMemHandle },
@@ -74,27 +69,13 @@ static void cu_load(void)
 		{ "cuStreamWaitValue32", (void **)&cu.streamWaitValue32 },
 	};
 
-	if (!h) {
-		cu.err = -ENODEV;
-		return;
-	}
-	*(void **)&gpa = dlsym(h, "cuGetProcAddress_v2");
-	if (!gpa) {
-		cu.err = -ENOSYS;
-		return;
-	}
-	for (size_t i = 0; i < R2_ARRAY_SIZE(t); i++) {
-		CUdriverProcAddressQueryResult q;
-		if (gpa(t[i].name, t[i].fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS ||
-		    !*t[i].fn) {
-			cu.err = -ENOSYS;
-			return;
-		}
-	}
-	{
-		CUdriverProcAddressQueryResult q;
-		if (gpa("cuStreamBatchMemOp", (void **)&cu.streamBatchMemOp, 12000,
-			CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS)
+	cu.err = r2c_cu_resolve(t, R2_ARRAY_SIZE(t));
+	if (!cu.err) {
+		/* optional: both of an operation's memory operations in one call */
+		const struct r2c_cu_sym opt[] = {
+			{ "cuStreamBatchMemOp", (void **)&cu.streamBatchMemOp },
+		};
+		if (r2c_cu_resolve(opt, 1) < 0)
 			cu.streamBatchMemOp = NULL;
 	}
 }

@@ -76,6 +76,12 @@ struct r2_comm {
 	struct r2_host *hosts; /* [nhosts] once the membership is known */
 	int *rank_host;        /* [nranks] */
 	uint64_t coll_seq;     /* collectives run so far (rail-phase opseq) */
+	uint64_t coll_matched; /* collectives the dispatcher matched (under d->lock) */
+	/* a member left (destroy or abort, here or on another host): the
+	 * collectives numbered above gone_after cannot run (UINT64_MAX: none
+	 * left), and left_why says who (MSG_COMM_REASON while not broken) */
+	_Atomic uint64_t gone_after;
+	char left_why[128];
 	struct { uint64_t key, next; } *p2p; /* send/recv counters per (src, dst) */
 	uint32_t np2p, capp2p;
 	void *p2p_ops;         /* transfers across hosts in flight (exec_rail.c) */

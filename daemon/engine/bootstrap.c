@@ -382,18 +382,51 @@ static struct r2_comm *comm_for(struct r2d *d, ProtobufCBinaryData uid)
 	return r2d_comm_by_uid(d, &u);
 }
 
-void r2d_bootstrap_abort(struct r2_comm *c, int status, const char *why)
-{
-	R2peer__Abort a = R2PEER__ABORT__INIT;
+_Static_assert((int)R2_LEAVE_ABORT == (int)R2PEER__LEAVE_HOW__LEAVE_ABORT &&
+		       (int)R2_LEAVE_DIED == (int)R2PEER__LEAVE_HOW__LEAVE_DIED,
+	       "enum r2_leave is PEER_LEAVE's LeaveHow");
 
-	a.uid.data = (uint8_t *)&c->uid;
-	a.uid.len = sizeof(c->uid);
-	a.status = status;
-	a.error = (char *)why;
-	a.host_id = c->d->host_id;
+void r2d_bootstrap_leave(struct r2_comm *c, int rank, enum r2_leave how)
+{
+	R2peer__Leave l = R2PEER__LEAVE__INIT;
+
+	l.uid.data = (uint8_t *)&c->uid;
+	l.uid.len = sizeof(c->uid);
+	l.host_id = c->d->host_id;
+	l.rank = (uint32_t)rank;
+	l.how = (R2peer__LeaveHow)how;
+	l.coll_matched = c->coll_matched;
 	for (int h = 0; h < c->nhosts; h++)
 		if (h != c->my_host)
-			send_msg(c->d, c->hosts[h].id, R2PEER__PEER_MSG__PEER_ABORT, &a.base);
+			send_msg(c->d, c->hosts[h].id, R2PEER__PEER_MSG__PEER_LEAVE, &l.base);
+}
+
+/* PEER_LEAVE: a rank of the sending host left (r2d_bootstrap_leave). */
+static void handle_leave(struct r2d *d, uint64_t from, const R2peer__Leave *l)
+{
+	struct r2_comm *c = comm_for(d, l->uid);
+	char why[128];
+
+	if (!c || c->state == R2_COMM_DEAD || c->state == R2_COMM_BROKEN || !c->have_membership ||
+	    !c->rank_host || l->rank >= (uint32_t)c->nranks ||
+	    (uint32_t)l->how > (uint32_t)R2PEER__LEAVE_HOW__LEAVE_DIED)
+		return;
+	/* only the rank's own daemon may say it left */
+	if (from != l->host_id || c->hosts[c->rank_host[l->rank]].id != from) {
+		log_warn_rl("PEER_LEAVE from %016llx for rank %u, which it does not hold; ignored",
+			    (unsigned long long)from, l->rank);
+		return;
+	}
+	if (l->how == R2PEER__LEAVE_HOW__LEAVE_DIED) {
+		r2d_comm_leave_why((int)l->rank, c->hosts[c->rank_host[l->rank]].name, R2_LEAVE_DIED,
+				   why, sizeof(why));
+		r2d_comm_break(c, R2CCL_E_PEER_GONE, why);
+	} else if (!c->m[l->rank].left) {
+		log_info("communicator %u: rank %u on host %016llx left (%s)", c->id, l->rank,
+			 (unsigned long long)from,
+			 l->how == R2PEER__LEAVE_HOW__LEAVE_ABORT ? "abort" : "destroy");
+		r2d_comm_member_left(c, (int)l->rank, (enum r2_leave)l->how, l->coll_matched);
+	}
 }
 
 static void handle_join(struct r2d *d, const R2peer__Join *j)
@@ -640,6 +673,14 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev)
 					       f->error);
 			if (f)
 				r2peer__join_fail__free_unpacked(f, NULL);
+			break;
+		}
+		case R2PEER__PEER_MSG__PEER_LEAVE: {
+			R2peer__Leave *l = r2peer__leave__unpack(NULL, len, p);
+			if (l) {
+				handle_leave(d, q->peer, l);
+				r2peer__leave__free_unpacked(l, NULL);
+			}
 			break;
 		}
 		case R2PEER__PEER_MSG__PEER_ABORT: {

@@ -239,11 +239,32 @@ void r2d_comm_put(struct r2_comm *c)
 	free(c);
 }
 
+void r2d_comm_leave_why(int rank, const char *host, enum r2_leave how, char *why, size_t len)
+{
+	snprintf(why, len, "rank %d%s%.64s left the communicator (%s)", rank,
+		 host ? " on host " : "", host ? host : "",
+		 how == R2_LEAVE_DIED ? "client died" : how == R2_LEAVE_ABORT ? "abort" : "destroy");
+}
+
+void r2d_comm_member_left(struct r2_comm *c, int rank, enum r2_leave how, uint64_t after)
+{
+	c->m[rank].left = true;
+	if (!c->left_why[0])
+		r2d_comm_leave_why(rank, c->m[rank].local ? NULL : c->hosts[c->rank_host[rank]].name,
+				   how, c->left_why, sizeof(c->left_why));
+	if (after < c->gone_after)
+		c->gone_after = after;
+	r2d_engine_fail_left(c, rank);
+	pthread_cond_signal(&c->mbox_cond); /* an executor waiting in a collective */
+}
+
 /* A member leaves (destroy, abort or death). Under d->lock. */
-static void member_leave(struct r2_comm *c, int rank, bool died)
+static void member_leave(struct r2_comm *c, int rank, enum r2_leave how)
 {
 	struct r2_comm_member *m = &c->m[rank];
 	struct r2_op *op, *next;
+	bool died = how == R2_LEAVE_DIED;
+	char why[128];
 	int others = 0;
 
 	for (op = m->head; op; op = next) {
@@ -259,27 +280,23 @@ static void member_leave(struct r2_comm *c, int rank, bool died)
 	c->joined--;
 	for (int r = 0; r < c->nranks; r++)
 		others += c->m[r].s != NULL;
-	if (died && c->nhosts > 1 && c->hosts && c->state == R2_COMM_READY) {
-		char why[128];
-		snprintf(why, sizeof(why), "rank %d on host %s died (its client went away)", rank,
-			 c->d->hostname);
-		r2d_bootstrap_abort(c, R2CCL_E_PEER_GONE, why);
-		if (!others)
+	r2d_comm_leave_why(rank, NULL, how, why, sizeof(why));
+	if (c->nhosts > 1 && c->hosts && c->state == R2_COMM_READY) {
+		/* the other hosts' ranks learn it now, not at op_timeout_ms */
+		r2d_bootstrap_leave(c, rank, how);
+		if (died && !others)
 			r2d_comm_break(c, R2CCL_E_PEER_GONE, why);
 	}
-	if (others && (died || c->state == R2_COMM_JOINING)) {
-		char why[128];
-		snprintf(why, sizeof(why), "rank %d %s", rank,
-			 died ? "died (its client went away)" : "left during initialization");
-		r2d_comm_break(c, c->d->draining		 ? R2CCL_E_SHUTDOWN
-				  : c->state == R2_COMM_JOINING ? R2CCL_E_BOOTSTRAP
-								: R2CCL_E_PEER_GONE,
-			       why);
+	if (others && c->state == R2_COMM_JOINING) {
+		snprintf(why, sizeof(why), "rank %d left during initialization", rank);
+		r2d_comm_break(c, c->d->draining ? R2CCL_E_SHUTDOWN : R2CCL_E_BOOTSTRAP, why);
+	} else if (others && died) {
+		r2d_comm_break(c, c->d->draining ? R2CCL_E_SHUTDOWN : R2CCL_E_PEER_GONE, why);
 	} else if (others) {
 		/* Destroyed while others still run: operations that need this
 		 * rank (collectives, transfers with it) fail; transfers between
 		 * the others go on (engine.c checks m->left). */
-		r2d_engine_fail_left(c, rank);
+		r2d_comm_member_left(c, rank, how, c->coll_matched);
 	}
 	if (!others) {
 		c->state = R2_COMM_DEAD;
@@ -344,6 +361,7 @@ struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks
 	snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
 	c->owner_uid = (uint32_t)-1;
 	c->mode = -1;
+	c->gone_after = UINT64_MAX;
 	pthread_cond_init(&c->cond, NULL);
 	c->next = d->comms;
 	d->comms = c;
@@ -613,7 +631,7 @@ void r2d_comm_handle_destroy(struct r2_session *s, uint64_t req_id, uint32_t com
 	} else {
 		log_debug("communicator %u: rank %d %s", c->id, rank,
 			  abort ? "aborted" : "destroyed");
-		member_leave(c, rank, false);
+		member_leave(c, rank, abort ? R2_LEAVE_ABORT : R2_LEAVE_DESTROY);
 	}
 	pthread_mutex_unlock(&d->lock);
 	res.req_id = req_id;
@@ -634,6 +652,11 @@ void r2d_comm_handle_reason(struct r2_session *s, uint64_t req_id, uint32_t comm
 	if (!c || rank >= c->nranks || c->m[rank].s != s) {
 		res.status = -ENOENT;
 		res.error = "no such communicator in this session";
+	} else if (!c->broken_err && c->left_why[0]) {
+		/* not broken, but a member left: what needed it failed */
+		res.status = R2CCL_E_PEER_GONE;
+		snprintf(why, sizeof(why), "%s", c->left_why);
+		res.error = why;
 	} else {
 		res.status = c->broken_err;
 		memcpy(why, c->why, sizeof(why));
@@ -655,7 +678,7 @@ void r2d_comm_session_gone(struct r2d *d, struct r2_session *s)
 		int r;
 		while (c && (r = member_rank(c, s, 0)) >= 0) {
 			bool last = c->joined == 1;
-			member_leave(c, r, true);
+			member_leave(c, r, R2_LEAVE_DIED);
 			if (last)
 				break;
 		}

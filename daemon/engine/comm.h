@@ -51,8 +51,20 @@ void r2d_bootstrap_tick(struct r2d *d); /* loop thread, under d->lock */
 /* Fails c's initialization here and on every other host (JOIN_FAIL through
  * the root), e.g. a local rank whose arguments disagree (under d->lock). */
 void r2d_bootstrap_fail(struct r2_comm *c, int status, const char *why);
-/* Tells every other host of c that it is broken (PEER_ABORT). */
-void r2d_bootstrap_abort(struct r2_comm *c, int status, const char *why);
+/* How a rank left its communicator (PEER_LEAVE's LeaveHow). */
+enum r2_leave { R2_LEAVE_DESTROY, R2_LEAVE_ABORT, R2_LEAVE_DIED };
+/* Tells every other host of c that its local rank left (PEER_LEAVE), after
+ * c->coll_matched collectives (under d->lock). */
+void r2d_bootstrap_leave(struct r2_comm *c, int rank, enum r2_leave how);
+/* Rank (of this host or another) left c by destroy or abort after its host
+ * matched `after` collectives: later collectives fail with
+ * R2CCL_E_PEER_GONE, here and in the executor, and MSG_COMM_REASON says
+ * "rank N left the communicator (how)"; what does not need the rank goes
+ * on (under d->lock). */
+void r2d_comm_member_left(struct r2_comm *c, int rank, enum r2_leave how, uint64_t after);
+/* "rank N left the communicator (destroy|abort|client died)", with "on host
+ * NAME" after N for a rank of another host (host: NULL for this one) */
+void r2d_comm_leave_why(int rank, const char *host, enum r2_leave how, char *why, size_t len);
 void r2d_comm_ready(struct r2_comm *c); /* comm.c, under d->lock */
 struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks,
 			     const char *tenant);

@@ -298,6 +298,7 @@ static bool match_collective(struct r2_comm *c)
 		if (c->m[r].local)
 			x->ops[k++] = pop_head(c, r);
 	x->nops = k;
+	c->coll_matched++; /* numbered as every host numbers it (PEER_LEAVE) */
 	dispatch_exec(c, x);
 	return true;
 }

@@ -27,7 +27,11 @@ int r2_exec_hier(struct r2_exec *x, struct r2_pool *pool)
 {
 	int r = exec_hier(x, pool);
 
-	if (r == R2CCL_E_PEER_GONE || r == R2CCL_E_NO_PATH) {
+	/* (a collective after a member left fails alone: comm.c
+	 * r2d_comm_member_left; the others go on without it) */
+	if ((r == R2CCL_E_PEER_GONE || r == R2CCL_E_NO_PATH) &&
+	    !(x->opcode != R2_OP_SEND && x->opcode != R2_OP_RECV &&
+	      x->c->coll_seq > x->c->gone_after)) {
 		/* the communicator cannot go on: every waiting rank learns it now */
 		pthread_mutex_lock(&x->c->d->lock);
 		r2d_comm_break(x->c, R2CCL_E_PEER_GONE, "a peer daemon is unreachable on every rail");

@@ -20,6 +20,7 @@
  *   exec_rail_detour.c  sending through a bridge when no rail is left
  *   exec_rail_settle.c  chunks sent from W: waiting until transports let go
  *   exec_rail_apply.c   applying: seen set, apply queue, relay, ack
+ *   exec_rail_desc.c    the operation's descriptor, compared with every peer's
  *   exec_rail_loop.c    the rail phase loop
  */
 #ifndef R2CCL_EXEC_RAIL_INT_H
@@ -125,6 +126,30 @@ struct rail_dedup {
 	size_t nrseen, caprseen;
 };
 
+/* A DATA message flagged R2_CHUNK_DESC carries the sender's struct op_desc
+ * (exec_rail_desc.c) instead of bytes of W; its step is R2_DESC_STEP, its
+ * offset 0. (net/detour.h has flags 0x1 to 0x8.) */
+#define R2_CHUNK_DESC 0x10
+#define R2_DESC_STEP 0xfffffff0u
+
+/* What a host's ranks called, as its peers compare it: the fields a
+ * collective's ranks must agree on (same_collective() in engine.c), those
+ * the collective does not use zeroed. */
+struct op_desc {
+	uint32_t opcode;     /* R2_OP_* */
+	uint32_t dtype;
+	uint64_t count;
+	uint32_t redop;      /* 0 unless the collective reduces */
+	int32_t root;        /* -1 unless it has a root */
+};
+
+/* The descriptors of an operation (exec_rail_desc.c). */
+struct rail_desc {
+	struct op_desc mine;
+	uint8_t *got; /* [nhosts]: that host's descriptor came and agreed */
+	int ngot;
+};
+
 /* GPU staging (exec_rail_input.c; gpu/gpu.c stages the buffers piecewise). */
 struct rail_stage {
 	/* the operation; its stage_* hooks are set for GPU buffers */
@@ -192,6 +217,7 @@ struct railop {
 	struct rail_applyq aq;
 	struct rail_dedup dedup;
 	struct rail_stage stage;
+	struct rail_desc desc;
 };
 
 /* ---- exec_rail_mbox.c: the communicator mailbox (rails thread in,
@@ -263,6 +289,20 @@ void rl_applied(struct railop *o, const struct r2_rmsg *m);
 uint64_t rl_apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken);
 uint64_t rl_relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx);
 void rl_ack(struct railop *o, const struct r2_chunk_hdr *h);
+
+/* ---- exec_rail_desc.c: the descriptor exchange ---- */
+
+/* Sends this host's descriptor to every other host, then compares what
+ * came early (the stash). R2CCL_E_MISMATCH (the communicator broken with
+ * the reason) when a peer disagrees. */
+int rl_desc_begin(struct railop *o);
+/* A received descriptor (m's header has R2_CHUNK_DESC) of this operation:
+ * compared once per peer. 1: of another operation (the caller stashes or
+ * drops it); 0: taken into account (the caller frees m); <0: mismatch. */
+int rl_desc_in(struct railop *o, const struct r2_rmsg *m);
+/* Every peer's descriptor came. */
+bool rl_desc_done(const struct railop *o);
+void rl_desc_end(struct railop *o);
 
 /* ---- exec_rail_loop.c: the rail phase ---- */
 

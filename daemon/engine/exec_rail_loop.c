@@ -89,6 +89,16 @@ int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 	}
 	if (rl_p2p_handle(o->c, m))
 		return 0; /* a transfer's message, handled */
+	if (m->cqe.type == R2_TPC_RECV && h->kind == R2_MSG_DATA && (h->flags & R2_CHUNK_DESC)) {
+		int r = rl_desc_in(o, m);
+		if (r == 1 && h->opseq > o->c->coll_seq) {
+			m->next = o->stash; /* a later collective's */
+			o->stash = m;
+			return 0;
+		}
+		rl_rmsg_free(o->d, m);
+		return r < 0 ? r : 0;
+	}
 	prof_count(o, m);
 	switch (m->cqe.type) {
 	case R2_TPC_SEND:
@@ -140,6 +150,7 @@ int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 }
 
 static int broken(struct r2_comm *c);
+static int member_gone(const struct railop *o);
 static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect);
 
 /* Why an operation did not finish (a timeout, a broken communicator): what
@@ -212,6 +223,8 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 				return R2CCL_E_SHUTDOWN;
 			if (o->c->abort_err)
 				return o->c->abort_err; /* broken elsewhere: stop waiting */
+			if (member_gone(o))
+				return member_gone(o);
 			if (r2_now_us() > o->deadline)
 				return o->tx.pool_wait ? rl_pool_timeout(o) : -ETIMEDOUT;
 			if (broken(o->c))
@@ -240,6 +253,13 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 	return 0;
 }
 
+/* A member left (destroy or abort, comm.c) before its host matched this
+ * collective: it cannot finish. */
+static int member_gone(const struct railop *o)
+{
+	return o->opseq > o->c->gone_after ? R2CCL_E_PEER_GONE : 0;
+}
+
 /* The communicator was broken meanwhile (peer timeout, abort): stop. */
 static int broken(struct r2_comm *c)
 {
@@ -262,12 +282,14 @@ static int send_all(struct railop *o)
 				return R2CCL_E_SHUTDOWN;
 			if (o->c->abort_err)
 				return o->c->abort_err;
+			if (member_gone(o))
+				return member_gone(o);
 			if (r2_now_us() > o->deadline)
 				return rl_pool_timeout(o);
 			if (broken(o->c))
 				return broken(o->c);
 		} else if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
-			   m->cqe.hdr.opseq == o->opseq &&
+			   !(m->cqe.hdr.flags & R2_CHUNK_DESC) && m->cqe.hdr.opseq == o->opseq &&
 			   (o->step == UINT32_MAX || m->cqe.hdr.step > o->step)) {
 			m->next = o->stash; /* a coming step's */
 			o->stash = m;
@@ -286,9 +308,10 @@ static int send_all(struct railop *o)
 	return r;
 }
 
+/* Until every chunk is acknowledged and every peer's descriptor came. */
 static int wait_acks(struct railop *o)
 {
-	while (o->tx.nsends > 0) {
+	while (o->tx.nsends > 0 || !rl_desc_done(o)) {
 		struct r2_rmsg *m;
 		int r = rl_repost(o);
 		if (r < 0)
@@ -299,6 +322,8 @@ static int wait_acks(struct railop *o)
 				return R2CCL_E_SHUTDOWN;
 			if (o->c->abort_err)
 				return o->c->abort_err; /* broken elsewhere: stop waiting */
+			if (member_gone(o))
+				return member_gone(o);
 			if (r2_now_us() > o->deadline)
 				return -ETIMEDOUT;
 			if (broken(o->c))
@@ -330,6 +355,8 @@ static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_
 	o->spread = (uint32_t)(c->d->rails ? R2_MAX(1, c->d->rails->tcp_streams) : 1);
 	o->stash = c->deferred; /* chunks that came while no collective ran */
 	c->deferred = NULL;
+	if (member_gone(o))
+		return member_gone(o); /* a member left: fail at once */
 	for (int h = 0; h < c->nhosts; h++) {
 		if (h != c->my_host && (c->hosts[h].failed_rails & all) == all &&
 		    !rl_detour_possible(o, c->hosts[h].id))
@@ -337,6 +364,9 @@ static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_
 	}
 	o->prof.t0 = r2_now_us();
 	o->deadline = o->prof.t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	r = rl_desc_begin(o); /* every peer hears what this host's ranks called */
+	if (r < 0 || o->size == 0)
+		return r;
 	r = rl_build_plan(o, op, root, peer);
 	if (r < 0) {
 		log_warn("communicator %u: no plan for %u bytes (op %d, root %u, peer %u, %d hosts)",
@@ -489,6 +519,7 @@ static void op_end(struct railop *o, int r)
 	free(o->rcv);
 	free(o->stage.wr);
 	free(o->aq.busy);
+	rl_desc_end(o);
 	r2_plan_free(o->plan);
 }
 
@@ -514,14 +545,13 @@ int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_d
 	int r;
 
 	o.tx.sends_tail = &o.tx.sends;
-	if (size == 0)
-		return 0;
+	/* (size 0: no plan, only the descriptors: a peer's count may differ) */
 	r = op_begin(&o, op, root, peer);
-	for (uint32_t k = 0; r == 0 && k < o.plan->nsteps; k++)
+	for (uint32_t k = 0; r == 0 && o.plan && k < o.plan->nsteps; k++)
 		r = run_step(&o, k);
 	if (r == 0)
 		r = wait_acks(&o);
-	if (r == 0)
+	if (r == 0 && size)
 		r = rl_init_fill(&o, 0, size);
 	if (r == 0)
 		log_profile(&o);

@@ -421,6 +421,19 @@ int rl_p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t pe
 	return R2_EXEC_PENDING;
 }
 
+/* The transfer's other rank left the communicator (destroy, abort: comm.c
+ * r2d_comm_member_left). Asked only once some member left. */
+static bool p2p_peer_left(struct r2_comm *c, const struct p2pop *p)
+{
+	int other = p->x->ops[0]->sqe.root;
+	bool left;
+
+	pthread_mutex_lock(&c->d->lock);
+	left = other >= 0 && other < c->nranks && c->m[other].left;
+	pthread_mutex_unlock(&c->d->lock);
+	return left;
+}
+
 void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 {
 	struct r2_rmsg *m = rl_mbox_take(c, timeout_ms);
@@ -445,11 +458,14 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 		m = rl_mbox_take(c, 0);
 	}
 	now = r2_now_us();
+	bool any_left = c->gone_after != UINT64_MAX;
 	for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
 		int r = 0;
 		next = p->next;
 		if (c->abort_err) {
 			p2p_finish(c, p, c->abort_err);
+		} else if (any_left && p2p_peer_left(c, p)) {
+			p2p_finish(c, p, R2CCL_E_PEER_GONE); /* it will not come */
 		} else if (now > p->deadline) {
 			if (p->pool_since) {
 				r2_bufpool_note_wait(p->pool_wait, true);

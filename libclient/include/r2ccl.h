@@ -62,7 +62,7 @@ enum r2ccl_error {
 	R2CCL_E_PROTO_VERSION = -4002,  /* client and daemon speak different versions */
 	R2CCL_E_PROTOCOL = -4003,       /* malformed or unexpected frame */
 	R2CCL_E_MISMATCH = -4004,       /* ranks called with different arguments */
-	R2CCL_E_PEER_GONE = -4005,      /* another rank of the communicator died */
+	R2CCL_E_PEER_GONE = -4005,      /* another rank of the communicator died or left it */
 	R2CCL_E_COMM_BROKEN = -4006,    /* communicator failed earlier; destroy it */
 	R2CCL_E_NO_PATH = -4007,        /* no healthy path left to a peer host */
 	R2CCL_E_BOOTSTRAP = -4008,      /* communicator could not be formed */

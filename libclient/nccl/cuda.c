@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libnccl: the CUDA driver calls it needs, resolved at run time from
- * libcuda.so.1 (as libclient/gpu.c does), so the library loads and serves
+ * libcuda.so.1 (libclient/cuda_load.c, as for libclient/gpu.c), so the library loads and serves
  * host memory on machines without a GPU.
  */
 #include "config.h"
@@ -10,12 +10,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cuda_load.h"
 #include "nccl_int.h"
 
 #if HAVE_CUDA
 
 #include <cuda.h>
-#include <dlfcn.h>
 #include <pthread.h>
 
 static struct {
@@ -48,12 +48,7 @@ static struct {
 
 static void cu_load(void)
 {
-	CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-	struct {
-		const char *name;
-		void **fn;
-	} t[] = {
+	const struct r2c_cu_sym t[] = {
 		{ "cuPointerGetAttribute", (void **)&cu.pointerGetAttribute },
 		{ "cuMemGetAddressRange", (void **)&cu.memGetAddressRange },
 		{ "cuStreamIsCapturing", (void **)&cu.streamIsCapturing },
@@ -75,18 +70,7 @@ static void cu_load(void)
 		{ "cuMemRetainAllocationHandle", (void **)&cu.memRetainAllocationHandle },
 	};
 
-	if (!h)
-		return;
-	*(void **)&gpa = dlsym(h, "cuGetProcAddress_v2");
-	if (!gpa)
-		return;
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		CUdriverProcAddressQueryResult q;
-		if (gpa(t[i].name, t[i].fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS ||
-		    !*t[i].fn)
-			return;
-	}
-	cu.ok = true;
+	cu.ok = r2c_cu_resolve(t, sizeof(t) / sizeof(t[0])) == 0;
 }
 
 bool nccl_cuda_available(void)

@@ -927,7 +927,7 @@ START_TEST(client_killed_mid_op)
 		ck_assert_int_eq(waitpid(pid[r], &st, 0), pid[r]);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d exit %d", r, st);
 	}
-	th_expect_log(&D, "rank 2 died (its client went away)", 1);
+	th_expect_log(&D, "rank 2 left the communicator (client died)", 1);
 
 	case_end(2);
 }

@@ -321,8 +321,9 @@ START_TEST(peer_gone)
 	pthread_join(t, NULL);
 	waitpid(pid, NULL, 0);
 	ck_assert_msg(m[0].ret == R2CCL_E_PEER_GONE, "%s", r2ccl_strerror(m[0].ret));
-	ck_assert_msg(strstr(m[0].why, "rank 1 died"), "reason: \"%s\"", m[0].why);
-	expect_event("rank 1 died");
+	ck_assert_msg(strstr(m[0].why, "rank 1 left the communicator (client died)"),
+		      "reason: \"%s\"", m[0].why);
+	expect_event("rank 1 left the communicator (client died)");
 	ranks_free(m, 1);
 	stop_daemon_ok();
 }

@@ -211,14 +211,9 @@ void th_host_free(struct th_host *h)
 
 	if (!h)
 		return;
-	for (int i = 0; i < h->nsess; i++) {
-		struct r2_session *s = &h->sess[i]->s;
-		r2d_engine_remove_session(d, s);
-		pthread_mutex_lock(&d->lock);
-		s->dead = true;
-		r2d_comm_session_gone(d, s);
-		pthread_mutex_unlock(&d->lock);
-	}
+	for (int i = 0; i < h->nsess; i++)
+		if (!h->sess[i]->gone)
+			th_sess_die(h->sess[i]);
 	/* as the control layer stops (server.c finish) */
 	r2d_rails_quiesce(d);
 	uv_close((uv_handle_t *)&d->rails->async, NULL);
@@ -288,6 +283,18 @@ struct th_sess *th_sess_new(struct th_host *h)
 	return t;
 }
 
+void th_sess_die(struct th_sess *t)
+{
+	struct r2d *d = &t->h->d;
+
+	r2d_engine_remove_session(d, &t->s);
+	pthread_mutex_lock(&d->lock);
+	t->s.dead = true;
+	r2d_comm_session_gone(d, &t->s);
+	pthread_mutex_unlock(&d->lock);
+	t->gone = true;
+}
+
 uint32_t th_mem(struct th_sess *s, uint64_t size, void **addr)
 {
 	struct r2_memreg *m;
@@ -352,6 +359,44 @@ bool th_wait_init(struct th_sess **ss, int n, int timeout_ms)
 	struct init_wait w = { ss, n };
 
 	return th_until(all_init, &w, timeout_ms);
+}
+
+void th_cluster(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
+		struct th_sess **ss, const char *const *params)
+{
+	struct r2_uid uid;
+
+	for (int i = 0; i < nhosts; i++)
+		hs[i] = th_host_new(i, rail_mask, params);
+	th_uid(hs[0], &uid);
+	for (int i = 0; i < nhosts; i++)
+		for (int k = 0; k < rph; k++) {
+			ss[i * rph + k] = th_sess_new(hs[i]);
+			th_init(ss[i * rph + k], &uid, nhosts * rph, i * rph + k);
+		}
+	ck_assert(th_wait_init(ss, nhosts * rph, 10000));
+	for (int r = 0; r < nhosts * rph; r++) {
+		ck_assert_int_eq(ss[r]->init_status, 0);
+		ck_assert_uint_eq(ss[r]->comm_id & 0xffff, (uint32_t)r);
+		ck_assert_uint_eq(ss[r]->nhosts, (uint32_t)nhosts);
+	}
+}
+
+void th_free_all(struct th_host **hs, int n)
+{
+	for (int i = n - 1; i >= 0; i--)
+		th_host_free(hs[i]);
+}
+
+int th_run(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int nf;
+
+	srunner_run_all(sr, CK_NORMAL);
+	nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? 1 : 0;
 }
 
 /* ---- operations ---- */

@@ -61,6 +61,7 @@ struct th_sess {
 	struct r2_memreg mem[TH_MAX_MEM];
 	int nmem;
 	uint64_t next_tag;
+	bool gone; /* th_sess_die: its client went away */
 };
 
 struct th_host {
@@ -83,6 +84,9 @@ void th_host_free(struct th_host *h);
 struct r2_tp *th_tp(struct th_host *h, int r);
 
 struct th_sess *th_sess_new(struct th_host *h);
+/* The session's client dies (as the control layer sees a socket close):
+ * its ranks leave their communicators. */
+void th_sess_die(struct th_sess *s);
 /* A memory region of size bytes (zeroed): its id; *addr its address. */
 uint32_t th_mem(struct th_sess *s, uint64_t size, void **addr);
 /* A unique id rooted at host h (as r2ccl_get_unique_id gives). */
@@ -99,6 +103,25 @@ uint64_t th_submit(struct th_sess *s, uint32_t opcode, uint64_t count, uint32_t 
 /* The status of tag's completion, running the loops up to timeout_ms;
  * TH_TIMEOUT when none came. */
 int th_wait(struct th_sess *s, uint64_t tag, int timeout_ms);
+
+/* nhosts hosts (0..nhosts-1) on rails rail_mask with params, rph ranks
+ * each, one communicator formed through the bootstrap: the sessions in rank
+ * order in ss[]; checks every CommInit reply. */
+void th_cluster(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
+		struct th_sess **ss, const char *const *params);
+/* th_host_free of hs[n-1] down to hs[0]. */
+void th_free_all(struct th_host **hs, int n);
+
+/* One case per test, each forked with a 60 s limit (CK_RUN_CASE=<test>
+ * runs one); th_run(suite) runs them all: main's exit status. */
+#define TH_ADD(s, t)                                \
+	do {                                        \
+		TCase *tc_ = tcase_create(#t);      \
+		tcase_set_timeout(tc_, 60);         \
+		tcase_add_test(tc_, t);             \
+		suite_add_tcase(s, tc_);            \
+	} while (0)
+int th_run(Suite *s);
 
 /* Runs every host's loop (and the control tick) for ms. */
 void th_pump(int ms);

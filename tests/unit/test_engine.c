@@ -14,41 +14,6 @@
 
 #define T_MS 10000
 
-/* nhosts hosts on rails rail_mask, rph ranks each, one communicator: the
- * sessions in rank order in ss[]. */
-static void cluster_p(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
-		      struct th_sess **ss, const char *const *params)
-{
-	struct r2_uid uid;
-
-	for (int i = 0; i < nhosts; i++)
-		hs[i] = th_host_new(i, rail_mask, params);
-	th_uid(hs[0], &uid);
-	for (int i = 0; i < nhosts; i++)
-		for (int k = 0; k < rph; k++) {
-			ss[i * rph + k] = th_sess_new(hs[i]);
-			th_init(ss[i * rph + k], &uid, nhosts * rph, i * rph + k);
-		}
-	ck_assert(th_wait_init(ss, nhosts * rph, T_MS));
-	for (int r = 0; r < nhosts * rph; r++) {
-		ck_assert_int_eq(ss[r]->init_status, 0);
-		ck_assert_uint_eq(ss[r]->comm_id & 0xffff, (uint32_t)r);
-		ck_assert_uint_eq(ss[r]->nhosts, (uint32_t)nhosts);
-	}
-}
-
-static void cluster(struct th_host **hs, int nhosts, int rph, uint32_t rail_mask,
-		    struct th_sess **ss)
-{
-	cluster_p(hs, nhosts, rph, rail_mask, ss, NULL);
-}
-
-static void free_all(struct th_host **hs, int n)
-{
-	for (int i = n - 1; i >= 0; i--)
-		th_host_free(hs[i]);
-}
-
 static int32_t val(int rank, uint64_t i)
 {
 	return (int32_t)((rank + 1) * 1000 + (int64_t)(i % 977)) - 500;
@@ -90,11 +55,11 @@ START_TEST(test_allreduce_two_hosts)
 	struct th_host *hs[2];
 	struct th_sess *ss[2];
 
-	cluster(hs, 2, 1, 0x3, ss);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	allreduce(ss, 2, 256 * 1024, R2CCL_SUM);
 	allreduce(ss, 2, 100, R2CCL_SUM);
 	allreduce(ss, 2, 50000, R2CCL_MAX);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -104,9 +69,9 @@ START_TEST(test_allreduce_three_hosts_two_ranks)
 	struct th_host *hs[3];
 	struct th_sess *ss[6];
 
-	cluster(hs, 3, 2, 0x3, ss);
+	th_cluster(hs, 3, 2, 0x3, ss, NULL);
 	allreduce(ss, 6, 100000, R2CCL_SUM);
-	free_all(hs, 3);
+	th_free_all(hs, 3);
 }
 END_TEST
 
@@ -122,7 +87,7 @@ static void other_collectives(int nhosts, int rph, const char *const *params)
 	uint32_t im[8], om[8];
 	uint64_t tag[8];
 
-	cluster_p(hs, nhosts, rph, 0x3, ss, params);
+	th_cluster(hs, nhosts, rph, 0x3, ss, params);
 	for (int r = 0; r < n; r++) {
 		im[r] = th_mem(ss[r], cnt * n * 4, (void **)&in[r]);
 		om[r] = th_mem(ss[r], cnt * n * 4, (void **)&out[r]);
@@ -172,7 +137,7 @@ static void other_collectives(int nhosts, int rph, const char *const *params)
 			want += val(q, i);
 		TH_CHECK(out[n - 1][i] == want, "reduce element %llu", (unsigned long long)i);
 	}
-	free_all(hs, nhosts);
+	th_free_all(hs, nhosts);
 }
 
 START_TEST(test_other_collectives)
@@ -204,7 +169,7 @@ START_TEST(test_local_collectives)
 	uint64_t t0, t1;
 
 	other_collectives(1, 3, p);
-	cluster_p(hs, 1, 2, 0x1, ss, p);
+	th_cluster(hs, 1, 2, 0x1, ss, p);
 	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
 	n1 = th_mem(ss[1], cnt * 4, (void **)&r1);
 	for (uint64_t i = 0; i < cnt; i++)
@@ -214,7 +179,7 @@ START_TEST(test_local_collectives)
 	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), 0);
 	ck_assert_int_eq(th_wait(ss[1], t1, T_MS), 0);
 	ck_assert_mem_eq(r1, b0, cnt * 4);
-	free_all(hs, 1);
+	th_free_all(hs, 1);
 }
 END_TEST
 
@@ -224,9 +189,9 @@ START_TEST(test_allreduce_threads)
 	struct th_host *hs[2];
 	struct th_sess *ss[4];
 
-	cluster_p(hs, 2, 2, 0x3, ss, p);
+	th_cluster(hs, 2, 2, 0x3, ss, p);
 	allreduce(ss, 4, 1 << 20, R2CCL_SUM);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -240,7 +205,7 @@ START_TEST(test_send_recv)
 	uint32_t m0, m1, n0, n1;
 	uint64_t t0, t1;
 
-	cluster(hs, 2, 1, 0x3, ss);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
 	m1 = th_mem(ss[1], cnt * 4, (void **)&b1);
 	n0 = th_mem(ss[0], cnt * 4, (void **)&r0);
@@ -266,7 +231,7 @@ START_TEST(test_send_recv)
 	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), -EINVAL);
 	t0 = th_submit(ss[0], R2_OP_SEND, cnt + 1, R2CCL_INT32, 0, 1, m0, 0);
 	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), R2CCL_E_BAD_BUFFER);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -280,7 +245,7 @@ START_TEST(test_mismatch)
 	uint32_t ma, mb;
 	uint64_t t0, t1;
 
-	cluster(hs, 1, 2, 0x1, ss);
+	th_cluster(hs, 1, 2, 0x1, ss, NULL);
 	ma = th_mem(ss[0], 4096, (void **)&a);
 	mb = th_mem(ss[1], 4096, (void **)&b);
 	t0 = th_submit(ss[0], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, ma, ma);
@@ -289,7 +254,123 @@ START_TEST(test_mismatch)
 	ck_assert_int_eq(th_wait(ss[1], t1, T_MS), R2CCL_E_MISMATCH);
 	t0 = th_submit(ss[0], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, ma, ma);
 	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), R2CCL_E_COMM_BROKEN);
-	free_all(hs, 1);
+	th_free_all(hs, 1);
+}
+END_TEST
+
+/* The communicator's reason as MSG_COMM_REASON gives it to rank s (the
+ * reason r2ccl_last_error() shows): its status, the text in s. */
+static int reason_of(struct th_sess *s)
+{
+	int n = s->nresults;
+
+	r2d_comm_handle_reason(&s->s, 77, s->comm_id);
+	ck_assert_int_eq(s->nresults, n + 1);
+	return s->result_status;
+}
+
+/* One collective whose hosts disagree: ss[r] submits opcode/count/dtype/
+ * redop/root of its row; every rank must fail with MISMATCH well before
+ * op_timeout_ms (20 s), and a later collective is refused. */
+struct call {
+	uint32_t opcode;
+	uint64_t count;
+	uint32_t dtype, redop;
+	int root;
+};
+
+static void mismatch_across(struct th_sess **ss, int n, const struct call *calls)
+{
+	uint32_t mem[4];
+	uint64_t tag[4], t0 = th_now_ms();
+	void *p;
+
+	for (int r = 0; r < n; r++) {
+		mem[r] = th_mem(ss[r], 64 * 1024 * (uint64_t)n, &p);
+		tag[r] = th_submit(ss[r], calls[r].opcode, calls[r].count, calls[r].dtype,
+				   calls[r].redop, calls[r].root, mem[r], mem[r]);
+	}
+	for (int r = 0; r < n; r++)
+		ck_assert_int_eq(th_wait(ss[r], tag[r], T_MS), R2CCL_E_MISMATCH);
+	ck_assert_uint_lt(th_now_ms() - t0, 5000); /* op_timeout_ms is 20 s */
+	for (int r = 0; r < n; r++)
+		ck_assert_int_eq(reason_of(ss[r]), R2CCL_E_MISMATCH);
+	tag[0] = th_submit(ss[0], R2_OP_ALLREDUCE, 16, R2CCL_INT32, R2CCL_SUM, 0, mem[0], mem[0]);
+	ck_assert_int_eq(th_wait(ss[0], tag[0], T_MS), R2CCL_E_COMM_BROKEN);
+}
+
+/* One mismatch case on n hosts of one rank each (after an AllReduce that
+ * agreed, with agreed_first): want[r] is rank r's reason (NULL: not
+ * checked; "...TAIL": it ends with TAIL, where which peer a rank heard
+ * first decides the rest). */
+static void mismatch_case(int n, bool agreed_first, const struct call *calls,
+			  const char *const *want)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+
+	th_cluster(hs, n, 1, 0x3, ss, NULL);
+	if (agreed_first)
+		allreduce(ss, n, 1000, R2CCL_SUM);
+	mismatch_across(ss, n, calls);
+	for (int r = 0; r < n; r++) {
+		const char *e = ss[r]->result_error, *w = want[r];
+		size_t le = strlen(e), lw;
+		if (!w)
+			continue;
+		if (strncmp(w, "...", 3)) {
+			ck_assert_str_eq(e, w);
+			continue;
+		}
+		w += 3;
+		lw = strlen(w);
+		ck_assert_msg(le >= lw && !strcmp(e + le - lw, w), "rank %d: \"%s\"", r, e);
+	}
+	th_free_all(hs, n);
+}
+
+/* Hosts whose ranks disagree on the count (one of them 0: no rail phase
+ * but the descriptors), the type, the reduction, the kind, the root: every
+ * rank fails fast with MISMATCH and a reason that names the other call. */
+START_TEST(test_mismatch_across_hosts)
+{
+	mismatch_case(2, true,
+		      (const struct call[]){ { R2_OP_ALLREDUCE, 1024, R2CCL_INT32, R2CCL_SUM, 0 },
+					     { R2_OP_ALLREDUCE, 2048, R2CCL_INT32, R2CCL_SUM, 0 } },
+		      (const char *const[]){
+			      "collective 2 (allreduce): rank 1 posted count 2048, this rank 1024",
+			      "collective 2 (allreduce): rank 0 posted count 1024, this rank 2048" });
+	mismatch_case(2, false,
+		      (const struct call[]){ { R2_OP_ALLREDUCE, 0, R2CCL_INT32, R2CCL_SUM, 0 },
+					     { R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0 } },
+		      (const char *const[]){
+			      "collective 1 (allreduce): rank 1 posted count 100, this rank 0", NULL });
+	mismatch_case(2, false,
+		      (const struct call[]){ { R2_OP_ALLREDUCE, 5000, R2CCL_INT32, R2CCL_SUM, 0 },
+					     { R2_OP_ALLREDUCE, 5000, R2CCL_FLOAT32, R2CCL_SUM, 0 } },
+		      (const char *const[]){
+			      "collective 1 (allreduce): rank 1 posted type float, this rank int32", NULL });
+	mismatch_case(2, false,
+		      (const struct call[]){ { R2_OP_REDUCE, 5000, R2CCL_INT32, R2CCL_SUM, 1 },
+					     { R2_OP_REDUCE, 5000, R2CCL_INT32, R2CCL_MAX, 1 } },
+		      (const char *const[]){
+			      NULL, "collective 1 (reduce): rank 0 posted op sum, this rank max" });
+	mismatch_case(2, false,
+		      (const struct call[]){ { R2_OP_ALLREDUCE, 5000, R2CCL_INT32, R2CCL_SUM, 0 },
+					     { R2_OP_ALLGATHER, 5000, R2CCL_INT32, 0, 0 } },
+		      (const char *const[]){
+			      "collective 1 (allreduce): rank 1 called allgather, this rank allreduce",
+			      NULL });
+	/* three hosts, the last one's root differs: the two that agree both
+	 * name it; it names whichever it heard first */
+	mismatch_case(3, false,
+		      (const struct call[]){ { R2_OP_BROADCAST, 4096, R2CCL_INT32, 0, 0 },
+					     { R2_OP_BROADCAST, 4096, R2CCL_INT32, 0, 0 },
+					     { R2_OP_BROADCAST, 4096, R2CCL_INT32, 0, 1 } },
+		      (const char *const[]){
+			      "collective 1 (broadcast): rank 2 posted root 1, this rank 0",
+			      "collective 1 (broadcast): rank 2 posted root 1, this rank 0",
+			      "...posted root 0, this rank 1" });
 }
 END_TEST
 
@@ -299,9 +380,9 @@ START_TEST(test_local_only)
 	struct th_host *hs[1];
 	struct th_sess *ss[2];
 
-	cluster(hs, 1, 2, 0x1, ss);
+	th_cluster(hs, 1, 2, 0x1, ss, NULL);
 	allreduce(ss, 2, 300000, R2CCL_SUM);
-	free_all(hs, 1);
+	th_free_all(hs, 1);
 }
 END_TEST
 
@@ -327,18 +408,10 @@ START_TEST(test_bootstrap_failures)
 	ck_assert_int_ne(a->init_status, 0);
 	ck_assert_int_ne(b->init_status, 0);
 	ck_assert_int_ne(c->init_status, 0);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
-/* one case per test: CK_RUN_CASE=<test name> runs one */
-#define ADD(t)                                      \
-	do {                                        \
-		TCase *tc = tcase_create(#t);       \
-		tcase_set_timeout(tc, 60);          \
-		tcase_add_test(tc, t);              \
-		suite_add_tcase(s, tc);             \
-	} while (0)
 
 /* A rank that never calls the collective: the others fail with ETIMEDOUT
  * after op_timeout_ms, and the reason says who was waited for */
@@ -387,7 +460,7 @@ START_TEST(test_bootstrap_timeout)
 	ck_assert(th_wait_init(ss, 2, T_MS));
 	ck_assert_int_eq(ss[0]->init_status, R2CCL_E_BOOTSTRAP);
 	ck_assert_int_eq(ss[1]->init_status, R2CCL_E_BOOTSTRAP);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -414,44 +487,130 @@ START_TEST(test_init_refused)
 	ck_assert(th_wait_init(ss, 2, T_MS));
 	ck_assert_int_ne(a->init_status, 0);
 	ck_assert_int_ne(b->init_status, 0);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
-/* Destroy: a rank that left answers ENOENT; a collective its peer on the
- * other host calls afterwards waits for it, and fails after op_timeout_ms */
-START_TEST(test_destroy_and_abort)
+/* A rank leaves (destroy, abort, its client dies) while its peers on
+ * the other host go on: their collectives fail with PEER_GONE well before
+ * op_timeout_ms (20 s), and MSG_COMM_REASON says who left and how. */
+static void leave_case(enum r2_leave how, bool posted_first, const char *want)
 {
-	static const char *const p[] = { "op_timeout_ms=400", NULL };
 	struct th_host *hs[2];
 	struct th_sess *ss[2];
 	int32_t *b;
 	uint32_t mb;
-	uint64_t t;
-	struct r2_uid uid;
+	uint64_t t, t0;
 
-	hs[0] = th_host_new(0, 0x3, p);
-	hs[1] = th_host_new(1, 0x3, p);
-	th_uid(hs[0], &uid);
-	for (int i = 0; i < 2; i++) {
-		ss[i] = th_sess_new(hs[i]);
-		th_init(ss[i], &uid, 2, i);
-	}
-	ck_assert(th_wait_init(ss, 2, T_MS));
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	allreduce(ss, 2, 1000, R2CCL_SUM);
-	r2d_comm_handle_destroy(&ss[0]->s, 9, ss[0]->comm_id, true);
-	ck_assert_int_eq(ss[0]->nresults, 1);
-	ck_assert_int_eq(ss[0]->result_status, 0);
-	/* again: gone from this session */
-	r2d_comm_handle_destroy(&ss[0]->s, 10, ss[0]->comm_id, false);
-	ck_assert_int_eq(ss[0]->result_status, -ENOENT);
 	mb = th_mem(ss[1], 4096, (void **)&b);
-	th_pump(100);
+	if (posted_first) { /* rank 1 waits in the rail phase for rank 0 */
+		t = th_submit(ss[1], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, mb, mb);
+		th_pump(50);
+		ck_assert_int_eq(th_wait(ss[1], t, 0), TH_TIMEOUT);
+	}
+	t0 = th_now_ms();
+	if (how == R2_LEAVE_DIED) {
+		th_sess_die(ss[0]);
+	} else {
+		r2d_comm_handle_destroy(&ss[0]->s, 9, ss[0]->comm_id, how == R2_LEAVE_ABORT);
+		ck_assert_int_eq(ss[0]->nresults, 1);
+		ck_assert_int_eq(ss[0]->result_status, 0);
+		/* again: gone from this session */
+		r2d_comm_handle_destroy(&ss[0]->s, 10, ss[0]->comm_id, false);
+		ck_assert_int_eq(ss[0]->result_status, -ENOENT);
+	}
+	if (!posted_first)
+		t = th_submit(ss[1], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, mb, mb);
+	ck_assert_int_eq(th_wait(ss[1], t, T_MS), R2CCL_E_PEER_GONE);
+	ck_assert_uint_lt(th_now_ms() - t0, 5000);
+	ck_assert_int_eq(reason_of(ss[1]), R2CCL_E_PEER_GONE);
+	ck_assert_str_eq(ss[1]->result_error, want);
+	/* and what comes after, at once */
 	t = th_submit(ss[1], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, mb, mb);
-	ck_assert_int_eq(th_wait(ss[1], t, 5000), -ETIMEDOUT);
+	ck_assert_int_eq(th_wait(ss[1], t, 1000), R2CCL_E_PEER_GONE);
 	r2d_comm_handle_destroy(&ss[1]->s, 11, ss[1]->comm_id, false);
 	ck_assert_int_eq(ss[1]->result_status, 0);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
+}
+
+START_TEST(test_destroy_and_abort)
+{
+	leave_case(R2_LEAVE_DESTROY, false, "rank 0 on host host0 left the communicator (destroy)");
+	leave_case(R2_LEAVE_DESTROY, true, "rank 0 on host host0 left the communicator (destroy)");
+	leave_case(R2_LEAVE_ABORT, true, "rank 0 on host host0 left the communicator (abort)");
+	leave_case(R2_LEAVE_DIED, true, "rank 0 on host host0 left the communicator (client died)");
+	leave_case(R2_LEAVE_DIED, false, "rank 0 on host host0 left the communicator (client died)");
+}
+END_TEST
+
+/* A receive from rank 0 already running on host 1 when rank 0 destroys its
+ * member: it fails with PEER_GONE at once, not at op_timeout_ms */
+START_TEST(test_leave_during_transfer)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	int32_t *b;
+	uint32_t mb;
+	uint64_t t, t0;
+
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
+	mb = th_mem(ss[1], 64 * 1024, (void **)&b);
+	t = th_submit(ss[1], R2_OP_RECV, 16 * 1024, R2CCL_INT32, 0, 0, 0, mb);
+	th_pump(50);
+	ck_assert_int_eq(th_wait(ss[1], t, 0), TH_TIMEOUT);
+	t0 = th_now_ms();
+	r2d_comm_handle_destroy(&ss[0]->s, 9, ss[0]->comm_id, false);
+	ck_assert_int_eq(th_wait(ss[1], t, T_MS), R2CCL_E_PEER_GONE);
+	ck_assert_uint_lt(th_now_ms() - t0, 5000);
+	ck_assert_int_eq(reason_of(ss[1]), R2CCL_E_PEER_GONE);
+	ck_assert_str_eq(ss[1]->result_error, "rank 0 on host host0 left the communicator (destroy)");
+	th_free_all(hs, 2);
+}
+END_TEST
+
+/* Two ranks per host; rank 0 destroys its member while rank 1 stays: the
+ * collective host 1's ranks are in fails on both, with the reason; a
+ * transfer between ranks 1 and 2 (which do not need rank 0) still runs;
+ * one to rank 0 is refused. */
+START_TEST(test_leave_others_go_on)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[4];
+	int32_t *b[4];
+	uint32_t mb[4];
+	uint64_t t[4], t0;
+	const uint64_t cnt = 50000;
+
+	th_cluster(hs, 2, 2, 0x3, ss, NULL);
+	for (int r = 0; r < 4; r++)
+		mb[r] = th_mem(ss[r], cnt * 4, (void **)&b[r]);
+	for (int r = 2; r < 4; r++)
+		t[r] = th_submit(ss[r], R2_OP_ALLREDUCE, cnt, R2CCL_INT32, R2CCL_SUM, 0, mb[r], mb[r]);
+	th_pump(50);
+	t0 = th_now_ms();
+	r2d_comm_handle_destroy(&ss[0]->s, 9, ss[0]->comm_id, false);
+	for (int r = 2; r < 4; r++) {
+		ck_assert_int_eq(th_wait(ss[r], t[r], T_MS), R2CCL_E_PEER_GONE);
+		ck_assert_int_eq(reason_of(ss[r]), R2CCL_E_PEER_GONE);
+		ck_assert_str_eq(ss[r]->result_error, "rank 0 on host host0 left the communicator (destroy)");
+	}
+	ck_assert_uint_lt(th_now_ms() - t0, 5000);
+	t[1] = th_submit(ss[1], R2_OP_ALLREDUCE, cnt, R2CCL_INT32, R2CCL_SUM, 0, mb[1], mb[1]);
+	ck_assert_int_eq(th_wait(ss[1], t[1], 1000), R2CCL_E_PEER_GONE);
+	ck_assert_int_eq(reason_of(ss[1]), R2CCL_E_PEER_GONE);
+	ck_assert_str_eq(ss[1]->result_error, "rank 0 left the communicator (destroy)");
+	for (uint64_t i = 0; i < cnt; i++)
+		b[1][i] = val(1, i);
+	t[1] = th_submit(ss[1], R2_OP_SEND, cnt, R2CCL_INT32, 0, 2, mb[1], 0);
+	t[2] = th_submit(ss[2], R2_OP_RECV, cnt, R2CCL_INT32, 0, 1, 0, mb[2]);
+	ck_assert_int_eq(th_wait(ss[1], t[1], T_MS), 0);
+	ck_assert_int_eq(th_wait(ss[2], t[2], T_MS), 0);
+	ck_assert_mem_eq(b[2], b[1], cnt * 4);
+	t[3] = th_submit(ss[3], R2_OP_SEND, cnt, R2CCL_INT32, 0, 0, mb[3], 0);
+	ck_assert_int_eq(th_wait(ss[3], t[3], 1000), R2CCL_E_PEER_GONE);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -464,7 +623,7 @@ START_TEST(test_draining)
 	uint32_t ma;
 	uint64_t t;
 
-	cluster(hs, 1, 2, 0x1, ss);
+	th_cluster(hs, 1, 2, 0x1, ss, NULL);
 	ma = th_mem(ss[0], 4096, (void **)&a);
 	pthread_mutex_lock(&hs[0]->d.lock);
 	hs[0]->d.draining = true;
@@ -472,7 +631,7 @@ START_TEST(test_draining)
 	t = th_submit(ss[0], R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0, ma, ma);
 	ck_assert_int_eq(th_wait(ss[0], t, T_MS), R2CCL_E_SHUTDOWN);
 	ck_assert_int_eq(r2d_engine_busy(&hs[0]->d), 0);
-	free_all(hs, 1);
+	th_free_all(hs, 1);
 }
 END_TEST
 
@@ -487,7 +646,7 @@ START_TEST(test_other_types)
 	uint32_t im[2], om[2];
 	uint64_t tag[2];
 
-	cluster(hs, 2, 1, 0x3, ss);
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	for (int r = 0; r < 2; r++) {
 		im[r] = th_mem(ss[r], cnt * 4, (void **)&fi[r]);
 		om[r] = th_mem(ss[r], cnt * 4, (void **)&fo[r]);
@@ -503,7 +662,7 @@ START_TEST(test_other_types)
 		for (uint64_t i = 0; i < cnt; i++)
 			TH_CHECK(fo[r][i] == (float)((i % 1000) * 3) * 0.5f, "rank %d element %llu", r,
 				 (unsigned long long)i);
-	free_all(hs, 2);
+	th_free_all(hs, 2);
 }
 END_TEST
 
@@ -511,32 +670,29 @@ static Suite *suite(void)
 {
 	Suite *s = suite_create("engine");
 
-	ADD(test_allreduce_two_hosts);
-	ADD(test_allreduce_three_hosts_two_ranks);
-	ADD(test_other_collectives);
-	ADD(test_other_collectives_two_ranks);
-	ADD(test_allreduce_threads);
-	ADD(test_local_collectives);
-	ADD(test_send_recv);
-	ADD(test_mismatch);
-	ADD(test_local_only);
-	ADD(test_bootstrap_failures);
-	ADD(test_op_timeout);
-	ADD(test_bootstrap_timeout);
-	ADD(test_init_refused);
-	ADD(test_destroy_and_abort);
-	ADD(test_draining);
-	ADD(test_other_types);
+	TH_ADD(s, test_allreduce_two_hosts);
+	TH_ADD(s, test_allreduce_three_hosts_two_ranks);
+	TH_ADD(s, test_other_collectives);
+	TH_ADD(s, test_other_collectives_two_ranks);
+	TH_ADD(s, test_allreduce_threads);
+	TH_ADD(s, test_local_collectives);
+	TH_ADD(s, test_send_recv);
+	TH_ADD(s, test_mismatch);
+	TH_ADD(s, test_mismatch_across_hosts);
+	TH_ADD(s, test_local_only);
+	TH_ADD(s, test_bootstrap_failures);
+	TH_ADD(s, test_op_timeout);
+	TH_ADD(s, test_bootstrap_timeout);
+	TH_ADD(s, test_init_refused);
+	TH_ADD(s, test_destroy_and_abort);
+	TH_ADD(s, test_leave_others_go_on);
+	TH_ADD(s, test_leave_during_transfer);
+	TH_ADD(s, test_draining);
+	TH_ADD(s, test_other_types);
 	return s;
 }
 
 int main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int nf;
-
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
+	return th_run(suite());
 }

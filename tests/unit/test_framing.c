@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Unit tests of the control-socket framing (common/framing.c). */
 #include <check.h>
-#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,27 +15,13 @@
 #include <unistd.h>
 
 #include "framing.h"
+#include "unit_support.h"
 
 static int sv[2];
-static int fds_at_start;
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1; /* the directory's own fd */
-}
 
 static void setup(void)
 {
-	fds_at_start = count_fds();
+	tu_fds_mark();
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 }
 
@@ -47,7 +32,7 @@ static void teardown(void)
 	if (sv[1] >= 0)
 		close(sv[1]);
 	/* every test ends with nothing leaked */
-	ck_assert_int_eq(count_fds(), fds_at_start);
+	tu_fds_check();
 }
 
 static void make_hdr(uint8_t *b, uint32_t magic, uint16_t type, uint16_t nfds, uint32_t len,

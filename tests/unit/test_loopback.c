@@ -3,7 +3,6 @@
  * "hosts" in one process, keyed by address, and each fault of loopback.h. */
 #include <arpa/inet.h>
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -14,38 +13,15 @@
 
 #include "transport/loopback.h"
 #include "transport/transport.h"
+#include "unit_support.h"
 
 static const struct r2_tp_ops *ops = &r2_tp_loopback_ops;
-static int fds_at_start;
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1;
-}
-
-static void setup(void) { fds_at_start = count_fds(); }
+static void setup(void) { tu_fds_mark(); }
 
 static void teardown(void)
 {
 	ck_assert_int_eq(r2_lb_in_flight(), 0);
-	ck_assert_int_eq(count_fds(), fds_at_start); /* every eventfd closed */
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	tu_fds_check(); /* every eventfd closed */
 }
 
 /* A host: an instance on 10.0.0.<id>, daemon id <id>. */
@@ -271,7 +247,7 @@ START_TEST(delay)
 	fill();
 	connect_pair(a, b);
 	ck_assert_int_eq(r2_lb_delay(a, 2, 100000), 0); /* 100 ms */
-	t0 = now_ms();
+	t0 = tu_now_ms();
 	for (uint32_t i = 0; i < 3; i++)
 		send_chunk(a, 2, i, pay[i], 64);
 	ck_assert_int_eq(r2_lb_delay(a, 2, 0), 0);
@@ -281,7 +257,7 @@ START_TEST(delay)
 	ck_assert_int_eq(next(b, &e, 30), 0);
 	for (uint32_t i = 0; i < 4; i++)
 		expect_chunk(b, 1, i);
-	ck_assert_uint_ge(now_ms() - t0, 100);
+	ck_assert_uint_ge(tu_now_ms() - t0, 100);
 	ck_assert_int_eq(r2_lb_in_flight(), 0);
 	/* the other direction was never delayed */
 	send_chunk(b, 1, 4, pay[4], 64);

@@ -5,7 +5,6 @@
  * throughput of one peer instead of running the tests. */
 #include <arpa/inet.h>
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -17,38 +16,16 @@
 
 #include "transport/tcp_wire.h"
 #include "transport/transport.h"
+#include "unit_support.h"
 
 #define MB (1u << 20)
 static const struct r2_tp_ops *ops = &r2_tp_tcp_ops;
-static int fds_at_start;
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1;
-}
-
-static void setup(void) { fds_at_start = count_fds(); }
+static void setup(void) { tu_fds_mark(); }
 
 static void teardown(void)
 {
 	/* threads are joined by close: every fd must be gone */
-	ck_assert_int_eq(count_fds(), fds_at_start);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	tu_fds_check();
 }
 
 /* ---- deterministic message contents ---- */
@@ -270,7 +247,7 @@ static void post_more(struct side *s)
 /* Processes completions of the sides for up to ms, or until done(). */
 static bool pump(struct side **ss, int n, int ms, bool (*done)(struct side **, int))
 {
-	uint64_t end = now_ms() + (uint64_t)ms;
+	uint64_t end = tu_now_ms() + (uint64_t)ms;
 	struct r2_tp_cqe cqe[32];
 
 	for (;;) {
@@ -285,7 +262,7 @@ static bool pump(struct side **ss, int n, int ms, bool (*done)(struct side **, i
 		}
 		if (done && done(ss, n))
 			return true;
-		uint64_t now = now_ms();
+		uint64_t now = tu_now_ms();
 		if (now >= end)
 			return false;
 		struct pollfd pfd[4];
@@ -1070,7 +1047,7 @@ START_TEST(test_bench)
 	connect_pair(a, b);
 	b->verify = false;
 	make_hdr(&h, 1, 2, 0, size);
-	uint64_t t0 = 0, bytes0 = 0, start = now_ms();
+	uint64_t t0 = 0, bytes0 = 0, start = tu_now_ms();
 	uint64_t seq = 0;
 	for (;;) {
 		while (ops->post_send(a->tp, 2, &h, buf, seq) == 0)
@@ -1081,7 +1058,7 @@ START_TEST(test_bench)
 				handle(b, &cqe[j]);
 		while ((k = ops->poll(a->tp, cqe, 64)) > 0)
 			;
-		uint64_t now = now_ms();
+		uint64_t now = tu_now_ms();
 		if (!t0 && now - start > 500) { /* warm-up */
 			t0 = now;
 			bytes0 = b->recv_bytes;
@@ -1092,7 +1069,7 @@ START_TEST(test_bench)
 					 { .fd = ops->event_fd(b->tp), .events = POLLIN } };
 		poll(pfd, 2, 10);
 	}
-	double dt = (double)(now_ms() - t0) / 1000.0;
+	double dt = (double)(tu_now_ms() - t0) / 1000.0;
 	double gbs = (double)(b->recv_bytes - bytes0) / dt / 1e9;
 	printf("tcp loopback: 1 peer, %d stream(s), %u-byte messages: %.2f GB/s (%.1f Gbit/s)\n",
 	       streams, size, gbs, gbs * 8);

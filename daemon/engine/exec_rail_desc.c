@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The operation's descriptor, compared with every peer host's: a collective
+ * whose hosts disagree (kind, count, type, reduction, root) fails at once on
+ * every rank with a reason naming both calls, instead of waiting for
+ * op_timeout_ms.
+ *
+ * At its start each host sends every other host of the communicator one
+ * small DATA message flagged R2_CHUNK_DESC holding its struct op_desc; it is
+ * acknowledged and sent again after a failure like any chunk. A host
+ * compares each peer's descriptor with its own once, when it comes (one
+ * that comes before its operation waits with the early chunks), and an
+ * operation succeeds only once every peer's came: a mismatch cannot pass
+ * unnoticed even where the plans happen to move bytes that fit. Since every
+ * host hears from every other, each one that disagrees with any peer finds
+ * out by itself: nothing more has to be told.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "net/rails.h"
+
+#include "engine/exec_rail_int.h"
+
+static void desc_fill(struct op_desc *dd, const struct r2_exec *x)
+{
+	const struct r2_sqe *q = &x->ops[0]->sqe;
+
+	memset(dd, 0, sizeof(*dd));
+	dd->opcode = x->opcode;
+	dd->dtype = q->dtype;
+	dd->count = q->count;
+	dd->redop = x->opcode == R2_OP_ALLREDUCE || x->opcode == R2_OP_REDUCESCATTER ||
+				    x->opcode == R2_OP_REDUCE
+			    ? q->redop
+			    : 0;
+	dd->root = x->opcode == R2_OP_BROADCAST || x->opcode == R2_OP_REDUCE ? q->root : -1;
+}
+
+/* The first field of b (host src's) that differs from a (this host's), in
+ * words; false when they agree. */
+static bool desc_differs(const struct railop *o, const struct op_desc *a,
+			 const struct op_desc *b, uint32_t src, char *why, size_t len)
+{
+	uint32_t rank = o->c->hosts[src].first_rank;
+	int n;
+
+	n = snprintf(why, len, "collective %llu (%s): rank %u ", (unsigned long long)o->opseq,
+		     r2_opcode_name(a->opcode), rank);
+	if (n < 0 || (size_t)n >= len)
+		n = 0;
+	why += n;
+	len -= (size_t)n;
+	if (b->opcode != a->opcode)
+		snprintf(why, len, "called %s, this rank %s", r2_opcode_name(b->opcode),
+			 r2_opcode_name(a->opcode));
+	else if (b->count != a->count)
+		snprintf(why, len, "posted count %llu, this rank %llu",
+			 (unsigned long long)b->count, (unsigned long long)a->count);
+	else if (b->dtype != a->dtype)
+		snprintf(why, len, "posted type %s, this rank %s",
+			 r2ccl_dtype_name((r2ccl_dtype_t)b->dtype),
+			 r2ccl_dtype_name((r2ccl_dtype_t)a->dtype));
+	else if (b->redop != a->redop)
+		snprintf(why, len, "posted op %s, this rank %s",
+			 r2ccl_redop_name((r2ccl_redop_t)b->redop),
+			 r2ccl_redop_name((r2ccl_redop_t)a->redop));
+	else if (b->root != a->root)
+		snprintf(why, len, "posted root %d, this rank %d", b->root, a->root);
+	else
+		return false;
+	return true;
+}
+
+static int desc_send(struct railop *o, int h)
+{
+	struct r2_comm *c = o->c;
+	struct r2_rails *rs = o->d->rails;
+	struct sendrec *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s || !(s->buf = malloc(sizeof(o->desc.mine)))) {
+		free(s);
+		return -ENOMEM;
+	}
+	memcpy(s->buf, &o->desc.mine, sizeof(o->desc.mine));
+	s->hdr.magic = R2_CHUNK_MAGIC;
+	s->hdr.kind = R2_MSG_DATA;
+	s->hdr.flags = R2_CHUNK_DESC;
+	s->hdr.comm = c->key;
+	s->hdr.opseq = o->opseq;
+	s->hdr.step = R2_DESC_STEP;
+	s->hdr.src = (uint32_t)c->my_host;
+	s->hdr.dst = (uint32_t)h;
+	s->hdr.len = sizeof(o->desc.mine);
+	/* spread over the rails (rl_post_any takes another if this one is bad) */
+	s->rail = rs && rs->n ? (c->my_host + h) % rs->n : 0;
+	s->peer = c->hosts[h].id;
+	rl_sends_add(&o->tx, s);
+	r = rl_post(o, s);
+	if (r < 0)
+		o->tx.need_repost = true; /* full or no connection this instant: later */
+	return 0;
+}
+
+int rl_desc_begin(struct railop *o)
+{
+	struct r2_comm *c = o->c;
+	struct r2_rmsg **pp = &o->stash;
+	int r;
+
+	desc_fill(&o->desc.mine, o->stage.x);
+	o->desc.got = calloc((size_t)c->nhosts, 1);
+	if (!o->desc.got)
+		return -ENOMEM;
+	for (int h = 0; h < c->nhosts; h++)
+		if (h != c->my_host && (r = desc_send(o, h)) < 0)
+			return r;
+	/* those that came before the operation */
+	while (*pp) {
+		struct r2_rmsg *m = *pp;
+		if ((m->cqe.hdr.flags & R2_CHUNK_DESC) && m->cqe.hdr.opseq == o->opseq) {
+			*pp = m->next;
+			r = rl_desc_in(o, m);
+			rl_rmsg_free(o->d, m);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		pp = &m->next;
+	}
+	return 0;
+}
+
+int rl_desc_in(struct railop *o, const struct r2_rmsg *m)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	struct r2_comm *c = o->c;
+	struct op_desc theirs;
+	char why[192];
+
+	if (h->opseq != o->opseq)
+		return 1;
+	if (h->src >= (uint32_t)c->nhosts || (int)h->src == c->my_host ||
+	    h->len != sizeof(theirs) || !o->desc.got) {
+		log_warn_rl("communicator %u: a malformed operation descriptor from host %u; "
+			    "dropped", c->id, h->src);
+		return 0;
+	}
+	if (o->desc.got[h->src])
+		return 0; /* delivered twice */
+	memcpy(&theirs, m->cqe.buf, sizeof(theirs));
+	if (desc_differs(o, &o->desc.mine, &theirs, h->src, why, sizeof(why))) {
+		log_warn("communicator %u: %s", c->id, why);
+		pthread_mutex_lock(&o->d->lock);
+		r2d_comm_break(c, R2CCL_E_MISMATCH, why);
+		pthread_mutex_unlock(&o->d->lock);
+		return R2CCL_E_MISMATCH;
+	}
+	o->desc.got[h->src] = 1;
+	o->desc.ngot++;
+	return 0;
+}
+
+bool rl_desc_done(const struct railop *o)
+{
+	return o->desc.ngot >= o->c->nhosts - 1;
+}
+
+void rl_desc_end(struct railop *o)
+{
+	free(o->desc.got);
+	o->desc.got = NULL;
+}
