@@ -33,6 +33,7 @@ void r2_hd_geo(const struct r2_view *v, const struct r2_comp *c, struct r2_hd_ge
 		w *= g->f[k];
 	}
 	g->s0 = c->nleaf ? 1 : 0;
+	g->rd = c->algo == R2_ALGO_RD;
 }
 
 uint32_t r2_hd_host(const struct r2_view *v, const struct r2_comp *c, const struct r2_hd_geo *g,
@@ -92,9 +93,9 @@ size_t r2_hd_msgs_at(const struct r2_view *v, const struct r2_comp *c, const str
 	size_t n = 0;
 	uint32_t L = g->L, e = c->nleaf;
 	int64_t last = (int64_t)g->s0 + 2 * L; /* fold-back step (if extras) */
-	bool rs = v->op != R2_PLAN_ALLGATHER, ag = v->op != R2_PLAN_REDUCESCATTER;
-	if (v->op != R2_PLAN_ALLREDUCE)
-		last = (int64_t)g->s0 + L; /* one phase only, never extras */
+	bool rs = v->op != R2_PLAN_ALLGATHER;
+	if (v->op != R2_PLAN_ALLREDUCE || g->rd)
+		last = (int64_t)g->s0 + L; /* one pass (RS, AG, or RD) */
 	if (p == UINT32_MAX || j < 0)
 		return 0;
 	if (p >= g->m) { /* extra i */
@@ -113,8 +114,21 @@ size_t r2_hd_msgs_at(const struct r2_view *v, const struct r2_comp *c, const str
 			put(out, max, &n, x, true, R2_XFER_COPY, c->off, c->len, 0xffff, 0);
 	}
 	int64_t q = j - g->s0;
-	if (q < 0 || q >= (rs && ag ? 2 * (int64_t)L : (int64_t)L))
+	if (q < 0 || q >= last - (int64_t)g->s0)
 		return n;
+	if (g->rd) {
+		/* level q: the whole range to and from the f - 1 others (REDUCE) */
+		uint32_t f = g->f[q], d = (p / g->stride[q]) % f;
+		for (uint32_t t = 0; t < f; t++) {
+			if (t == d)
+				continue;
+			uint32_t peer = r2_hd_host(v, c, g, p + (t - d) * g->stride[q]);
+			uint16_t so = (uint16_t)((t + f - d) % f - 1), ro = (uint16_t)((d + f - t) % f - 1);
+			put(out, max, &n, peer, true, R2_XFER_REDUCE, c->off, c->len, so, f - 1);
+			put(out, max, &n, peer, false, R2_XFER_REDUCE, c->off, c->len, ro, f - 1);
+		}
+		return n;
+	}
 	bool rsphase = rs && q < L;
 	uint32_t k = rsphase ? (uint32_t)q : (uint32_t)(rs ? 2 * L - 1 - q : L - 1 - q);
 	/* R_k of p */
@@ -181,7 +195,7 @@ uint32_t r2_hd_nsteps(enum r2_plan_op op, const struct r2_comp *c)
 	uint32_t L = c->level;
 	if (op != R2_PLAN_ALLREDUCE)
 		return L;
-	return 2 * L + (c->nleaf ? 2 : 0);
+	return (c->algo == R2_ALGO_RD ? L : 2 * L) + (c->nleaf ? 2 : 0);
 }
 
 size_t r2_hd_max_msgs(const struct r2_view *v, const struct r2_comp *c)

@@ -162,7 +162,7 @@ static void keep_best(struct bld *best, struct bld *cand, bool *have);
 static int hd_candidate(struct ctx *x, struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m,
 			int variant)
 {
-	int e = pl_bld_init(b, x, R2_ALGO_HD);
+	int e = pl_bld_init(b, x, variant & R2_HD_RD ? R2_ALGO_RD : R2_ALGO_HD);
 	if (!e)
 		e = pl_build_hd(b, fac, L, m, variant);
 	if (!e)
@@ -206,6 +206,15 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 	enum { NLEAD = 4 };
 	uint32_t seen[NLEAD * R2_ARRAY_SIZE(caps)][R2_HD_MAX_LEVELS + 2];
 	uint32_t nseen = 0;
+	double txmax = 0;
+	for (uint32_t h = 0; h < n; h++) {
+		double t = 0;
+		for (uint32_t r = 0; r < R; r++) {
+			const struct r2_nic *ni = &x->c->nic[(size_t)h * R + r];
+			t += ni->state == R2_NIC_DOWN ? 0 : ni->bw_tx;
+		}
+		txmax = t > txmax ? t : txmax;
+	}
 	for (uint32_t lead = 0; lead < NLEAD; lead++)
 		for (size_t ci = 0; ci < R2_ARRAY_SIZE(caps); ci++) {
 			uint32_t F = caps[ci], fac[R2_HD_MAX_LEVELS + NLEAD], L = 0, m = n;
@@ -232,13 +241,23 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 			seen[nseen][1] = L;
 			memcpy(&seen[nseen][2], fac, L * sizeof(uint32_t));
 			nseen++;
-			for (int variant = lead ? 1 : 0; variant < 2; variant++) {
-				struct bld cand;
-				if (!hd_candidate(x, &cand, fac, L, m, variant))
-					keep_best(best, &cand, have);
-				else
-					pl_bld_free(&cand);
-			}
+			/* recursive doubling (allreduce): whole buffer per level; a
+			 * level costs at least alpha + (f-1) S / txmax (a member
+			 * sends S to f-1 peers): skip it when that exceeds the best */
+			int kinds = x->op->op == R2_PLAN_ALLREDUCE ? 2 : 1;
+			double rdlb = 0;
+			for (uint32_t k = 0; k < L; k++)
+				rdlb += x->c->cost.alpha + (fac[k] - 1) * (double)x->op->size / txmax;
+			if (*have && rdlb >= best->time)
+				kinds = 1;
+			for (int rd = 0; rd < kinds; rd++)
+				for (int variant = lead ? 1 : 0; variant < 2; variant++) {
+					struct bld cand;
+					if (!hd_candidate(x, &cand, fac, L, m, variant | (rd ? R2_HD_RD : 0)))
+						keep_best(best, &cand, have);
+					else
+						pl_bld_free(&cand);
+				}
 		}
 }
 
@@ -403,8 +422,9 @@ int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, con
 	int e = validate(c, op);
 	if (e)
 		return e;
-	if (op->op != R2_PLAN_ALLREDUCE && op->op != R2_PLAN_ALLGATHER &&
-	    op->op != R2_PLAN_REDUCESCATTER)
+	if ((op->op != R2_PLAN_ALLREDUCE && op->op != R2_PLAN_ALLGATHER &&
+	     op->op != R2_PLAN_REDUCESCATTER) || variant < 0 || variant > (1 | R2_HD_RD) ||
+	    ((variant & R2_HD_RD) && op->op != R2_PLAN_ALLREDUCE))
 		return -EINVAL;
 	struct ctx x;
 	struct bld b;

@@ -110,6 +110,9 @@ enum r2_algo {
 	R2_ALGO_TREE,      /* pipelined binary tree (broadcast/reduce) */
 	R2_ALGO_DIRECT,    /* point to point (sendrecv) */
 	R2_ALGO_HD,        /* log-step: mixed-radix recursive halving/doubling */
+	R2_ALGO_RD,        /* log-step: mixed-radix recursive doubling (allreduce,
+	                    * whole buffer each step; receives overlap the step's
+	                    * own sends: see "Execution contract") */
 	R2_ALGO_COUNT
 };
 

@@ -78,6 +78,7 @@ void r2_split_bytes(uint64_t len, uint32_t elem, uint32_t R, const double frac[]
 #define R2_HD_MAX_FAN 64   /* largest radix the builder uses */
 struct r2_hd_geo {
 	uint32_t L, m, s0;
+	bool rd;   /* recursive doubling (R2_ALGO_RD): the whole range at every level */
 	uint32_t f[R2_HD_MAX_LEVELS], stride[R2_HD_MAX_LEVELS], w[R2_HD_MAX_LEVELS];
 };
 /* One message of a host in one step; slot: the sender's offset - 1 within
@@ -106,8 +107,10 @@ bool r2_hd_rails(const struct r2_view *v, const struct r2_comp *c, uint32_t a, u
 uint32_t r2_hd_nsteps(enum r2_plan_op op, const struct r2_comp *c);
 size_t r2_hd_max_msgs(const struct r2_view *v, const struct r2_comp *c);
 
-/* An HD plan with the given radices, members and rail variant, whatever
- * its cost (tests, r2ccl-sim). */
+/* An HD plan with the given radices, members and rail variant (0 or 1; |
+ * R2_HD_RD: recursive doubling instead, allreduce only), whatever its cost
+ * (tests, r2ccl-sim). */
+#define R2_HD_RD 2
 int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, const uint32_t *fac,
 		     uint32_t L, uint32_t m, int variant, struct r2_plan **out);
 

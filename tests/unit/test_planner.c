@@ -146,6 +146,9 @@ static int run_symbolic(const struct r2_plan *p, const struct r2_cluster *c)
 	struct rng_ *rr = malloc((maxx + 1) * sizeof(*rr));
 	int ret = -1;
 	uint64_t seg = (uint64_t)E / n;
+	/* recursive doubling sends the bytes it REDUCEs into (start-of-step
+	 * values: the engine stages those receives) */
+	bool staged = p->algo == R2_ALGO_RD;
 	/* initial values */
 	for (uint32_t h = 0; h < n; h++)
 		for (uint32_t e = 0; e < E; e++) {
@@ -201,6 +204,8 @@ static int run_symbolic(const struct r2_plan *p, const struct r2_cluster *c)
 					bool si = rr[i].kind == 255, sj = rr[j].kind == 255;
 					if (si && sj)
 						continue; /* two reads */
+					if (staged && si != sj && (si ? rr[j].kind : rr[i].kind) == R2_XFER_REDUCE)
+						continue; /* a send and a staged REDUCE */
 					if (si != sj || rr[i].kind == R2_XFER_COPY || rr[j].kind == R2_XFER_COPY) {
 						snprintf(fail_msg, sizeof(fail_msg),
 							 "overlap on h%u step %u at %llu", h, k,
@@ -586,7 +591,9 @@ static uint32_t seqs_of(uint32_t m, uint32_t seq[][8], uint32_t *len)
 	return ns;
 }
 
-static void check_hd(struct tcl *t, enum r2_plan_op op, uint32_t m, uint64_t size, const char *what)
+/* rd: recursive doubling (R2_HD_RD) instead of halving/doubling. */
+static void check_hd(struct tcl *t, enum r2_plan_op op, uint32_t m, uint64_t size, const char *what,
+		     bool rd)
 {
 	uint32_t seq[6][8], len[6];
 	uint32_t ns = seqs_of(m, seq, len);
@@ -595,13 +602,14 @@ static void check_hd(struct tcl *t, enum r2_plan_op op, uint32_t m, uint64_t siz
 		for (int variant = 0; variant < 2; variant++) {
 			struct r2_opdesc od = { op, size, 4, 0, 0, R2_POL_OURS };
 			struct r2_plan *p = NULL;
-			int e = r2_plan_build_hd(&t->c, &od, seq[s], len[s], m, variant, &p);
+			int e = r2_plan_build_hd(&t->c, &od, seq[s], len[s], m,
+						 variant | (rd ? R2_HD_RD : 0), &p);
 			ck_assert_msg(e == 0, "%s: hd build %d (n=%u m=%u)", what, e, t->c.nhosts, m);
-			ck_assert_int_eq(p->algo, R2_ALGO_HD);
-			ck_assert_msg(run_symbolic(p, &t->c) == 0, "%s: %s hd n=%u m=%u L=%u f0=%u v%d: %s",
-				      what, r2_op_name(op), t->c.nhosts, m, len[s], seq[s][0], variant,
-				      fail_msg);
-			uint32_t steps = (op == R2_PLAN_ALLREDUCE ? 2 : 1) * len[s] +
+			ck_assert_int_eq(p->algo, rd ? R2_ALGO_RD : R2_ALGO_HD);
+			ck_assert_msg(run_symbolic(p, &t->c) == 0, "%s: %s %s n=%u m=%u L=%u f0=%u v%d: %s",
+				      what, r2_op_name(op), rd ? "rd" : "hd", t->c.nhosts, m, len[s],
+				      seq[s][0], variant, fail_msg);
+			uint32_t steps = (op == R2_PLAN_ALLREDUCE && !rd ? 2 : 1) * len[s] +
 					 (m < t->c.nhosts ? 2 : 0);
 			ck_assert_uint_eq(p->nsteps, steps);
 			double ev = r2_plan_eval(p, &t->c);
@@ -632,11 +640,15 @@ START_TEST(test_hd_exact)
 			char what[64];
 			snprintf(what, sizeof(what), "hd n=%u health %d", n, health);
 			uint64_t size = 4ull * n * 30;
-			check_hd(&t, R2_PLAN_ALLREDUCE, n, size + 4 * (n > 2), what);
-			check_hd(&t, R2_PLAN_REDUCESCATTER, n, size, what);
-			check_hd(&t, R2_PLAN_ALLGATHER, n, size, what);
+			check_hd(&t, R2_PLAN_ALLREDUCE, n, size + 4 * (n > 2), what, false);
+			check_hd(&t, R2_PLAN_REDUCESCATTER, n, size, what, false);
+			check_hd(&t, R2_PLAN_ALLGATHER, n, size, what, false);
 			for (uint32_t m = n > 2 ? (n + 1) / 2 : n; m < n; m++)
-				check_hd(&t, R2_PLAN_ALLREDUCE, m, size + 12, what);
+				check_hd(&t, R2_PLAN_ALLREDUCE, m, size + 12, what, false);
+			/* recursive doubling: the same radices and folds */
+			check_hd(&t, R2_PLAN_ALLREDUCE, n, size + 4 * (n > 2), what, true);
+			for (uint32_t m = n > 2 ? (n + 1) / 2 : n; m < n; m++)
+				check_hd(&t, R2_PLAN_ALLREDUCE, m, size + 12, what, true);
 			tcl_free(&t);
 		}
 }
@@ -684,7 +696,7 @@ START_TEST(test_hd_large)
 	uint32_t seqs[][4] = { { 2, 2, 4, 8 }, { 8, 16 }, { 2, 64 } };
 	uint32_t lens[] = { 4, 2, 2 };
 	for (size_t s = 0; s < R2_ARRAY_SIZE(lens); s++)
-		for (int variant = 0; variant < 2; variant++) {
+		for (int variant = 0; variant < 4; variant++) { /* 2, 3: recursive doubling */
 			struct r2_opdesc od = { R2_PLAN_ALLREDUCE, 4ull * 128 * 97, 4, 0, 0, R2_POL_OURS };
 			struct r2_plan *p = NULL;
 			ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, seqs[s], lens[s], 128, variant, &p), 0);
@@ -700,8 +712,8 @@ START_TEST(test_hd_large)
 	ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &p), 0);
 	prm.no_logstep = true;
 	ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &q), 0);
-	ck_assert_int_eq(p->algo, R2_ALGO_HD);
-	ck_assert_int_ne(q->algo, R2_ALGO_HD);
+	ck_assert(p->algo == R2_ALGO_HD || p->algo == R2_ALGO_RD);
+	ck_assert(q->algo != R2_ALGO_HD && q->algo != R2_ALGO_RD);
 	ck_assert_msg(p->time < q->time / 4, "hd %.6g today %.6g", p->time, q->time);
 	ck_assert_msg(run_symbolic(p, &t.c) == 0, "%s", fail_msg);
 	r2_plan_free(p);
