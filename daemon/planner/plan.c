@@ -241,10 +241,11 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 			seen[nseen][1] = L;
 			memcpy(&seen[nseen][2], fac, L * sizeof(uint32_t));
 			nseen++;
-			/* recursive doubling (allreduce): whole buffer per level; a
-			 * level costs at least alpha + (f-1) S / txmax (a member
-			 * sends S to f-1 peers): skip it when that exceeds the best */
-			int kinds = x->op->op == R2_PLAN_ALLREDUCE ? 2 : 1;
+			/* recursive doubling (allreduce, no forced radix-2 lead: the
+			 * caps give its radices): whole buffer per level; a level
+			 * costs at least alpha + (f-1) S / txmax (a member sends S to
+			 * f-1 peers): skip it when that exceeds the best */
+			int kinds = x->op->op == R2_PLAN_ALLREDUCE && !lead ? 2 : 1;
 			double rdlb = 0;
 			for (uint32_t k = 0; k < L; k++)
 				rdlb += x->c->cost.alpha + (fac[k] - 1) * (double)x->op->size / txmax;
