@@ -139,7 +139,7 @@ static uint32_t hd_level(const struct r2_hd_geo *g, enum r2_plan_op op, int64_t 
 	if (t < 0)
 		return UINT32_MAX;
 	if (g->rd)
-		; /* recursive doubling: level t at step t */
+		t = t < g->L ? t : (int64_t)(g->L + g->nh) - 1 - t; /* RS, RD, then AG */
 	else if (op == R2_PLAN_ALLREDUCE)
 		t = t < g->L ? t : 2 * (int64_t)g->L - 1 - t;
 	else if (op == R2_PLAN_ALLGATHER)

@@ -461,6 +461,7 @@ int pl_build_hd(struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m, int 
 		return b->err;
 	c->algo = variant & R2_HD_RD ? R2_ALGO_RD : R2_ALGO_HD;
 	c->lrail = (uint16_t)(variant & 1);
+	c->nhalf = (uint8_t)(variant & R2_HD_RD ? (uint32_t)variant >> 8 : 0);
 	c->level = (uint8_t)L;
 	c->nmem = m;
 	c->off = 0;
