@@ -762,6 +762,18 @@ START_TEST(test_rd_choice)
 	ck_assert_uint_lt(p->nsteps, 2u * p->comp[0].level);
 	ck_assert_msg(fabs(r2_plan_eval(p, &t.c) - p->time) <= 1e-9 * p->time, "eval");
 	r2_plan_free(p);
+	/* refused: rd for allgather, h >= L, halving levels without rd */
+	uint32_t fac[] = { 8, 8 };
+	ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, fac, 2, 64, R2_HD_RD | R2_HD_NHALF(1), &p), 0);
+	ck_assert_uint_eq(p->nsteps, 3);
+	ck_assert_uint_eq(p->comp[0].nhalf, 1);
+	r2_plan_free(p);
+	ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, fac, 2, 64, R2_HD_RD | R2_HD_NHALF(2), &p),
+			 -EINVAL);
+	ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, fac, 2, 64, R2_HD_NHALF(1), &p), -EINVAL);
+	od.op = R2_PLAN_ALLGATHER;
+	ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, fac, 2, 64, R2_HD_RD, &p), -EINVAL);
+	ck_assert_ptr_null(p);
 	tcl_free(&t);
 }
 END_TEST
