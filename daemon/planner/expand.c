@@ -435,6 +435,7 @@ static void expand_plain(struct out *o, const struct r2_view *v, uint32_t h, uin
 			expand_shard(o, v, c, h, j);
 			break;
 		case R2_ALGO_HD:
+		case R2_ALGO_RD:
 			expand_hd(o, v, c, h, j);
 			break;
 		default:
@@ -530,7 +531,8 @@ size_t r2_plan_max_xfers(const struct r2_plan *p)
 		case R2_ALGO_SHARD:
 			t += 4 * (size_t)(p->nhosts - 1) * p->nrails;
 			break;
-		case R2_ALGO_HD: {
+		case R2_ALGO_HD:
+		case R2_ALGO_RD: {
 			struct r2_view v;
 			r2_view_of_plan(p, &v);
 			t += r2_hd_max_msgs(&v, c) * p->nrails;

@@ -33,6 +33,8 @@ void r2_hd_geo(const struct r2_view *v, const struct r2_comp *c, struct r2_hd_ge
 		w *= g->f[k];
 	}
 	g->s0 = c->nleaf ? 1 : 0;
+	g->rd = c->algo == R2_ALGO_RD;
+	g->nh = g->rd ? c->nhalf : g->L;
 }
 
 uint32_t r2_hd_host(const struct r2_view *v, const struct r2_comp *c, const struct r2_hd_geo *g,
@@ -92,9 +94,11 @@ size_t r2_hd_msgs_at(const struct r2_view *v, const struct r2_comp *c, const str
 	size_t n = 0;
 	uint32_t L = g->L, e = c->nleaf;
 	int64_t last = (int64_t)g->s0 + 2 * L; /* fold-back step (if extras) */
-	bool rs = v->op != R2_PLAN_ALLGATHER, ag = v->op != R2_PLAN_REDUCESCATTER;
+	bool rs = v->op != R2_PLAN_ALLGATHER;
 	if (v->op != R2_PLAN_ALLREDUCE)
-		last = (int64_t)g->s0 + L; /* one phase only, never extras */
+		last = (int64_t)g->s0 + L; /* one pass (RS or AG) */
+	else if (g->rd)
+		last = (int64_t)g->s0 + L + g->nh; /* RS nh, RD L - nh, AG nh */
 	if (p == UINT32_MAX || j < 0)
 		return 0;
 	if (p >= g->m) { /* extra i */
@@ -113,10 +117,29 @@ size_t r2_hd_msgs_at(const struct r2_view *v, const struct r2_comp *c, const str
 			put(out, max, &n, x, true, R2_XFER_COPY, c->off, c->len, 0xffff, 0);
 	}
 	int64_t q = j - g->s0;
-	if (q < 0 || q >= (rs && ag ? 2 * (int64_t)L : (int64_t)L))
+	if (q < 0 || q >= last - (int64_t)g->s0)
 		return n;
-	bool rsphase = rs && q < L;
-	uint32_t k = rsphase ? (uint32_t)q : (uint32_t)(rs ? 2 * L - 1 - q : L - 1 - q);
+	if (g->rd && q >= g->nh && q < L) {
+		/* doubling level q: the owned range R_nh to and from the f - 1
+		 * others (REDUCE) */
+		uint64_t off = c->off, len = c->len;
+		for (uint32_t i = 0; i < g->nh; i++)
+			r2_sub_range(off, len, v->elem, (p / g->stride[i]) % g->f[i], g->f[i], &off, &len);
+		uint32_t f = g->f[q], d = (p / g->stride[q]) % f;
+		for (uint32_t t = 0; t < f; t++) {
+			if (t == d)
+				continue;
+			uint32_t peer = r2_hd_host(v, c, g, p + (t - d) * g->stride[q]);
+			uint16_t so = (uint16_t)((t + f - d) % f - 1), ro = (uint16_t)((d + f - t) % f - 1);
+			put(out, max, &n, peer, true, R2_XFER_REDUCE, off, len, so, f - 1);
+			put(out, max, &n, peer, false, R2_XFER_REDUCE, off, len, ro, f - 1);
+		}
+		return n;
+	}
+	/* halving level k: RS steps 0 .. nh-1, AG steps back from nh-1 */
+	uint32_t nh = g->nh, span = g->rd ? L + nh : 2 * L;
+	bool rsphase = rs && q < nh;
+	uint32_t k = rsphase ? (uint32_t)q : (uint32_t)(rs ? span - 1 - q : L - 1 - q);
 	/* R_k of p */
 	uint64_t off = c->off, len = c->len;
 	for (uint32_t i = 0; i < k; i++)
@@ -181,7 +204,7 @@ uint32_t r2_hd_nsteps(enum r2_plan_op op, const struct r2_comp *c)
 	uint32_t L = c->level;
 	if (op != R2_PLAN_ALLREDUCE)
 		return L;
-	return 2 * L + (c->nleaf ? 2 : 0);
+	return (c->algo == R2_ALGO_RD ? L + c->nhalf : 2 * L) + (c->nleaf ? 2 : 0);
 }
 
 size_t r2_hd_max_msgs(const struct r2_view *v, const struct r2_comp *c)

@@ -162,7 +162,7 @@ static void keep_best(struct bld *best, struct bld *cand, bool *have);
 static int hd_candidate(struct ctx *x, struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m,
 			int variant)
 {
-	int e = pl_bld_init(b, x, R2_ALGO_HD);
+	int e = pl_bld_init(b, x, variant & R2_HD_RD ? R2_ALGO_RD : R2_ALGO_HD);
 	if (!e)
 		e = pl_build_hd(b, fac, L, m, variant);
 	if (!e)
@@ -198,7 +198,8 @@ static uint32_t hd_factor(uint32_t m, uint32_t F, uint32_t fac[R2_HD_MAX_LEVELS]
 
 /* The log-step candidates: for each radix cap F, the members m (all hosts if
  * n factors into radices <= F, else the largest such m >= n/2 for allreduce,
- * the slowest hosts folding in), both rail variants. */
+ * the slowest hosts folding in), both rail variants; then, for allreduce,
+ * recursive doubling on the same radices after 0 .. L-1 halving levels. */
 static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 {
 	uint32_t n = x->n, R = x->R;
@@ -206,6 +207,16 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 	enum { NLEAD = 4 };
 	uint32_t seen[NLEAD * R2_ARRAY_SIZE(caps)][R2_HD_MAX_LEVELS + 2];
 	uint32_t nseen = 0;
+	bool rdok[NLEAD * R2_ARRAY_SIZE(caps)];
+	double txmax = 0;
+	for (uint32_t h = 0; h < n; h++) {
+		double t = 0;
+		for (uint32_t r = 0; r < R; r++) {
+			const struct r2_nic *ni = &x->c->nic[(size_t)h * R + r];
+			t += ni->state == R2_NIC_DOWN ? 0 : ni->bw_tx;
+		}
+		txmax = t > txmax ? t : txmax;
+	}
 	for (uint32_t lead = 0; lead < NLEAD; lead++)
 		for (size_t ci = 0; ci < R2_ARRAY_SIZE(caps); ci++) {
 			uint32_t F = caps[ci], fac[R2_HD_MAX_LEVELS + NLEAD], L = 0, m = n;
@@ -239,7 +250,40 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 				else
 					pl_bld_free(&cand);
 			}
+			rdok[nseen - 1] = x->op->op == R2_PLAN_ALLREDUCE && !lead;
 		}
+	/* recursive doubling, after every HD candidate (the best of those
+	 * prunes most of them) */
+	for (uint32_t si = 0; si < nseen; si++) {
+		uint32_t m = seen[si][0], L = seen[si][1];
+		const uint32_t *fac = &seen[si][2];
+		if (!rdok[si])
+			continue;
+		/* recursive doubling after nh halving levels: at least
+		 * L + nh steps of alpha; a member sends (f-1)/f of its range
+		 * in each halving level's RS and AG step, and the owned range
+		 * (S / prod f_k, k < nh) to f-1 peers in each doubling step */
+		for (uint32_t nh = 0; nh < L; nh++) {
+			double own = (double)x->op->size, lb = (L + nh) * x->c->cost.alpha;
+			for (uint32_t k = 0; k < L; k++)
+				if (k < nh) {
+					lb += 2 * (fac[k] - 1) * own / fac[k] / txmax;
+					own /= fac[k];
+				} else {
+					lb += (fac[k] - 1) * own / txmax;
+				}
+			if (*have && lb >= best->time)
+				continue;
+			for (int variant = 0; variant < 2; variant++) {
+				struct bld cand;
+				if (!hd_candidate(x, &cand, fac, L, m,
+						  variant | R2_HD_RD | R2_HD_NHALF((int)nh)))
+					keep_best(best, &cand, have);
+				else
+					pl_bld_free(&cand);
+			}
+		}
+	}
 }
 
 /* Keeps the cheaper of *best and *cand (frees the other). */
@@ -403,8 +447,11 @@ int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, con
 	int e = validate(c, op);
 	if (e)
 		return e;
-	if (op->op != R2_PLAN_ALLREDUCE && op->op != R2_PLAN_ALLGATHER &&
-	    op->op != R2_PLAN_REDUCESCATTER)
+	if ((op->op != R2_PLAN_ALLREDUCE && op->op != R2_PLAN_ALLGATHER &&
+	     op->op != R2_PLAN_REDUCESCATTER) || variant < 0 ||
+	    (variant & ~(1 | R2_HD_RD | R2_HD_NHALF(0xff))) ||
+	    ((variant & R2_HD_RD) && op->op != R2_PLAN_ALLREDUCE) ||
+	    (!(variant & R2_HD_RD) && variant >> 8) || (uint32_t)variant >> 8 >= (L ? L : 1))
 		return -EINVAL;
 	struct ctx x;
 	struct bld b;

@@ -138,7 +138,9 @@ static uint32_t hd_level(const struct r2_hd_geo *g, enum r2_plan_op op, int64_t 
 	int64_t t = j - g->s0;
 	if (t < 0)
 		return UINT32_MAX;
-	if (op == R2_PLAN_ALLREDUCE)
+	if (g->rd)
+		t = t < g->L ? t : (int64_t)(g->L + g->nh) - 1 - t; /* RS, RD, then AG */
+	else if (op == R2_PLAN_ALLREDUCE)
 		t = t < g->L ? t : 2 * (int64_t)g->L - 1 - t;
 	else if (op == R2_PLAN_ALLGATHER)
 		t = (int64_t)g->L - 1 - t;
@@ -378,6 +380,7 @@ int pl_bld_cost(struct bld *b)
 			err = err ? err : add_phase(&ph, &nph, &cap, s + K, s + K + 1, i, PH_SHARD_LAST);
 			break;
 		case R2_ALGO_HD:
+		case R2_ALGO_RD:
 			cp->nsteps = r2_hd_nsteps(v.op, cp);
 			for (uint32_t j = 0; j < cp->nsteps && !err; j++)
 				err = add_phase(&ph, &nph, &cap, s + j, s + j + 1, i, PH_HD);

@@ -440,7 +440,8 @@ static int u32_asc(const void *pa, const void *pb)
 
 /* Members: m hosts (radices fac[0..L), prod = m); the n - m slowest hosts
  * fold into members 0 .. n-m-1 (allreduce only). variant: 0 split every
- * message over the pair's rails by bandwidth, 1 one rail per peer. */
+ * message over the pair's rails by bandwidth, 1 one rail per peer; |
+ * R2_HD_RD: recursive doubling (allreduce). */
 int pl_build_hd(struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m, int variant)
 {
 	struct ctx *x = b->x;
@@ -458,8 +459,9 @@ int pl_build_hd(struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m, int 
 	struct r2_comp *c = pl_add_comp(b);
 	if (!c)
 		return b->err;
-	c->algo = R2_ALGO_HD;
-	c->lrail = (uint16_t)variant;
+	c->algo = variant & R2_HD_RD ? R2_ALGO_RD : R2_ALGO_HD;
+	c->lrail = (uint16_t)(variant & 1);
+	c->nhalf = (uint8_t)(variant & R2_HD_RD ? (uint32_t)variant >> 8 : 0);
 	c->level = (uint8_t)L;
 	c->nmem = m;
 	c->off = 0;

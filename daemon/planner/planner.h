@@ -110,6 +110,10 @@ enum r2_algo {
 	R2_ALGO_TREE,      /* pipelined binary tree (broadcast/reduce) */
 	R2_ALGO_DIRECT,    /* point to point (sendrecv) */
 	R2_ALGO_HD,        /* log-step: mixed-radix recursive halving/doubling */
+	R2_ALGO_RD,        /* log-step: mixed-radix recursive doubling (allreduce,
+	                    * the owned range each step, after nhalf halving
+	                    * levels; receives overlap the step's own sends: see
+	                    * docs/planner.md "Execution contract") */
 	R2_ALGO_COUNT
 };
 
@@ -161,6 +165,8 @@ struct r2_comp {
 	uint8_t level;      /* recursion level (0 = global ring) */
 	uint16_t lrail;     /* logical rail of rings/chains/trees */
 	uint16_t nchunks;   /* pipeline depth K (chain/tree/shard) */
+	uint8_t nhalf;      /* RD: levels 0 .. nhalf-1 halve (reduce-scatter
+	                     * before, all-gather after), the rest double */
 	uint32_t step0;     /* first step of the ring/pipeline proper */
 	uint32_t nsteps;    /* steps used, inject/extract included */
 	uint32_t nmem, mem; /* members: plan->hosts[mem .. mem+nmem) in order;

@@ -78,6 +78,8 @@ void r2_split_bytes(uint64_t len, uint32_t elem, uint32_t R, const double frac[]
 #define R2_HD_MAX_FAN 64   /* largest radix the builder uses */
 struct r2_hd_geo {
 	uint32_t L, m, s0;
+	bool rd;   /* recursive doubling (R2_ALGO_RD): levels >= nh exchange the owned range */
+	uint32_t nh; /* RD: halving levels before (and their all-gather after) */
 	uint32_t f[R2_HD_MAX_LEVELS], stride[R2_HD_MAX_LEVELS], w[R2_HD_MAX_LEVELS];
 };
 /* One message of a host in one step; slot: the sender's offset - 1 within
@@ -106,8 +108,11 @@ bool r2_hd_rails(const struct r2_view *v, const struct r2_comp *c, uint32_t a, u
 uint32_t r2_hd_nsteps(enum r2_plan_op op, const struct r2_comp *c);
 size_t r2_hd_max_msgs(const struct r2_view *v, const struct r2_comp *c);
 
-/* An HD plan with the given radices, members and rail variant, whatever
- * its cost (tests, r2ccl-sim). */
+/* An HD plan with the given radices, members and rail variant (0 or 1; |
+ * R2_HD_RD: recursive doubling instead, allreduce only, | R2_HD_NHALF(h):
+ * its first h < L levels halving), whatever its cost (tests, r2ccl-sim). */
+#define R2_HD_RD 2
+#define R2_HD_NHALF(h) ((h) << 8)
 int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, const uint32_t *fac,
 		     uint32_t L, uint32_t m, int variant, struct r2_plan **out);
 

@@ -146,6 +146,9 @@ static int run_symbolic(const struct r2_plan *p, const struct r2_cluster *c)
 	struct rng_ *rr = malloc((maxx + 1) * sizeof(*rr));
 	int ret = -1;
 	uint64_t seg = (uint64_t)E / n;
+	/* recursive doubling sends the bytes it REDUCEs into (start-of-step
+	 * values: the engine stages those receives) */
+	bool staged = p->algo == R2_ALGO_RD;
 	/* initial values */
 	for (uint32_t h = 0; h < n; h++)
 		for (uint32_t e = 0; e < E; e++) {
@@ -201,6 +204,8 @@ static int run_symbolic(const struct r2_plan *p, const struct r2_cluster *c)
 					bool si = rr[i].kind == 255, sj = rr[j].kind == 255;
 					if (si && sj)
 						continue; /* two reads */
+					if (staged && si != sj && (si ? rr[j].kind : rr[i].kind) == R2_XFER_REDUCE)
+						continue; /* a send and a staged REDUCE */
 					if (si != sj || rr[i].kind == R2_XFER_COPY || rr[j].kind == R2_XFER_COPY) {
 						snprintf(fail_msg, sizeof(fail_msg),
 							 "overlap on h%u step %u at %llu", h, k,
@@ -586,22 +591,28 @@ static uint32_t seqs_of(uint32_t m, uint32_t seq[][8], uint32_t *len)
 	return ns;
 }
 
-static void check_hd(struct tcl *t, enum r2_plan_op op, uint32_t m, uint64_t size, const char *what)
+/* rd: recursive doubling (R2_HD_RD) instead of halving/doubling, after
+ * every possible number of halving levels. */
+static void check_hd(struct tcl *t, enum r2_plan_op op, uint32_t m, uint64_t size, const char *what,
+		     bool rd)
 {
 	uint32_t seq[6][8], len[6];
 	uint32_t ns = seqs_of(m, seq, len);
 	ck_assert_msg(ns > 0, "%s: no radices for %u", what, m);
 	for (uint32_t s = 0; s < ns; s++)
+		for (uint32_t nh = 0; nh < (rd ? len[s] : 1); nh++)
 		for (int variant = 0; variant < 2; variant++) {
 			struct r2_opdesc od = { op, size, 4, 0, 0, R2_POL_OURS };
 			struct r2_plan *p = NULL;
-			int e = r2_plan_build_hd(&t->c, &od, seq[s], len[s], m, variant, &p);
+			int e = r2_plan_build_hd(&t->c, &od, seq[s], len[s], m,
+						 variant | (rd ? R2_HD_RD | R2_HD_NHALF((int)nh) : 0), &p);
 			ck_assert_msg(e == 0, "%s: hd build %d (n=%u m=%u)", what, e, t->c.nhosts, m);
-			ck_assert_int_eq(p->algo, R2_ALGO_HD);
-			ck_assert_msg(run_symbolic(p, &t->c) == 0, "%s: %s hd n=%u m=%u L=%u f0=%u v%d: %s",
-				      what, r2_op_name(op), t->c.nhosts, m, len[s], seq[s][0], variant,
+			ck_assert_int_eq(p->algo, rd ? R2_ALGO_RD : R2_ALGO_HD);
+			ck_assert_msg(run_symbolic(p, &t->c) == 0,
+				      "%s: %s %s n=%u m=%u L=%u f0=%u nh=%u v%d: %s", what, r2_op_name(op),
+				      rd ? "rd" : "hd", t->c.nhosts, m, len[s], seq[s][0], nh, variant,
 				      fail_msg);
-			uint32_t steps = (op == R2_PLAN_ALLREDUCE ? 2 : 1) * len[s] +
+			uint32_t steps = (op == R2_PLAN_ALLREDUCE && !rd ? 2 : 1) * len[s] + nh +
 					 (m < t->c.nhosts ? 2 : 0);
 			ck_assert_uint_eq(p->nsteps, steps);
 			double ev = r2_plan_eval(p, &t->c);
@@ -632,11 +643,15 @@ START_TEST(test_hd_exact)
 			char what[64];
 			snprintf(what, sizeof(what), "hd n=%u health %d", n, health);
 			uint64_t size = 4ull * n * 30;
-			check_hd(&t, R2_PLAN_ALLREDUCE, n, size + 4 * (n > 2), what);
-			check_hd(&t, R2_PLAN_REDUCESCATTER, n, size, what);
-			check_hd(&t, R2_PLAN_ALLGATHER, n, size, what);
+			check_hd(&t, R2_PLAN_ALLREDUCE, n, size + 4 * (n > 2), what, false);
+			check_hd(&t, R2_PLAN_REDUCESCATTER, n, size, what, false);
+			check_hd(&t, R2_PLAN_ALLGATHER, n, size, what, false);
 			for (uint32_t m = n > 2 ? (n + 1) / 2 : n; m < n; m++)
-				check_hd(&t, R2_PLAN_ALLREDUCE, m, size + 12, what);
+				check_hd(&t, R2_PLAN_ALLREDUCE, m, size + 12, what, false);
+			/* recursive doubling: the same radices and folds */
+			check_hd(&t, R2_PLAN_ALLREDUCE, n, size + 4 * (n > 2), what, true);
+			for (uint32_t m = n > 2 ? (n + 1) / 2 : n; m < n; m++)
+				check_hd(&t, R2_PLAN_ALLREDUCE, m, size + 12, what, true);
 			tcl_free(&t);
 		}
 }
@@ -684,10 +699,11 @@ START_TEST(test_hd_large)
 	uint32_t seqs[][4] = { { 2, 2, 4, 8 }, { 8, 16 }, { 2, 64 } };
 	uint32_t lens[] = { 4, 2, 2 };
 	for (size_t s = 0; s < R2_ARRAY_SIZE(lens); s++)
-		for (int variant = 0; variant < 2; variant++) {
+		for (int variant = 0; variant < 6; variant++) { /* 2-5: recursive doubling */
 			struct r2_opdesc od = { R2_PLAN_ALLREDUCE, 4ull * 128 * 97, 4, 0, 0, R2_POL_OURS };
 			struct r2_plan *p = NULL;
-			ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, seqs[s], lens[s], 128, variant, &p), 0);
+			int v = variant < 4 ? variant : (variant & 1) | R2_HD_RD | R2_HD_NHALF(1);
+			ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, seqs[s], lens[s], 128, v, &p), 0);
 			double ev = r2_plan_eval(p, &t.c);
 			ck_assert_msg(fabs(ev - p->time) <= 1e-3 * ev, "eval %.9g predicted %.9g", ev, p->time);
 			r2_plan_free(p);
@@ -700,12 +716,64 @@ START_TEST(test_hd_large)
 	ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &p), 0);
 	prm.no_logstep = true;
 	ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &q), 0);
-	ck_assert_int_eq(p->algo, R2_ALGO_HD);
-	ck_assert_int_ne(q->algo, R2_ALGO_HD);
+	ck_assert(p->algo == R2_ALGO_HD || p->algo == R2_ALGO_RD);
+	ck_assert(q->algo != R2_ALGO_HD && q->algo != R2_ALGO_RD);
 	ck_assert_msg(p->time < q->time / 4, "hd %.6g today %.6g", p->time, q->time);
 	ck_assert_msg(run_symbolic(p, &t.c) == 0, "%s", fail_msg);
 	r2_plan_free(p);
 	r2_plan_free(q);
+	tcl_free(&t);
+}
+END_TEST
+
+/* The choice at small sizes: 16 x 8 rails, 64 KB: recursive doubling on
+ * radices (4, 4), 2 steps of alpha + S / (2 bw) (3 peers dealt 3/3/2 rails),
+ * exact, healthy and with a NIC down (of a 3-rail group); 64 x 8, 1 MB:
+ * halving levels first. */
+START_TEST(test_rd_choice)
+{
+	struct tcl t;
+	tcl_init(&t, 16, 8, 25e9);
+	t.c.cost.alpha = 5e-6;
+	struct r2_opdesc od = { R2_PLAN_ALLREDUCE, 1 << 16, 4, 0, 0, R2_POL_OURS };
+	for (int down = 0; down < 2; down++) {
+		if (down) /* rail 0: its group {0, 3, 6} keeps 2 rails, S/2 each */
+			NIC(&t, 3, 0)->state = R2_NIC_DOWN;
+		struct r2_plan *p = NULL;
+		ck_assert_int_eq(r2_plan_build(&t.c, &od, NULL, &p), 0);
+		ck_assert_int_eq(p->algo, R2_ALGO_RD);
+		ck_assert_uint_eq(p->comp[0].nhalf, 0);
+		ck_assert_uint_eq(p->nsteps, 2);
+		double want = 2 * (5e-6 + (1 << 15) / 25e9);
+		ck_assert_msg(fabs(p->time - want) <= 1e-9 * want, "rd %.9g want %.9g", p->time, want);
+		ck_assert_msg(fabs(r2_plan_eval(p, &t.c) - p->time) <= 1e-9 * p->time, "eval");
+		ck_assert_msg(p->time >= p->bound, "below the bound");
+		ck_assert_msg(run_symbolic(p, &t.c) == 0, "%s", fail_msg);
+		r2_plan_free(p);
+	}
+	tcl_free(&t);
+	tcl_init(&t, 64, 8, 25e9);
+	t.c.cost.alpha = 5e-6;
+	od.size = 1 << 20;
+	struct r2_plan *p = NULL;
+	ck_assert_int_eq(r2_plan_build(&t.c, &od, NULL, &p), 0);
+	ck_assert_int_eq(p->algo, R2_ALGO_RD);
+	ck_assert_uint_gt(p->comp[0].nhalf, 0);
+	ck_assert_uint_lt(p->nsteps, 2u * p->comp[0].level);
+	ck_assert_msg(fabs(r2_plan_eval(p, &t.c) - p->time) <= 1e-9 * p->time, "eval");
+	r2_plan_free(p);
+	/* refused: rd for allgather, h >= L, halving levels without rd */
+	uint32_t fac[] = { 8, 8 };
+	ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, fac, 2, 64, R2_HD_RD | R2_HD_NHALF(1), &p), 0);
+	ck_assert_uint_eq(p->nsteps, 3);
+	ck_assert_uint_eq(p->comp[0].nhalf, 1);
+	r2_plan_free(p);
+	ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, fac, 2, 64, R2_HD_RD | R2_HD_NHALF(2), &p),
+			 -EINVAL);
+	ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, fac, 2, 64, R2_HD_NHALF(1), &p), -EINVAL);
+	od.op = R2_PLAN_ALLGATHER;
+	ck_assert_int_eq(r2_plan_build_hd(&t.c, &od, fac, 2, 64, R2_HD_RD, &p), -EINVAL);
+	ck_assert_ptr_null(p);
 	tcl_free(&t);
 }
 END_TEST
@@ -891,6 +959,7 @@ int main(void)
 	tcase_add_test(tc, test_hd_fold_unreachable);
 	tcase_add_test(tc, test_hd_large);
 	tcase_add_test(tc, test_bound_rounds);
+	tcase_add_test(tc, test_rd_choice);
 	suite_add_tcase(s, tc);
 	TCase *tr = tcase_create("random");
 	tcase_set_timeout(tr, 120);

@@ -6,7 +6,8 @@
  *   r2ccl-sim --table [--svg FILE]     ours vs bound vs R2CCL vs plain, n x X
  *   r2ccl-sim --speed [N R]            re-plan time, precomputed table, lookup
  *   r2ccl-sim --scale [--op OP]        16..1024 hosts x 8 rails: today's plans,
- *                                      log-step ones, the bound, re-plan time
+ *                                      log-step ones, the bound (and a stronger
+ *                                      one for allreduce), re-plan time (wall, CPU)
  *
  * Options: --policy NAME (default: all), --alpha S, --gamma S (override the
  * cluster's), --size BYTES (table mode, default 1G), --check (also evaluate
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "planner.h"
 #include "util.h"
@@ -737,6 +739,38 @@ static int run_speed(uint32_t n, uint32_t R, uint64_t size, double alpha)
 
 /* ---- scale: log-step schedules against today's plans and the bound ------- */
 
+/* CPU time of this thread (ms): re-planning cost that other load on the
+ * machine does not inflate, unlike the wall clock. */
+static double thread_cpu_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/*
+ * A stronger lower bound for AllReduce than r2_bound(), for the table only
+ * (docs/planner.md, "Recursive doubling at scale", gives the arguments):
+ * hosts with P NICs of bandwidth b (a healthy host of the table's cluster).
+ * One step: every host receives n-1 whole inputs from n-1 peers. Two or more
+ * steps: each costs alpha plus its busiest NIC's bytes, whose sum is >= W.
+ * Under (rounds+1) alpha: the last step (a alpha-rounds) brings every byte
+ * from mu_a = ceil(n / (P+1)^(rounds-a)) - 1 messages.
+ */
+static double strong_bound(uint32_t n, uint32_t P, double b, double alpha, double S, double W,
+			   uint32_t rounds)
+{
+	double single = fmax(ceil((n - 1.0) / P) * alpha, (n - 1.0) * (alpha + S / b) / P);
+	double multi = fmax(rounds * alpha, 2 * alpha + W);
+	double last = INFINITY;
+	for (uint32_t a = 1; a <= rounds; a++) {
+		double mu = ceil(n / pow(P + 1.0, (double)(rounds - a))) - 1;
+		double t = fmax(a * alpha, fmax(alpha + mu * S / (P * b), mu * (alpha + S / b) / P));
+		last = fmin(last, (rounds - a) * alpha + t);
+	}
+	return fmax(fmin(single, multi), fmin((rounds + 1) * alpha, last));
+}
+
 static int run_scale(double alpha, enum r2_plan_op op)
 {
 	static const uint32_t ns[] = { 16, 64, 256, 1024 };
@@ -746,10 +780,12 @@ static int run_scale(double alpha, enum r2_plan_op op)
 	printf("# %s, n hosts x %u rails, 25 GB/s per NIC, alpha %.3g s; down: NIC (host 0, rail 0)\n"
 	       "# today: the plan without log-step schedules; new: with them; bound = max(alpha + W,\n"
 	       "# rounds * alpha), W the bandwidth bound, rounds = ceil(log_{P+1} n), P the most NICs\n"
-	       "# of a host; ref = ceil(log2 n) * alpha + W (the 1-port alpha term, not a bound here)\n",
+	       "# of a host; ref = ceil(log2 n) * alpha + W (the 1-port alpha term, not a bound here);\n"
+	       "# lb+ (allreduce): a stronger lower bound, docs/planner.md \"Recursive doubling at scale\"\n",
 	       r2_op_name(op), R, alpha);
-	printf("%5s %5s %7s %10s %10s %-6s %10s %-6s %10s %7s %7s %7s\n", "n", "size", "health",
-	       "bound_us", "W_us", "today", "today_us", "new", "new_us", "tdy/bnd", "new/bnd", "new/ref");
+	printf("%5s %5s %7s %10s %10s %-6s %10s %-6s %10s %7s %7s %7s %8s %7s\n", "n", "size",
+	       "health", "bound_us", "W_us", "today", "today_us", "new", "new_us", "tdy/bnd", "new/bnd",
+	       "new/ref", "lb+_us", "new/lb+");
 	for (size_t a = 0; a < R2_ARRAY_SIZE(ns); a++)
 		for (size_t z = 0; z < R2_ARRAY_SIZE(sizes); z++)
 			for (int down = 0; down < 2; down++) {
@@ -780,11 +816,15 @@ static int run_scale(double alpha, enum r2_plan_op op)
 				}
 				double W, bound = r2_bound_terms(&c, &od, &W);
 				double ref = ceil(log2((double)s.n)) * alpha + W;
+				double lbp = op == R2_PLAN_ALLREDUCE ?
+					     fmax(bound, strong_bound(s.n, R, s.bw, alpha, (double)size, W,
+								      (uint32_t)r2_bound_rounds(&c, &od))) : 0;
 				char sz[32];
-				printf("%5u %5s %7s %10.2f %10.2f %-6s %10.2f %-6s %10.2f %7.3f %7.3f %7.3f\n", s.n,
-				       fmt_size(size, sz, sizeof(sz)), down ? "1 down" : "healthy", bound * 1e6,
-				       W * 1e6, r2_algo_name(pt->algo), pt->time * 1e6, r2_algo_name(pn->algo),
-				       pn->time * 1e6, pt->time / bound, pn->time / bound, pn->time / ref);
+				printf("%5u %5s %7s %10.2f %10.2f %-6s %10.2f %-6s %10.2f %7.3f %7.3f %7.3f %8.2f %7.3f\n",
+				       s.n, fmt_size(size, sz, sizeof(sz)), down ? "1 down" : "healthy",
+				       bound * 1e6, W * 1e6, r2_algo_name(pt->algo), pt->time * 1e6,
+				       r2_algo_name(pn->algo), pn->time * 1e6, pt->time / bound,
+				       pn->time / bound, pn->time / ref, lbp * 1e6, lbp > 0 ? pn->time / lbp : 0);
 				worst = fmax(worst, pn->time / bound);
 				r2_plan_free(pt);
 				r2_plan_free(pn);
@@ -802,23 +842,27 @@ static int run_scale(double alpha, enum r2_plan_op op)
 	struct r2_cluster c;
 	to_cluster(&s, &c);
 	for (size_t z = 0; z < R2_ARRAY_SIZE(sizes); z++) {
-		double ts[11];
+		double ts[11], tc[11];
 		struct r2_opdesc od = { op, fit_size(op, sizes[z], 4, s.n), 4, 0, 1, R2_POL_OURS };
 		for (int i = 0; i < 11; i++) {
 			uint32_t h = (uint32_t)((i * 2654435761u) % s.n), r = (uint32_t)(i % R);
 			struct r2_plan *p = NULL;
 			s.nic[(size_t)h * R + r].state = R2_NIC_DOWN;
+			double c0 = thread_cpu_ms();
 			uint64_t t0 = r2_now_ns();
 			int e = r2_plan_build(&c, &od, NULL, &p);
 			ts[i] = (r2_now_ns() - t0) / 1e6;
+			tc[i] = thread_cpu_ms() - c0;
 			if (!e)
 				r2_plan_free(p);
 			s.nic[(size_t)h * R + r].state = R2_NIC_UP;
 		}
 		qsort(ts, 11, sizeof(double), cmp_d);
+		qsort(tc, 11, sizeof(double), cmp_d);
 		char sz[32];
-		printf("re-plan 1024 x 8, one NIC down, %s: median %.3f ms, max %.3f (11 runs)\n",
-		       fmt_size(od.size, sz, sizeof(sz)), ts[5], ts[10]);
+		printf("re-plan 1024 x 8, one NIC down, %s: median %.3f ms, max %.3f (11 runs);"
+		       " CPU time median %.3f ms, max %.3f\n",
+		       fmt_size(od.size, sz, sizeof(sz)), ts[5], ts[10], tc[5], tc[10]);
 	}
 	free(s.nic);
 	return 0;
