@@ -599,16 +599,18 @@ static int remove_list(struct r2_sched *s, struct r2_sched_rail *rl, struct r2_s
 	int n = 0;
 
 	while (*pp) {
-		struct r2_sched_item *it = *pp;
-		if (!drop(it, arg)) {
+		struct r2_sched_item *it = *pp, *next = it->next;
+		uint16_t t = it->tenant;
+		uint32_t len = it->len;
+		if (!drop(it, arg)) { /* drop may free it when it says true */
 			pp = &it->next;
 			continue;
 		}
-		*pp = it->next;
-		if (!*pp)
+		*pp = next;
+		if (!next)
 			*tailp = pp;
-		s->t[it->tenant].queued--;
-		s->t[it->tenant].queued_bytes -= it->len;
+		s->t[t].queued--;
+		s->t[t].queued_bytes -= len;
 		rl->queued--;
 		n++;
 	}

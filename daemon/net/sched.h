@@ -125,8 +125,11 @@ int r2_tenant_policy_parse(struct r2_tenant_policy *p, const char *spec, char *e
 int r2_tenant_policy_format(const struct r2_tenant_policy *p, char *buf, size_t len);
 const char *r2_tclass_name(enum r2_tclass c);
 
-/* Starts empty and enabled: entry 0 is "default" (the policy of tenants no
- * entry matches; it has no queue of its own). */
+/* Starts empty and enabled: entry 0 is "default" (the policy given to the
+ * cgroups no entry matches; its own queues carry chunks of no tenant, such
+ * as those a bridge relays). enabled = false: one FIFO per rail, a model of
+ * the scheduler off for the tests (the daemon's sched = 0 bypasses the
+ * queues instead, net/tenants.c). */
 void r2_sched_init(struct r2_sched *s, uint32_t quantum, uint64_t prio_run);
 /* Adds or replaces the entry named p->name (its counters and queues kept).
  * Returns its index, -ENOSPC when the table is full. */
@@ -153,7 +156,8 @@ struct r2_sched_item *r2_sched_next(struct r2_sched *s, int rail, uint64_t now_u
  * the head of its queue, its bytes given back to its bucket and deficit. */
 void r2_sched_requeue(struct r2_sched *s, int rail, struct r2_sched_item *it);
 /* Removes every queued item for which drop(it, arg) is true (a connection
- * dropped), calling it for each; returns how many. */
+ * dropped), calling it for each (drop may free an item it says true for);
+ * returns how many. */
 int r2_sched_remove(struct r2_sched *s, int rail,
 		    bool (*drop)(struct r2_sched_item *it, void *arg), void *arg);
 /* When (us) a chunk throttled by its bucket becomes eligible; UINT64_MAX
