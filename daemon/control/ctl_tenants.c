@@ -24,6 +24,7 @@ struct tenants_bufs {
 	R2ccl__TenantInfo info[MAXROWS];
 	R2ccl__TenantInfo *infop[MAXROWS];
 	uint64_t rail_bytes[MAXROWS][R2_SCHED_MAX_RAILS];
+	uint64_t rail_bps[MAXROWS][R2_SCHED_MAX_RAILS];
 	char cgroup[MAXROWS][R2_SCHED_CGROUP];
 	/* use, by tenant index (under d->lock) */
 	uint32_t sessions[MAXROWS], comms[MAXROWS], regs[MAXROWS];
@@ -46,7 +47,7 @@ static void tenants_use(struct r2d *d, struct tenants_bufs *b)
 		int t;
 		if (c->state == R2_COMM_DEAD)
 			continue;
-		t = r2d_tenants_of(d, c->tenant);
+		t = r2d_tenants_find(d, c->tenant);
 		if (t >= 0 && t < MAXROWS)
 			b->comms[t]++;
 	}
@@ -55,7 +56,7 @@ static void tenants_use(struct r2d *d, struct tenants_bufs *b)
 		int t;
 		if (st->tenant[0] != '/' && strncmp(st->tenant, "uid:", 4))
 			continue; /* "_none", "_other": no tenant of the table */
-		t = r2d_tenants_of(d, st->tenant);
+		t = r2d_tenants_find(d, st->tenant);
 		if (t < 0 || t >= MAXROWS)
 			continue;
 		for (int k = 0; k < R2_OPSTAT_NKINDS; k++)
@@ -119,6 +120,10 @@ int r2d_ctl_tenants(struct r2_session *s, struct r2_frame *f)
 		memcpy(b->rail_bytes[k], w->bytes_rail, sizeof(b->rail_bytes[k]));
 		ti->n_rail_bytes = (size_t)nr;
 		ti->rail_bytes = b->rail_bytes[k];
+		memcpy(b->rail_bps[k], w->bytes_per_s_rail, sizeof(b->rail_bps[k]));
+		ti->n_rail_bytes_per_s = (size_t)nr;
+		ti->rail_bytes_per_s = b->rail_bps[k];
+		ti->bytes_per_s = w->bytes_per_s;
 		if (t >= 0 && t < MAXROWS) {
 			ti->sessions = b->sessions[t];
 			ti->comms = b->comms[t];

@@ -418,7 +418,9 @@ static int handle_hello(struct r2_session *s, struct r2_frame *f)
 	s->control_only = m->control_only;
 	r2ccl__hello__free_unpacked(m, NULL);
 	read_tenant(s); /* where it is now: its tenant from here on */
-	s->tenant_idx = r2d_tenants_of(s->d, s->tenant);
+	/* r2cclctl (control only) makes no tenant of its own cgroup */
+	s->tenant_idx = s->control_only ? r2d_tenants_find(s->d, s->tenant)
+					: r2d_tenants_of(s->d, s->tenant);
 	if (session_quota(s, err, sizeof(err)) < 0) {
 		log_warn_rl("session %llu (pid %d uid %u): refused: %s", (unsigned long long)s->id,
 			    (int)s->pid, (unsigned)s->uid, err);

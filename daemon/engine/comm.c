@@ -367,7 +367,7 @@ int r2d_comm_quota(struct r2_session *s, char *err, size_t errlen)
 		n++;
 		mine += c->owner_uid == s->uid;
 		tenant += pol.max_comms && c->owner_uid &&
-			  r2d_tenants_of(s->d, c->tenant) == s->tenant_idx;
+			  r2d_tenants_find(s->d, c->tenant) == s->tenant_idx;
 	}
 	if (mine >= k->comms_per_uid)
 		snprintf(err, errlen, "quota max_comms_per_uid: uid %u owns %u communicators",

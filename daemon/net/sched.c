@@ -249,6 +249,29 @@ static size_t prefix_match(const char *prefix, const char *path)
 	return n;
 }
 
+int r2_sched_tenant_find(const struct r2_sched *s, const char *cgroup)
+{
+	size_t best = 0;
+	int bi = -ENOENT;
+
+	for (int i = 1; i < R2_SCHED_MAX_TENANTS; i++) {
+		size_t m;
+		if (!s->t[i].used || !s->t[i].pol.cgroup[0])
+			continue;
+		if (s->t[i].dynamic) {
+			if (!strcmp(s->t[i].pol.cgroup, cgroup))
+				return i;
+			continue;
+		}
+		m = prefix_match(s->t[i].pol.cgroup, cgroup);
+		if (m > best) {
+			best = m;
+			bi = i;
+		}
+	}
+	return bi;
+}
+
 int r2_sched_tenant_of(struct r2_sched *s, const char *cgroup, uint64_t now_us)
 {
 	size_t best = 0;

@@ -140,6 +140,8 @@ int r2_sched_find(const struct r2_sched *s, const char *name);
  * none: a tenant of its own (named by the path, the default entry's policy),
  * made on first use; the table full: the last entry ("_other"). */
 int r2_sched_tenant_of(struct r2_sched *s, const char *cgroup, uint64_t now_us);
+/* The same without making one: -ENOENT when no tenant has it yet. */
+int r2_sched_tenant_find(const struct r2_sched *s, const char *cgroup);
 /* The tenant's own cap and reservation (bits/s, 0: none). The cap is
  * clamped to the policy's rate, the reservation to the (clamped) cap. */
 void r2_sched_set_limit(struct r2_sched *s, int t, uint64_t limit_bps, uint64_t reserve_bps,

@@ -38,6 +38,11 @@ struct r2_tenants {
 	uint64_t window; /* bytes per rail handed to the transport, not yet written */
 	_Atomic int64_t inflight[R2_SCHED_MAX_RAILS];
 	uint64_t bytes_rail[R2_SCHED_MAX_TENANTS][R2_SCHED_MAX_RAILS];
+	/* bytes per second now: bytes_rail at the last snapshot (taken by the
+	 * rails thread once a second) and the rates over the second before */
+	uint64_t snap_rail[R2_SCHED_MAX_TENANTS][R2_SCHED_MAX_RAILS];
+	uint64_t bps_rail[R2_SCHED_MAX_TENANTS][R2_SCHED_MAX_RAILS];
+	uint64_t snap_us;
 	uint64_t changed_us[R2_SCHED_MAX_TENANTS];
 	struct tq_item *failed; /* to complete with -ENOTCONN from the rails thread */
 	/* (rail, peer) whose connection failed under a queued chunk or an
@@ -178,6 +183,19 @@ int r2d_tenants_of(struct r2d *d, const char *cgroup)
 	return t;
 }
 
+int r2d_tenants_find(struct r2d *d, const char *cgroup)
+{
+	struct r2_tenants *ts = d->tenants;
+	int t;
+
+	if (!ts)
+		return -ENOENT;
+	pthread_mutex_lock(&ts->lock);
+	t = r2_sched_tenant_find(&ts->s, cgroup ? cgroup : "");
+	pthread_mutex_unlock(&ts->lock);
+	return t;
+}
+
 int r2d_tenants_set_limit(struct r2d *d, int t, uint64_t limit_bps, uint64_t reserve_bps)
 {
 	struct r2_tenants *ts = d->tenants;
@@ -223,6 +241,9 @@ int r2d_tenants_rows(struct r2d *d, struct r2_tenant_row *rows, int max)
 		w->bytes = x->bytes;
 		w->chunks = x->chunks;
 		memcpy(w->bytes_rail, ts->bytes_rail[t], sizeof(w->bytes_rail));
+		memcpy(w->bytes_per_s_rail, ts->bps_rail[t], sizeof(w->bytes_per_s_rail));
+		for (int r = 0; r < R2_SCHED_MAX_RAILS; r++)
+			w->bytes_per_s += ts->bps_rail[t][r];
 		w->queued = x->queued;
 		w->queued_bytes = x->queued_bytes;
 		w->throttled_us = x->throttled_us +
@@ -402,6 +423,21 @@ static void complete_failed(struct r2d *d, struct tq_item *list)
 	}
 }
 
+/* The bytes each tenant sent on each rail in the last second or so, as
+ * bytes per second (under ts->lock). */
+static void take_rates(struct r2_tenants *ts, uint64_t now)
+{
+	uint64_t dt = now - ts->snap_us;
+
+	for (int t = 0; t < R2_SCHED_MAX_TENANTS; t++)
+		for (int r = 0; r < R2_SCHED_MAX_RAILS; r++) {
+			uint64_t b = ts->bytes_rail[t][r] - ts->snap_rail[t][r];
+			ts->bps_rail[t][r] = ts->snap_us && dt ? b * 1000000 / dt : 0;
+			ts->snap_rail[t][r] = ts->bytes_rail[t][r];
+		}
+	ts->snap_us = now;
+}
+
 int r2d_tenants_pump_all(struct r2d *d, int max_ms)
 {
 	struct r2_tenants *ts = d->tenants;
@@ -415,6 +451,8 @@ int r2d_tenants_pump_all(struct r2d *d, int max_ms)
 	for (int r = 0; r < n; r++)
 		if (r2_sched_queued(&ts->s, r))
 			pump(d, ts, r, now);
+	if (now - ts->snap_us >= 1000000) /* bytes per second now, once a second */
+		take_rates(ts, now);
 	failed = ts->failed;
 	ts->failed = NULL;
 	wake = r2_sched_next_wake(&ts->s, now);

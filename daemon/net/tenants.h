@@ -32,6 +32,9 @@ struct r2_tenant_row {
 	bool dynamic;
 	uint64_t rate_bps, limit_bps, reserve_bps, burst_bytes;
 	uint64_t bytes, chunks, bytes_rail[R2_SCHED_MAX_RAILS];
+	/* bytes per second over the last whole second (the rails thread takes
+	 * them once a second) */
+	uint64_t bytes_per_s, bytes_per_s_rail[R2_SCHED_MAX_RAILS];
 	uint32_t queued;
 	uint64_t queued_bytes, throttled_us, max_wait_us;
 	uint64_t changed_us; /* last policy change (r2_now_us) */
@@ -52,6 +55,8 @@ bool r2d_tenants_policy_get(struct r2d *d, const char *name, struct r2_tenant_po
 bool r2d_tenants_policy_at(struct r2d *d, int t, struct r2_tenant_policy *p);
 /* The tenant (index) of a cgroup path, made on first use (sched.h). */
 int r2d_tenants_of(struct r2d *d, const char *cgroup);
+/* The same without making one (-ENOENT): r2cclctl's sessions. */
+int r2d_tenants_find(struct r2d *d, const char *cgroup);
 /* The tenant's own cap and reservation (bits/s, 0 none, UINT64_MAX: kept
  * as it is); clamped as r2_sched_set_limit says. */
 int r2d_tenants_set_limit(struct r2d *d, int t, uint64_t limit_bps, uint64_t reserve_bps);

@@ -724,8 +724,8 @@ static void *pair_loop(void *a)
 	return NULL;
 }
 
-/* Host A's bytes of the tenant named name (-1: not listed yet). */
-static long long tenant_bytes(const char *name)
+/* Host A's field of the tenant named name (-1: not listed yet). */
+static long long tenant_field(const char *name, const char *field)
 {
 	const char *argv[] = { getenv("R2CCLCTL"), "--socket", RA.socket, "--json", "tenants",
 			       NULL };
@@ -737,8 +737,14 @@ static long long tenant_bytes(const char *name)
 		return -1;
 	snprintf(key, sizeof(key), "\"name\": \"%s\"", name);
 	p = strstr(out, key);
-	p = p ? strstr(p, "\"bytes_total\": ") : NULL;
-	return p ? atoll(p + 15) : -1;
+	snprintf(key, sizeof(key), "\"%s\": ", field);
+	p = p ? strstr(p, key) : NULL;
+	return p ? atoll(p + strlen(key)) : -1;
+}
+
+static long long tenant_bytes(const char *name)
+{
+	return tenant_field(name, "bytes_total");
 }
 
 static void set_rate(const char *name, const char *rate)
@@ -790,6 +796,13 @@ START_TEST(reaction)
 	ck_assert_msg(atomic_load(&ops) >= 3, "the AllReduce loop did not run");
 	b0 = tenant_bytes(tenant);
 	ck_assert_msg(b0 > 0, "host A counted no bytes for tenant %s", tenant);
+	/* bytes per second now (taken once a second) */
+	long long bps = 0;
+	for (int i = 0; i < 60 && bps <= 0; i++) {
+		usleep(50000);
+		bps = tenant_field(tenant, "bytes_per_s");
+	}
+	ck_assert_msg(bps > 0, "no bytes per second for a tenant that sends");
 
 	/* capped to 8 kbit/s: one chunk would take 1000 s */
 	t0 = th_now_ms();

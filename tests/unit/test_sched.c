@@ -429,9 +429,11 @@ START_TEST(test_policy_syntax_and_match)
 	ck_assert_int_eq(r2_tenant_policy_parse(&p, "cgroup=relative", err, sizeof(err)),
 			 -EINVAL);
 
+	ck_assert_int_eq(r2_sched_tenant_find(m->s, "/kubepods/x"), -ENOENT);
 	int k = tenant(m, "k8s", "cgroup=/kubepods");
 	int kb = tenant(m, "k8s-burstable", "cgroup=/kubepods/burstable weight=2");
 	int sv = tenant(m, "foo", "cgroup=/system.slice/foo.service");
+	ck_assert_int_eq(r2_sched_tenant_find(m->s, "/kubepods/burstable/pod1/c"), kb);
 	ck_assert_int_eq(r2_sched_tenant_of(m->s, "/kubepods/burstable/pod1/c", m->now), kb);
 	ck_assert_int_eq(r2_sched_tenant_of(m->s, "/kubepods/besteffort/pod2", m->now), k);
 	ck_assert_int_eq(r2_sched_tenant_of(m->s, "/kubepods", m->now), k);
@@ -442,6 +444,8 @@ START_TEST(test_policy_syntax_and_match)
 	ck_assert(m->s->t[u].dynamic);
 	ck_assert_str_eq(m->s->t[u].pol.name, "/kubepodsX/a");
 	ck_assert_int_eq(r2_sched_tenant_of(m->s, "/kubepodsX/a", m->now), u);
+	ck_assert_int_eq(r2_sched_tenant_find(m->s, "/kubepodsX/a"), u);
+	ck_assert_int_eq(r2_sched_tenant_find(m->s, "/kubepodsX/b"), -ENOENT);
 	int u2 = r2_sched_tenant_of(m->s, "/user.slice/b", m->now);
 	ck_assert_int_ne(u2, u);
 	/* the table full: "_other" */

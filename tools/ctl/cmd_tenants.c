@@ -88,19 +88,53 @@ static void json_rail_bytes(struct jw *j, const struct col *col, const void *row
 	jw_close(j, ']');
 }
 
+static const char *txt_rail_list(const uint64_t *v, size_t nv, const char *unit, char *buf,
+				 size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (size_t k = 0; k < nv && n < len; k++) {
+		char b[32];
+		n += (size_t)snprintf(buf + n, len - n, "%s%s%s", k ? "," : "",
+				      fmt_bytes(v[k], b, sizeof(b)), unit);
+	}
+	return buf[0] ? buf : "-";
+}
+
 static const char *txt_rail_bytes(const struct col *col, const void *row, size_t idx,
 				  char *buf, size_t len)
 {
 	const R2ccl__TenantInfo *t = row;
-	size_t n = 0;
 
-	buf[0] = 0;
-	for (size_t k = 0; k < t->n_rail_bytes && n < len; k++) {
-		char b[32];
-		n += (size_t)snprintf(buf + n, len - n, "%s%s", k ? "," : "",
-				      fmt_bytes(t->rail_bytes[k], b, sizeof(b)));
-	}
-	return buf[0] ? buf : "-";
+	return txt_rail_list(t->rail_bytes, t->n_rail_bytes, "", buf, len);
+}
+
+static const char *txt_rail_bps(const struct col *col, const void *row, size_t idx, char *buf,
+				size_t len)
+{
+	const R2ccl__TenantInfo *t = row;
+
+	return txt_rail_list(t->rail_bytes_per_s, t->n_rail_bytes_per_s, "/s", buf, len);
+}
+
+static void json_rail_bps(struct jw *j, const struct col *col, const void *row)
+{
+	const R2ccl__TenantInfo *t = row;
+
+	jw_open(j, col->key, '[');
+	for (size_t k = 0; k < t->n_rail_bytes_per_s; k++)
+		jw_u64(j, NULL, t->rail_bytes_per_s[k]);
+	jw_close(j, ']');
+}
+
+static const char *txt_bps(const struct col *col, const void *row, size_t idx, char *buf,
+			   size_t len)
+{
+	char b[32];
+
+	snprintf(buf, len, "%s/s", fmt_bytes(col_u64(col, row), b, sizeof(b)));
+	return buf;
 }
 
 #define TI(f) offsetof(R2ccl__TenantInfo, f)
@@ -111,6 +145,7 @@ static const struct col tenant_cols[] = {
 	{ "rate_bps", ">RATE", 0, COL_U64, TI(rate_bps), txt_rate },
 	{ "class", "CLASS", 0, COL_STR, TI(class_) },
 	{ "bytes_total", ">BYTES", 0, COL_U64, TI(bytes_total), txt_bytes },
+	{ "bytes_per_s", ">NOW", 0, COL_U64, TI(bytes_per_s), txt_bps },
 	{ "ops_total", ">OPS", 0, COL_U64, TI(ops_total) },
 	{ "queued_chunks", ">QUEUED", 0, COL_U32, TI(queued_chunks) },
 	{ "throttled_us", ">THROTTLED_MS", 0, COL_U64, TI(throttled_us), txt_us_ms },
@@ -121,6 +156,8 @@ static const struct col tenant_cols[] = {
 	{ "mem_bytes", ">MEM", 0, COL_U64, TI(mem_bytes), txt_mem_q, NULL, COL_VERBOSE },
 	{ "rail_bytes", "RAIL_BYTES", 0, COL_U64, TI(bytes_total), txt_rail_bytes,
 	  json_rail_bytes, COL_VERBOSE },
+	{ "rail_bytes_per_s", "RAIL_NOW", 0, COL_U64, TI(bytes_per_s), txt_rail_bps,
+	  json_rail_bps, COL_VERBOSE },
 	{ "burst_bytes", NULL, 0, COL_U64, TI(burst_bytes) },
 	{ "limit_bps", NULL, 0, COL_U64, TI(limit_bps) },
 	{ "reserve_bps", NULL, 0, COL_U64, TI(reserve_bps) },
