@@ -330,7 +330,7 @@ static void wake_rails(struct r2d *d)
 {
 	uint64_t one = 1;
 
-	if (d->rails && write(d->rails->wake_fd, &one, sizeof(one)) < 0)
+	if (d->rails && d->rails->started && write(d->rails->wake_fd, &one, sizeof(one)) < 0)
 		(void)0;
 }
 
