@@ -151,6 +151,8 @@ int r2_tenant_policy_format(const struct r2_tenant_policy *p, char *buf, size_t 
 
 /* ---- the table ---- */
 
+static void reclass(struct r2_sched *s, int t, enum r2_tclass from, enum r2_tclass to);
+
 void r2_sched_init(struct r2_sched *s, uint32_t quantum, uint64_t prio_run)
 {
 	memset(s, 0, sizeof(*s));
@@ -228,11 +230,32 @@ int r2_sched_policy_set(struct r2_sched *s, const struct r2_tenant_policy *p, ui
 		i = s->ntenants++;
 		s->t[i].used = true;
 	}
+	enum r2_tclass was = s->t[i].pol.cls;
 	s->t[i].pol = *p;
 	s->t[i].dynamic = false;
+	reclass(s, i, was, p->cls);
 	if (s->t[i].limit_bps || s->t[i].reserve_bps)
 		r2_sched_set_limit(s, i, s->t[i].limit_bps, s->t[i].reserve_bps, now_us);
 	refresh(s, i, now_us);
+	if (i == 0) {
+		/* the default policy: also of the tenants made for unmatched cgroups */
+		s->t[0].pol.cgroup[0] = 0;
+		for (int k = 1; k < R2_SCHED_MAX_TENANTS; k++) {
+			struct r2_tenant_policy *d = &s->t[k].pol;
+			if (!s->t[k].used || !s->t[k].dynamic)
+				continue;
+			d->weight = p->weight;
+			d->rate_bps = p->rate_bps;
+			d->burst_bytes = p->burst_bytes;
+			reclass(s, k, d->cls, p->cls);
+			d->cls = p->cls;
+			d->max_sessions = p->max_sessions;
+			d->max_comms = p->max_comms;
+			d->max_regs = p->max_regs;
+			d->max_mem = p->max_mem;
+			refresh(s, k, now_us);
+		}
+	}
 	return i;
 }
 
@@ -432,6 +455,26 @@ static void ring_del(struct r2_sched_rail *rl, int cls, int pos)
 		rl->fresh[cls] = true;
 		if (rl->cur[cls] >= rl->nring[cls])
 			rl->cur[cls] = 0;
+	}
+}
+
+/* A tenant whose class changed: its waiting queues move to the other
+ * class's rings now (its next chunk is served as its new class). */
+static void reclass(struct r2_sched *s, int t, enum r2_tclass from, enum r2_tclass to)
+{
+	if (from == to)
+		return;
+	for (int r = 0; r < R2_SCHED_MAX_RAILS; r++) {
+		struct r2_sched_rail *rl = &s->rail[r];
+		if (!rl->q[t].active)
+			continue;
+		for (int pos = 0; pos < rl->nring[from]; pos++) {
+			if (rl->ring[from][pos] != t)
+				continue;
+			ring_del(rl, from, pos);
+			break;
+		}
+		ring_add(rl, to, (uint16_t)t);
 	}
 }
 

@@ -131,7 +131,8 @@ const char *r2_tclass_name(enum r2_tclass c);
  * the scheduler off for the tests (the daemon's sched = 0 bypasses the
  * queues instead, net/tenants.c). */
 void r2_sched_init(struct r2_sched *s, uint32_t quantum, uint64_t prio_run);
-/* Adds or replaces the entry named p->name (its counters and queues kept).
+/* Adds or replaces the entry named p->name (its counters and queues kept);
+ * "default" also sets the policy of the tenants made for unmatched cgroups.
  * Returns its index, -ENOSPC when the table is full. */
 int r2_sched_policy_set(struct r2_sched *s, const struct r2_tenant_policy *p, uint64_t now_us);
 /* The index of the tenant named name, -ENOENT. */

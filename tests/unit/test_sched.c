@@ -372,6 +372,35 @@ START_TEST(test_change_next_chunk)
 }
 END_TEST
 
+/* A class changed while chunks wait: the next chunk is served as the new
+ * class (bulk tenant b made latency goes ahead of a's backlog). */
+START_TEST(test_class_change)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=1"), b = tenant(m, "b", "weight=1");
+
+	for (int i = 0; i < 4; i++) {
+		push(m, 0, a, 1 * MB);
+		push(m, 0, b, 1 * MB);
+	}
+	ck_assert(step(m));
+	ck_assert(step(m));
+	struct r2_tenant_policy p = m->s->t[b].pol;
+	p.cls = R2_TCLASS_LATENCY;
+	r2_sched_policy_set(m->s, &p, m->now);
+	int at = m->nsent;
+	for (int i = 0; i < 3; i++) {
+		ck_assert(step(m));
+		ck_assert_int_eq(m->tenant[at + i], b);
+	}
+	while (step(m))
+		;
+	ck_assert_int_eq(m->nsent, 8);
+	ck_assert_uint_eq(m->s->t[a].queued + m->s->t[b].queued, 0);
+	sim_free(m);
+}
+END_TEST
+
 static bool drop_b(struct r2_sched_item *it, void *arg)
 {
 	return it->tenant == *(int *)arg;
@@ -448,6 +477,15 @@ START_TEST(test_policy_syntax_and_match)
 	ck_assert_int_eq(r2_sched_tenant_find(m->s, "/kubepodsX/b"), -ENOENT);
 	int u2 = r2_sched_tenant_of(m->s, "/user.slice/b", m->now);
 	ck_assert_int_ne(u2, u);
+	/* the default policy changed: the unmatched cgroups' tenants follow */
+	r2_tenant_policy_default(&p, "default");
+	p.weight = 7;
+	p.cls = R2_TCLASS_LATENCY;
+	ck_assert_int_eq(r2_sched_policy_set(m->s, &p, m->now), 0);
+	ck_assert_uint_eq(m->s->t[u2].pol.weight, 7);
+	ck_assert_int_eq(m->s->t[u2].pol.cls, R2_TCLASS_LATENCY);
+	ck_assert_str_eq(m->s->t[u2].pol.cgroup, "/user.slice/b");
+	ck_assert_uint_eq(m->s->t[k].pol.weight, 1); /* a named one keeps its own */
 	/* the table full: "_other" */
 	char path[64];
 	int last = -1;
@@ -481,6 +519,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_reserve);
 	tcase_add_test(tc, test_change_next_chunk);
 	tcase_add_test(tc, test_requeue_remove);
+	tcase_add_test(tc, test_class_change);
 	tcase_add_test(tc, test_policy_syntax_and_match);
 	suite_add_tcase(s, tc);
 	return s;
