@@ -299,9 +299,9 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 		      "class); 0: chunks go to the rails in the order posted" },
 	[P_SCHED_WINDOW] = { "sched_window", "R2CCL_SCHED_WINDOW", "--sched-window", R2_PT_INT,
 			     "4M", 64 << 10, 1ll << 32, NULL, "bytes", true,
-			     "bytes per rail handed to the transport and not yet written; the "
-			     "rest waits in the tenants' queues (smaller: a latency chunk waits "
-			     "less, larger: more in flight)" },
+			     "bytes per rail and peer handed to the transport and not yet "
+			     "written; the rest waits in the tenants' queues (smaller: a latency "
+			     "chunk waits less, larger: more in flight)" },
 	[P_SCHED_QUANTUM] = { "sched_quantum", "R2CCL_SCHED_QUANTUM", "--sched-quantum",
 			      R2_PT_INT, "1M", 4096, 1ll << 30, NULL, "bytes", true,
 			      "bytes per unit of weight per round of the deficit round robin" },

@@ -128,7 +128,7 @@ int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk
 		r2d_health_data_posted(d, rail, peer, -(int64_t)hdr->len);
 	if (r >= 0 && data) {
 		struct r2_peer *p = r2d_rails_peer_find(d, peer);
-		r2d_tenants_posted(d, rail, hdr->len); /* in the window until written */
+		r2d_tenants_posted(d, rail, peer, hdr->len); /* in the window until written */
 		note_use(rs, rail, hdr->comm);
 		if (p) {
 			atomic_fetch_add_explicit(&p->tx_bytes[rail], hdr->len,
@@ -491,7 +491,8 @@ static void *rails_thread(void *arg)
 					}
 					if (c->type == R2_TPC_SEND && c->hdr.kind == R2_MSG_DATA &&
 					    c->hdr.len)
-						r2d_tenants_sent(rs->d, rail, c->hdr.len);
+						r2d_tenants_sent(rs->d, rail, c->peer,
+								 c->hdr.len);
 					if (c->type == R2_TPC_SEND && c->ctx == 1) {
 						free(c->buf); /* a control copy */
 					} else if (c->type == R2_TPC_RECV &&

@@ -523,8 +523,13 @@ static struct r2_sched_item *dequeued(struct r2_sched *s, struct r2_sched_rail *
 	return it;
 }
 
+static bool may_send(const struct r2_sched *s, const struct r2_sched_item *it)
+{
+	return !s->may_send || s->may_send(it, s->may_send_arg);
+}
+
 /* Deficit round robin over the class's ring: the next chunk, or NULL when
- * every tenant of the class waits for tokens. */
+ * every tenant of the class waits for tokens (or may not send). */
 static struct r2_sched_item *drr(struct r2_sched *s, struct r2_sched_rail *rl, int cls,
 				 uint64_t now_us)
 {
@@ -540,7 +545,7 @@ static struct r2_sched_item *drr(struct r2_sched *s, struct r2_sched_rail *rl, i
 			ring_del(rl, cls, pos);
 			continue;
 		}
-		if (!cap_ok(s, t, q->head->len, now_us)) {
+		if (!may_send(s, q->head) || !cap_ok(s, t, q->head->len, now_us)) {
 			/* throttled: no credit banked while it cannot send */
 			q->deficit = R2_MIN(q->deficit, 0);
 			rl->cur[cls] = (pos + 1) % rl->nring[cls];
@@ -576,7 +581,7 @@ static struct r2_sched_item *reserved(struct r2_sched *s, struct r2_sched_rail *
 		for (int pos = 0; pos < rl->nring[cls]; pos++) {
 			uint16_t t = rl->ring[cls][pos];
 			struct r2_sched_q *q = &rl->q[t];
-			if (!q->head || !s->t[t].reserve_bps)
+			if (!q->head || !s->t[t].reserve_bps || !may_send(s, q->head))
 				continue;
 			if (!reserve_ok(s, t, q->head->len, now_us) ||
 			    !cap_ok(s, t, q->head->len, now_us))
@@ -599,7 +604,7 @@ struct r2_sched_item *r2_sched_next(struct r2_sched *s, int rail, uint64_t now_u
 		return NULL;
 	if (!s->enabled) {
 		it = s->fifo_head[rail];
-		if (!it)
+		if (!it || !may_send(s, it))
 			return NULL;
 		s->fifo_head[rail] = it->next;
 		if (!it->next)

@@ -110,6 +110,11 @@ struct r2_sched {
 	/* scheduler off: one FIFO per rail */
 	struct r2_sched_item *fifo_head[R2_SCHED_MAX_RAILS], **fifo_tail[R2_SCHED_MAX_RAILS];
 	uint64_t generation;   /* bumped by every policy change */
+	/* may the item go now? (NULL: always) A tenant whose head item may not
+	 * is passed over like a throttled one (net/tenants.c: its peer's window
+	 * on the rail is full) */
+	bool (*may_send)(const struct r2_sched_item *it, void *arg);
+	void *may_send_arg;
 };
 
 /* Defaults of a policy (weight 1, bulk, no cap, quotas 0). */
@@ -153,7 +158,8 @@ uint64_t r2_sched_burst(const struct r2_sched *s, int t);
 
 void r2_sched_enqueue(struct r2_sched *s, int rail, struct r2_sched_item *it, uint64_t now_us);
 /* The next chunk of the rail (dequeued; its tenant's bucket charged), or
- * NULL: nothing queued, or every queued chunk waits for tokens. */
+ * NULL: nothing queued, or every queued chunk waits for tokens or may not
+ * go (may_send). */
 struct r2_sched_item *r2_sched_next(struct r2_sched *s, int rail, uint64_t now_us);
 /* A chunk r2_sched_next gave that the transport could not take: back at
  * the head of its queue, its bytes given back to its bucket and deficit. */

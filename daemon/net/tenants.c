@@ -19,6 +19,7 @@
 #include "util.h"
 
 #define DOWN_SLOTS 16
+#define PEER_SLOTS 64 /* peers per rail with their own window; the rest share one */
 
 /* A queued chunk: what r2d_rails_send needs to post it later. */
 struct tq_item {
@@ -36,7 +37,12 @@ struct r2_tenants {
 	struct r2_sched s;
 	bool on;
 	uint64_t window; /* bytes per rail handed to the transport, not yet written */
-	_Atomic int64_t inflight[R2_SCHED_MAX_RAILS];
+	/* bytes handed to each rail's transport per peer and not yet written
+	 * (its connection's queue): a peer at `window` waits, the others go on */
+	struct {
+		_Atomic uint64_t peer;
+		_Atomic int64_t bytes;
+	} inflight[R2_SCHED_MAX_RAILS][PEER_SLOTS];
 	uint64_t bytes_rail[R2_SCHED_MAX_TENANTS][R2_SCHED_MAX_RAILS];
 	/* bytes per second now: bytes_rail at the last snapshot (taken by the
 	 * rails thread once a second) and the rates over the second before */
@@ -53,6 +59,7 @@ struct r2_tenants {
 };
 
 static void wake_rails(struct r2d *d);
+static bool peer_window_open(const struct r2_sched_item *it, void *arg);
 
 int r2d_tenants_init(struct r2d *d)
 {
@@ -65,6 +72,8 @@ int r2d_tenants_init(struct r2d *d)
 		return -ENOMEM;
 	pthread_mutex_init(&ts->lock, NULL);
 	r2_sched_init(&ts->s, 1 << 20, 4 << 20);
+	ts->s.may_send = peer_window_open;
+	ts->s.may_send_arg = ts;
 	ts->on = true;
 	ts->window = 4 << 20;
 	d->tenants = ts;
@@ -295,14 +304,43 @@ void r2d_tenants_conn(struct r2d *d, int rail, uint64_t peer, bool up)
 	pthread_mutex_unlock(&ts->lock);
 }
 
-/* Hands the rail's chunks on while its window is open (ts->lock held). A
+/* The peer's slot of the rail's window (any thread; lock-free: a slot is
+ * claimed once for a peer and kept). */
+static _Atomic int64_t *peer_slot(struct r2_tenants *ts, int rail, uint64_t peer)
+{
+	unsigned h = (unsigned)((peer * 0x9E3779B97F4A7C15ull) >> 58); /* 0..63 */
+
+	for (int i = 0; i < PEER_SLOTS; i++) {
+		int k = (int)((h + (unsigned)i) % PEER_SLOTS);
+		uint64_t cur = atomic_load(&ts->inflight[rail][k].peer);
+		if (cur == peer)
+			return &ts->inflight[rail][k].bytes;
+		if (!cur) {
+			uint64_t zero = 0;
+			if (atomic_compare_exchange_strong(&ts->inflight[rail][k].peer, &zero, peer) ||
+			    zero == peer)
+				return &ts->inflight[rail][k].bytes;
+		}
+	}
+	return &ts->inflight[rail][h % PEER_SLOTS].bytes; /* full: shares one */
+}
+
+static bool peer_window_open(const struct r2_sched_item *it, void *arg)
+{
+	struct r2_tenants *ts = arg;
+	const struct tq_item *q = (const struct tq_item *)it;
+
+	return atomic_load(peer_slot(ts, q->rail, q->peer)) < (int64_t)ts->window;
+}
+
+/* Hands the rail's chunks on while their peers' windows are open (ts->lock held). A
  * chunk the transport cannot take now (-EAGAIN) goes back to the head of
  * its queue; one whose connection is gone goes to the failed list. */
 static bool pump(struct r2d *d, struct r2_tenants *ts, int rail, uint64_t now)
 {
 	bool failed = false;
 
-	while (atomic_load(&ts->inflight[rail]) < (int64_t)ts->window) {
+	for (;;) {
 		struct tq_item *q = (struct tq_item *)r2_sched_next(&ts->s, rail, now);
 		int r;
 		if (!q)
@@ -389,24 +427,26 @@ int r2d_rails_send_tenant(struct r2d *d, int rail, uint64_t peer, const struct r
 	return 0;
 }
 
-void r2d_tenants_sent(struct r2d *d, int rail, uint32_t len)
+void r2d_tenants_sent(struct r2d *d, int rail, uint64_t peer, uint32_t len)
 {
 	struct r2_tenants *ts = d->tenants;
+	_Atomic int64_t *b;
 
 	if (!ts || rail < 0 || rail >= R2_SCHED_MAX_RAILS)
 		return;
-	if (atomic_fetch_sub(&ts->inflight[rail], (int64_t)len) < (int64_t)len)
-		atomic_store(&ts->inflight[rail], 0); /* never below 0 */
+	b = peer_slot(ts, rail, peer);
+	if (atomic_fetch_sub(b, (int64_t)len) < (int64_t)len)
+		atomic_store(b, 0); /* never below 0 */
 }
 
 /* Every posted data chunk is in the window until its send completion
  * (r2d_rails_send counts, the rails thread takes off). */
-void r2d_tenants_posted(struct r2d *d, int rail, uint32_t len)
+void r2d_tenants_posted(struct r2d *d, int rail, uint64_t peer, uint32_t len)
 {
 	struct r2_tenants *ts = d->tenants;
 
 	if (ts && rail >= 0 && rail < R2_SCHED_MAX_RAILS)
-		atomic_fetch_add(&ts->inflight[rail], (int64_t)len);
+		atomic_fetch_add(peer_slot(ts, rail, peer), (int64_t)len);
 }
 
 static void complete_failed(struct r2d *d, struct tq_item *list)

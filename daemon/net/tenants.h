@@ -4,9 +4,11 @@
  * between the rail phase's data chunks and the transports.
  *
  * r2d_rails_send_tenant() queues a data chunk in its tenant's queue of the
- * rail; chunks leave for the transport in the scheduler's order while the
- * rail has fewer than sched_window bytes handed to the transport and not
- * yet written (its R2_TPC_SEND not come). A queued chunk is "posted" for the
+ * rail; chunks leave for the transport in the scheduler's order while their
+ * peer's connection on the rail has fewer than sched_window bytes handed to
+ * the transport and not yet written (their R2_TPC_SEND not come): a peer
+ * that stalls holds back its own chunks only (and, within a tenant, those
+ * behind them in its queue). A queued chunk is "posted" for the
  * engine: its R2_TPC_SEND comes as for any post, also when the connection
  * fails while it waits (status -ENOTCONN: the engine re-sends it). With
  * sched = off chunks go straight to the transport, in the order posted, as
@@ -69,7 +71,7 @@ int r2d_rails_send_tenant(struct r2d *d, int rail, uint64_t peer, const struct r
 /* The rails thread: a data send completed (the window opens), and the
  * chunks it can hand on now; returns the ms until a throttled chunk may go
  * (or max_ms). */
-void r2d_tenants_sent(struct r2d *d, int rail, uint32_t len);
+void r2d_tenants_sent(struct r2d *d, int rail, uint64_t peer, uint32_t len);
 int r2d_tenants_pump_all(struct r2d *d, int max_ms);
 /* Queued chunks to a peer whose connection on the rail dropped (peer 0:
  * every peer): they complete with -ENOTCONN from the rails thread (the
@@ -80,6 +82,6 @@ void r2d_tenants_fail(struct r2d *d, int rail, uint64_t peer);
 void r2d_tenants_conn(struct r2d *d, int rail, uint64_t peer, bool up);
 /* r2d_rails_send: a data chunk handed to the transport (in the window until
  * its send completion). */
-void r2d_tenants_posted(struct r2d *d, int rail, uint32_t len);
+void r2d_tenants_posted(struct r2d *d, int rail, uint64_t peer, uint32_t len);
 
 #endif

@@ -401,6 +401,39 @@ START_TEST(test_class_change)
 }
 END_TEST
 
+/* An item that may not go (its peer's window full) passes its tenant over:
+ * the other tenant is served, and it goes once it may. */
+static bool not_tenant(const struct r2_sched_item *it, void *arg)
+{
+	return it->tenant != *(const int *)arg;
+}
+
+START_TEST(test_may_send)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=9 class=latency"), b = tenant(m, "b", "weight=1");
+	int blocked = a;
+
+	for (int i = 0; i < 3; i++) {
+		push(m, 0, a, 1 * MB);
+		push(m, 0, b, 1 * MB);
+	}
+	m->s->may_send = not_tenant;
+	m->s->may_send_arg = &blocked;
+	for (int i = 0; i < 3; i++) {
+		ck_assert(step(m));
+		ck_assert_int_eq(m->tenant[i], b);
+	}
+	ck_assert_ptr_null(r2_sched_next(m->s, 0, m->now)); /* only a's left, blocked */
+	blocked = -1;
+	for (int i = 3; i < 6; i++) {
+		ck_assert(step(m));
+		ck_assert_int_eq(m->tenant[i], a);
+	}
+	sim_free(m);
+}
+END_TEST
+
 static bool drop_b(struct r2_sched_item *it, void *arg)
 {
 	return it->tenant == *(int *)arg;
@@ -520,6 +553,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_change_next_chunk);
 	tcase_add_test(tc, test_requeue_remove);
 	tcase_add_test(tc, test_class_change);
+	tcase_add_test(tc, test_may_send);
 	tcase_add_test(tc, test_policy_syntax_and_match);
 	suite_add_tcase(s, tc);
 	return s;
