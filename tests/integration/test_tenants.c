@@ -453,25 +453,31 @@ static void neighbour_main(void *arg)
 
 static char CONF[512];
 
-static void start(void)
+/* The configuration: tb's weight as given, then extra (a line, or ""). */
+static void write_conf(int tb_weight, const char *extra)
 {
-	char dir[] = "/tmp/r2ccl-tenants-XXXXXX";
-	const char *args[] = { "--config", CONF, NULL };
-	FILE *f;
+	FILE *f = fopen(CONF, "we");
 
-	th_temp_path(dir, "r2ccld.conf", CONF, sizeof(CONF));
-	ck_assert_int_eq(chmod(dir, 0755), 0);
-	f = fopen(CONF, "we");
 	ck_assert_ptr_nonnull(f);
 	fprintf(f, "[tenants]\n"
 		   "default = weight=1\n"
 		   "ta = cgroup=%s/a weight=1 max_comms=1\n"
-		   "tb = cgroup=%s/b weight=3 rate=300M class=latency max_comms=1 max_regs=2 "
+		   "tb = cgroup=%s/b weight=%d rate=300M class=latency max_comms=1 max_regs=2 "
 		   "max_sessions=2\n"
 		   "tc = cgroup=%s/c weight=1 max_comms=1\n"
-		   "td = cgroup=%s/d weight=1 max_comms=1 max_regs=2 max_sessions=2\n",
-		BASE, BASE, BASE, BASE);
+		   "td = cgroup=%s/d weight=1 max_comms=1 max_regs=2 max_sessions=2\n%s",
+		BASE, BASE, tb_weight, BASE, BASE, extra);
 	fclose(f);
+}
+
+static void start(void)
+{
+	char dir[] = "/tmp/r2ccl-tenants-XXXXXX";
+	const char *args[] = { "--config", CONF, NULL };
+
+	th_temp_path(dir, "r2ccld.conf", CONF, sizeof(CONF));
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	write_conf(3, "");
 	th_start(&D, args);
 	/* the clients run as other users: they must reach the socket */
 	ck_assert_int_eq(chmod(D.dir, 0755), 0);
@@ -657,6 +663,19 @@ START_TEST(policy)
 	expect_field(tenant_json(o, "tb"), "\"reserve_bps\": 50000000");
 	ck_assert_int_eq(write(gp[1], &b, 1), 1);
 	wait_ok(pid, "the limiter");
+
+	/* SIGHUP reads the section again: tb's weight from the file */
+	write_conf(4, "");
+	ck_assert_int_eq(kill(D.pid, SIGHUP), 0);
+	th_expect_log(&D, "tenants: 5 from", 2);
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "tb"), "\"weight\": 4");
+	/* a bad section on SIGHUP keeps the tenants as they were */
+	write_conf(9, "tz = weight=2\n");
+	ck_assert_int_eq(kill(D.pid, SIGHUP), 0);
+	th_expect_log(&D, "cgroup=/path missing (the tenants are kept as they were)", 1);
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "tb"), "\"weight\": 4");
 	th_stop_ok(&D);
 }
 END_TEST
