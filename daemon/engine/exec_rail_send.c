@@ -50,7 +50,8 @@ int rl_chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len
 	int err;
 
 	if (bp && len <= r2_bufpool_buf_size(bp)) {
-		s->buf = r2_bufpool_get(bp, 0, &err);
+		/* a buffer another tenant used: its tail cleared (bufpool.h) */
+		s->buf = r2_bufpool_get_for(bp, 0, (uint16_t)(s->tenant + 1), len, &err);
 		if (!s->buf)
 			return err;
 		s->pool = bp;
