@@ -235,7 +235,7 @@ int r2_sched_policy_set(struct r2_sched *s, const struct r2_tenant_policy *p, ui
 	s->t[i].dynamic = false;
 	reclass(s, i, was, p->cls);
 	if (s->t[i].limit_bps || s->t[i].reserve_bps)
-		r2_sched_set_limit(s, i, s->t[i].limit_bps, s->t[i].reserve_bps, now_us);
+		r2_sched_set_limit(s, i, s->t[i].limit_bps, s->t[i].reserve_bps, 0, now_us);
 	refresh(s, i, now_us);
 	if (i == 0) {
 		/* the default policy: also of the tenants made for unmatched cgroups */
@@ -341,10 +341,10 @@ int r2_sched_tenant_of(struct r2_sched *s, const char *cgroup, uint64_t now_us)
 }
 
 void r2_sched_set_limit(struct r2_sched *s, int t, uint64_t limit_bps, uint64_t reserve_bps,
-			uint64_t now_us)
+			uint64_t capacity_bps, uint64_t now_us)
 {
 	struct r2_sched_tenant *x = &s->t[t];
-	uint64_t cap;
+	uint64_t cap, wsum = 0;
 
 	/* a tenant lowers its cap below its policy, never raises it above */
 	if (limit_bps && x->pol.rate_bps && limit_bps > x->pol.rate_bps)
@@ -353,6 +353,14 @@ void r2_sched_set_limit(struct r2_sched *s, int t, uint64_t limit_bps, uint64_t 
 	cap = r2_sched_rate(s, t);
 	if (cap && reserve_bps > cap)
 		reserve_bps = cap;
+	/* a reservation stays within the tenant's weight share of the rails */
+	for (int k = 1; capacity_bps && k < R2_SCHED_MAX_TENANTS; k++)
+		wsum += s->t[k].used ? s->t[k].pol.weight : 0;
+	if (capacity_bps && wsum) {
+		uint64_t share = (uint64_t)((double)capacity_bps * x->pol.weight / (double)wsum);
+		if (reserve_bps > share)
+			reserve_bps = share;
+	}
 	x->reserve_bps = reserve_bps;
 	refresh(s, t, now_us);
 }

@@ -149,9 +149,11 @@ int r2_sched_tenant_of(struct r2_sched *s, const char *cgroup, uint64_t now_us);
 /* The same without making one: -ENOENT when no tenant has it yet. */
 int r2_sched_tenant_find(const struct r2_sched *s, const char *cgroup);
 /* The tenant's own cap and reservation (bits/s, 0: none). The cap is
- * clamped to the policy's rate, the reservation to the (clamped) cap. */
+ * clamped to the policy's rate, the reservation to the (clamped) cap and,
+ * when capacity_bps (the host's rails, bits/s) is known, to the tenant's
+ * weight share of it among the tenants of the table. */
 void r2_sched_set_limit(struct r2_sched *s, int t, uint64_t limit_bps, uint64_t reserve_bps,
-			uint64_t now_us);
+			uint64_t capacity_bps, uint64_t now_us);
 /* The rate in force: min(policy rate, own cap), 0 none. */
 uint64_t r2_sched_rate(const struct r2_sched *s, int t);
 uint64_t r2_sched_burst(const struct r2_sched *s, int t);

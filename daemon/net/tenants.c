@@ -205,18 +205,41 @@ int r2d_tenants_find(struct r2d *d, const char *cgroup)
 	return t;
 }
 
+/* The host's rails together, bits/s, from the NICs' link speeds (0: a
+ * speed unknown). */
+static uint64_t rails_capacity(struct r2d *d)
+{
+	uint64_t sum = 0;
+
+	for (int r = 0; d->rails && r < d->rails->n; r++) {
+		uint64_t mbps = 0;
+		for (int i = 0; i < d->topo.nnics; i++) {
+			const struct r2_topo_nic *n = &d->topo.nics[i];
+			if (!strcmp(n->name, d->rails->rail[r].ifname) ||
+			    !strcmp(n->netdev, d->rails->rail[r].ifname))
+				mbps = n->speed_mbps;
+		}
+		if (!mbps)
+			return 0;
+		sum += mbps * 1000000ull;
+	}
+	return sum;
+}
+
 int r2d_tenants_set_limit(struct r2d *d, int t, uint64_t limit_bps, uint64_t reserve_bps)
 {
 	struct r2_tenants *ts = d->tenants;
 
 	if (!ts || t < 0 || t >= R2_SCHED_MAX_TENANTS)
 		return -EINVAL;
+	uint64_t capacity = rails_capacity(d);
+
 	pthread_mutex_lock(&ts->lock);
 	if (limit_bps == UINT64_MAX)
 		limit_bps = ts->s.t[t].limit_bps;
 	if (reserve_bps == UINT64_MAX)
 		reserve_bps = ts->s.t[t].reserve_bps;
-	r2_sched_set_limit(&ts->s, t, limit_bps, reserve_bps, r2_now_us());
+	r2_sched_set_limit(&ts->s, t, limit_bps, reserve_bps, capacity, r2_now_us());
 	ts->changed_us[t] = r2_now_us();
 	pthread_mutex_unlock(&ts->lock);
 	wake_rails(d);

@@ -202,7 +202,8 @@ int r2ccl_comm_trigger_rebalance(r2ccl_comm_t *comm);
  *     burst 2% of a second); never above the cap its policy gives (a larger
  *     value is cut to it), so a tenant can only lower its own cap;
  *   R2CCL_BW_RESERVE(x): a reserved minimum: up to x bits/s of the tenant's
- *     chunks go ahead of other tenants' (within its cap, if any);
+ *     chunks go ahead of other tenants' (cut to its cap, if any, and to its
+ *     weight's share of the host's rails);
  *   R2CCL_BW_UNLIMITED (0): the tenant's own cap and reservation removed
  *     (its policy's cap stays).
  * A cap and a reservation are set by two calls and kept apart. 0, or a

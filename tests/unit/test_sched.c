@@ -326,7 +326,7 @@ START_TEST(test_reserve)
 	int a = tenant(m, "a", "weight=1"), b = tenant(m, "b", "weight=9");
 	int ts[] = { a, b };
 
-	r2_sched_set_limit(m->s, a, 0, 500000000ull, m->now); /* 62.5 MB/s of 125 */
+	r2_sched_set_limit(m->s, a, 0, 500000000ull, 0, m->now); /* 62.5 MB/s of 125 */
 	uint64_t t0 = m->now;
 	run_backlogged(m, ts, 2, 512 * KB, 2000);
 	double got = (double)bytes_of(m, a, 0, m->nsent) / ((double)(m->now - t0) / 1e6);
@@ -335,11 +335,22 @@ START_TEST(test_reserve)
 	struct r2_tenant_policy p = m->s->t[a].pol;
 	p.rate_bps = 100000000;
 	r2_sched_policy_set(m->s, &p, m->now);
-	r2_sched_set_limit(m->s, a, 200000000ull, 0, m->now);
+	r2_sched_set_limit(m->s, a, 200000000ull, 0, 0, m->now);
 	ck_assert_uint_eq(r2_sched_rate(m->s, a), 100000000ull);
-	r2_sched_set_limit(m->s, a, 50000000ull, 80000000ull, m->now);
+	r2_sched_set_limit(m->s, a, 50000000ull, 80000000ull, 0, m->now);
 	ck_assert_uint_eq(r2_sched_rate(m->s, a), 50000000ull);
 	ck_assert_uint_eq(m->s->t[a].reserve_bps, 50000000ull);
+	/* within its weight share of the rails: weight 1 of 1 + 9 */
+	r2_sched_set_limit(m->s, a, 0, 800000000ull, 500000000ull, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 50000000ull); /* 1/10 of 500M */
+	r2_sched_set_limit(m->s, a, 0, 800000000ull, 10000000000ull, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 100000000ull); /* its cap, 100M */
+	p.rate_bps = 0;
+	r2_sched_policy_set(m->s, &p, m->now);
+	r2_sched_set_limit(m->s, a, 0, 800000000ull, 1000000000ull, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 100000000ull); /* 1/10 of 1G */
+	r2_sched_set_limit(m->s, a, 0, 80000000ull, 10000000000ull, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 80000000ull); /* as asked */
 	sim_free(m);
 }
 END_TEST
