@@ -217,7 +217,6 @@ static void refresh(struct r2_sched *s, int t, uint64_t now_us)
 	struct r2_sched_tenant *x = &s->t[t];
 
 	buckets_reset(x, r2_sched_burst(s, t), burst_of(x->reserve_bps, 0), now_us);
-	s->generation++;
 }
 
 int r2_sched_policy_set(struct r2_sched *s, const struct r2_tenant_policy *p, uint64_t now_us)

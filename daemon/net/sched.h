@@ -109,7 +109,6 @@ struct r2_sched {
 	struct r2_sched_rail rail[R2_SCHED_MAX_RAILS];
 	/* scheduler off: one FIFO per rail */
 	struct r2_sched_item *fifo_head[R2_SCHED_MAX_RAILS], **fifo_tail[R2_SCHED_MAX_RAILS];
-	uint64_t generation;   /* bumped by every policy change */
 	/* may the item go now? (NULL: always) A tenant whose head item may not
 	 * is passed over like a throttled one (net/tenants.c: its peer's window
 	 * on the rail is full) */

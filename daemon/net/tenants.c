@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The host's tenants on the rails (tenants.h): the scheduler's table and
- * queues behind one lock, the window of bytes handed to each rail's
- * transport, and the chunks handed on as it opens.
+ * queues behind one lock, the windows of bytes handed to each rail's
+ * transport per peer, and the chunks handed on as they open.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,7 +36,7 @@ struct r2_tenants {
 	pthread_mutex_t lock;
 	struct r2_sched s;
 	bool on;
-	uint64_t window; /* bytes per rail handed to the transport, not yet written */
+	uint64_t window; /* sched_window: bytes per rail and peer not yet written */
 	/* bytes handed to each rail's transport per peer and not yet written
 	 * (its connection's queue): a peer at `window` waits, the others go on */
 	struct {
