@@ -165,7 +165,9 @@ static int tenant_set(struct r2_session *s, const char *name, const char *spec, 
 	}
 	if (!r2d_tenants_policy_get(s->d, name, &p)) {
 		r2_tenant_policy_default(&p, name);
-		if (!strstr(spec, "cgroup=")) {
+		if (name[0] == '/') /* a cgroup path: a tenant of that cgroup */
+			snprintf(p.cgroup, sizeof(p.cgroup), "%s", name);
+		else if (!strstr(spec, "cgroup=")) {
 			snprintf(err, errlen, "no tenant %s (a new one needs cgroup=/path)", name);
 			return -ENOENT;
 		}

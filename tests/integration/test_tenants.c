@@ -645,6 +645,12 @@ START_TEST(policy)
 	expect_field(tenant_json(o, "te"), "\"cgroup\": \"/r2ccl-none\"");
 	ck_assert_ptr_nonnull(strstr(ctl(1, bad), "weight: bad value"));
 	ck_assert_ptr_nonnull(strstr(ctl(1, none), "needs cgroup="));
+	/* a cgroup path as the name: the tenant of that cgroup */
+	const char *bypath[] = { "tenants", "set", "/r2ccl-path/x", "weight=6", NULL };
+	ctl(0, bypath);
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "/r2ccl-path/x"), "\"cgroup\": \"/r2ccl-path/x\"");
+	expect_field(tenant_json(o, "/r2ccl-path/x"), "\"weight\": 6");
 
 	/* r2ccl_set_bandwidth_limit from a client of tb */
 	ck_assert_int_eq(pipe(rp), 0);
