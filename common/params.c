@@ -505,6 +505,10 @@ int r2_params_load_file(struct r2_params *p, const char *path, char *err, size_t
 		s = trim_inplace(line);
 		if (!*s)
 			continue;
+		if (*s == '[') {
+			ret = 0; /* a [section]: the rest of the file is its reader's */
+			break;
+		}
 		eq = strchr(s, '=');
 		if (!eq) {
 			seterr(err, errlen, "%s:%u: expected \"key = value\", got \"%.*s\"", path,

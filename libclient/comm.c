@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* libr2ccl: communicators and collectives (submitted through the ring). */
 #include <errno.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,31 @@ int r2ccl_comm_trigger_rebalance(r2ccl_comm_t *comm)
 		    R2CCL__MSG_TYPE__MSG_RESULT, (void **)&rep, unpack_result, NULL, 0, NULL, 0);
 	if (r == 0) {
 		r = rep->status;
+		r2ccl__result__free_unpacked(rep, NULL);
+	}
+	return r;
+}
+
+int r2ccl_set_bandwidth_limit(r2ccl_comm_t *group, int64_t bits_per_s)
+{
+	R2ccl__TenantSet req = R2CCL__TENANT_SET__INIT;
+	R2ccl__Result *rep = NULL;
+	int r;
+
+	R2C_COMM_USE(group);
+	if (bits_per_s == INT64_MIN)
+		return -EINVAL;
+	req.req_id = group->client->next_req++;
+	req.own_limit = true;
+	/* UINT64_MAX: the other one as it is */
+	req.limit_bps = bits_per_s >= 0 ? (uint64_t)bits_per_s : UINT64_MAX;
+	req.reserve_bps = bits_per_s < 0 ? (uint64_t)-bits_per_s : bits_per_s ? UINT64_MAX : 0;
+	r = r2c_rpc(group->client, R2CCL__MSG_TYPE__MSG_TENANT_SET, &req,
+		    R2CCL__MSG_TYPE__MSG_RESULT, (void **)&rep, unpack_result, NULL, 0, NULL, 0);
+	if (r == 0) {
+		r = rep->status;
+		if (r < 0 && rep->error && rep->error[0])
+			r2c_fail(r, "%s", rep->error);
 		r2ccl__result__free_unpacked(rep, NULL);
 	}
 	return r;

@@ -71,6 +71,8 @@ int r2ccl_mem_alloc(r2ccl_client_t *c, size_t size, void **ptr)
 		goto fail;
 	r = rep->status;
 	m->id = rep->mem_id;
+	if (r < 0 && rep->error && rep->error[0])
+		r2c_fail(r, "%s", rep->error); /* the daemon's reason (a quota's name) */
 	r2ccl__mem_register_reply__free_unpacked(rep, NULL);
 	if (r < 0)
 		goto fail;

@@ -132,6 +132,11 @@ enum r2d_param {
 	P_PEER_MAX_PREHELLO,
 	P_PEER_MAX_PREHELLO_PER_ADDR,
 	P_PEER_HELLO_TIMEOUT_MS,
+	/* tenants (net/tenants.c, docs/tenancy.md) */
+	P_SCHED,
+	P_SCHED_WINDOW,
+	P_SCHED_QUANTUM,
+	P_SCHED_PRIO_RUN,
 	P_COUNT
 };
 
@@ -197,7 +202,9 @@ struct r2_session {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
-	char tenant[256];
+	int pidfd;      /* the peer process (SO_PEERPIDFD, else pidfd_open), -1 */
+	char tenant[256]; /* its cgroup v2 path ("uid:N" when unknown) */
+	int tenant_idx; /* its tenant in the scheduler's table (net/tenants.h) */
 	char name[64];
 
 	/* shared ring */
@@ -278,6 +285,7 @@ struct r2d {
 	struct r2_rails *rails;
 	struct r2_health *health; /* health.c */
 	const struct r2_net_events *net_ev; /* set by the engine (net/net.h) */
+	struct r2_tenants *tenants; /* tenants.c: the scheduler's table and queues */
 };
 
 #endif

@@ -16,6 +16,7 @@
 #include "base/daemon.h"
 #include "net/health.h"
 #include "net/rails.h"
+#include "net/tenants.h"
 #include "log.h"
 #include "util.h"
 
@@ -325,6 +326,22 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 				      NULL, "ms", false,
 				      "an accepted rail connection whose hello is not done by then "
 				      "is closed" },
+	/* tenants (docs/tenancy.md): the scheduler of the rails' send path */
+	[P_SCHED] = { "sched", "R2CCL_SCHED", "--sched", R2_PT_BOOL, "1", 0, 0, NULL, NULL, true,
+		      "schedule the tenants' chunks on every rail (weights, rates, the latency "
+		      "class); 0: chunks go to the rails in the order posted" },
+	[P_SCHED_WINDOW] = { "sched_window", "R2CCL_SCHED_WINDOW", "--sched-window", R2_PT_INT,
+			     "4M", 64 << 10, 1ll << 32, NULL, "bytes", true,
+			     "bytes per rail and peer handed to the transport and not yet "
+			     "written; the rest waits in the tenants' queues (smaller: a latency "
+			     "chunk waits less, larger: more in flight)" },
+	[P_SCHED_QUANTUM] = { "sched_quantum", "R2CCL_SCHED_QUANTUM", "--sched-quantum",
+			      R2_PT_INT, "1M", 4096, 1ll << 30, NULL, "bytes", true,
+			      "bytes per unit of weight per round of the deficit round robin" },
+	[P_SCHED_PRIO_RUN] = { "sched_prio_run", "R2CCL_SCHED_PRIO_RUN", "--sched-prio-run",
+			       R2_PT_INT, "4M", 4096, 1ll << 34, NULL, "bytes", true,
+			       "latency-class bytes sent in a row on a rail while bulk chunks "
+			       "wait, before one bulk chunk goes (bulk is never starved)" },
 };
 
 /* The caps in force: the parameters with "0" sized to this host. */
@@ -365,6 +382,150 @@ void r2d_caps_update(struct r2d *d)
 	k->req_rate = (uint32_t)r2_param_int(p, P_MAX_REQ_RATE);
 	pthread_mutex_unlock(&d->lock);
 #undef AUTO
+}
+
+/* ---- tenants: the [tenants] section of the configuration file ----
+ * After the parameters, the file may hold a section
+ *   [tenants]
+ *   NAME = cgroup=/PATH weight=W rate=R class=bulk|latency [burst=B]
+ *          [max_sessions=N max_comms=N max_regs=N max_mem=SIZE]
+ * one tenant per line (docs/tenancy.md); NAME "default" sets the policy of
+ * the cgroups no entry matches. Read at start-up and on SIGHUP (the file's
+ * entries replace what `r2cclctl tenants set` changed; entries no longer in
+ * the file stay as they are until a restart). */
+
+static void tenants_configure(struct r2d *d)
+{
+	r2d_tenants_configure(d, r2_param_bool(&d->params, P_SCHED),
+			      (uint32_t)r2_param_int(&d->params, P_SCHED_QUANTUM),
+			      (uint64_t)r2_param_int(&d->params, P_SCHED_PRIO_RUN),
+			      (uint64_t)r2_param_int(&d->params, P_SCHED_WINDOW));
+}
+
+/* Parses the [tenants] section of path into pols (check only), then sets
+ * them when apply. -EINVAL with "path:line: reason". */
+static int tenants_load(struct r2d *d, const char *path, bool apply, char *err, size_t errlen)
+{
+	struct r2_tenant_policy *pols = NULL;
+	size_t cap = 0, npol = 0, lcap = 0;
+	char *line = NULL;
+	bool in = false;
+	unsigned lineno = 0;
+	int r = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return errno == ENOENT ? 0 : -errno;
+	while (getline(&line, &lcap, f) >= 0) {
+		char *s = line, *e, *eq, msg[256];
+		lineno++;
+		if ((e = strchr(s, '#')))
+			*e = 0;
+		while (*s == ' ' || *s == '\t')
+			s++;
+		e = s + strlen(s);
+		while (e > s && (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+			*--e = 0;
+		if (!*s)
+			continue;
+		if (*s == '[') {
+			in = !strcmp(s, "[tenants]");
+			if (!in) {
+				snprintf(err, errlen, "%s:%u: unknown section %.64s", path, lineno, s);
+				r = -EINVAL;
+				break;
+			}
+			continue;
+		}
+		if (!in)
+			continue;
+		if (!(eq = strchr(s, '='))) {
+			snprintf(err, errlen, "%s:%u: expected \"NAME = cgroup=/path weight=...\"",
+				 path, lineno);
+			r = -EINVAL;
+			break;
+		}
+		*eq = 0;
+		for (e = eq; e > s && (e[-1] == ' ' || e[-1] == '\t');)
+			*--e = 0;
+		if (!*s || strlen(s) >= sizeof(pols->name) || strchr(s, ' ')) {
+			snprintf(err, errlen, "%s:%u: a tenant needs a name (1-63 characters, no "
+					      "spaces)",
+				 path, lineno);
+			r = -EINVAL;
+			break;
+		}
+		if (R2_GROW(pols, cap, npol, 8) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		r2_tenant_policy_default(&pols[npol], s);
+		if (r2_tenant_policy_parse(&pols[npol], eq + 1, msg, sizeof(msg)) < 0) {
+			snprintf(err, errlen, "%s:%u: tenant %s: %s", path, lineno, s, msg);
+			r = -EINVAL;
+			break;
+		}
+		if (strcmp(s, "default") && !pols[npol].cgroup[0]) {
+			snprintf(err, errlen, "%s:%u: tenant %s: cgroup=/path missing", path, lineno,
+				 s);
+			r = -EINVAL;
+			break;
+		}
+		npol++;
+	}
+	fclose(f);
+	free(line);
+	for (size_t i = 0; r == 0 && apply && i < npol; i++) {
+		if (!strcmp(pols[i].name, "default"))
+			pols[i].cgroup[0] = 0;
+		if (r2d_tenants_policy_set(d, &pols[i]) < 0) {
+			snprintf(err, errlen, "%s: more than %d tenants", path,
+				 R2_SCHED_MAX_TENANTS - 2);
+			r = -ENOSPC;
+		}
+	}
+	if (r == 0 && apply && npol)
+		log_info("tenants: %zu from %s", npol, path);
+	free(pols);
+	return r;
+}
+
+/* The example configuration's [tenants] section (commented out). */
+static void tenants_print_conf(FILE *f)
+{
+	fputs("\n"
+	      "# Tenants (docs/tenancy.md): after the parameters, one line per tenant,\n"
+	      "#   NAME = cgroup=/PATH weight=W rate=R class=bulk|latency [burst=BYTES]\n"
+	      "#          [max_sessions=N] [max_comms=N] [max_regs=N] [max_mem=SIZE]\n"
+	      "# A client's tenant is the entry whose cgroup v2 path is the longest prefix\n"
+	      "# of its own (whole path components); \"default\" is the policy of every\n"
+	      "# cgroup no entry matches (each such cgroup is a tenant of its own).\n"
+	      "# weight: share of the rails under contention (1-10000, default 1); rate:\n"
+	      "# bits/s leaving this host, all rails together (K, M, G, T are decimal:\n"
+	      "# 300M = 300,000,000 bit/s; 0: no cap), burst 2% of one second's bytes\n"
+	      "# unless set; class: latency chunks go ahead of bulk ones (sched_prio_run\n"
+	      "# bounds the wait of bulk). max_*: quotas of the tenant, all its uids\n"
+	      "# together (0: only the per-uid caps). Changed at run time with\n"
+	      "# \"r2cclctl tenants set NAME weight=W rate=R class=C\" (root); SIGHUP\n"
+	      "# reads this section again.\n"
+	      "#\n"
+	      "# [tenants]\n"
+	      "# default = weight=1 class=bulk\n"
+	      "# training = cgroup=/system.slice/train.service weight=3 class=bulk\n"
+	      "# decode = cgroup=/kubepods/burstable weight=1 rate=2G class=latency max_comms=64\n"
+	      "# loader = cgroup=/user.slice/loader.slice weight=1 rate=300M max_mem=16G\n",
+	      f);
+}
+
+/* Start-up: the table, the parameters, the file's section. */
+static int tenants_start(struct r2d *d, const char *cfg, char *err, size_t errlen)
+{
+	int r = r2d_tenants_init(d);
+
+	if (r < 0)
+		return r;
+	tenants_configure(d);
+	return cfg && cfg[0] ? tenants_load(d, cfg, true, err, errlen) : 0;
 }
 
 /* ---- parameter text: --help, the example configuration, operations.md ----
@@ -443,6 +604,7 @@ static void print_conf(FILE *f)
 		print_comment(f, text);
 		fprintf(f, "# %s =%s%s\n", p->name, p->defval[0] ? " " : "", p->defval);
 	}
+	tenants_print_conf(f);
 }
 
 /* s with '|' escaped for a markdown table cell */
@@ -621,7 +783,8 @@ int r2d_config_load(struct r2d *d, int argc, char **argv, char *err, size_t errl
 	if (r < 0)
 		return r;
 	r2d_caps_update(d);
-	return 0;
+	/* (the file's name again: loading the file replaced the parameters' strings) */
+	return tenants_start(d, r2_param_str(&d->params, P_CONFIG), err, errlen);
 }
 
 static void log_line(const char *line, void *arg)
@@ -699,6 +862,10 @@ int r2d_config_reload(struct r2d *d)
 	reload_report_kept(d, &fresh);
 	r2_params_free(&fresh);
 	r2d_caps_update(d);
+	tenants_configure(d);
+	cfg = r2_param_str(&d->params, P_CONFIG);
+	if (cfg && cfg[0] && tenants_load(d, cfg, true, err, sizeof(err)) < 0)
+		log_err("reload: tenants: %s (the tenants are kept as they were)", err);
 	if (r2_log_level_parse(r2_param_str(&d->params, P_LOG_LEVEL), &lvl) == 0)
 		r2_log_set_level(lvl);
 	return 0;

@@ -89,5 +89,8 @@ int r2d_ctl_rails(struct r2_session *s, struct r2_frame *f);
 int r2d_ctl_events(struct r2_session *s, struct r2_frame *f);
 int r2d_ctl_nic_admin(struct r2_session *s, struct r2_frame *f);
 int r2d_ctl_rebalance(struct r2_session *s, struct r2_frame *f);
+/* ctl_tenants.c: r2cclctl tenants, tenants set, r2ccl_set_bandwidth_limit */
+int r2d_ctl_tenants(struct r2_session *s, struct r2_frame *f);
+int r2d_ctl_tenant_set(struct r2_session *s, struct r2_frame *f);
 
 #endif

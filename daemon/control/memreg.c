@@ -21,20 +21,28 @@
 #include "config.h"
 #include "base/daemon.h"
 #include "gpu/gpu.h"
+#include "net/tenants.h"
 
 /* The registrations of s's uid and of everyone against their caps (d->caps):
  * each holds an fd and a mapping. Under d->lock. */
 static int mem_quota(struct r2_session *s, uint64_t size, char *err, size_t errlen)
 {
 	const struct r2d_caps *k = &s->d->caps;
-	uint64_t n = 0, bytes = 0, un = 0, ubytes = 0;
+	uint64_t n = 0, bytes = 0, un = 0, ubytes = 0, tn = 0, tbytes = 0;
+	struct r2_tenant_policy pol;
 
+	if (!r2d_tenants_policy_at(s->d, s->tenant_idx, &pol))
+		pol.max_regs = 0, pol.max_mem = 0;
 	for (struct r2_session *o = s->d->sessions; o; o = o->next) {
 		n += o->nmem;
 		bytes += o->mem_bytes;
 		if (o->uid == s->uid) {
 			un += o->nmem;
 			ubytes += o->mem_bytes;
+		}
+		if (o->tenant_idx == s->tenant_idx) {
+			tn += o->nmem;
+			tbytes += o->mem_bytes;
 		}
 	}
 	if (un + 1 > k->regs_per_uid)
@@ -51,6 +59,13 @@ static int mem_quota(struct r2_session *s, uint64_t size, char *err, size_t errl
 		snprintf(err, errlen, "quota max_mem: the daemon holds %llu bytes, %llu more is "
 			 "over %llu", (unsigned long long)bytes, (unsigned long long)size,
 			 (unsigned long long)k->mem);
+	else if (s->uid && pol.max_regs && tn + 1 > pol.max_regs)
+		snprintf(err, errlen, "quota max_regs of tenant %s: it holds %llu registrations",
+			 pol.name, (unsigned long long)tn);
+	else if (s->uid && pol.max_mem && tbytes + size > pol.max_mem)
+		snprintf(err, errlen, "quota max_mem of tenant %s: it holds %llu bytes, %llu more "
+			 "is over %llu", pol.name, (unsigned long long)tbytes,
+			 (unsigned long long)size, (unsigned long long)pol.max_mem);
 	else
 		return 0;
 	s->d->quota_refusals++;

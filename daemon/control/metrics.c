@@ -29,6 +29,7 @@
 #include "net/bufpool.h"
 #include "net/health.h"
 #include "net/rails.h"
+#include "net/tenants.h"
 #include "r2ccl.h"
 #include "util.h"
 
@@ -248,6 +249,52 @@ static void render_tenants(FILE *f, const struct r2_op_stats *ts, uint32_t nts)
 	}
 }
 
+/* The scheduler's tenants (net/tenants.h): bytes per rail, throttling,
+ * queues, policy. At most 64 tenants: the label stays bounded. */
+static void render_sched(FILE *f, struct r2d *d)
+{
+	struct r2_tenant_row *rows = calloc(R2_SCHED_MAX_TENANTS, sizeof(*rows));
+	int n = rows ? r2d_tenants_rows(d, rows, R2_SCHED_MAX_TENANTS) : 0;
+	int nr = d->rails ? R2_MIN(d->rails->n, R2_SCHED_MAX_RAILS) : 0;
+
+	head(f, "r2ccl_tenant_rail_transmit_bytes_total", "counter",
+	     "data bytes of the tenant's chunks handed to the rail, by the tenants' scheduler");
+	for (int t = 0; t < n; t++)
+		for (int r = 0; r < nr; r++) {
+			fputs("r2ccl_tenant_rail_transmit_bytes_total{tenant=\"", f);
+			put_label(f, rows[t].pol.name);
+			fputs("\",", f);
+			nic_labels(f, d, r);
+			fprintf(f, "} %llu\n", (unsigned long long)rows[t].bytes_rail[r]);
+		}
+	static const struct {
+		const char *name, *type, *help;
+	} g[] = {
+		{ "r2ccl_tenant_throttled_seconds_total", "counter",
+		  "time the tenant's chunks waited on its rate" },
+		{ "r2ccl_tenant_queued_chunks", "gauge", "the tenant's chunks waiting in its queues" },
+		{ "r2ccl_tenant_weight", "gauge", "the tenant's weight" },
+		{ "r2ccl_tenant_rate_limit_bytes_per_second", "gauge",
+		  "the tenant's cap in force, all rails of this host (0: none)" },
+	};
+	for (size_t k = 0; k < sizeof(g) / sizeof(g[0]); k++) {
+		head(f, g[k].name, g[k].type, g[k].help);
+		for (int t = 0; t < n; t++) {
+			fprintf(f, "%s{tenant=\"", g[k].name);
+			put_label(f, rows[t].pol.name);
+			fprintf(f, "\",class=\"%s\"} ", r2_tclass_name(rows[t].pol.cls));
+			if (k == 0)
+				fprintf(f, "%.6f\n", (double)rows[t].throttled_us / 1e6);
+			else
+				fprintf(f, "%llu\n",
+					(unsigned long long)(k == 1   ? rows[t].queued
+							     : k == 2 ? rows[t].pol.weight
+								      : rows[t].rate_bps / 8));
+		}
+	}
+	free(rows);
+}
+
 static void render_comms(FILE *f, const struct comm_copy *cs, size_t ncs)
 {
 	static const struct {
@@ -455,6 +502,7 @@ int r2d_metrics_render(struct r2d *d, char **out, size_t *len)
 		(unsigned long long)hs.replan_timed);
 
 	render_tenants(f, ts, nts);
+	render_sched(f, d);
 	render_comms(f, cs, ncs);
 	head(f, "r2ccl_metrics_requests_total", "counter", "HTTP requests to the metrics listener");
 	fprintf(f, "r2ccl_metrics_requests_total %llu\n",

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "control/control.h"
@@ -21,6 +23,7 @@
 #include "config.h"
 #include "base/daemon.h"
 #include "gpu/gpu.h"
+#include "net/tenants.h"
 #include "log.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
@@ -35,6 +38,7 @@ static void session_free(struct r2_session *s)
 	r2_closep(&s->ring_fd);
 	r2_closep(&s->sq_efd);
 	r2_closep(&s->cq_efd);
+	r2_closep(&s->pidfd);
 	for (o = s->outq_head; o; o = next) {
 		next = o->next;
 		for (int i = 0; i < o->nfds; i++)
@@ -256,26 +260,73 @@ static void reply_result(struct r2_session *s, uint64_t req_id, int status, cons
 
 /* ---- identity ---- */
 
-static void read_tenant(struct r2_session *s)
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+/* A pidfd of the peer: the socket's own (SO_PEERPIDFD, Linux 6.5), else
+ * one opened from SO_PEERCRED's pid (a pid reused between connect and
+ * accept is then possible: the uid is checked below). -1 if neither. */
+static int peer_pidfd(int fd, pid_t pid)
 {
-	char path[64], line[sizeof(s->tenant) + 8];
+	int pfd = -1;
+	socklen_t len = sizeof(pfd);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pfd, &len) == 0 && pfd >= 0)
+		return pfd;
+	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	return pfd;
+}
+
+/* Whether the process of pidfd still lives (its pid names it still). */
+static bool pidfd_alive(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+	return pidfd >= 0 && poll(&p, 1, 0) == 0;
+}
+
+/* The cgroup v2 path of pid ("0::/path" of /proc/PID/cgroup, which names it
+ * relative to the v2 hierarchy's root wherever that is mounted: /sys/fs/cgroup,
+ * or /sys/fs/cgroup/unified on hybrid hosts). false: none (no v2 hierarchy). */
+static bool cgroup_v2_of(pid_t pid, char *out, size_t outlen)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	bool found = false;
 	FILE *f;
 
-	snprintf(s->tenant, sizeof(s->tenant), "uid:%u", (unsigned)s->uid);
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)s->pid);
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
 	f = fopen(path, "re");
 	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		/* cgroup v2: "0::/path" */
-		if (!strncmp(line, "0::", 3)) {
-			line[strcspn(line, "\n")] = 0;
-			line[3 + sizeof(s->tenant) - 1] = 0;
-			memcpy(s->tenant, line + 3, strlen(line + 3) + 1);
-			break;
+		return false;
+	while (getline(&line, &cap, f) > 0) {
+		if (strncmp(line, "0::", 3))
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		if (line[3] == '/' && strlen(line + 3) < outlen) {
+			memcpy(out, line + 3, strlen(line + 3) + 1);
+			found = true;
 		}
+		break;
 	}
+	free(line);
 	fclose(f);
+	return found;
+}
+
+/* The tenant of s: its cgroup v2 path, read while its pidfd shows the same
+ * process alive (so the pid was not reused under us); "uid:N" when there
+ * is no v2 hierarchy or the process cannot be pinned. Read at accept and
+ * again at hello (the one that counts). */
+static void read_tenant(struct r2_session *s)
+{
+	char cg[sizeof(s->tenant)];
+
+	snprintf(s->tenant, sizeof(s->tenant), "uid:%u", (unsigned)s->uid);
+	if (s->pidfd < 0 || !cgroup_v2_of(s->pid, cg, sizeof(cg)) || !pidfd_alive(s->pidfd))
+		return;
+	memcpy(s->tenant, cg, sizeof(cg));
 }
 
 /* ---- the ring ---- */
@@ -309,21 +360,32 @@ static int setup_ring(struct r2_session *s)
  * capped: r2cclctl must get in). */
 static int session_quota(struct r2_session *s, char *err, size_t errlen)
 {
-	uint32_t n = 0;
+	struct r2_tenant_policy pol;
+	uint32_t n = 0, nt = 0;
 
 	if (s->uid == 0)
 		return 0;
+	if (!r2d_tenants_policy_at(s->d, s->tenant_idx, &pol))
+		pol.max_sessions = 0;
 	pthread_mutex_lock(&s->d->lock);
-	for (struct r2_session *o = s->d->sessions; o; o = o->next)
-		n += o != s && o->hello_done && !o->closing && o->uid == s->uid;
+	for (struct r2_session *o = s->d->sessions; o; o = o->next) {
+		bool live = o != s && o->hello_done && !o->closing;
+		n += live && o->uid == s->uid;
+		/* r2cclctl's control-only sessions are not a tenant's */
+		nt += live && o->uid && !o->control_only && o->tenant_idx == s->tenant_idx;
+	}
 	if (n >= s->d->caps.sessions_per_uid)
+		snprintf(err, errlen, "quota max_sessions_per_uid: uid %u has %u sessions",
+			 (unsigned)s->uid, n);
+	else if (pol.max_sessions && !s->control_only && nt >= pol.max_sessions)
+		snprintf(err, errlen, "quota max_sessions of tenant %s: it has %u sessions",
+			 pol.name, nt);
+	else
+		err[0] = 0;
+	if (err[0])
 		s->d->quota_refusals++;
 	pthread_mutex_unlock(&s->d->lock);
-	if (n < s->d->caps.sessions_per_uid)
-		return 0;
-	snprintf(err, errlen, "quota max_sessions_per_uid: uid %u has %u sessions",
-		 (unsigned)s->uid, n);
-	return R2CCL_E_QUOTA;
+	return err[0] ? R2CCL_E_QUOTA : 0;
 }
 
 static int handle_hello(struct r2_session *s, struct r2_frame *f)
@@ -355,6 +417,10 @@ static int handle_hello(struct r2_session *s, struct r2_frame *f)
 			*p = '?';
 	s->control_only = m->control_only;
 	r2ccl__hello__free_unpacked(m, NULL);
+	read_tenant(s); /* where it is now: its tenant from here on */
+	/* r2cclctl (control only) makes no tenant of its own cgroup */
+	s->tenant_idx = s->control_only ? r2d_tenants_find(s->d, s->tenant)
+					: r2d_tenants_of(s->d, s->tenant);
 	if (session_quota(s, err, sizeof(err)) < 0) {
 		log_warn_rl("session %llu (pid %d uid %u): refused: %s", (unsigned long long)s->id,
 			    (int)s->pid, (unsigned)s->uid, err);
@@ -603,6 +669,8 @@ static const struct handler handlers[] = {
 	[R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU] = { handle_mem_register_gpu, 0, false },
 	[R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD] = { handle_mem_register_gpu, 1, false },
 	[R2CCL__MSG_TYPE__MSG_COMM_REASON] = { handle_comm_reason, 0, false },
+	[R2CCL__MSG_TYPE__MSG_TENANTS] = { r2d_ctl_tenants, 0, false },
+	[R2CCL__MSG_TYPE__MSG_TENANT_SET] = { r2d_ctl_tenant_set, 0, false },
 };
 
 static int dispatch(struct r2_session *s, struct r2_frame *f)
@@ -807,10 +875,12 @@ void r2d_session_accept(struct r2d *d, int fd)
 	r2_frame_reader_init(&s->reader, d->caps.prehello_frame);
 	s->next_mem_id = 1;
 	s->connected_at_us = r2_now_us();
+	s->pidfd = -1;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
 		s->pid = cred.pid;
 		s->uid = cred.uid;
 		s->gid = cred.gid;
+		s->pidfd = peer_pidfd(fd, cred.pid);
 	}
 	read_tenant(s);
 	pthread_mutex_lock(&d->lock);

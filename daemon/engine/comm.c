@@ -13,6 +13,7 @@
 #include "config.h"
 #include "net/health.h"
 #include "log.h"
+#include "net/tenants.h"
 #include "planner/planner.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
@@ -373,19 +374,27 @@ struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks
 int r2d_comm_quota(struct r2_session *s, char *err, size_t errlen)
 {
 	const struct r2d_caps *k = &s->d->caps;
-	uint32_t n = 0, mine = 0;
+	uint32_t n = 0, mine = 0, tenant = 0;
+	struct r2_tenant_policy pol;
 
+	if (!s->uid || !r2d_tenants_policy_at(s->d, s->tenant_idx, &pol))
+		pol.max_comms = 0;
 	for (struct r2_comm *c = s->d->comms; c; c = c->next) {
 		if (c->state == R2_COMM_DEAD)
 			continue;
 		n++;
 		mine += c->owner_uid == s->uid;
+		tenant += pol.max_comms && c->owner_uid &&
+			  r2d_tenants_find(s->d, c->tenant) == s->tenant_idx;
 	}
 	if (mine >= k->comms_per_uid)
 		snprintf(err, errlen, "quota max_comms_per_uid: uid %u owns %u communicators",
 			 (unsigned)s->uid, mine);
 	else if (n >= k->comms)
 		snprintf(err, errlen, "quota max_comms: the daemon has %u communicators", n);
+	else if (pol.max_comms && tenant >= pol.max_comms)
+		snprintf(err, errlen, "quota max_comms of tenant %s: it owns %u communicators",
+			 pol.name, tenant);
 	else
 		return 0;
 	s->d->quota_refusals++;

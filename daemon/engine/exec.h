@@ -24,14 +24,17 @@ int r2_pool_threads(const struct r2_pool *p);
 void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t part),
 		 void *ctx);
 
-/* A work queue: nthreads threads run submitted jobs, each whole, in
- * submission order of start (the rail phase applies received chunks on it,
- * several at once, while its executor goes on). destroy runs what is queued,
- * then joins. */
+/* A work queue: nthreads threads run submitted jobs, each whole (the rail
+ * phase applies received chunks on it, several at once, while its executor
+ * goes on). Jobs of one owner start in submission order; owners (tenants:
+ * docs/tenancy.md) take turns, a job each, so one tenant's long backlog does
+ * not hold another's jobs behind it. destroy runs what is queued, then
+ * joins. */
 struct r2_workq;
 struct r2_work {
 	struct r2_work *next;
 	void (*fn)(struct r2_work *w);
+	uint32_t owner; /* its tenant (0: none); owners share 64 FIFOs by modulo */
 };
 int r2_workq_create(struct r2_workq **q, int nthreads, const char *name);
 void r2_workq_destroy(struct r2_workq *q); /* accepts NULL */

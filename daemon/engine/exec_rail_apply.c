@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "net/tenants.h"
 #include "reduce.h"
 #include "util.h"
 
@@ -158,8 +159,11 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 	o->aq.busy[o->aq.nbusy].off = h->off;
 	o->aq.busy[o->aq.nbusy].len = h->len;
 	o->aq.nbusy++;
-	*j = (struct apply_job){ .w.fn = apply_run, .c = o->c, .m = m, .dst = o->W + h->off,
-				 .a = a, .kind = kind, .dtype = o->dtype, .redop = o->redop };
+	if (!o->tenant1) /* looked up once per operation */
+		o->tenant1 = r2d_tenants_of(o->d, o->c->tenant) + 1;
+	*j = (struct apply_job){ .w.fn = apply_run, .w.owner = (uint32_t)o->tenant1, .c = o->c,
+				 .m = m, .dst = o->W + h->off, .a = a, .kind = kind,
+				 .dtype = o->dtype, .redop = o->redop };
 	pthread_mutex_lock(&o->c->mbox_lock);
 	o->c->apply_inflight++;
 	pthread_mutex_unlock(&o->c->mbox_lock);

@@ -69,6 +69,7 @@ struct sendrec {
 	/* borrowed from the caller's input S (lazy input), which does not
 	 * change during the operation: never copied out */
 	bool stable;
+	int tenant; /* its communicator's tenant in the scheduler (net/tenants.h) */
 };
 
 /* opseq of a send/recv transfer's chunks: never a collective's */
@@ -165,6 +166,7 @@ struct railop {
 	/* the operation */
 	struct r2_comm *c;
 	struct r2d *d;
+	int tenant1; /* its communicator's tenant + 1 (0: not looked up yet) */
 	char *W;
 	uint64_t size;
 	uint32_t elem;

@@ -10,6 +10,7 @@
 #include "net/bufpool.h"
 #include "log.h"
 #include "net/rails.h"
+#include "net/tenants.h"
 #include "util.h"
 
 #include "engine/exec_rail_int.h"
@@ -192,6 +193,7 @@ static void p2p_apply(struct r2d *d, struct p2pop *p, const struct r2_chunk_hdr 
 
 static int p2p_post(struct r2_comm *c, struct sendrec *s)
 {
+	s->tenant = r2d_tenants_of(c->d, c->tenant); /* its queue on the rails */
 	return rl_post_any(c->d, s);
 }
 

@@ -11,6 +11,7 @@
 #include "net/detour.h"
 #include "log.h"
 #include "net/rails.h"
+#include "net/tenants.h"
 #include "util.h"
 
 #include "engine/exec_rail_int.h"
@@ -49,7 +50,8 @@ int rl_chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len
 	int err;
 
 	if (bp && len <= r2_bufpool_buf_size(bp)) {
-		s->buf = r2_bufpool_get(bp, 0, &err);
+		/* a buffer another tenant used: its tail cleared (bufpool.h) */
+		s->buf = r2_bufpool_get_for(bp, 0, (uint16_t)(s->tenant + 1), len, &err);
 		if (!s->buf)
 			return err;
 		s->pool = bp;
@@ -95,7 +97,8 @@ int rl_unborrow(struct r2d *d, struct sendrec *s)
 }
 /* Posts s on its planned rail if health has nothing against it, else on
  * another healthy rail to the same peer (spread by offset), else on any
- * connected rail. */
+ * connected rail; through its tenant's queue of that rail (net/tenants.h:
+ * the chunk waits there for its turn, "posted" for us). */
 int rl_post_any(struct r2d *d, struct sendrec *s)
 {
 	struct r2_rails *rs = d->rails;
@@ -105,7 +108,8 @@ int rl_post_any(struct r2d *d, struct sendrec *s)
 	if (s->rail >= 0 && s->rail < n && !(bad & (1u << s->rail))) {
 		if (s->borrowed && !r2d_rails_zero_copy(d, s->rail) && rl_unborrow(d, s) < 0)
 			return -ENOMEM;
-		r = r2d_rails_send(d, s->rail, s->peer, &s->hdr, s->buf, (uint64_t)(uintptr_t)s);
+		r = r2d_rails_send_tenant(d, s->rail, s->peer, &s->hdr, s->buf,
+					  (uint64_t)(uintptr_t)s, s->tenant);
 	}
 	if (r == 0 || r == -EAGAIN) {
 		if (r == 0)
@@ -123,8 +127,8 @@ int rl_post_any(struct r2d *d, struct sendrec *s)
 				continue;
 			if (s->borrowed && !r2d_rails_zero_copy(d, i) && rl_unborrow(d, s) < 0)
 				return -ENOMEM;
-			int q = r2d_rails_send(d, i, s->peer, &s->hdr, s->buf,
-					       (uint64_t)(uintptr_t)s);
+			int q = r2d_rails_send_tenant(d, i, s->peer, &s->hdr, s->buf,
+						      (uint64_t)(uintptr_t)s, s->tenant);
 			if (q == 0) {
 				s->rail = i;
 				s->posted = true;
@@ -209,6 +213,9 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	if (!s)
 		return -ENOMEM;
 	s->rail = x->rail;
+	if (!o->tenant1) /* looked up once per operation */
+		o->tenant1 = r2d_tenants_of(o->d, c->tenant) + 1;
+	s->tenant = o->tenant1 - 1;
 	/* lazy input: a region W does not hold yet is read from S */
 	const char *src = o->W + off;
 	int cov = rl_init_cov(&o->in, off, off + len);

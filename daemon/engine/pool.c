@@ -140,16 +140,42 @@ void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t 
 	pthread_mutex_unlock(&p->run_lock);
 }
 
-/* ---- a work queue: independent jobs, each run whole by one thread ---- */
+/* ---- a work queue: independent jobs, each run whole by one thread ----
+ * One FIFO per owner (owner modulo WQ_OWNERS): owners take turns, a job
+ * each, so one tenant's hundreds of chunks do not hold another's behind. */
+
+#define WQ_OWNERS 64
 
 struct r2_workq {
 	int nthreads;
 	pthread_t *threads;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct r2_work *head, *tail;
+	struct {
+		struct r2_work *head, *tail;
+	} fifo[WQ_OWNERS];
+	uint32_t queued;
+	int next; /* the owner FIFO whose turn it is */
 	bool stop;
 };
+
+/* The next job (under q->lock), round robin over the owners; NULL if none. */
+static struct r2_work *workq_take(struct r2_workq *q)
+{
+	for (int i = 0; q->queued && i < WQ_OWNERS; i++) {
+		int k = (q->next + i) % WQ_OWNERS;
+		struct r2_work *w = q->fifo[k].head;
+		if (!w)
+			continue;
+		q->fifo[k].head = w->next;
+		if (!w->next)
+			q->fifo[k].tail = NULL;
+		q->next = (k + 1) % WQ_OWNERS;
+		q->queued--;
+		return w;
+	}
+	return NULL;
+}
 
 static void *workq_main(void *arg)
 {
@@ -158,14 +184,10 @@ static void *workq_main(void *arg)
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
 		struct r2_work *w;
-		while (!q->stop && !q->head)
+		while (!q->stop && !q->queued)
 			pthread_cond_wait(&q->cond, &q->lock);
-		if (!q->head)
+		if (!(w = workq_take(q)))
 			break; /* stopping, nothing left */
-		w = q->head;
-		q->head = w->next;
-		if (!q->head)
-			q->tail = NULL;
 		pthread_mutex_unlock(&q->lock);
 		w->fn(w);
 		pthread_mutex_lock(&q->lock);
@@ -226,13 +248,16 @@ int r2_workq_threads(const struct r2_workq *q)
 
 void r2_workq_submit(struct r2_workq *q, struct r2_work *w)
 {
+	int k = (int)(w->owner % WQ_OWNERS);
+
 	w->next = NULL;
 	pthread_mutex_lock(&q->lock);
-	if (q->tail)
-		q->tail->next = w;
+	if (q->fifo[k].tail)
+		q->fifo[k].tail->next = w;
 	else
-		q->head = w;
-	q->tail = w;
+		q->fifo[k].head = w;
+	q->fifo[k].tail = w;
+	q->queued++;
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }

@@ -26,6 +26,7 @@ struct slab {
 	size_t size;
 	bool numa;                       /* numa_alloc_onnode (else mmap) */
 	uint8_t *out;                    /* per buffer: handed out */
+	uint16_t *last;                  /* per buffer: the owner whose data it holds (0: none) */
 	void *mr[R2_BUFPOOL_MAX_TP];     /* registration per attached transport */
 	bool reg[R2_BUFPOOL_MAX_TP];
 };
@@ -79,6 +80,7 @@ static void slab_free(struct r2_bufpool *p, struct slab *s)
 	else if (s->mem)
 		munmap(s->mem, s->size);
 	free(s->out);
+	free(s->last);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -94,8 +96,14 @@ static int grow(struct r2_bufpool *p)
 	s = &p->slabs[p->nslabs];
 	s->size = p->slab_size;
 	s->out = calloc(p->per_slab, 1);
-	if (!s->out)
+	s->last = calloc(p->per_slab, sizeof(*s->last));
+	if (!s->out || !s->last) {
+		free(s->out);
+		free(s->last);
+		s->out = NULL;
+		s->last = NULL;
 		return -ENOMEM;
+	}
 	if (p->node >= 0) {
 		s->mem = numa_alloc_onnode(s->size, p->node);
 		s->numa = s->mem != NULL;
@@ -107,6 +115,7 @@ static int grow(struct r2_bufpool *p)
 	}
 	if (!s->mem) {
 		free(s->out);
+		free(s->last);
 		memset(s, 0, sizeof(*s));
 		return -ENOMEM;
 	}
@@ -241,14 +250,20 @@ void r2_bufpool_detach_all(struct r2_bufpool *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* Under p->lock: a free buffer, or NULL. */
-static void *take(struct r2_bufpool *p)
+/* Under p->lock: a free buffer, or NULL; *prev gets the owner whose data it
+ * held, and owner becomes its owner. */
+static void *take(struct r2_bufpool *p, uint16_t owner, uint16_t *prev)
 {
 	void *b = p->freel[--p->nfree];
+
+	*prev = 0;
 	for (uint32_t i = 0; i < p->nslabs; i++) {
 		struct slab *s = &p->slabs[i];
 		if ((char *)b >= s->mem && (char *)b < s->mem + s->size) {
-			s->out[((char *)b - s->mem) / p->stride] = 1;
+			size_t idx = (size_t)((char *)b - s->mem) / p->stride;
+			s->out[idx] = 1;
+			*prev = s->last[idx];
+			s->last[idx] = owner;
 			break;
 		}
 	}
@@ -261,15 +276,22 @@ static void *take(struct r2_bufpool *p)
 
 void *r2_bufpool_get(struct r2_bufpool *p, uint64_t timeout_us, int *err)
 {
+	return r2_bufpool_get_for(p, timeout_us, R2_BUFPOOL_ANY_OWNER, 0, err);
+}
+
+void *r2_bufpool_get_for(struct r2_bufpool *p, uint64_t timeout_us, uint16_t owner,
+			 size_t fill, int *err)
+{
 	struct timespec ts;
 	bool waited = false;
 	void *b = NULL;
+	uint16_t prev = 0;
 	int r = 0;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		if (p->nfree) {
-			b = take(p);
+			b = take(p, owner, &prev);
 			r = 0;
 			break;
 		}
@@ -298,6 +320,9 @@ void *r2_bufpool_get(struct r2_bufpool *p, uint64_t timeout_us, int *err)
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
+	/* another tenant's bytes: cleared beyond what the caller writes now */
+	if (b && owner != R2_BUFPOOL_ANY_OWNER && prev && prev != owner && fill < p->stride)
+		memset((char *)b + fill, 0, p->stride - fill);
 	if (err)
 		*err = r;
 	return b;

@@ -75,6 +75,14 @@ void r2_bufpool_detach_all(struct r2_bufpool *p);
  * *err (may be NULL) gets 0, -ENOBUFS (none within the timeout) or -ENOMEM
  * (the system refused a new slab). */
 void *r2_bufpool_get(struct r2_bufpool *p, uint64_t timeout_us, int *err);
+/* The same for an owner (a tenant + 1, docs/tenancy.md) who writes
+ * [0, fill) of the buffer at once: a buffer that last held another owner's
+ * bytes has the rest, [fill, buf_size), cleared first, so that nothing of
+ * the other tenant stays in it. r2_bufpool_get is R2_BUFPOOL_ANY_OWNER: no
+ * clearing (relays and tests), and the next owner's get clears it. */
+#define R2_BUFPOOL_ANY_OWNER 0xffffu
+void *r2_bufpool_get_for(struct r2_bufpool *p, uint64_t timeout_us, uint16_t owner,
+			 size_t fill, int *err);
 /* Gives a buffer back (from any thread); NULL is ignored. A pointer that is
  * not one of the pool's buffers is refused with -EINVAL (and not freed). */
 int r2_bufpool_put(struct r2_bufpool *p, void *buf);

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "net/detour.h"
 #include "net/rails.h"
+#include "net/tenants.h"
 #include "util.h"
 
 /* ---- the cluster key (docs/security.md) ---- */
@@ -330,6 +331,7 @@ int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk
 		r2d_health_data_posted(d, rail, peer, -(int64_t)hdr->len);
 	if (r >= 0 && data) {
 		struct r2_peer *p = r2d_rails_peer_find(d, peer);
+		r2d_tenants_posted(d, rail, peer, hdr->len); /* in the window until written */
 		note_use(rs, rail, hdr->comm);
 		if (p) {
 			atomic_fetch_add_explicit(&p->tx_bytes[rail], hdr->len,
@@ -415,6 +417,7 @@ void r2d_rails_drop(struct r2d *d, int rail, uint64_t peer)
 
 	if (rs && rail >= 0 && rail < rs->n && rs->rail[rail].tp)
 		rs->rail[rail].ops->disconnect(rs->rail[rail].tp, peer);
+	r2d_tenants_fail(d, rail, peer); /* its queued chunks complete with an error too */
 }
 
 static int send_ctrl_hdr(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
@@ -683,9 +686,10 @@ static void *rails_thread(void *arg)
 	struct r2_rails *rs = arg;
 	struct epoll_event evs[R2_MAX_RAILS + 1];
 	struct r2_tp_cqe cq[64];
+	int timeout = 100;
 
 	while (!atomic_load(&rs->stop)) {
-		int n = epoll_wait(rs->epfd, evs, R2_MAX_RAILS + 1, 100);
+		int n = epoll_wait(rs->epfd, evs, R2_MAX_RAILS + 1, timeout);
 		for (int e = 0; e < n; e++) {
 			int rail = (int)evs[e].data.u32;
 			uint64_t v;
@@ -724,6 +728,10 @@ static void *rails_thread(void *arg)
 								memory_order_relaxed);
 						}
 					}
+					if (c->type == R2_TPC_SEND && c->hdr.kind == R2_MSG_DATA &&
+					    c->hdr.len)
+						r2d_tenants_sent(rs->d, rail, c->peer,
+								 c->hdr.len);
 					if (c->type == R2_TPC_SEND && c->ctx == 1) {
 						free(c->buf); /* a control copy */
 					} else if (c->type == R2_TPC_RECV &&
@@ -734,6 +742,11 @@ static void *rails_thread(void *arg)
 						   c->type == R2_TPC_ERROR) {
 						to_loop(rs, rail, c);
 						rs->d->net_ev->deliver(rs->d, rail, c);
+						if (c->type == R2_TPC_ERROR)
+							r2d_tenants_fail(rs->d, rail, c->peer);
+						else
+							r2d_tenants_conn(rs->d, rail, c->peer,
+									 true);
 					} else {
 						if (c->type == R2_TPC_RECV &&
 						    c->hdr.kind == R2_MSG_ACK)
@@ -744,6 +757,9 @@ static void *rails_thread(void *arg)
 				}
 			}
 		}
+		/* the tenants' queues: what the windows and buckets let go now,
+		 * and when a throttled chunk may go */
+		timeout = r2d_tenants_pump_all(rs->d, 100);
 	}
 	return NULL;
 }
@@ -821,6 +837,13 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 	rs->d = d;
 	d->rails = rs;
 	tcp_resolve(d, rs);
+	r = r2d_tenants_init(d); /* made by the configuration, or here (tests) */
+	if (r < 0)
+		return r;
+	r2d_tenants_configure(d, r2_param_bool(&d->params, P_SCHED),
+			      (uint32_t)r2_param_int(&d->params, P_SCHED_QUANTUM),
+			      (uint64_t)r2_param_int(&d->params, P_SCHED_PRIO_RUN),
+			      (uint64_t)r2_param_int(&d->params, P_SCHED_WINDOW));
 	pthread_mutex_init(&rs->qlock, NULL);
 	rs->epfd = epoll_create1(EPOLL_CLOEXEC);
 	rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -981,6 +1004,7 @@ void r2d_rails_stop(struct r2d *d)
 	for (int i = 0; i < rs->n; i++)
 		rs->rail[i].ops->close(rs->rail[i].tp);
 	r2d_bufpools_free(d);
+	r2d_tenants_free(d); /* chunks still queued: their operations are gone */
 	close(rs->epfd);
 	close(rs->wake_fd);
 	pthread_mutex_destroy(&rs->qlock);

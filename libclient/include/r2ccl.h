@@ -194,6 +194,24 @@ int r2ccl_comm_user_rank(const r2ccl_comm_t *comm, int *rank);
 /* Ask the daemons to re-plan this communicator now (seed's ncclCommTriggerRebalance). */
 int r2ccl_comm_trigger_rebalance(r2ccl_comm_t *comm);
 
+/* Bandwidth of a group (the seeds' r2ccl_set_bandwidth_limit;
+ * docs/tenancy.md). The group is the tenant of the communicator: every
+ * communicator of the caller's cgroup on this host shares it. Units: bits
+ * per second leaving this host, all rails together.
+ *   bits_per_s > 0: a cap: the tenant sends at most this (token bucket,
+ *     burst 2% of a second); never above the cap its policy gives (a larger
+ *     value is cut to it), so a tenant can only lower its own cap;
+ *   R2CCL_BW_RESERVE(x): a reserved minimum: up to x bits/s of the tenant's
+ *     chunks go ahead of other tenants' (cut to its cap, if any, and to its
+ *     weight's share of the host's rails);
+ *   R2CCL_BW_UNLIMITED (0): the tenant's own cap and reservation removed
+ *     (its policy's cap stays).
+ * A cap and a reservation are set by two calls and kept apart. 0, or a
+ * negative error (-EINVAL for INT64_MIN). */
+#define R2CCL_BW_UNLIMITED 0
+#define R2CCL_BW_RESERVE(bits_per_s) (-(int64_t)(bits_per_s))
+int r2ccl_set_bandwidth_limit(r2ccl_comm_t *group, int64_t bits_per_s);
+
 /* Collectives. Blocking: they return when the result is in recvbuff (or an
  * error), within the daemon's operation timeout. In-place when
  * sendbuff == recvbuff (AllGather: sendbuff == recvbuff + rank*count*size;

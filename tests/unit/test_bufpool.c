@@ -24,6 +24,11 @@
 #include "transport/transport.h"
 
 #define KB 1024u
+#define TH_CHECK(cond, ...)                      \
+	do {                                     \
+		if (!(cond))                     \
+			ck_abort_msg(__VA_ARGS__); \
+	} while (0)
 #define MB (1024u * 1024u)
 
 static uint64_t now_us(void)
@@ -515,6 +520,45 @@ START_TEST(test_numa_node)
 }
 END_TEST
 
+/* Tenants' isolation: a buffer that held another owner's bytes comes back
+ * with everything past what the new owner writes at once cleared; the same
+ * owner gets it as it left it (nothing to clear); an unowned get does not
+ * clear, and the next owner's does. One buffer, so each get is that one. */
+START_TEST(test_owner_cleared)
+{
+	struct r2_bufpool *p = make(64 * KB, 64 * KB, 64 * KB, 64 * KB, -1);
+	unsigned char *b;
+	int err;
+
+	b = r2_bufpool_get_for(p, 0, 1, 0, &err);
+	ck_assert_ptr_nonnull(b);
+	memset(b, 0xaa, 64 * KB);
+	ck_assert_int_eq(r2_bufpool_put(p, b), 0);
+	b = r2_bufpool_get_for(p, 0, 1, 100, &err); /* the same owner */
+	ck_assert_uint_eq(b[100], 0xaa);
+	ck_assert_uint_eq(b[64 * KB - 1], 0xaa);
+	ck_assert_int_eq(r2_bufpool_put(p, b), 0);
+	b = r2_bufpool_get_for(p, 0, 2, 100, &err); /* another owner */
+	ck_assert_uint_eq(b[99], 0xaa);             /* its own to write */
+	for (size_t i = 100; i < 64 * KB; i++)
+		TH_CHECK(b[i] == 0, "byte %zu of owner 1 left for owner 2: %#x", i, b[i]);
+	memset(b, 0xbb, 64 * KB);
+	ck_assert_int_eq(r2_bufpool_put(p, b), 0);
+	b = r2_bufpool_get(p, 0, &err); /* no owner: as it is */
+	ck_assert_uint_eq(b[64 * KB - 1], 0xbb);
+	memset(b, 0xcc, 64 * KB);
+	ck_assert_int_eq(r2_bufpool_put(p, b), 0);
+	b = r2_bufpool_get_for(p, 0, 2, 64 * KB, &err); /* it writes all of it */
+	ck_assert_uint_eq(b[64 * KB - 1], 0xcc);
+	ck_assert_int_eq(r2_bufpool_put(p, b), 0);
+	b = r2_bufpool_get_for(p, 0, 3, 0, &err);
+	ck_assert_uint_eq(b[0], 0);
+	ck_assert_uint_eq(b[64 * KB - 1], 0);
+	ck_assert_int_eq(r2_bufpool_put(p, b), 0);
+	r2_bufpool_destroy(p);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("bufpool");
@@ -532,6 +576,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_registration_fails);
 	tcase_add_test(tc, test_tcp_send_from_pool);
 	tcase_add_test(tc, test_numa_node);
+	tcase_add_test(tc, test_owner_cleared);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine_harness.h"
+#include "net/tenants.h"
 
 #define T_MS 10000
 
@@ -59,6 +60,71 @@ START_TEST(test_allreduce_two_hosts)
 	allreduce(ss, 2, 256 * 1024, R2CCL_SUM);
 	allreduce(ss, 2, 100, R2CCL_SUM);
 	allreduce(ss, 2, 50000, R2CCL_MAX);
+	th_free_all(hs, 2);
+}
+END_TEST
+
+/* The tenant's row of host h (net/tenants.h). */
+static struct r2_tenant_row tenant_row(struct th_host *h, const char *name)
+{
+	struct r2_tenant_row rows[R2_SCHED_MAX_TENANTS];
+	int n = r2d_tenants_rows(&h->d, rows, R2_SCHED_MAX_TENANTS);
+
+	for (int i = 0; i < n; i++)
+		if (!strcmp(rows[i].pol.name, name))
+			return rows[i];
+	ck_abort_msg("no tenant %s", name);
+	return rows[0];
+}
+
+/* Tenants on the rails' send path: an AllReduce's chunks go through its
+ * tenant's queues (bytes counted); a cap of 40 Mbit/s on both hosts makes
+ * 1 MB per host take at least (1 MB - burst) / 5 MB/s, throttled, and the
+ * result stays right; sched = 0 sends straight to the transports, bytes
+ * still counted. */
+START_TEST(test_tenant_cap)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct r2_tenant_policy p;
+	uint64_t t0, fast_ms, slow_ms, b0[2], per_op[2];
+
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
+	t0 = th_now_ms();
+	allreduce(ss, 2, 256 * 1024, R2CCL_SUM);
+	fast_ms = th_now_ms() - t0;
+	for (int i = 0; i < 2; i++) {
+		struct r2_tenant_row w = tenant_row(hs[i], "test");
+		/* ring of two hosts: half the buffer each way in each of the two phases */
+		ck_assert_uint_ge(w.bytes, 1u << 20);
+		ck_assert_uint_eq(w.queued, 0);
+		b0[i] = per_op[i] = w.bytes;
+		ck_assert(r2d_tenants_policy_get(&hs[i]->d, "test", &p));
+		p.rate_bps = 40000000;
+		ck_assert_int_ge(r2d_tenants_policy_set(&hs[i]->d, &p), 0);
+	}
+	t0 = th_now_ms();
+	allreduce(ss, 2, 256 * 1024, R2CCL_SUM);
+	slow_ms = th_now_ms() - t0;
+	/* (1 MB - 100 KB burst) at 5 MB/s: 190 ms at least */
+	ck_assert_msg(slow_ms >= 180, "capped AllReduce took %llu ms (uncapped %llu ms)",
+		      (unsigned long long)slow_ms, (unsigned long long)fast_ms);
+	for (int i = 0; i < 2; i++) {
+		struct r2_tenant_row w = tenant_row(hs[i], "test");
+		ck_assert_uint_eq(w.rate_bps, 40000000);
+		ck_assert_uint_eq(w.burst_bytes, 100000);
+		ck_assert_uint_gt(w.throttled_us, 100000);
+		ck_assert_uint_eq(w.bytes - b0[i], per_op[i]); /* the same bytes again */
+		ck_assert_uint_eq(w.queued, 0);
+		b0[i] = w.bytes;
+		r2d_tenants_configure(&hs[i]->d, false, 0, 0, 0);
+	}
+	/* scheduler off: straight to the transports, not throttled */
+	t0 = th_now_ms();
+	allreduce(ss, 2, 256 * 1024, R2CCL_SUM);
+	ck_assert_msg(th_now_ms() - t0 < slow_ms, "sched = 0 still throttled");
+	for (int i = 0; i < 2; i++)
+		ck_assert_uint_eq(tenant_row(hs[i], "test").bytes - b0[i], per_op[i]);
 	th_free_all(hs, 2);
 }
 END_TEST
@@ -671,6 +737,7 @@ static Suite *suite(void)
 	Suite *s = suite_create("engine");
 
 	TH_ADD(s, test_allreduce_two_hosts);
+	TH_ADD(s, test_tenant_cap);
 	TH_ADD(s, test_allreduce_three_hosts_two_ranks);
 	TH_ADD(s, test_other_collectives);
 	TH_ADD(s, test_other_collectives_two_ranks);

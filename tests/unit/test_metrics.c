@@ -16,6 +16,7 @@
 
 #include "control/control.h"
 #include "net/health_int.h"
+#include "net/tenants.h"
 
 static int fake_stats(struct r2_tp *tp, uint64_t *tx, uint64_t *rx)
 {
@@ -69,6 +70,7 @@ static struct r2d *md_new(void)
 
 static void md_free(struct r2d *d)
 {
+	r2d_tenants_free(d);
 	pthread_mutex_destroy(&d->health->lock);
 	free(d->health);
 	free(d->rails);
@@ -207,11 +209,45 @@ START_TEST(test_render)
 	d->rails->rail[1].h.changes = 3;
 	d->nsessions = 4;
 	send_data(d, 1, 0xb, 9, 64);
+	/* a tenant's chunk through the scheduler's queue of rail 1 */
+	struct r2_tenant_policy pol;
+	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_DATA, .comm = 9,
+				  .len = 300 };
+	ck_assert_int_eq(r2d_tenants_init(d), 0);
+	r2_tenant_policy_default(&pol, "job\"b");
+	snprintf(pol.cgroup, sizeof(pol.cgroup), "/b");
+	pol.weight = 3;
+	pol.rate_bps = 8000000;
+	pol.cls = R2_TCLASS_LATENCY;
+	int tb = r2d_tenants_policy_set(d, &pol);
+	ck_assert_int_gt(tb, 0);
+	d->rails->peer[1].conn_mask = 0x3;
+	ck_assert_int_eq(r2d_rails_send_tenant(d, 1, 0xb, &h, NULL, 0, tb), 0);
 
 	ck_assert_int_eq(r2d_metrics_render(d, &text, &len), 0);
 	text = realloc(text, len + 1);
 	text[len] = 0;
 	ck_assert_uint_eq(strlen(text), len);
+	ck_assert_double_eq(value_of(text, "r2ccl_tenant_rail_transmit_bytes_total{tenant="
+					   "\"job\\\"b\",device=\"mlx5_3\",port=\"2\","
+					   "nic=\"nic1\",rail=\"1\"}"),
+			    300);
+	ck_assert_double_eq(value_of(text, "r2ccl_tenant_rail_transmit_bytes_total{tenant="
+					   "\"job\\\"b\",device=\"nic0\",port=\"1\","
+					   "nic=\"nic0\",rail=\"0\"}"),
+			    0);
+	ck_assert_double_eq(value_of(text, "r2ccl_tenant_weight{tenant=\"job\\\"b\","
+					   "class=\"latency\"}"),
+			    3);
+	ck_assert_double_eq(value_of(text, "r2ccl_tenant_rate_limit_bytes_per_second{tenant="
+					   "\"job\\\"b\",class=\"latency\"}"),
+			    1000000);
+	ck_assert_double_eq(value_of(text, "r2ccl_tenant_queued_chunks{tenant=\"job\\\"b\","
+					   "class=\"latency\"}"),
+			    0);
+	ck_assert_double_eq(value_of(text, "r2ccl_tenant_weight{tenant=\"default\","
+					   "class=\"bulk\"}"),
+			    1);
 	ck_assert_ptr_nonnull(strstr(text, "# TYPE r2ccl_tenant_operation_latency_seconds histogram\n"));
 	ck_assert_double_eq(value_of(text, "r2ccl_sessions"), 4);
 	ck_assert_double_eq(
@@ -251,9 +287,10 @@ START_TEST(test_render)
 					   "port=\"2\",nic=\"nic1\",rail=\"1\"}"), 3);
 	ck_assert_double_eq(value_of(text, "r2ccl_nic_transmit_bytes_total{device=\"mlx5_3\","
 					   "port=\"2\",nic=\"nic1\",rail=\"1\"}"), 1001);
+	/* 64 posted directly, 300 through the tenant's queue */
 	ck_assert_double_eq(value_of(text, "r2ccl_path_transmit_bytes_total{device=\"mlx5_3\","
 					   "port=\"2\",nic=\"nic1\",rail=\"1\","
-					   "peer=\"000000000000000b\"}"), 64);
+					   "peer=\"000000000000000b\"}"), 364);
 	/* a path that carried nothing and stayed healthy is not listed */
 	ck_assert_ptr_null(strstr(text, "peer=\"000000000000000a\""));
 	ck_assert_double_eq(value_of(text, "r2ccl_failovers_total"), 3);

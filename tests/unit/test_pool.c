@@ -174,6 +174,63 @@ START_TEST(test_workq_destroy_runs_queued)
 }
 END_TEST
 
+/* Owners take turns: with one thread held by a first job, 100 jobs of
+ * owner 1 then 3 of owner 2 are queued; owner 2's run among the first jobs
+ * after the held one (one of each in turn), owner 1's in their order. */
+struct ojob {
+	struct r2_work w;
+	int id;
+	atomic_int *seq;
+	int *order;
+	atomic_bool *hold;
+};
+
+static void ojob_run(struct r2_work *w)
+{
+	struct ojob *j = (struct ojob *)w;
+
+	while (atomic_load(j->hold))
+		usleep(1000);
+	j->order[atomic_fetch_add(j->seq, 1)] = j->id;
+}
+
+START_TEST(test_workq_owners_take_turns)
+{
+	struct r2_workq *q = NULL;
+	struct ojob jobs[104];
+	int order[104];
+	atomic_int seq = 0;
+	atomic_bool hold = true;
+
+	ck_assert_int_eq(r2_workq_create(&q, 1, "t-apply"), 0);
+	for (int i = 0; i < 104; i++) {
+		jobs[i] = (struct ojob){ .w.fn = ojob_run, .id = i, .seq = &seq, .order = order,
+					 .hold = &hold };
+		/* job 0 (owner 1) holds the thread; 1..100 owner 1; 101..103 owner 2 */
+		jobs[i].w.owner = i <= 100 ? 1 : 2;
+	}
+	r2_workq_submit(q, &jobs[0].w);
+	usleep(20000); /* the thread took job 0 and waits */
+	for (int i = 1; i < 104; i++)
+		r2_workq_submit(q, &jobs[i].w);
+	atomic_store(&hold, false);
+	r2_workq_destroy(q);
+	ck_assert_int_eq(atomic_load(&seq), 104);
+	ck_assert_int_eq(order[0], 0);
+	/* then one of each in turn: owner 2's three among the first seven */
+	int last2 = 0, prev1 = 0;
+	for (int k = 1; k < 104; k++) {
+		if (order[k] > 100) {
+			last2 = k;
+		} else {
+			ck_assert_int_gt(order[k], prev1); /* one owner's jobs in order */
+			prev1 = order[k];
+		}
+	}
+	ck_assert_int_le(last2, 7);
+}
+END_TEST
+
 START_TEST(test_workq_bad_args)
 {
 	struct r2_workq *q = (struct r2_workq *)1;
@@ -196,6 +253,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_workq_every_job_once_in_parallel);
 	tcase_add_test(tc, test_workq_destroy_runs_queued);
 	tcase_add_test(tc, test_workq_bad_args);
+	tcase_add_test(tc, test_workq_owners_take_turns);
 	suite_add_tcase(s, tc);
 	return s;
 }

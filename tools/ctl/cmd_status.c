@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * r2cclctl status, sessions, comms, nics, tenants: the daemon's status reply,
+ * r2cclctl status, sessions, comms, nics: the daemon's status reply,
  * its sections described once for the table and the JSON.
  */
 #include <errno.h>
@@ -239,128 +239,6 @@ int cmd_section(struct ctl *c, int argc, char **argv)
 		section_print(c, &comms, (void *const *)st->comms, st->n_comms);
 	else
 		section_print(c, &nics, (void *const *)st->nics, st->n_nics);
-	r2ccl__status_reply__free_unpacked(st, NULL);
-	return EXIT_OK;
-}
-
-/* ---- tenants: the sessions and communicators grouped by tenant ---- */
-
-struct tenant {
-	const char *name;
-	size_t sessions, comms;
-	uint64_t mem_regions, mem_bytes, ops_total;
-	const R2ccl__StatusReply *st; /* its sessions are those of st with its name */
-};
-
-static bool of_tenant(const R2ccl__SessionInfo *s, const struct tenant *t)
-{
-	return !strcmp(s->tenant ? s->tenant : "", t->name);
-}
-
-static int tenant_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct tenant *)a)->name, ((const struct tenant *)b)->name);
-}
-
-static struct tenant *tenant_get(struct tenant *v, size_t *n, const char *name,
-				 const R2ccl__StatusReply *st)
-{
-	for (size_t i = 0; i < *n; i++)
-		if (!strcmp(v[i].name, name))
-			return &v[i];
-	memset(&v[*n], 0, sizeof(v[*n]));
-	v[*n].name = name;
-	v[*n].st = st;
-	return &v[(*n)++];
-}
-
-/* A list of one field (the column's, of R2ccl__SessionInfo) of the tenant's
- * sessions. */
-static void json_tenant_sessions(struct jw *j, const struct col *col, const void *row)
-{
-	const struct tenant *t = row;
-
-	jw_open(j, col->key, '[');
-	for (size_t k = 0; k < t->st->n_sessions; k++) {
-		if (!of_tenant(t->st->sessions[k], t))
-			continue;
-		if (col->type == COL_I32)
-			jw_i64(j, NULL, col_i64(col, t->st->sessions[k]));
-		else
-			jw_u64(j, NULL, col_u64(col, t->st->sessions[k]));
-	}
-	jw_close(j, ']');
-}
-
-/* The tenant's pids, the first 8 and ",..." (at most 95 characters). */
-static const char *txt_pids(const struct col *col, const void *row, size_t idx, char *buf,
-			    size_t len)
-{
-	const struct tenant *t = row;
-	char pids[96] = "";
-	size_t n = 0, shown = 0;
-
-	for (size_t k = 0; k < t->st->n_sessions; k++) {
-		const R2ccl__SessionInfo *s = t->st->sessions[k];
-
-		if (!of_tenant(s, t))
-			continue;
-		if (shown == 8) {
-			snprintf(pids + n, sizeof(pids) - n, ",...");
-			break;
-		}
-		n += (size_t)snprintf(pids + n, sizeof(pids) - n, "%s%d", shown ? "," : "",
-				      s->pid);
-		shown++;
-		if (n >= sizeof(pids))
-			break;
-	}
-	snprintf(buf, len, "%s", or_dash(pids));
-	return buf;
-}
-
-#define TEN(f) offsetof(struct tenant, f)
-static const struct col tenant_cols[] = {
-	{ "tenant", "TENANT", 0, COL_STR, TEN(name) },
-	{ "sessions", ">SESSIONS", 0, COL_SIZE, TEN(sessions) },
-	{ "comms", ">COMMS", 0, COL_SIZE, TEN(comms) },
-	{ "mem_regions", ">REGIONS", 0, COL_U64, TEN(mem_regions) },
-	{ "mem_bytes", ">BYTES", 0, COL_U64, TEN(mem_bytes), txt_bytes },
-	{ "ops_total", ">OPS", 0, COL_U64, TEN(ops_total) },
-	{ "session_ids", NULL, 0, COL_U64, SES(id), NULL, json_tenant_sessions },
-	{ "pids", "PIDS", 0, COL_I32, SES(pid), txt_pids, json_tenant_sessions },
-};
-static const struct section tenants = { "tenants", COLS(tenant_cols) };
-
-int cmd_tenants(struct ctl *c, int argc, char **argv)
-{
-	R2ccl__StatusReply *st = NULL;
-	struct tenant *v;
-	void **rows;
-	size_t n = 0;
-	int r = get_status(c, &st);
-
-	if (r)
-		return r;
-	v = xmalloc((st->n_sessions + st->n_comms + 1) * sizeof(*v));
-	rows = xmalloc((st->n_sessions + st->n_comms + 1) * sizeof(*rows));
-	for (size_t i = 0; i < st->n_sessions; i++) {
-		const R2ccl__SessionInfo *s = st->sessions[i];
-		struct tenant *t = tenant_get(v, &n, s->tenant ? s->tenant : "", st);
-
-		t->sessions++;
-		t->mem_regions += s->mem_regions;
-		t->mem_bytes += s->mem_bytes;
-		t->ops_total += s->ops_total;
-	}
-	for (size_t i = 0; i < st->n_comms; i++)
-		tenant_get(v, &n, st->comms[i]->tenant ? st->comms[i]->tenant : "", st)->comms++;
-	qsort(v, n, sizeof(*v), tenant_cmp);
-	for (size_t i = 0; i < n; i++)
-		rows[i] = &v[i];
-	section_print(c, &tenants, rows, n);
-	free(rows);
-	free(v);
 	r2ccl__status_reply__free_unpacked(st, NULL);
 	return EXIT_OK;
 }

@@ -44,7 +44,11 @@ static void usage(FILE *f)
 		"  sessions          client sessions\n"
 		"  comms             communicators\n"
 		"  nics              network interfaces and which are rails\n"
-		"  tenants           sessions and communicators grouped by tenant\n"
+		"  tenants           tenants: policy, bytes, operations, queues, throttling,\n"
+		"                    quota use (docs/tenancy.md)\n"
+		"  tenants set NAME key=value...\n"
+		"                    change a tenant's weight=, rate= (bit/s), class=\n"
+		"                    (bulk|latency), burst=, max_*= now (root)\n"
 		"  rails             rail health: state, measured bandwidth, errors\n"
 		"  peers             peer hosts per rail: heartbeats\n"
 		"  events [-f]       recent events: rail state changes, re-plans\n"
@@ -86,7 +90,7 @@ static const struct command commands[] = {
 	{ "sessions", 0, 0, true, cmd_section },
 	{ "comms", 0, 0, true, cmd_section },
 	{ "nics", 0, 0, true, cmd_section },
-	{ "tenants", 0, 0, true, cmd_tenants },
+	{ "tenants", 0, 32, true, cmd_tenants },
 	{ "rails", 0, 0, true, cmd_rails },
 	{ "peers", 0, 0, true, cmd_peers },
 	{ "events", 0, 0, true, cmd_events },
@@ -183,6 +187,9 @@ static int check_args(const struct command *cmd, int nargs, char **args, bool fo
 					   "comms'): '%s'",
 					   args[0]);
 	}
+	if (cmd->fn == cmd_tenants && nargs > 0 && (strcmp(args[0], "set") || nargs < 3))
+		return usage_error("tenants set NAME key=value... (weight=W rate=R "
+				   "class=bulk|latency)");
 	if (cmd->fn == cmd_nic_admin && !args[0][0])
 		return usage_error("%s: empty NIC name", cmd->name);
 	return 0;

@@ -1,0 +1,902 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Integration tests of tenants (issue 20, docs/tenancy.md). Clients are
+ * forked children moved into child cgroups of the cgroup v2 hierarchy (found
+ * in /proc/self/mountinfo: /sys/fs/cgroup, or /sys/fs/cgroup/unified on
+ * hybrid hosts) before they drop to an unprivileged uid; the daemon's
+ * configuration maps each cgroup to a tenant with quotas.
+ *
+ * isolation_*: a victim tenant runs a 2-rank AllReduce loop while a
+ * neighbour tenant (of the same uid, then of another uid) tries the
+ * victim's communicator id, memory ids and replayed unique id: every try is
+ * refused with a clear error, and the victim has no failed operation. Then
+ * each runs into its own tenant's quotas (communicators, registrations,
+ * sessions): R2CCL_E_QUOTA naming the tenant's quota.
+ * policy: `r2cclctl tenants` (the configuration's tenants), `tenants set`
+ * (root only), and r2ccl_set_bandwidth_limit (a cap never above the
+ * policy's, a reservation).
+ *
+ * Needs root and a writable cgroup v2 hierarchy (exits 77 otherwise).
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "framing.h"
+#include "harness.h"
+#include "r2ccl.h"
+#include "r2ccl.pb-c.h"
+
+#define UID_A 65534
+#define UID_B 65533
+
+static struct th_daemon D;
+static char CG[256];   /* the v2 hierarchy's mount point */
+static char BASE[64];  /* "/r2ccl-test-PID": the tenants' cgroups below it */
+
+/* ---- cgroups ---- */
+
+/* The mount point of the cgroup v2 hierarchy (mountinfo's fstype cgroup2). */
+static bool cgroup_v2_mount(char *out, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[1024];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char mnt[512], *dash = strstr(line, " - ");
+		if (!dash || strncmp(dash + 3, "cgroup2 ", 8))
+			continue;
+		/* id parent major:minor root mount-point ... */
+		if (sscanf(line, "%*s %*s %*s %*s %511s", mnt) == 1 && strlen(mnt) < len) {
+			snprintf(out, len, "%s", mnt);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static int cg_path(char *buf, size_t len, const char *leaf, const char *file)
+{
+	return snprintf(buf, len, "%s%s%s%s%s%s", CG, BASE, leaf ? "/" : "", leaf ? leaf : "",
+			file ? "/" : "", file ? file : "");
+}
+
+/* Makes BASE and its leaves; false if the hierarchy is not writable. */
+static bool cg_setup(void)
+{
+	static const char *const leaves[] = { "a", "b", "c", "d" };
+	char p[512];
+
+	if (!cgroup_v2_mount(CG, sizeof(CG)))
+		return false;
+	snprintf(BASE, sizeof(BASE), "/r2ccl-test-%d", (int)getpid());
+	cg_path(p, sizeof(p), NULL, NULL);
+	if (mkdir(p, 0755) < 0 && errno != EEXIST)
+		return false;
+	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
+		cg_path(p, sizeof(p), leaves[i], NULL);
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return false;
+	}
+	return true;
+}
+
+static void cg_cleanup(void)
+{
+	static const char *const leaves[] = { "a", "b", "c", "d" };
+	char p[512];
+
+	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
+		cg_path(p, sizeof(p), leaves[i], NULL);
+		rmdir(p);
+	}
+	cg_path(p, sizeof(p), NULL, NULL);
+	rmdir(p);
+}
+
+/* Moves the calling process into BASE/leaf. */
+static int cg_enter(const char *leaf)
+{
+	char p[512];
+	int fd, r = 0;
+
+	cg_path(p, sizeof(p), leaf, "cgroup.procs");
+	fd = open(p, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, "0", 1) != 1)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+/* ---- children: any failed check exits 1 ---- */
+
+static void child_fail(const char *who, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), noreturn));
+static void child_fail(const char *who, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", who);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	_exit(1);
+}
+
+#define C(who, cond, ...)                          \
+	do {                                       \
+		if (!(cond))                       \
+			child_fail(who, __VA_ARGS__); \
+	} while (0)
+
+/* In the child: the tenant's cgroup, then the uid. */
+static void become(const char *who, const char *leaf, uid_t uid)
+{
+	int r = cg_enter(leaf);
+
+	C(who, r == 0, "cgroup %s%s: %s", BASE, leaf, strerror(-r));
+	C(who, setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0, "setresuid: %s",
+	  strerror(errno));
+}
+
+static pid_t fork_child(void (*fn)(void *), void *arg)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		fn(arg);
+		_exit(0);
+	}
+	return pid;
+}
+
+static void wait_ok(pid_t pid, const char *who)
+{
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s's checks failed (status %d)", who,
+		      st);
+}
+
+static void expect_quota(const char *who, int r, const char *quota)
+{
+	C(who, r == R2CCL_E_QUOTA, "expected R2CCL_E_QUOTA (%s), got %s (%s)", quota,
+	  r2ccl_strerror(r), r2ccl_last_error());
+	C(who, strstr(r2ccl_last_error(), quota), "the error does not name %s: %s", quota,
+	  r2ccl_last_error());
+}
+
+/* ---- the victim: a 2-rank AllReduce loop in its tenant ---- */
+
+struct victim {
+	const char *leaf, *tenant;
+	uid_t uid;
+	int id_w;    /* the unique id goes out here */
+	int ready_w; /* one byte when the loop runs */
+	int stop_r;  /* one byte: stop */
+	r2ccl_client_t *cl[2];
+	r2ccl_comm_t *comm[2];
+	r2ccl_unique_id_t id;
+	atomic_long stop_at; /* both ranks run AllReduces 0 .. stop_at - 1 */
+	atomic_long iter[2];
+	atomic_long ops, failed;
+	char why[256];
+	double lat[1 << 15];
+	size_t nlat;
+};
+
+struct vrank {
+	struct victim *v;
+	int rank;
+};
+
+static void *v_init(void *a)
+{
+	struct vrank *k = a;
+
+	if (r2ccl_comm_init_rank(k->v->cl[k->rank], &k->v->comm[k->rank], 2, &k->v->id,
+				 k->rank) != 0)
+		atomic_fetch_add(&k->v->failed, 1);
+	return NULL;
+}
+
+static void *v_loop(void *a)
+{
+	struct vrank *k = a;
+	struct victim *v = k->v;
+	const size_t n = 1024;
+	float *buf;
+
+	if (r2ccl_mem_alloc(v->cl[k->rank], n * sizeof(float), (void **)&buf) != 0) {
+		atomic_fetch_add(&v->failed, 1);
+		return NULL;
+	}
+	for (long it = 0; it < atomic_load(&v->stop_at); it++) {
+		atomic_store(&v->iter[k->rank], it);
+		for (size_t i = 0; i < n; i++)
+			buf[i] = (float)(k->rank + 1);
+		double t0 = th_now_ms();
+		int r = r2ccl_allreduce(v->comm[k->rank], buf, buf, n, R2CCL_FLOAT32, R2CCL_SUM);
+		if (r != 0 || buf[0] != 3.0f || buf[n - 1] != 3.0f) {
+			snprintf(v->why, sizeof(v->why), "rank %d: %s (%s)", k->rank,
+				 r2ccl_strerror(r), r2ccl_last_error());
+			atomic_fetch_add(&v->failed, 1);
+			break;
+		}
+		if (k->rank == 0) {
+			if (v->nlat < sizeof(v->lat) / sizeof(v->lat[0]))
+				v->lat[v->nlat++] = (th_now_ms() - t0) * 1000;
+			atomic_fetch_add(&v->ops, 1);
+		}
+	}
+	r2ccl_mem_free(v->cl[k->rank], buf);
+	return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void victim_main(void *arg)
+{
+	struct victim *v = arg;
+	struct vrank vr[2] = { { v, 0 }, { v, 1 } };
+	pthread_t t[2];
+	char b = 1;
+
+	atomic_store(&v->stop_at, 1L << 40);
+	become("victim", v->leaf, v->uid);
+	for (int r = 0; r < 2; r++)
+		C("victim", r2ccl_connect(NULL, &v->cl[r]) == 0, "connect: %s", r2ccl_last_error());
+	C("victim", r2ccl_get_unique_id(v->cl[0], &v->id) == 0, "unique id");
+	for (int r = 0; r < 2; r++)
+		pthread_create(&t[r], NULL, v_init, &vr[r]);
+	for (int r = 0; r < 2; r++)
+		pthread_join(t[r], NULL);
+	C("victim", !atomic_load(&v->failed), "communicator init failed: %s", r2ccl_last_error());
+	C("victim", write(v->id_w, &v->id, sizeof(v->id)) == sizeof(v->id), "id pipe");
+	for (int r = 0; r < 2; r++)
+		pthread_create(&t[r], NULL, v_loop, &vr[r]);
+	C("victim", write(v->ready_w, &b, 1) == 1, "ready pipe");
+	C("victim", read(v->stop_r, &b, 1) == 1, "stop pipe");
+	/* at least 20 AllReduces in all (a loaded machine is slow) */
+	for (int i = 0; i < 300 && atomic_load(&v->ops) < 20 && !atomic_load(&v->failed); i++)
+		usleep(100000);
+	/* the ranks are at most one AllReduce apart: both stop at the same one */
+	long i0 = atomic_load(&v->iter[0]), i1 = atomic_load(&v->iter[1]);
+	atomic_store(&v->stop_at, (i0 > i1 ? i0 : i1) + 2);
+	for (int r = 0; r < 2; r++)
+		pthread_join(t[r], NULL);
+	C("victim", !atomic_load(&v->failed), "an AllReduce failed beside the neighbour: %s",
+	  v->why);
+	C("victim", atomic_load(&v->ops) >= 20, "only %ld AllReduces", atomic_load(&v->ops));
+	qsort(v->lat, v->nlat, sizeof(v->lat[0]), cmp_double);
+	printf("victim (tenant of %s, uid %u): %zu AllReduces of 4 KiB, p50 %.0f us, p99 %.0f "
+	       "us\n",
+	       v->leaf, (unsigned)v->uid, v->nlat, v->lat[v->nlat / 2],
+	       v->lat[v->nlat * 99 / 100]);
+	fflush(stdout);
+	/* its own quota: max_comms = 1 (the 2-rank one) */
+	r2ccl_unique_id_t id2;
+	r2ccl_comm_t *c2 = NULL;
+	char q[96];
+	snprintf(q, sizeof(q), "quota max_comms of tenant %s", v->tenant);
+	C("victim", r2ccl_get_unique_id(v->cl[0], &id2) == 0, "unique id");
+	expect_quota("victim", r2ccl_comm_init_rank(v->cl[0], &c2, 1, &id2, 0), q);
+	for (int r = 0; r < 2; r++) {
+		C("victim", r2ccl_comm_destroy(v->comm[r]) == 0, "destroy");
+		r2ccl_disconnect(v->cl[r]);
+	}
+}
+
+/* ---- the neighbour ---- */
+
+struct neighbour {
+	const char *leaf, *tenant;
+	uid_t uid;
+	int id_r;
+	uint32_t victim_comm; /* the victim's communicator id (r2cclctl comms) */
+};
+
+/* A raw session: hello, then requests whose Result status is returned. */
+struct raw {
+	int fd;
+	struct r2_frame_reader rd;
+};
+
+static void raw_send(struct raw *w, uint16_t type, const void *msg)
+{
+	const ProtobufCMessage *m = msg;
+	size_t len = protobuf_c_message_get_packed_size(m);
+	uint8_t buf[512];
+
+	C("neighbour", len <= sizeof(buf), "message too long");
+	protobuf_c_message_pack(m, buf);
+	C("neighbour", r2_frame_send(w->fd, type, buf, (uint32_t)len, NULL, 0, 5000) == 0, "send");
+}
+
+static void raw_open(struct raw *w)
+{
+	R2ccl__Hello h = R2CCL__HELLO__INIT;
+	struct r2_frame f;
+
+	w->fd = th_connect_raw(D.socket);
+	C("neighbour", w->fd >= 0, "connect");
+	r2_frame_reader_init(&w->rd, 1 << 20);
+	h.proto_version = R2CCL__PROTO_VERSION__PROTO_VERSION_CURRENT;
+	h.client_name = "neighbour";
+	h.control_only = true;
+	raw_send(w, R2CCL__MSG_TYPE__MSG_HELLO, &h);
+	C("neighbour", r2_frame_recv(w->fd, &w->rd, &f, 5000) == 1, "hello reply");
+	r2_frame_free(&f);
+}
+
+/* The Result's status of a request; its error text in err. */
+static int raw_result(struct raw *w, uint16_t type, const void *msg, char *err, size_t errlen)
+{
+	struct r2_frame f;
+	R2ccl__Result *res;
+	int st;
+
+	raw_send(w, type, msg);
+	C("neighbour", r2_frame_recv(w->fd, &w->rd, &f, 5000) == 1, "no reply");
+	C("neighbour", f.type == R2CCL__MSG_TYPE__MSG_RESULT, "reply type %u", f.type);
+	res = r2ccl__result__unpack(NULL, f.len, f.payload);
+	C("neighbour", res, "result unpack");
+	st = res->status;
+	snprintf(err, errlen, "%s", res->error ? res->error : "");
+	r2ccl__result__free_unpacked(res, NULL);
+	r2_frame_free(&f);
+	return st;
+}
+
+static void raw_close(struct raw *w)
+{
+	r2_frame_reader_reset(&w->rd);
+	close(w->fd);
+}
+
+static void neighbour_main(void *arg)
+{
+	struct neighbour *n = arg;
+	r2ccl_unique_id_t id;
+	r2ccl_client_t *c, *c2 = NULL, *c3 = NULL;
+	r2ccl_comm_t *comm = NULL, *mine = NULL, *mine2 = NULL;
+	struct raw w;
+	char err[256], q[128];
+	void *p[3] = { NULL, NULL, NULL };
+	int r;
+
+	become("neighbour", n->leaf, n->uid);
+	C("neighbour", read(n->id_r, &id, sizeof(id)) == sizeof(id), "id pipe");
+	C("neighbour", r2ccl_connect(NULL, &c) == 0, "connect: %s", r2ccl_last_error());
+
+	/* the victim's unique id, replayed: a free rank is taken by neither */
+	r = r2ccl_comm_init_rank(c, &comm, 2, &id, 1);
+	C("neighbour", r == -EACCES, "joining the victim's communicator: %s (%s), not -EACCES",
+	  r2ccl_strerror(r), r2ccl_last_error());
+	C("neighbour", strstr(r2ccl_last_error(), "may not join"), "unclear error: %s",
+	  r2ccl_last_error());
+
+	/* the victim's communicator id and memory ids, on a raw session */
+	raw_open(&w);
+	R2ccl__Rebalance rb = R2CCL__REBALANCE__INIT;
+	rb.req_id = 1;
+	rb.comm_id = n->victim_comm;
+	r = raw_result(&w, R2CCL__MSG_TYPE__MSG_REBALANCE, &rb, err, sizeof(err));
+	C("neighbour", r == -ENOENT && err[0], "rebalance of the victim's communicator: %d (%s)",
+	  r, err);
+	for (uint32_t rank = 0; rank < 2; rank++) {
+		R2ccl__CommDestroy cd = R2CCL__COMM_DESTROY__INIT;
+		cd.req_id = 2;
+		cd.comm_id = n->victim_comm << 16 | rank;
+		cd.abort = true;
+		r = raw_result(&w, R2CCL__MSG_TYPE__MSG_COMM_DESTROY, &cd, err, sizeof(err));
+		C("neighbour", r == -ENOENT && strstr(err, "no such communicator"),
+		  "abort of the victim's rank %u: %d (%s)", rank, r, err);
+	}
+	for (uint32_t m = 1; m <= 4; m++) {
+		R2ccl__MemDeregister md = R2CCL__MEM_DEREGISTER__INIT;
+		md.req_id = 3;
+		md.mem_id = m;
+		r = raw_result(&w, R2CCL__MSG_TYPE__MSG_MEM_DEREGISTER, &md, err, sizeof(err));
+		C("neighbour", r == R2CCL_E_BAD_BUFFER && strstr(err, "no such memory"),
+		  "deregistering memory id %u: %d (%s)", m, r, err);
+	}
+	raw_close(&w);
+
+	/* its own quotas: max_comms=1, max_regs=2, max_sessions=2 */
+	snprintf(q, sizeof(q), "quota max_comms of tenant %s", n->tenant);
+	r2ccl_unique_id_t u1, u2;
+	C("neighbour", r2ccl_get_unique_id(c, &u1) == 0 && r2ccl_get_unique_id(c, &u2) == 0,
+	  "unique ids");
+	C("neighbour", r2ccl_comm_init_rank(c, &mine, 1, &u1, 0) == 0, "its first communicator: %s",
+	  r2ccl_last_error());
+	expect_quota("neighbour", r2ccl_comm_init_rank(c, &mine2, 1, &u2, 0), q);
+	snprintf(q, sizeof(q), "quota max_regs of tenant %s", n->tenant);
+	C("neighbour", r2ccl_mem_alloc(c, 4096, &p[0]) == 0 && r2ccl_mem_alloc(c, 4096, &p[1]) == 0,
+	  "two registrations: %s", r2ccl_last_error());
+	expect_quota("neighbour", r2ccl_mem_alloc(c, 4096, &p[2]), q);
+	snprintf(q, sizeof(q), "quota max_sessions of tenant %s", n->tenant);
+	C("neighbour", r2ccl_connect(NULL, &c2) == 0, "a second session: %s", r2ccl_last_error());
+	expect_quota("neighbour", r2ccl_connect(NULL, &c3), q);
+	C("neighbour", r2ccl_comm_destroy(mine) == 0, "destroy");
+	r2ccl_mem_free(c, p[0]);
+	r2ccl_mem_free(c, p[1]);
+	r2ccl_disconnect(c2);
+	r2ccl_disconnect(c);
+}
+
+/* ---- fixtures ---- */
+
+static char CONF[512];
+
+/* The configuration: tb's weight as given, then extra (a line, or ""). */
+static void write_conf(int tb_weight, const char *extra)
+{
+	FILE *f = fopen(CONF, "we");
+
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "[tenants]\n"
+		   "default = weight=1\n"
+		   "ta = cgroup=%s/a weight=1 max_comms=1\n"
+		   "tb = cgroup=%s/b weight=%d rate=300M class=latency max_comms=1 max_regs=2 "
+		   "max_sessions=2\n"
+		   "tc = cgroup=%s/c weight=1 max_comms=1\n"
+		   "td = cgroup=%s/d weight=1 max_comms=1 max_regs=2 max_sessions=2\n%s",
+		BASE, BASE, tb_weight, BASE, BASE, extra);
+	fclose(f);
+}
+
+static void start(void)
+{
+	char dir[] = "/tmp/r2ccl-tenants-XXXXXX";
+	const char *args[] = { "--config", CONF, NULL };
+
+	th_temp_path(dir, "r2ccld.conf", CONF, sizeof(CONF));
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	write_conf(3, "");
+	th_start(&D, args);
+	/* the clients run as other users: they must reach the socket */
+	ck_assert_int_eq(chmod(D.dir, 0755), 0);
+	th_expect_log(&D, "tenants: 5 from", 1);
+}
+
+/* The id of the only communicator (r2cclctl comms --json, as root). */
+static uint32_t only_comm_id(void)
+{
+	const char *argv[] = { getenv("R2CCLCTL"), "--json", "comms", NULL };
+	static char out[1 << 16];
+	char *p;
+
+	ck_assert_int_eq(th_run(argv, out, sizeof(out), 10000), 0);
+	p = strstr(out, "\"id\":");
+	ck_assert_msg(p, "no communicator in %s", out);
+	ck_assert_ptr_null(strstr(p + 1, "\"id\":"));
+	return (uint32_t)strtoul(p + 5, NULL, 10);
+}
+
+static void isolation(const char *vleaf, const char *vtenant, uid_t vuid, const char *nleaf,
+		      const char *ntenant, uid_t nuid)
+{
+	static struct victim v;
+	struct neighbour n = { .leaf = nleaf, .tenant = ntenant, .uid = nuid };
+	int idp[2], readyp[2], stopp[2];
+	pid_t vp, np;
+	char b = 1;
+
+	start();
+	ck_assert_int_eq(pipe(idp), 0);
+	ck_assert_int_eq(pipe(readyp), 0);
+	ck_assert_int_eq(pipe(stopp), 0);
+	memset(&v, 0, sizeof(v));
+	v.leaf = vleaf;
+	v.tenant = vtenant;
+	v.uid = vuid;
+	v.id_w = idp[1];
+	v.ready_w = readyp[1];
+	v.stop_r = stopp[0];
+	n.id_r = idp[0];
+	vp = fork_child(victim_main, &v);
+	ck_assert_int_eq(read(readyp[0], &b, 1), 1);
+	n.victim_comm = only_comm_id();
+	np = fork_child(neighbour_main, &n);
+	wait_ok(np, "the neighbour");
+	ck_assert_int_eq(write(stopp[1], &b, 1), 1);
+	wait_ok(vp, "the victim");
+	th_expect_log(&D, "may not join it", 1);
+	th_stop_ok(&D);
+}
+
+START_TEST(isolation_same_uid)
+{
+	isolation("a", "ta", UID_A, "b", "tb", UID_A);
+}
+END_TEST
+
+START_TEST(isolation_other_uid)
+{
+	isolation("c", "tc", UID_B, "d", "td", UID_A);
+}
+END_TEST
+
+/* ---- policy at run time ---- */
+
+static char *ctl(int want, const char *const *args)
+{
+	static char out[1 << 16];
+	const char *argv[16] = { getenv("R2CCLCTL") };
+	int n = 1;
+
+	for (; *args && n < 15; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	ck_assert_int_eq(th_run(argv, out, sizeof(out), 10000), want);
+	return out;
+}
+
+/* The tenant's object in `tenants --json` (from its name on). */
+static const char *tenant_json(const char *out, const char *name)
+{
+	char key[96];
+	const char *p;
+
+	snprintf(key, sizeof(key), "\"name\": \"%s\"", name);
+	p = strstr(out, key);
+	ck_assert_msg(p, "no tenant %s in %s", name, out);
+	return p;
+}
+
+static void expect_field(const char *obj, const char *field)
+{
+	const char *end = strstr(obj + 1, "\"name\":");
+	const char *p = strstr(obj, field);
+
+	ck_assert_msg(p && (!end || p < end), "%s not in %.600s", field, obj);
+}
+
+struct limiter {
+	int ready_w, go_r;
+};
+
+static void limiter_main(void *arg)
+{
+	struct limiter *l = arg;
+	r2ccl_client_t *c;
+	r2ccl_comm_t *comm;
+	r2ccl_unique_id_t id;
+	char b = 1;
+
+	become("limiter", "b", UID_A);
+	C("limiter", r2ccl_connect(NULL, &c) == 0, "connect");
+	C("limiter", r2ccl_get_unique_id(c, &id) == 0, "unique id");
+	C("limiter", r2ccl_comm_init_rank(c, &comm, 1, &id, 0) == 0, "comm");
+	/* a cap of its own below the policy's 300M */
+	C("limiter", r2ccl_set_bandwidth_limit(comm, 100000000) == 0, "limit: %s",
+	  r2ccl_last_error());
+	C("limiter", write(l->ready_w, &b, 1) == 1 && read(l->go_r, &b, 1) == 1, "pipe");
+	/* above the policy's: cut to it; then a reservation */
+	C("limiter", r2ccl_set_bandwidth_limit(comm, 900000000) == 0, "limit");
+	C("limiter", r2ccl_set_bandwidth_limit(comm, R2CCL_BW_RESERVE(50000000)) == 0, "reserve");
+	C("limiter", r2ccl_set_bandwidth_limit(comm, INT64_MIN) == -EINVAL, "INT64_MIN");
+	C("limiter", write(l->ready_w, &b, 1) == 1 && read(l->go_r, &b, 1) == 1, "pipe");
+	/* and as a user, `tenants set` is root's */
+	const char *argv[] = { getenv("R2CCLCTL"), "tenants", "set", "tb", "weight=100", NULL };
+	char out[4096];
+	int st = th_run(argv, out, sizeof(out), 10000);
+	C("limiter", st == 4 && strstr(out, "only root"), "tenants set as a user: %d %s", st, out);
+	const char *argv2[] = { getenv("R2CCLCTL"), "--json", "tenants", NULL };
+	C("limiter", th_run(argv2, out, sizeof(out), 10000) == 0, "tenants as a user");
+	C("limiter", strstr(out, "\"name\": \"tb\"") && !strstr(out, "\"name\": \"ta\"") &&
+			     !strstr(out, "\"name\": \"default\""),
+	  "a user sees another tenant: %s", out);
+	r2ccl_comm_destroy(comm);
+	r2ccl_disconnect(c);
+}
+
+START_TEST(policy)
+{
+	const char *list[] = { "--json", "tenants", NULL };
+	const char *set[] = { "tenants", "set", "ta", "weight=5", "rate=2G", "class=latency", NULL };
+	const char *add[] = { "tenants", "set", "te", "cgroup=/r2ccl-none", "weight=2", NULL };
+	const char *bad[] = { "tenants", "set", "ta", "weight=0", NULL };
+	const char *none[] = { "tenants", "set", "tz", "weight=2", NULL };
+	struct limiter l;
+	int rp[2], gp[2];
+	char b = 1;
+	const char *o;
+
+	start();
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "tb"), "\"weight\": 3");
+	expect_field(tenant_json(o, "tb"), "\"rate_bps\": 300000000");
+	expect_field(tenant_json(o, "tb"), "\"class\": \"latency\"");
+	expect_field(tenant_json(o, "tb"), "\"burst_bytes\": 750000");
+	expect_field(tenant_json(o, "ta"), "\"rate_bps\": 0");
+	ctl(0, set);
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "ta"), "\"weight\": 5");
+	expect_field(tenant_json(o, "ta"), "\"rate_bps\": 2000000000");
+	expect_field(tenant_json(o, "ta"), "\"class\": \"latency\"");
+	ctl(0, add);
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "te"), "\"cgroup\": \"/r2ccl-none\"");
+	ck_assert_ptr_nonnull(strstr(ctl(1, bad), "weight: bad value"));
+	ck_assert_ptr_nonnull(strstr(ctl(1, none), "needs cgroup="));
+	/* a cgroup path as the name: the tenant of that cgroup */
+	const char *bypath[] = { "tenants", "set", "/r2ccl-path/x", "weight=6", NULL };
+	ctl(0, bypath);
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "/r2ccl-path/x"), "\"cgroup\": \"/r2ccl-path/x\"");
+	expect_field(tenant_json(o, "/r2ccl-path/x"), "\"weight\": 6");
+
+	/* r2ccl_set_bandwidth_limit from a client of tb */
+	ck_assert_int_eq(pipe(rp), 0);
+	ck_assert_int_eq(pipe(gp), 0);
+	l.ready_w = rp[1];
+	l.go_r = gp[0];
+	pid_t pid = fork_child(limiter_main, &l);
+	ck_assert_int_eq(read(rp[0], &b, 1), 1);
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "tb"), "\"rate_bps\": 100000000");
+	expect_field(tenant_json(o, "tb"), "\"limit_bps\": 100000000");
+	ck_assert_int_eq(write(gp[1], &b, 1), 1);
+	ck_assert_int_eq(read(rp[0], &b, 1), 1);
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "tb"), "\"rate_bps\": 300000000");
+	expect_field(tenant_json(o, "tb"), "\"reserve_bps\": 50000000");
+	ck_assert_int_eq(write(gp[1], &b, 1), 1);
+	wait_ok(pid, "the limiter");
+
+	/* SIGHUP reads the section again: tb's weight from the file */
+	write_conf(4, "");
+	ck_assert_int_eq(kill(D.pid, SIGHUP), 0);
+	th_expect_log(&D, "tenants: 5 from", 2);
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "tb"), "\"weight\": 4");
+	/* a bad section on SIGHUP keeps the tenants as they were */
+	write_conf(9, "tz = weight=2\n");
+	ck_assert_int_eq(kill(D.pid, SIGHUP), 0);
+	th_expect_log(&D, "cgroup=/path missing (the tenants are kept as they were)", 1);
+	o = ctl(0, list);
+	expect_field(tenant_json(o, "tb"), "\"weight\": 4");
+	th_stop_ok(&D);
+}
+END_TEST
+
+/* ---- reaction: a rate set with r2cclctl, seen in the byte counters ---- */
+
+/* Two daemons of this host act as two hosts (over its NIC, as
+ * test_reasons_hosts does); an 8 MB AllReduce loop between them; host A's
+ * tenant is capped to almost nothing with `r2cclctl tenants set`, then
+ * uncapped: its bytes stop growing, then grow again. Prints both delays. */
+static struct th_daemon RA, RB;
+
+static void kill_pair_at_exit(void)
+{
+	if (RA.pid > 0)
+		th_daemon_stop(&RA, SIGKILL, 1000);
+	if (RB.pid > 0)
+		th_daemon_stop(&RB, SIGKILL, 1000);
+	th_daemon_cleanup(&RA);
+	th_daemon_cleanup(&RB);
+}
+
+struct pair_rank {
+	r2ccl_client_t *c;
+	r2ccl_comm_t *comm;
+	r2ccl_unique_id_t *id;
+	int rank;
+	atomic_bool *stop;
+	atomic_long *failed, *ops;
+	atomic_long *stop_at, *iter;
+};
+
+static void *pair_init(void *a)
+{
+	struct pair_rank *k = a;
+
+	if (r2ccl_comm_init_rank(k->c, &k->comm, 2, k->id, k->rank) != 0)
+		atomic_fetch_add(k->failed, 1);
+	return NULL;
+}
+
+static void *pair_loop(void *a)
+{
+	struct pair_rank *k = a;
+	const size_t n = 2 << 20; /* 8 MB of float */
+	float *buf;
+
+	if (r2ccl_mem_alloc(k->c, n * sizeof(float), (void **)&buf) != 0) {
+		atomic_fetch_add(k->failed, 1);
+		return NULL;
+	}
+	for (long it = 0; it < atomic_load(k->stop_at); it++) {
+		atomic_store(k->iter, it);
+		buf[0] = 1.0f;
+		buf[n - 1] = 2.0f;
+		if (r2ccl_allreduce(k->comm, buf, buf, n, R2CCL_FLOAT32, R2CCL_SUM) != 0 ||
+		    buf[0] != 2.0f || buf[n - 1] != 4.0f) {
+			fprintf(stderr, "rank %d: %s\n", k->rank, r2ccl_last_error());
+			atomic_fetch_add(k->failed, 1);
+			break;
+		}
+		atomic_fetch_add(k->ops, 1);
+	}
+	r2ccl_mem_free(k->c, buf);
+	return NULL;
+}
+
+/* Host A's field of the tenant named name (-1: not listed yet). */
+static long long tenant_field(const char *name, const char *field)
+{
+	const char *argv[] = { getenv("R2CCLCTL"), "--socket", RA.socket, "--json", "tenants",
+			       NULL };
+	static char out[1 << 16];
+	char key[300];
+	const char *p;
+
+	if (th_run(argv, out, sizeof(out), 10000) != 0)
+		return -1;
+	snprintf(key, sizeof(key), "\"name\": \"%s\"", name);
+	p = strstr(out, key);
+	snprintf(key, sizeof(key), "\"%s\": ", field);
+	p = p ? strstr(p, key) : NULL;
+	return p ? atoll(p + strlen(key)) : -1;
+}
+
+static long long tenant_bytes(const char *name)
+{
+	return tenant_field(name, "bytes_total");
+}
+
+static void set_rate(const char *name, const char *rate)
+{
+	char arg[64];
+	const char *argv[] = { getenv("R2CCLCTL"), "--socket", RA.socket, "tenants", "set", name,
+			       arg, NULL };
+	char out[4096];
+
+	snprintf(arg, sizeof(arg), "rate=%s", rate);
+	ck_assert_msg(th_run(argv, out, sizeof(out), 10000) == 0, "tenants set: %s", out);
+}
+
+START_TEST(reaction)
+{
+	static r2ccl_unique_id_t id;
+	static atomic_bool stop;
+	static atomic_long failed, ops, stop_at, iter[2];
+	struct pair_rank k[2];
+	pthread_t t[2];
+	r2ccl_connect_opts_t o = R2CCL_CONNECT_OPTS_INITIALIZER;
+	char tenant[256];
+	long long b0, b1, last;
+	double t0, t1, t2, tlast, tgrow;
+
+	/* the clients' tenant: this process's cgroup, a tenant of its own */
+	ck_assert_int_eq(cg_enter("a"), 0);
+	snprintf(tenant, sizeof(tenant), "%s/a", BASE);
+	atexit(kill_pair_at_exit);
+	ck_assert_int_eq(th_daemon_start(&RA, NULL), 0);
+	ck_assert_int_eq(th_daemon_start(&RB, NULL), 0);
+	atomic_store(&stop_at, 1L << 40);
+	for (int r = 0; r < 2; r++) {
+		k[r] = (struct pair_rank){ .id = &id, .rank = r, .stop = &stop, .failed = &failed,
+					   .ops = &ops, .stop_at = &stop_at, .iter = &iter[r] };
+		o.socket_path = r ? RB.socket : RA.socket;
+		ck_assert_int_eq(r2ccl_connect(&o, &k[r].c), 0);
+	}
+	ck_assert_int_eq(r2ccl_get_unique_id(k[0].c, &id), 0);
+	for (int r = 0; r < 2; r++)
+		pthread_create(&t[r], NULL, pair_init, &k[r]);
+	for (int r = 0; r < 2; r++)
+		pthread_join(t[r], NULL);
+	ck_assert_int_eq(atomic_load(&failed), 0);
+	for (int r = 0; r < 2; r++)
+		pthread_create(&t[r], NULL, pair_loop, &k[r]);
+	for (int i = 0; i < 200 && atomic_load(&ops) < 3; i++)
+		usleep(50000);
+	ck_assert_msg(atomic_load(&ops) >= 3, "the AllReduce loop did not run");
+	b0 = tenant_bytes(tenant);
+	ck_assert_msg(b0 > 0, "host A counted no bytes for tenant %s", tenant);
+	/* bytes per second now (taken once a second) */
+	long long bps = 0;
+	for (int i = 0; i < 60 && bps <= 0; i++) {
+		usleep(50000);
+		bps = tenant_field(tenant, "bytes_per_s");
+	}
+	ck_assert_msg(bps > 0, "no bytes per second for a tenant that sends");
+
+	/* capped to 8 kbit/s: one chunk would take 1000 s */
+	t0 = th_now_ms();
+	set_rate(tenant, "8K");
+	t1 = th_now_ms();
+	last = tenant_bytes(tenant);
+	tlast = th_now_ms();
+	while (th_now_ms() - t1 < 1000) {
+		long long b = tenant_bytes(tenant);
+		if (b != last) {
+			last = b;
+			tlast = th_now_ms();
+		}
+	}
+	b1 = last;
+	/* at most the chunks picked while the command was on its way: one per
+	 * rail and stream (a handful of MB), nothing after */
+	ck_assert_msg(tlast - t1 < 500, "bytes still grew %.0f ms after the command", tlast - t1);
+	t2 = th_now_ms();
+	set_rate(tenant, "0");
+	tgrow = -1;
+	while (th_now_ms() - t2 < 10000) {
+		if (tenant_bytes(tenant) > b1) {
+			tgrow = th_now_ms() - t2;
+			break;
+		}
+	}
+	ck_assert_msg(tgrow >= 0, "the bytes did not grow again within 10 s of rate=0");
+	printf("reaction: cap: r2cclctl tenants set took %.1f ms, the last byte was counted "
+	       "%.1f ms after it returned; uncap: the first new byte %.1f ms after the command "
+	       "started (polled through r2cclctl, a few ms per poll)\n",
+	       t1 - t0, tlast > t1 ? tlast - t1 : 0.0, tgrow);
+	fflush(stdout);
+	long i0 = atomic_load(&iter[0]), i1 = atomic_load(&iter[1]);
+	atomic_store(&stop_at, (i0 > i1 ? i0 : i1) + 2);
+	for (int r = 0; r < 2; r++)
+		pthread_join(t[r], NULL);
+	ck_assert_msg(atomic_load(&failed) == 0, "an AllReduce failed");
+	for (int r = 0; r < 2; r++) {
+		ck_assert_int_eq(r2ccl_comm_destroy(k[r].comm), 0);
+		r2ccl_disconnect(k[r].c);
+	}
+	ck_assert_int_eq(th_daemon_stop(&RA, SIGTERM, 15000), 0);
+	ck_assert_int_eq(th_daemon_stop(&RB, SIGTERM, 15000), 0);
+}
+END_TEST
+
+int main(void)
+{
+	const TTest *const tests[] = { isolation_same_uid, isolation_other_uid, policy,
+				       reaction };
+	size_t n = sizeof(tests) / sizeof(tests[0]);
+	int r;
+
+	if (geteuid() != 0) {
+		printf("SKIP: needs root (cgroups and other uids)\n");
+		return 77;
+	}
+	if (!cg_setup()) {
+		printf("SKIP: no writable cgroup v2 hierarchy (%s)\n", CG[0] ? CG : "none mounted");
+		cg_cleanup();
+		return 77;
+	}
+	/* reaction needs two daemons joined over a NIC with an IPv4 address */
+	if (system("ip -4 -o addr show scope global 2>/dev/null | grep -q .") != 0) {
+		printf("no NIC with an IPv4 address: reaction skipped\n");
+		n--;
+	}
+	r = th_run_suite(th_suite("tenants", 300, tests, n));
+	cg_cleanup();
+	return r;
+}

@@ -1,0 +1,582 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of the tenants' scheduler (daemon/net/sched.c) on synthetic
+ * chunk streams over a simulated link (bytes/s, one chunk on the wire at a
+ * time, time in simulated microseconds): exact byte shares per round for
+ * 3:1 and 1:1:2, the deficit round robin bound with mixed chunk sizes, the
+ * token bucket's bound rate*T + burst in every window (and 95% of the rate
+ * reached), the latency class's priority and its bound, the scheduler off
+ * (FIFO), a reservation, a weight change taking effect on the next chunk,
+ * requeue and removal; the policy syntax and the longest-prefix match. */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/sched.h"
+
+#define KB 1024u
+#define MB (1024u * 1024u)
+#define MAXIT 200000
+
+struct sim {
+	struct r2_sched *s;
+	struct r2_sched_item items[MAXIT];
+	int nitems;
+	/* what was sent: tenant, length, time */
+	int tenant[MAXIT];
+	uint32_t len[MAXIT];
+	uint64_t at[MAXIT];
+	int nsent;
+	uint64_t now;
+	double link_Bps;
+};
+
+static struct sim *sim_new(uint32_t quantum, uint64_t prio_run, double link_Bps)
+{
+	struct sim *m = calloc(1, sizeof(*m));
+	ck_assert_ptr_nonnull(m);
+	m->s = calloc(1, sizeof(*m->s));
+	ck_assert_ptr_nonnull(m->s);
+	r2_sched_init(m->s, quantum, prio_run);
+	m->now = 1000;
+	m->link_Bps = link_Bps;
+	return m;
+}
+
+static void sim_free(struct sim *m)
+{
+	free(m->s);
+	free(m);
+}
+
+static int tenant(struct sim *m, const char *name, const char *spec)
+{
+	struct r2_tenant_policy p;
+	char err[128];
+
+	r2_tenant_policy_default(&p, name);
+	ck_assert_int_eq(r2_tenant_policy_parse(&p, spec, err, sizeof(err)), 0);
+	int t = r2_sched_policy_set(m->s, &p, m->now);
+	ck_assert_int_gt(t, 0);
+	return t;
+}
+
+static struct r2_sched_item *push(struct sim *m, int rail, int t, uint32_t len)
+{
+	ck_assert_int_lt(m->nitems, MAXIT);
+	struct r2_sched_item *it = &m->items[m->nitems++];
+	it->len = len;
+	it->tenant = (uint16_t)t;
+	r2_sched_enqueue(m->s, rail, it, m->now);
+	return it;
+}
+
+/* Sends one chunk of rail 0 (waiting for tokens if need be); false when
+ * nothing is queued. */
+static bool step(struct sim *m)
+{
+	struct r2_sched_item *it = r2_sched_next(m->s, 0, m->now);
+
+	if (!it) {
+		uint64_t w = r2_sched_next_wake(m->s, m->now);
+		if (w == UINT64_MAX)
+			return false;
+		ck_assert_uint_ge(w, m->now);
+		m->now = w;
+		it = r2_sched_next(m->s, 0, m->now);
+		ck_assert_ptr_nonnull(it);
+	}
+	ck_assert_int_lt(m->nsent, MAXIT);
+	m->tenant[m->nsent] = it->tenant;
+	m->len[m->nsent] = it->len;
+	m->at[m->nsent] = m->now;
+	m->nsent++;
+	m->now += (uint64_t)((double)it->len / m->link_Bps * 1e6);
+	return true;
+}
+
+/* Every tenant of ts[] keeps `depth` chunks of len queued on rail 0. */
+static void run_backlogged(struct sim *m, const int *ts, int nt, uint32_t len, int chunks)
+{
+	int queued[8] = { 0 };
+
+	for (int k = 0; k < chunks; k++) {
+		for (int i = 0; i < nt; i++) {
+			queued[i] = (int)m->s->t[ts[i]].queued;
+			while (queued[i] < 4) {
+				push(m, 0, ts[i], len);
+				queued[i]++;
+			}
+		}
+		ck_assert(step(m));
+	}
+}
+
+static uint64_t bytes_of(struct sim *m, int t, int from, int to)
+{
+	uint64_t b = 0;
+
+	for (int i = from; i < to; i++)
+		if (m->tenant[i] == t)
+			b += m->len[i];
+	return b;
+}
+
+START_TEST(test_share_3_1)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=3"), b = tenant(m, "b", "weight=1");
+	int ts[] = { a, b };
+
+	run_backlogged(m, ts, 2, 1 * MB, 400);
+	/* every round of 4 chunks: exactly 3 of a, 1 of b */
+	for (int w = 0; w + 4 <= m->nsent; w += 4) {
+		ck_assert_uint_eq(bytes_of(m, a, w, w + 4), 3 * MB);
+		ck_assert_uint_eq(bytes_of(m, b, w, w + 4), 1 * MB);
+	}
+	sim_free(m);
+}
+END_TEST
+
+START_TEST(test_share_1_1_2)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=1"), b = tenant(m, "b", "weight=1"),
+	    c = tenant(m, "c", "weight=2");
+	int ts[] = { a, b, c };
+
+	run_backlogged(m, ts, 3, 1 * MB, 400);
+	for (int w = 0; w + 4 <= m->nsent; w += 4) {
+		ck_assert_uint_eq(bytes_of(m, a, w, w + 4), 1 * MB);
+		ck_assert_uint_eq(bytes_of(m, b, w, w + 4), 1 * MB);
+		ck_assert_uint_eq(bytes_of(m, c, w, w + 4), 2 * MB);
+	}
+	/* the same over 100 ms windows of a 1 Gbit/s link (12 chunks each):
+	 * within one chunk of the weights' share */
+	uint64_t win = 100000;
+	for (uint64_t t0 = m->at[0]; t0 + win <= m->at[m->nsent - 1]; t0 += win) {
+		int from = 0, to;
+		while (m->at[from] < t0)
+			from++;
+		for (to = from; to < m->nsent && m->at[to] < t0 + win; to++)
+			;
+		uint64_t tot = bytes_of(m, a, from, to) + bytes_of(m, b, from, to) +
+			       bytes_of(m, c, from, to);
+		double sc = (double)bytes_of(m, c, from, to);
+		ck_assert_double_le(sc > tot / 2.0 ? sc - tot / 2.0 : tot / 2.0 - sc, 1.0 * MB);
+	}
+	sim_free(m);
+}
+END_TEST
+
+/* Mixed chunk sizes: deficit round robin keeps |bytes_a/3 - bytes_b| within
+ * the largest chunk plus a quantum over every prefix (both backlogged). */
+START_TEST(test_drr_bound_mixed)
+{
+	struct sim *m = sim_new(256 * KB, 0, 125e6);
+	int a = tenant(m, "a", "weight=3"), b = tenant(m, "b", "weight=1");
+	unsigned seed = 7;
+	double ba = 0, bb = 0;
+
+	for (int k = 0; k < 5000; k++) {
+		while (m->s->t[a].queued < 4)
+			push(m, 0, a, 64 * KB + (uint32_t)(rand_r(&seed) % (960 * KB)));
+		while (m->s->t[b].queued < 4)
+			push(m, 0, b, 64 * KB + (uint32_t)(rand_r(&seed) % (960 * KB)));
+		ck_assert(step(m));
+		if (m->tenant[m->nsent - 1] == a)
+			ba += m->len[m->nsent - 1];
+		else
+			bb += m->len[m->nsent - 1];
+		double diff = ba / 3.0 - bb;
+		ck_assert_double_le(diff < 0 ? -diff : diff, 1.0 * MB + 3 * 256.0 * KB);
+	}
+	double share = ba / (ba + bb);
+	ck_assert_double_ge(share, 0.74);
+	ck_assert_double_le(share, 0.76);
+	sim_free(m);
+}
+END_TEST
+
+/* Bytes sent in every window [at[i], at[i] + T) of the send times. */
+static void check_bucket(struct sim *m, int t, double rate_Bps, double burst)
+{
+	static const uint64_t wins[] = { 10000, 100000, 1000000 };
+
+	for (size_t w = 0; w < sizeof(wins) / sizeof(wins[0]); w++) {
+		int to = 0;
+		uint64_t sum = 0;
+		for (int from = 0; from < m->nsent; from++) {
+			if (to < from) {
+				to = from;
+				sum = 0;
+			}
+			while (to < m->nsent && m->at[to] < m->at[from] + wins[w]) {
+				if (m->tenant[to] == t)
+					sum += m->len[to];
+				to++;
+			}
+			ck_assert_msg((double)sum <= rate_Bps * (double)wins[w] / 1e6 + burst + 1,
+				      "window %llu us from %llu: %llu bytes > rate*T + burst %.0f",
+				      (unsigned long long)wins[w], (unsigned long long)m->at[from],
+				      (unsigned long long)sum,
+				      rate_Bps * (double)wins[w] / 1e6 + burst);
+			if (m->tenant[from] == t)
+				sum -= m->len[from];
+		}
+	}
+}
+
+START_TEST(test_bucket_bound)
+{
+	/* 300 Mbit/s alone on a 1 Gbit/s link, 512 KiB chunks (burst 2%:
+	 * 750,000 bytes) */
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "rate=300M");
+	int ts[] = { a };
+
+	ck_assert_uint_eq(r2_sched_rate(m->s, a), 300000000ull);
+	ck_assert_uint_eq(r2_sched_burst(m->s, a), 750000ull);
+	uint64_t t0 = m->now;
+	run_backlogged(m, ts, 1, 512 * KB, 150);
+	check_bucket(m, a, 37.5e6, 750000);
+	double got = (double)bytes_of(m, a, 0, m->nsent) / ((double)(m->now - t0) / 1e6);
+	ck_assert_double_ge(got, 0.95 * 37.5e6);
+	ck_assert_uint_gt(m->s->t[a].throttled_us, 0);
+	sim_free(m);
+}
+END_TEST
+
+/* A chunk larger than the burst: the bound is rate*T + the chunk. */
+START_TEST(test_bucket_large_chunk)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "rate=100M");
+	int b = tenant(m, "b", "weight=1");
+	int ts[] = { a, b };
+
+	run_backlogged(m, ts, 2, 1 * MB, 300);
+	check_bucket(m, a, 12.5e6, 1.0 * MB);
+	/* b takes what a may not */
+	ck_assert_uint_gt(bytes_of(m, b, 0, m->nsent), 4 * bytes_of(m, a, 0, m->nsent));
+	sim_free(m);
+}
+END_TEST
+
+/* A latency tenant's chunk goes next when it comes; bulk gets a chunk after
+ * at most prio_run bytes of latency chunks in a row. */
+START_TEST(test_priority_bound)
+{
+	struct sim *m = sim_new(1 * MB, 4 * MB, 125e6);
+	int bulk = tenant(m, "bulk", "weight=10 class=bulk");
+	int lat = tenant(m, "lat", "weight=1 class=latency");
+
+	for (int i = 0; i < 8; i++)
+		push(m, 0, bulk, 1 * MB);
+	ck_assert(step(m));
+	ck_assert_int_eq(m->tenant[0], bulk);
+	push(m, 0, lat, 128 * KB);
+	ck_assert(step(m));
+	ck_assert_int_eq(m->tenant[1], lat); /* ahead of 7 bulk chunks */
+
+	/* both backlogged: runs of latency bytes never exceed prio_run + one chunk */
+	int ts[] = { bulk, lat };
+	int start = m->nsent;
+	run_backlogged(m, ts, 2, 256 * KB, 2000);
+	uint64_t run = 0, maxrun = 0, nbulk = 0;
+	for (int i = start; i < m->nsent; i++) {
+		if (m->tenant[i] == lat) {
+			run += m->len[i];
+			maxrun = run > maxrun ? run : maxrun;
+		} else {
+			run = 0;
+			nbulk++;
+		}
+	}
+	ck_assert_uint_le(maxrun, 4 * MB + 256 * KB);
+	ck_assert_uint_ge(maxrun, 4 * MB);
+	ck_assert_uint_gt(nbulk, 2000 / 20);
+	sim_free(m);
+}
+END_TEST
+
+START_TEST(test_off_fifo)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=1 rate=1M"), b = tenant(m, "b", "weight=9 class=latency");
+
+	m->s->enabled = false;
+	for (int i = 0; i < 20; i++)
+		push(m, 0, i % 3 ? a : b, 1 * MB);
+	for (int i = 0; i < 20; i++) {
+		ck_assert(step(m));
+		ck_assert_int_eq(m->tenant[i], i % 3 ? a : b);
+	}
+	ck_assert(!step(m));
+	sim_free(m);
+}
+END_TEST
+
+/* A reserved tenant of weight 1 against weight 9 gets its reservation. */
+START_TEST(test_reserve)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=1"), b = tenant(m, "b", "weight=9");
+	int ts[] = { a, b };
+
+	r2_sched_set_limit(m->s, a, 0, 500000000ull, 0, m->now); /* 62.5 MB/s of 125 */
+	uint64_t t0 = m->now;
+	run_backlogged(m, ts, 2, 512 * KB, 2000);
+	double got = (double)bytes_of(m, a, 0, m->nsent) / ((double)(m->now - t0) / 1e6);
+	ck_assert_double_ge(got, 0.95 * 62.5e6);
+	/* its own cap never above the policy's rate */
+	struct r2_tenant_policy p = m->s->t[a].pol;
+	p.rate_bps = 100000000;
+	r2_sched_policy_set(m->s, &p, m->now);
+	r2_sched_set_limit(m->s, a, 200000000ull, 0, 0, m->now);
+	ck_assert_uint_eq(r2_sched_rate(m->s, a), 100000000ull);
+	r2_sched_set_limit(m->s, a, 50000000ull, 80000000ull, 0, m->now);
+	ck_assert_uint_eq(r2_sched_rate(m->s, a), 50000000ull);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 50000000ull);
+	/* within its weight share of the rails: weight 1 of 1 + 9 */
+	r2_sched_set_limit(m->s, a, 0, 800000000ull, 500000000ull, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 50000000ull); /* 1/10 of 500M */
+	r2_sched_set_limit(m->s, a, 0, 800000000ull, 10000000000ull, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 100000000ull); /* its cap, 100M */
+	p.rate_bps = 0;
+	r2_sched_policy_set(m->s, &p, m->now);
+	r2_sched_set_limit(m->s, a, 0, 800000000ull, 1000000000ull, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 100000000ull); /* 1/10 of 1G */
+	r2_sched_set_limit(m->s, a, 0, 80000000ull, 10000000000ull, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 80000000ull); /* as asked */
+	sim_free(m);
+}
+END_TEST
+
+/* A weight changed at run time counts from the next chunk. */
+START_TEST(test_change_next_chunk)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=1"), b = tenant(m, "b", "weight=1");
+	int ts[] = { a, b };
+
+	run_backlogged(m, ts, 2, 1 * MB, 40);
+	ck_assert_uint_eq(bytes_of(m, a, 0, 40), 20 * MB);
+	struct r2_tenant_policy p = m->s->t[a].pol;
+	p.weight = 3;
+	r2_sched_policy_set(m->s, &p, m->now);
+	int at = m->nsent;
+	run_backlogged(m, ts, 2, 1 * MB, 40);
+	/* from the next round on: 3 of 4 */
+	ck_assert_uint_ge(bytes_of(m, a, at, at + 40), 29 * MB);
+	ck_assert_uint_le(bytes_of(m, a, at, at + 40), 31 * MB);
+	/* a cap set now holds from the next chunk: nothing more than its burst
+	 * goes at once */
+	p.rate_bps = 8000000; /* 1 MB/s */
+	r2_sched_policy_set(m->s, &p, m->now);
+	at = m->nsent;
+	run_backlogged(m, ts, 2, 1 * MB, 40);
+	ck_assert_uint_le(bytes_of(m, a, at, at + 40), 2 * MB);
+	sim_free(m);
+}
+END_TEST
+
+/* A class changed while chunks wait: the next chunk is served as the new
+ * class (bulk tenant b made latency goes ahead of a's backlog). */
+START_TEST(test_class_change)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=1"), b = tenant(m, "b", "weight=1");
+
+	for (int i = 0; i < 4; i++) {
+		push(m, 0, a, 1 * MB);
+		push(m, 0, b, 1 * MB);
+	}
+	ck_assert(step(m));
+	ck_assert(step(m));
+	struct r2_tenant_policy p = m->s->t[b].pol;
+	p.cls = R2_TCLASS_LATENCY;
+	r2_sched_policy_set(m->s, &p, m->now);
+	int at = m->nsent;
+	for (int i = 0; i < 3; i++) {
+		ck_assert(step(m));
+		ck_assert_int_eq(m->tenant[at + i], b);
+	}
+	while (step(m))
+		;
+	ck_assert_int_eq(m->nsent, 8);
+	ck_assert_uint_eq(m->s->t[a].queued + m->s->t[b].queued, 0);
+	sim_free(m);
+}
+END_TEST
+
+/* An item that may not go (its peer's window full) passes its tenant over:
+ * the other tenant is served, and it goes once it may. */
+static bool not_tenant(const struct r2_sched_item *it, void *arg)
+{
+	return it->tenant != *(const int *)arg;
+}
+
+START_TEST(test_may_send)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=9 class=latency"), b = tenant(m, "b", "weight=1");
+	int blocked = a;
+
+	for (int i = 0; i < 3; i++) {
+		push(m, 0, a, 1 * MB);
+		push(m, 0, b, 1 * MB);
+	}
+	m->s->may_send = not_tenant;
+	m->s->may_send_arg = &blocked;
+	for (int i = 0; i < 3; i++) {
+		ck_assert(step(m));
+		ck_assert_int_eq(m->tenant[i], b);
+	}
+	ck_assert_ptr_null(r2_sched_next(m->s, 0, m->now)); /* only a's left, blocked */
+	blocked = -1;
+	for (int i = 3; i < 6; i++) {
+		ck_assert(step(m));
+		ck_assert_int_eq(m->tenant[i], a);
+	}
+	sim_free(m);
+}
+END_TEST
+
+static bool drop_b(struct r2_sched_item *it, void *arg)
+{
+	return it->tenant == *(int *)arg;
+}
+
+START_TEST(test_requeue_remove)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=1"), b = tenant(m, "b", "weight=1");
+
+	struct r2_sched_item *x = push(m, 0, a, 1 * MB);
+	push(m, 0, a, 1 * MB);
+	push(m, 0, b, 1 * MB);
+	push(m, 0, b, 1 * MB);
+	struct r2_sched_item *it = r2_sched_next(m->s, 0, m->now);
+	ck_assert_ptr_eq(it, x);
+	ck_assert_uint_eq(m->s->t[a].bytes, 1 * MB);
+	r2_sched_requeue(m->s, 0, it);
+	ck_assert_uint_eq(m->s->t[a].bytes, 0);
+	ck_assert_ptr_eq(r2_sched_next(m->s, 0, m->now), x);
+	ck_assert_int_eq(r2_sched_remove(m->s, 0, drop_b, &b), 2);
+	ck_assert_uint_eq(m->s->t[b].queued, 0);
+	ck_assert_uint_eq(r2_sched_queued(m->s, 0), 1);
+	it = r2_sched_next(m->s, 0, m->now);
+	ck_assert_ptr_nonnull(it);
+	ck_assert_int_eq(it->tenant, a);
+	ck_assert_ptr_null(r2_sched_next(m->s, 0, m->now));
+	sim_free(m);
+}
+END_TEST
+
+START_TEST(test_policy_syntax_and_match)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	struct r2_tenant_policy p;
+	char err[256], line[512];
+
+	r2_tenant_policy_default(&p, "x");
+	ck_assert_int_eq(r2_tenant_policy_parse(&p, "cgroup=/kubepods/burstable weight=3 rate=2G "
+						     "class=latency max_comms=8 max_mem=1G",
+						err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(p.weight, 3);
+	ck_assert_uint_eq(p.rate_bps, 2000000000ull);
+	ck_assert_int_eq(p.cls, R2_TCLASS_LATENCY);
+	ck_assert_uint_eq(p.max_comms, 8);
+	ck_assert_uint_eq(p.max_mem, 1ull << 30);
+	r2_tenant_policy_format(&p, line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "rate=2000000000 class=latency"));
+	ck_assert_int_eq(r2_tenant_policy_parse(&p, "weight=0", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(r2_tenant_policy_parse(&p, "class=fast", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(r2_tenant_policy_parse(&p, "rate=12Q", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(r2_tenant_policy_parse(&p, "colour=red", err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "unknown tenant key"));
+	ck_assert_int_eq(r2_tenant_policy_parse(&p, "cgroup=relative", err, sizeof(err)),
+			 -EINVAL);
+
+	ck_assert_int_eq(r2_sched_tenant_find(m->s, "/kubepods/x"), -ENOENT);
+	int k = tenant(m, "k8s", "cgroup=/kubepods");
+	int kb = tenant(m, "k8s-burstable", "cgroup=/kubepods/burstable weight=2");
+	int sv = tenant(m, "foo", "cgroup=/system.slice/foo.service");
+	ck_assert_int_eq(r2_sched_tenant_find(m->s, "/kubepods/burstable/pod1/c"), kb);
+	ck_assert_int_eq(r2_sched_tenant_of(m->s, "/kubepods/burstable/pod1/c", m->now), kb);
+	ck_assert_int_eq(r2_sched_tenant_of(m->s, "/kubepods/besteffort/pod2", m->now), k);
+	ck_assert_int_eq(r2_sched_tenant_of(m->s, "/kubepods", m->now), k);
+	ck_assert_int_eq(r2_sched_tenant_of(m->s, "/system.slice/foo.service", m->now), sv);
+	/* a prefix is a whole path component */
+	int u = r2_sched_tenant_of(m->s, "/kubepodsX/a", m->now);
+	ck_assert_int_ne(u, k);
+	ck_assert(m->s->t[u].dynamic);
+	ck_assert_str_eq(m->s->t[u].pol.name, "/kubepodsX/a");
+	ck_assert_int_eq(r2_sched_tenant_of(m->s, "/kubepodsX/a", m->now), u);
+	ck_assert_int_eq(r2_sched_tenant_find(m->s, "/kubepodsX/a"), u);
+	ck_assert_int_eq(r2_sched_tenant_find(m->s, "/kubepodsX/b"), -ENOENT);
+	int u2 = r2_sched_tenant_of(m->s, "/user.slice/b", m->now);
+	ck_assert_int_ne(u2, u);
+	/* the default policy changed: the unmatched cgroups' tenants follow */
+	r2_tenant_policy_default(&p, "default");
+	p.weight = 7;
+	p.cls = R2_TCLASS_LATENCY;
+	ck_assert_int_eq(r2_sched_policy_set(m->s, &p, m->now), 0);
+	ck_assert_uint_eq(m->s->t[u2].pol.weight, 7);
+	ck_assert_int_eq(m->s->t[u2].pol.cls, R2_TCLASS_LATENCY);
+	ck_assert_str_eq(m->s->t[u2].pol.cgroup, "/user.slice/b");
+	ck_assert_uint_eq(m->s->t[k].pol.weight, 1); /* a named one keeps its own */
+	/* the table full: "_other" */
+	char path[64];
+	int last = -1;
+	for (int i = 0; i < 80; i++) {
+		snprintf(path, sizeof(path), "/many/%d", i);
+		last = r2_sched_tenant_of(m->s, path, m->now);
+	}
+	ck_assert_int_eq(last, R2_SCHED_MAX_TENANTS - 1);
+	ck_assert_str_eq(m->s->t[last].pol.name, "_other");
+	ck_assert_int_eq(r2_sched_find(m->s, "_other"), last);
+	/* a new named entry no longer fits */
+	r2_tenant_policy_default(&p, "late");
+	ck_assert_int_eq(r2_sched_policy_set(m->s, &p, m->now), -ENOSPC);
+	sim_free(m);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("sched");
+	TCase *tc = tcase_create("sched");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_share_3_1);
+	tcase_add_test(tc, test_share_1_1_2);
+	tcase_add_test(tc, test_drr_bound_mixed);
+	tcase_add_test(tc, test_bucket_bound);
+	tcase_add_test(tc, test_bucket_large_chunk);
+	tcase_add_test(tc, test_priority_bound);
+	tcase_add_test(tc, test_off_fifo);
+	tcase_add_test(tc, test_reserve);
+	tcase_add_test(tc, test_change_next_chunk);
+	tcase_add_test(tc, test_requeue_remove);
+	tcase_add_test(tc, test_class_change);
+	tcase_add_test(tc, test_may_send);
+	tcase_add_test(tc, test_policy_syntax_and_match);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The figures of tools/bench/tenant-bench.sh, in parts that are tested alone
+(`tenant-shares.py selftest`, in the unit suite).
+
+  sample   CMD... : runs CMD (prints `r2cclctl --json tenants`) every
+             --interval s for --duration s; one line per sample on stdout:
+             "t_ms name bytes_total" per tenant
+  shares   FILE NAME=WEIGHT... : per window of consecutive samples, each
+             tenant's share of the named tenants' bytes against its weight's
+             share; the windows where every named tenant sent (the first one
+             after that left out: contention starts inside it)
+  rate     FILE NAME RATE_BPS BURST_BYTES : the tenant's bytes in every window
+             of 1 s (sample pairs 1 s apart or more) against rate*T + burst,
+             and its mean rate against the cap
+  pct      TRACE... : p50 and p99 of r2ccl-bench --trace files (end - start)
+  throughput FILE NAME... [--vs FILE2 NAME2...] : the named tenants' bytes
+             together per second, from the first sample where they grew to the
+             last (host 0: what left it on every rail); with --vs, the ratio to
+             the same figure of another run (aggregate vs one tenant alone)
+"""
+import json
+import subprocess
+import sys
+import time
+
+
+def parse_samples(lines):
+    """lines "t_ms name bytes" -> sorted [(t_ms, {name: bytes})]"""
+    by_t = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 3 or parts[0].startswith('#'):
+            continue
+        t, name, b = float(parts[0]), parts[1], int(parts[2])
+        by_t.setdefault(t, {})[name] = b
+    return sorted(by_t.items())
+
+
+def windows(samples):
+    """consecutive sample pairs -> [(t0, t1, {name: bytes in the window})]"""
+    out = []
+    for (t0, a), (t1, b) in zip(samples, samples[1:]):
+        out.append((t0, t1, {n: b[n] - a.get(n, 0) for n in b}))
+    return out
+
+
+def shares(samples, weights):
+    """[(t0, t1, {name: (share, want)})] over the contended windows, the
+    first contended one left out"""
+    total_w = sum(weights.values())
+    rows, started = [], False
+    for t0, t1, d in windows(samples):
+        sent = {n: d.get(n, 0) for n in weights}
+        if not all(v > 0 for v in sent.values()):
+            started = False
+            continue
+        if not started:
+            started = True  # contention began inside this window
+            continue
+        tot = sum(sent.values())
+        rows.append((t0, t1, {n: (sent[n] / tot, weights[n] / total_w) for n in weights}))
+    return rows
+
+
+def rate_check(samples, name, rate_bps, burst, span_ms=1000.0):
+    """(worst bytes - (rate*T + burst) over windows of >= span_ms, mean bit/s
+    while it sent)"""
+    pts = [(t, s.get(name, 0)) for t, s in samples]
+    worst = None
+    j = 0
+    for i in range(len(pts)):
+        while j < len(pts) and pts[j][0] - pts[i][0] < span_ms:
+            j += 1
+        if j >= len(pts):
+            break
+        t_span = (pts[j][0] - pts[i][0]) / 1000.0
+        excess = (pts[j][1] - pts[i][1]) - (rate_bps / 8.0 * t_span + burst)
+        worst = excess if worst is None else max(worst, excess)
+    active = [(t, b) for t, b in pts if b > pts[0][1]]
+    mean = 0.0
+    if len(active) >= 2:
+        (ta, ba), (tb, bb) = active[0], active[-1]
+        if tb > ta:
+            mean = (bb - ba) * 8.0 / ((tb - ta) / 1000.0)
+    return worst, mean
+
+
+def throughput(samples, names):
+    """bytes/s of the named tenants together, over the span where they sent"""
+    pts = [(t, sum(s.get(n, 0) for n in names)) for t, s in samples]
+    grew = [i for i in range(1, len(pts)) if pts[i][1] > pts[i - 1][1]]
+    if not grew:
+        return 0.0
+    i0, i1 = grew[0] - 1, grew[-1]
+    dt = (pts[i1][0] - pts[i0][0]) / 1000.0
+    return (pts[i1][1] - pts[i0][1]) / dt if dt > 0 else 0.0
+
+
+def percentile(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float('nan')
+    k = min(len(xs) - 1, max(0, int(round(p / 100.0 * (len(xs) - 1)))))
+    return xs[k]
+
+
+def trace_times(paths):
+    """r2ccl-bench --trace: iteration,start_us,end_us,size,in_place"""
+    out = []
+    for p in paths:
+        with open(p) as f:
+            for line in f:
+                parts = line.strip().split(',')
+                if len(parts) < 3 or not parts[0].isdigit():
+                    continue
+                out.append(float(parts[2]) - float(parts[1]))
+    return out
+
+
+def cmd_sample(argv):
+    interval, duration = 0.1, 10.0
+    while argv and argv[0].startswith('--'):
+        if argv[0] == '--interval':
+            interval = float(argv[1])
+        elif argv[0] == '--duration':
+            duration = float(argv[1])
+        else:
+            raise SystemExit('sample: unknown option ' + argv[0])
+        argv = argv[2:]
+    t_start = time.monotonic()
+    nxt = t_start
+    while time.monotonic() - t_start < duration:
+        now = time.monotonic()
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=5).stdout
+            tenants = json.loads(out).get('tenants', [])
+        except (subprocess.SubprocessError, ValueError):
+            tenants = []
+        t_ms = (now - t_start) * 1000.0
+        for t in tenants:
+            print('%.1f %s %d' % (t_ms, t['name'], t.get('bytes_total', 0)), flush=True)
+        nxt += interval
+        time.sleep(max(0.0, nxt - time.monotonic()))
+    return 0
+
+
+def cmd_shares(argv):
+    path, weights = argv[0], {}
+    for a in argv[1:]:
+        n, w = a.split('=')
+        weights[n] = float(w)
+    with open(path) as f:
+        rows = shares(parse_samples(f), weights)
+    names = list(weights)
+    print('# window_ms ' + ' '.join('%s_share %s_want' % (n, n) for n in names))
+    worst = 0.0
+    for t0, t1, d in rows:
+        print('%.0f-%.0f ' % (t0, t1) +
+              ' '.join('%.3f %.3f' % d[n] for n in names))
+        worst = max(worst, max(abs(s - w) for s, w in d.values()))
+    print('# %d windows; largest distance from the weights\' share: %.1f%% (target 2%%)'
+          % (len(rows), worst * 100))
+    return 0
+
+
+def cmd_rate(argv):
+    path, name, rate, burst = argv[0], argv[1], float(argv[2]), float(argv[3])
+    with open(path) as f:
+        worst, mean = rate_check(parse_samples(f), name, rate, burst)
+    print('# %s: mean %.1f Mbit/s = %.1f%% of the cap %.1f Mbit/s (target >= 95%%); '
+          'worst 1 s window %s rate*T + burst by %.0f bytes'
+          % (name, mean / 1e6, 100.0 * mean / rate if rate else 0.0, rate / 1e6,
+             'over' if worst is not None and worst > 0 else 'within',
+             abs(worst) if worst is not None else 0.0))
+    return 0
+
+
+def cmd_pct(argv):
+    ts = trace_times(argv)
+    print('p50 %.0f us p99 %.0f us (%d operations)' % (percentile(ts, 50),
+                                                        percentile(ts, 99), len(ts)))
+    return 0
+
+
+def cmd_throughput(argv):
+    vs = argv.index('--vs') if '--vs' in argv else len(argv)
+    with open(argv[0]) as f:
+        x = throughput(parse_samples(f), argv[1:vs])
+    line = 'throughput %.1f MB/s' % (x / 1e6)
+    if vs < len(argv):
+        with open(argv[vs + 1]) as f:
+            y = throughput(parse_samples(f), argv[vs + 2:])
+        line += ' = %.1f%% of %.1f MB/s (target >= 95%%)' % (100.0 * x / y if y else 0.0,
+                                                              y / 1e6)
+    print(line)
+    return 0
+
+
+def selftest():
+    # two tenants at exactly 3:1, 12.5 MB per 100 ms window, b starts late
+    lines, a, b = [], 0, 0
+    for k in range(21):
+        t = k * 100.0
+        lines.append('%.1f a %d' % (t, a))
+        lines.append('%.1f b %d' % (t, b))
+        if k < 5:
+            a += 12500000
+        else:
+            a += 9375000
+            b += 3125000
+    s = parse_samples(lines)
+    rows = shares(s, {'a': 3, 'b': 1})
+    assert len(rows) == 14, len(rows)  # 15 contended windows, the first left out
+    for _, _, d in rows:
+        assert abs(d['a'][0] - 0.75) < 1e-9 and abs(d['b'][0] - 0.25) < 1e-9
+    # a tenant at 300 Mbit/s with a burst at the start
+    lines, x = [], 0
+    for k in range(31):
+        lines.append('%.1f c %d' % (k * 100.0, x))
+        x += 3750000 if k else 3750000 + 750000
+    worst, mean = rate_check(parse_samples(lines), 'c', 300e6, 750000)
+    assert worst is not None and worst <= 0, worst
+    assert 0.95 * 300e6 <= mean <= 1.05 * 300e6, mean
+    worst, _ = rate_check(parse_samples(lines), 'c', 200e6, 750000)
+    assert worst > 0
+    # 12.5 MB per 100 ms from 500 ms to 2000 ms: 125 MB/s
+    assert abs(throughput(s, ['a', 'b']) - 125e6) < 1, throughput(s, ['a', 'b'])
+    assert abs(throughput(s, ['b']) - 31.25e6) < 1
+    assert percentile(list(range(1, 101)), 50) == 51
+    assert percentile(list(range(1, 101)), 99) == 99
+    print('selftest: ok')
+    return 0
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    cmd, argv = sys.argv[1], sys.argv[2:]
+    if cmd == 'selftest':
+        return selftest()
+    fn = {'sample': cmd_sample, 'shares': cmd_shares, 'rate': cmd_rate, 'pct': cmd_pct,
+          'throughput': cmd_throughput}.get(cmd)
+    if not fn:
+        print(__doc__)
+        return 2
+    return fn(argv)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
