@@ -57,8 +57,32 @@ int th_daemon_start(struct th_daemon *d, const char *const *extra)
 	argv[n++] = d->socket;
 	argv[n++] = "--config";
 	argv[n++] = "/dev/null";
-	for (int i = 0; extra && extra[i] && n < 62; i++)
+	bool own_key = false;
+	for (int i = 0; extra && extra[i] && n < 60; i++) {
+		own_key |= !strcmp(extra[i], "--cluster-key-file");
 		argv[n++] = extra[i];
+	}
+	/* every daemon a test starts shares one cluster key, so that two of
+	 * them form communicators across their rails (peer_auth,
+	 * docs/security.md): the same bytes in a file of its own directory,
+	 * mode 0600 */
+	if (!own_key) {
+		static const char test_key[] = "r2ccl-integration-test-cluster-key\n";
+		int kfd;
+
+		snprintf(d->key, sizeof(d->key), "%s/cluster.key", d->dir);
+		kfd = open(d->key, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (kfd < 0 || write(kfd, test_key, sizeof(test_key) - 1) !=
+					(ssize_t)(sizeof(test_key) - 1)) {
+			perror("cluster key");
+			if (kfd >= 0)
+				close(kfd);
+			return -1;
+		}
+		close(kfd);
+		argv[n++] = "--cluster-key-file";
+		argv[n++] = d->key;
+	}
 	argv[n] = NULL;
 	d->pid = fork();
 	if (d->pid < 0)

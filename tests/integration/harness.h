@@ -16,10 +16,13 @@ struct th_daemon {
 	char dir[256];    /* private temporary directory */
 	char socket[300]; /* dir/r2ccld.sock */
 	char log[300];    /* dir/r2ccld.log: the daemon's stderr */
+	char key[300];    /* dir/cluster.key: the tests' shared cluster key */
 };
 
 /* Starts R2CCLD (env R2CCLD, else the build's daemon/r2ccld) with
- * --socket DIR/r2ccld.sock and the extra arguments (NULL-terminated), waits
+ * --socket DIR/r2ccld.sock, the extra arguments (NULL-terminated) and,
+ * unless they name one, --cluster-key-file DIR/cluster.key (the same key in
+ * every daemon a test starts, so that two of them authenticate), waits
  * until the socket accepts connections (10 s at most), sets R2CCL_SOCKET in
  * this process's environment. Returns 0 or -1 (and prints why). */
 int th_daemon_start(struct th_daemon *d, const char *const *extra_args);

@@ -21,7 +21,6 @@
 #include "r2ccl.h"
 
 static struct th_daemon A, B;
-static char key[] = "/tmp/r2ccl-key-XXXXXX";
 
 static void kill_daemons_at_exit(void)
 {
@@ -31,8 +30,6 @@ static void kill_daemons_at_exit(void)
 		th_daemon_stop(&B, SIGKILL, 1000);
 	th_daemon_cleanup(&A);
 	th_daemon_cleanup(&B);
-	if (strcmp(key + 15, "XXXXXX"))
-		unlink(key);
 }
 
 static r2ccl_client_t *connect_to(const struct th_daemon *d)
@@ -68,14 +65,9 @@ START_TEST(peer_gone_on_another_daemon)
 
 	ck_assert_msg(ctl && ctl[0], "R2CCLCTL is not set");
 	atexit(kill_daemons_at_exit);
-	/* the two daemons share a cluster key (peer_auth, docs/security.md) */
-	int kfd = mkstemp(key); /* mode 0600 */
-	ck_assert_int_ge(kfd, 0);
-	ck_assert_int_eq(write(kfd, "reasons-hosts-test-cluster-key\n", 31), 31);
-	close(kfd);
-	const char *const kargs[] = { "--cluster-key-file", key, NULL };
-	ck_assert_int_eq(th_daemon_start(&A, kargs), 0);
-	ck_assert_int_eq(th_daemon_start(&B, kargs), 0);
+	/* the two daemons share the harness's cluster key (peer_auth) */
+	ck_assert_int_eq(th_daemon_start(&A, NULL), 0);
+	ck_assert_int_eq(th_daemon_start(&B, NULL), 0);
 	c = connect_to(&A);
 	ck_assert_ptr_nonnull(c);
 	ck_assert_int_eq(r2ccl_mem_alloc(c, 4096, (void **)&buf), 0);
