@@ -82,6 +82,8 @@ void r2d_orphans_free(struct r2d *d);
 
 /* engine.c */
 int r2d_engine_start(struct r2d *d);
+/* Stops the dispatcher, then ends every communicator left (their executors
+ * joined: r2d_comm_destroy_all), then frees what those used. */
 void r2d_engine_stop(struct r2d *d);
 int r2d_engine_add_session(struct r2d *d, struct r2_session *s);
 void r2d_engine_remove_session(struct r2d *d, struct r2_session *s);

@@ -448,6 +448,36 @@ START_TEST(test_drain)
 }
 END_TEST
 
+/* The engine stops (main.c's stop order: r2d_engine_stop first) while a
+ * communicator across hosts is still there and its executor waits in the
+ * rail phase of an AllReduce (rank 1 never comes): the executor is joined
+ * before the engine frees its reduction pool, apply queue and busy count
+ * (it used them on its way out: a crash), the operation fails with a clear
+ * error, and nothing leaks (th_host_free checks every reference). */
+START_TEST(test_engine_stop_mid_allreduce)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+	int st;
+
+	cluster(hs, 2, 0x3, ss, NULL);
+	ar_setup(&a, ss, 2, 64 * 1024);
+	ar_run(&a);
+	ar_start(&a, 1); /* rank 1 never comes: rank 0's rail phase waits */
+	th_pump(50);
+	ck_assert_int_eq(r2d_engine_busy(&hs[0]->d), 1);
+	r2d_engine_stop(&hs[0]->d);
+	ck_assert_ptr_null(hs[0]->d.engine);
+	pthread_mutex_lock(&hs[0]->d.lock);
+	ck_assert_ptr_null(hs[0]->d.comms); /* ended, its executor joined */
+	pthread_mutex_unlock(&hs[0]->d.lock);
+	st = th_wait(ss[0], a.tag[0], 1000);
+	ck_assert_msg(st == R2CCL_E_SHUTDOWN || st == R2CCL_E_COMM_BROKEN, "status %d", st);
+	free_all(hs, 2);
+}
+END_TEST
+
 /* one case per test: CK_RUN_CASE=<test name> runs one */
 #define ADD(t)                                      \
 	do {                                        \
@@ -470,6 +500,7 @@ static Suite *suite(void)
 	ADD(test_detour_refused);
 	ADD(test_drain);
 	ADD(test_slow_path);
+	ADD(test_engine_stop_mid_allreduce);
 	return s;
 }
 
