@@ -648,16 +648,22 @@ void r2d_comm_session_gone(struct r2d *d, struct r2_session *s)
 {
 	struct r2_comm *c, *next;
 
+again:
 	for (c = d->comms; c; c = next) {
 		next = c->next;
-		/* member_leave may free c; keep next first. Several ranks of one
-		 * session: leave them all. */
+		/* Several ranks of one session: leave them all. The last one's
+		 * leave puts c, which drops d->lock while it joins c's executor:
+		 * meanwhile another thread (the dispatcher's inline run, a GPU
+		 * job) may put and free next. So start again from the head; the
+		 * session has one membership fewer each time. */
 		int r;
-		while (c && (r = member_rank(c, s, 0)) >= 0) {
-			bool last = c->joined == 1;
+		while ((r = member_rank(c, s, 0)) >= 0) {
+			bool last = true; /* member_leave's "others" is 0: c is put */
+			for (int q = 0; q < c->nranks && last; q++)
+				last = q == r || !c->m[q].s;
 			member_leave(c, r, true);
 			if (last)
-				break;
+				goto again;
 		}
 	}
 }
