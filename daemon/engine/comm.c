@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/comm.h"
 #include "engine/source.h"
@@ -60,6 +61,16 @@ struct r2_comm *r2d_comm_by_key(struct r2d *d, uint64_t key)
 {
 	for (struct r2_comm *c = d->comms; c; c = c->next)
 		if (c->state != R2_COMM_DEAD && c->key == key)
+			return c;
+	return NULL;
+}
+
+struct r2_comm *r2d_comm_by_key_any(struct r2d *d, uint64_t key)
+{
+	struct r2_comm *c = r2d_comm_by_key(d, key);
+
+	for (c = c ? c : d->comms; c; c = c->next)
+		if (c->key == key)
 			return c;
 	return NULL;
 }
@@ -219,7 +230,10 @@ void r2d_comm_put(struct r2_comm *c)
 		return;
 	if (c->broken_err && c->broken_err != R2CCL_E_SHUTDOWN)
 		tomb_add(d, c);
-	comm_unlink(d, c);
+	/* Still linked (dead, refs 0) while its executor ends: the send
+	 * completions of the chunks that executor still lists reach its mailbox
+	 * (r2d_comm_by_key_any); unlinked, the rails thread took the
+	 * communicator for gone and freed them under the executor. */
 	if (c->thread_started) {
 		c->stop = true;
 		pthread_cond_signal(&c->cond);
@@ -229,6 +243,7 @@ void r2d_comm_put(struct r2_comm *c)
 	}
 	fail_pending(c, R2CCL_E_COMM_BROKEN);
 	r2d_comm_mbox_flush(c);
+	comm_unlink(d, c);
 	pthread_cond_destroy(&c->cond);
 	pthread_cond_destroy(&c->mbox_cond);
 	pthread_mutex_destroy(&c->mbox_lock);
@@ -718,6 +733,14 @@ void r2d_comm_destroy_all(struct r2d *d)
 	pthread_mutex_lock(&d->lock);
 	while (d->comms) {
 		struct r2_comm *c = d->comms;
+		while (c && c->refs == 0) /* another thread's put joins its executor */
+			c = c->next;
+		if (!c) {
+			pthread_mutex_unlock(&d->lock);
+			usleep(1000);
+			pthread_mutex_lock(&d->lock);
+			continue;
+		}
 		for (int r = 0; r < c->nranks; r++)
 			c->m[r].s = NULL;
 		fail_pending(c, R2CCL_E_SHUTDOWN);
