@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/comm.h"
 #include "engine/source.h"
@@ -61,6 +62,16 @@ struct r2_comm *r2d_comm_by_key(struct r2d *d, uint64_t key)
 {
 	for (struct r2_comm *c = d->comms; c; c = c->next)
 		if (c->state != R2_COMM_DEAD && c->key == key)
+			return c;
+	return NULL;
+}
+
+struct r2_comm *r2d_comm_by_key_any(struct r2d *d, uint64_t key)
+{
+	struct r2_comm *c = r2d_comm_by_key(d, key);
+
+	for (c = c ? c : d->comms; c; c = c->next)
+		if (c->key == key)
 			return c;
 	return NULL;
 }
@@ -220,7 +231,10 @@ void r2d_comm_put(struct r2_comm *c)
 		return;
 	if (c->broken_err && c->broken_err != R2CCL_E_SHUTDOWN)
 		tomb_add(d, c);
-	comm_unlink(d, c);
+	/* Still linked (dead, refs 0) while its executor ends: the send
+	 * completions of the chunks that executor still lists reach its mailbox
+	 * (r2d_comm_by_key_any); unlinked, the rails thread took the
+	 * communicator for gone and freed them under the executor. */
 	if (c->thread_started) {
 		c->stop = true;
 		pthread_cond_signal(&c->cond);
@@ -230,6 +244,7 @@ void r2d_comm_put(struct r2_comm *c)
 	}
 	fail_pending(c, R2CCL_E_COMM_BROKEN);
 	r2d_comm_mbox_flush(c);
+	comm_unlink(d, c);
 	pthread_cond_destroy(&c->cond);
 	pthread_cond_destroy(&c->mbox_cond);
 	pthread_mutex_destroy(&c->mbox_lock);
@@ -680,16 +695,22 @@ void r2d_comm_session_gone(struct r2d *d, struct r2_session *s)
 {
 	struct r2_comm *c, *next;
 
+again:
 	for (c = d->comms; c; c = next) {
 		next = c->next;
-		/* member_leave may free c; keep next first. Several ranks of one
-		 * session: leave them all. */
+		/* Several ranks of one session: leave them all. The last one's
+		 * leave puts c, which drops d->lock while it joins c's executor:
+		 * meanwhile another thread (the dispatcher's inline run, a GPU
+		 * job) may put and free next. So start again from the head; the
+		 * session has one membership fewer each time. */
 		int r;
-		while (c && (r = member_rank(c, s, 0)) >= 0) {
-			bool last = c->joined == 1;
+		while ((r = member_rank(c, s, 0)) >= 0) {
+			bool last = true; /* member_leave's "others" is 0: c is put */
+			for (int q = 0; q < c->nranks && last; q++)
+				last = q == r || !c->m[q].s;
 			member_leave(c, r, R2_LEAVE_DIED);
 			if (last)
-				break;
+				goto again;
 		}
 	}
 }
@@ -746,6 +767,14 @@ void r2d_comm_destroy_all(struct r2d *d)
 	pthread_mutex_lock(&d->lock);
 	while (d->comms) {
 		struct r2_comm *c = d->comms;
+		while (c && c->refs == 0) /* another thread's put joins its executor */
+			c = c->next;
+		if (!c) {
+			pthread_mutex_unlock(&d->lock);
+			usleep(1000);
+			pthread_mutex_lock(&d->lock);
+			continue;
+		}
 		for (int r = 0; r < c->nranks; r++)
 			c->m[r].s = NULL;
 		fail_pending(c, R2CCL_E_SHUTDOWN);

@@ -77,6 +77,8 @@ bool r2d_comm_may_queue(struct r2_comm *c, int rank);
 /* Answers s's CommInit with err and why (the joiner alone fails). */
 void r2d_comm_refused(struct r2_session *s, uint64_t req_id, int err, const char *why);
 struct r2_comm *r2d_comm_by_key(struct r2d *d, uint64_t key);
+/* Also a dead one still linked, whose executor may still run (under d->lock). */
+struct r2_comm *r2d_comm_by_key_any(struct r2d *d, uint64_t key);
 
 /* A rail message (DATA, ACK, CONN, ERROR) to the mailbox of the communicator
  * its header names, or kept as an orphan until that communicator is ready
@@ -96,6 +98,8 @@ void r2d_orphans_expire(struct r2d *d, uint64_t older_than_us);
 
 /* engine.c */
 int r2d_engine_start(struct r2d *d);
+/* Stops the dispatcher, then ends every communicator left (their executors
+ * joined: r2d_comm_destroy_all), then frees what those used. */
 void r2d_engine_stop(struct r2d *d);
 int r2d_engine_add_session(struct r2d *d, struct r2_session *s);
 void r2d_engine_remove_session(struct r2d *d, struct r2_session *s);

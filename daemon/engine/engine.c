@@ -683,8 +683,8 @@ void r2d_engine_remove_session(struct r2d *d, struct r2_session *s)
 {
 	uint64_t one = 1;
 
-	if (s->sq_efd < 0 || !s->ring)
-		return;
+	if (s->sq_efd < 0 || !s->ring || !d->engine)
+		return; /* stopped: r2d_engine_stop dropped the engine's references */
 	if (epoll_ctl(d->engine->epfd, EPOLL_CTL_DEL, s->sq_efd, NULL) < 0)
 		return; /* was never added */
 	spin_remove(d->engine, s);
@@ -807,6 +807,15 @@ void r2d_engine_stop(struct r2d *d)
 	if (write(e->wake_fd, &one, sizeof(one)) < 0)
 		(void)0;
 	pthread_join(e->thread, NULL);
+	/* The communicators' executors use the reduction pool, the apply queue
+	 * and the busy count until they end (an operation in its rail phase
+	 * fails and completes): joined before those go. A communicator that no
+	 * session's close freed would otherwise run on a freed engine. */
+	r2d_comm_destroy_all(d);
+	/* sessions the control layer has not removed: the engine's references */
+	for (int i = 0; i < e->nspin; i++)
+		e->spin[i]->src->put(e->spin[i]);
+	e->nspin = 0;
 	r2_pool_destroy(e->pool);
 	r2_workq_destroy(e->applyq);
 	r2_closep(&e->epfd);

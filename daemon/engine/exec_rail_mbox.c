@@ -123,7 +123,8 @@ static void deliver_one(struct r2d *d, struct r2_rmsg *m)
 
 	if (cqe->type == R2_TPC_SEND) {
 		struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
-		c = r2d_comm_by_key(d, s->hdr.comm);
+		/* a dead one too: its executor may still list s (r2d_comm_put) */
+		c = r2d_comm_by_key_any(d, s->hdr.comm);
 	} else {
 		c = r2d_comm_by_key(d, cqe->hdr.comm);
 	}
