@@ -189,7 +189,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = latency ]; then
 	write_conf "" 3 1 2
 	echo "## latency: tenant lat, 256 KB AllReduces: alone, beside bulk a, beside a with sched = 0"
 	for mode in alone shared off; do
-		if [ $mode = off ]; then daemons --sched 0; else daemons; fi
+		if [ $mode = off ]; then daemons --sched=0; else daemons; fi
 		BULK=""
 		if [ $mode != alone ]; then
 			tenant a 64M $((ITERS * 4)); BULK=$LAST; ((DRY)) || sleep 2
