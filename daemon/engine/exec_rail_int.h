@@ -21,6 +21,7 @@
  *   exec_rail_settle.c  chunks sent from W: waiting until transports let go
  *   exec_rail_apply.c   applying: seen set, apply queue, relay, ack
  *   exec_rail_loop.c    the rail phase loop
+ *   exec_rail_eager.c   small AllReduce: one message each way per host pair
  */
 #ifndef R2CCL_EXEC_RAIL_INT_H
 #define R2CCL_EXEC_RAIL_INT_H
@@ -263,6 +264,16 @@ void rl_applied(struct railop *o, const struct r2_rmsg *m);
 uint64_t rl_apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken);
 uint64_t rl_relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx);
 void rl_ack(struct railop *o, const struct r2_chunk_hdr *h);
+
+/* ---- exec_rail_eager.c: small AllReduce in one direct exchange ---- */
+
+#define R2_EAGER_MAX (64u << 10)  /* bytes: the eager path up to this size */
+#define R2_EAGER_MAX_HOSTS 8      /* n - 1 messages per host: few hosts only */
+/* The same answer on every host for the same operation (size, hosts and
+ * the agreed view v, NULL: nothing known failed). */
+bool rl_eager_ok(const struct r2_comm *c, uint64_t size, const struct r2_view *v);
+int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
+		       r2ccl_dtype_t dtype, r2ccl_redop_t redop, uint64_t opseq);
 
 /* ---- exec_rail_loop.c: the rail phase ---- */
 

@@ -110,6 +110,65 @@ START_TEST(test_allreduce_three_hosts_two_ranks)
 }
 END_TEST
 
+/* Small AllReduces across hosts go eager (exec_rail_eager.c: one message
+ * each way), larger ones by the planner's schedule, mixed in one
+ * communicator; exact results; the eager count says which path ran. */
+START_TEST(test_allreduce_eager)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[6];
+	enum { NQ = 4 }; /* a session holds 8 memory regions */
+	int32_t *in[2][NQ], *out[2][NQ];
+	uint32_t im[2][NQ], om[2][NQ];
+	uint64_t tag[2][NQ];
+	const uint64_t cnt[NQ] = { 1, 100000, 37, 5000 }; /* the second by the planner */
+
+	cluster(hs, 2, 1, 0x3, ss);
+	allreduce(ss, 2, 1, R2CCL_SUM);
+	allreduce(ss, 2, 256 * 1024, R2CCL_SUM); /* planner */
+	allreduce(ss, 2, 16384, R2CCL_MAX);      /* 64 KB: the largest eager one */
+	allreduce(ss, 2, 16385, R2CCL_SUM);      /* planner */
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 2);
+	free_all(hs, 2);
+
+	/* queued back to back, small and large mixed: a host ahead sends the
+	 * next operation's message while the other still runs this one */
+	cluster(hs, 2, 1, 0x3, ss);
+	for (int q = 0; q < NQ; q++) {
+		for (int r = 0; r < 2; r++) {
+			im[r][q] = th_mem(ss[r], cnt[q] * 4, (void **)&in[r][q]);
+			om[r][q] = th_mem(ss[r], cnt[q] * 4, (void **)&out[r][q]);
+			for (uint64_t i = 0; i < cnt[q]; i++)
+				in[r][q][i] = val(r, i + (uint64_t)q);
+		}
+	}
+	for (int r = 0; r < 2; r++)
+		for (int q = 0; q < NQ; q++)
+			tag[r][q] = th_submit(ss[r], R2_OP_ALLREDUCE, cnt[q], R2CCL_INT32,
+					      R2CCL_SUM, 0, im[r][q], om[r][q]);
+	for (int q = 0; q < NQ; q++)
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(th_wait(ss[r], tag[r][q], T_MS), 0);
+	for (int q = 0; q < NQ; q++)
+		for (uint64_t i = 0; i < cnt[q]; i++)
+			for (int r = 0; r < 2; r++)
+				TH_CHECK(out[r][q][i] == val(0, i + (uint64_t)q) + val(1, i + (uint64_t)q),
+					 "op %d rank %d element %llu", q, r, (unsigned long long)i);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), NQ - 1);
+	free_all(hs, 2);
+
+	/* three hosts of two ranks: local phase, eager exchange, local phase */
+	cluster(hs, 3, 2, 0x3, ss);
+	allreduce(ss, 6, 1000, R2CCL_SUM);
+	allreduce(ss, 6, 7, R2CCL_MAX);
+	for (int h = 0; h < 3; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 2);
+	free_all(hs, 3);
+}
+END_TEST
+
 /* AllGather, ReduceScatter, Broadcast, Reduce on nhosts hosts of rph
  * ranks each */
 static void other_collectives(int nhosts, int rph, const char *const *params)
@@ -513,6 +572,7 @@ static Suite *suite(void)
 
 	ADD(test_allreduce_two_hosts);
 	ADD(test_allreduce_three_hosts_two_ranks);
+	ADD(test_allreduce_eager);
 	ADD(test_other_collectives);
 	ADD(test_other_collectives_two_ranks);
 	ADD(test_allreduce_threads);

@@ -234,6 +234,46 @@ START_TEST(test_link_down_mid_allreduce)
 }
 END_TEST
 
+/* Small AllReduces (eager: one message each way, both on rail 1 between
+ * hosts 0 and 1): rail 1 held, then its link down while one runs: the
+ * messages go again on rail 0 and the result is exact; later ones run
+ * eager on the view without rail 1; duplicates are kept once. */
+START_TEST(test_link_down_mid_eager)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+
+	cluster(hs, 2, 0x3, ss, NULL);
+	ar_setup(&a, ss, 2, 100); /* 400 bytes */
+	ar_run(&a);
+	ck_assert_uint_eq(atomic_load(&hs[0]->d.eager_ops_total), 1);
+	ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(1), true), 0);
+	ar_start(&a, 2);
+	th_pump(30);
+	ck_assert_int_eq(th_wait(ss[0], a.tag[0], 0), TH_TIMEOUT); /* still running */
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(1), false), 0);
+	ar_check(&a);
+	ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_FAILED, 2000));
+	for (int k = 0; k < 5; k++)
+		ar_run(&a);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 7);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), true), 0);
+	ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_HEALTHY, 5000));
+	for (int h = 0; h < 2; h++)
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(r2_lb_duplicate(th_tp(hs[h], r), ID(1 - h), 20), 0);
+	for (int k = 0; k < 5; k++)
+		ar_run(&a);
+	ck_assert_uint_gt(atomic_load(&hs[0]->d.chunks_dup_dropped) +
+				  atomic_load(&hs[1]->d.chunks_dup_dropped),
+			  0);
+	free_all(hs, 2);
+}
+END_TEST
+
 /* Every message on both rails arrives twice for a while: each chunk is
  * applied once (the seen set), the result is exact, the duplicates counted */
 START_TEST(test_duplicated_chunks)
@@ -462,6 +502,7 @@ static Suite *suite(void)
 	Suite *s = suite_create("engine-faults");
 
 	ADD(test_link_down_mid_allreduce);
+	ADD(test_link_down_mid_eager);
 	ADD(test_duplicated_chunks);
 	ADD(test_reordered_and_delayed);
 	ADD(test_peer_dies);
