@@ -15,9 +15,10 @@
  * take the same path for the same sequence number.
  *
  * The guarantees of the chunk protocol stay: each message is acknowledged
- * by the receiving rails thread, the sender keeps its copy until then, and
- * one lost with a failed connection goes again on another rail; a receiver
- * keeps one copy per source (a duplicate is dropped).
+ * by the receiving rails thread, the sender keeps its copy until then (past
+ * the operation's end: rl_p2p_linger), and one lost with a failed
+ * connection goes again on another rail; a receiver keeps one copy per
+ * source (a duplicate is dropped).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ struct eager {
 	struct r2_rmsg **got;    /* [host]: its message to me */
 	int nsend, nacked, ngot;
 	bool repost;             /* a send waits for a rail or queue room */
+	uint64_t t_in, t_take;   /* the last message: in the mailbox, taken (us) */
 };
 
 /* Both hosts have a NIC up on some rail whose link between them is not
@@ -163,6 +165,8 @@ static void data_in(struct eager *e, struct r2_rmsg *m)
 	}
 	e->got[h->src] = m;
 	e->ngot++;
+	e->t_in = R2_MAX(e->t_in, m->when_us);
+	e->t_take = r2_now_us();
 }
 
 /* One message of the mailbox; <0: the operation fails. */
@@ -220,13 +224,21 @@ static int broken(const struct r2_comm *c)
 	return 0;
 }
 
-/* Until every message came and every one of mine is sent and acknowledged. */
+static bool all_posted(const struct eager *e)
+{
+	for (int h = 0; h < e->c->nhosts; h++)
+		if (e->send[h] && !e->send[h]->acked && !e->send[h]->posted)
+			return false;
+	return true;
+}
+
+/* Until every message came and every one of mine is on its way (posted);
+ * their acknowledgements are awaited after the operation (rl_p2p_linger). */
 static int run(struct eager *e, uint64_t deadline)
 {
 	struct r2_comm *c = e->c;
-	int n = c->nhosts - 1;
 
-	while (e->ngot < n || e->nacked < n) {
+	while (e->ngot < c->nhosts - 1 || !all_posted(e)) {
 		struct r2_rmsg *m;
 		int r;
 
@@ -247,23 +259,25 @@ static int run(struct eager *e, uint64_t deadline)
 		if ((r = handle(e, m)) < 0)
 			return r;
 	}
-	/* acknowledged means held by the peer; sent means the transport let go */
-	for (int h = 0; h < c->nhosts; h++) {
-		while (e->send[h] && !e->send[h]->sent) {
-			struct r2_rmsg *m = rl_mbox_take(c, 100);
-			int r;
-			if (!m) {
-				if (c->stop)
-					return R2CCL_E_SHUTDOWN;
-				if (r2_now_us() > deadline)
-					return -ETIMEDOUT;
-				continue;
-			}
-			if ((r = handle(e, m)) < 0)
-				return r;
-		}
-	}
 	return 0;
+}
+
+/* The messages not acknowledged yet outlive the operation: the executor
+ * takes their ACKs (and re-sends one lost with its connection) afterwards,
+ * so an operation ends when its data is in, not a round trip later. */
+static void linger(struct eager *e)
+{
+	struct sendrec *keep[R2_EAGER_MAX_HOSTS];
+	int n = 0;
+
+	for (int h = 0; h < e->c->nhosts; h++)
+		if (e->send[h] && !e->send[h]->acked)
+			keep[n++] = e->send[h];
+	if (n == 0 || rl_p2p_linger(e->c, e->opseq, keep, n) < 0)
+		return; /* none, or no memory: freed or orphaned by the caller */
+	for (int h = 0; h < e->c->nhosts; h++)
+		if (e->send[h] && !e->send[h]->acked)
+			e->send[h] = NULL; /* the linger's now */
 }
 
 int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
@@ -274,7 +288,7 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 	int nh = c->nhosts, me = c->my_host, r = 0;
 	const void *mybuf = S ? S : W;
 	const void *in[R2_EAGER_MAX_HOSTS];
-	uint64_t t0 = r2_now_us();
+	uint64_t t0 = r2_now_us(), t_posted = t0;
 	struct eager e = {
 		.c = c,
 		.opseq = opseq,
@@ -326,6 +340,7 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		if ((r = post(&e, s)) < 0)
 			goto out;
 	}
+	t_posted = r2_now_us();
 	r = run(&e, t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000);
 	if (r == 0) {
 		for (int h = 0; h < nh; h++)
@@ -336,9 +351,19 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		if (r == 0)
 			atomic_fetch_add(&c->d->eager_ops_total, 1);
 	}
-	log_debug("communicator %u: op %llu, %llu bytes eager to %d hosts: %llu us", c->id,
+	if (r == 0)
+		linger(&e);
+	/* where a small operation's time goes (--log-level debug): from the
+	 * dispatcher's queueing to this executor, posting (copy, and the write
+	 * when the transport does it inline), the last message in the mailbox
+	 * (the rails thread) and taken from it, the end */
+	log_debug("communicator %u: op %llu, %llu bytes eager to %d hosts: queued->start %lld us, "
+		  "posted +%lld, last in +%lld, taken +%lld, end +%lld us (start at %llu)", c->id,
 		  (unsigned long long)opseq, (unsigned long long)size, nh - 1,
-		  (unsigned long long)(r2_now_us() - t0));
+		  (long long)(t0 - x->ops[0]->submitted_us), (long long)(t_posted - t0),
+		  e.t_in ? (long long)(e.t_in - t0) : -1LL,
+		  e.t_take ? (long long)(e.t_take - t0) : -1LL, (long long)(r2_now_us() - t0),
+		  (unsigned long long)t0);
 out:
 	if (r < 0 && r != R2CCL_E_SHUTDOWN)
 		log_warn("communicator %u: eager operation %llu failed: %s (%d of %d messages in, "

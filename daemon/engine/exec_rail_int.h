@@ -211,6 +211,7 @@ void rl_rmsg_free(struct r2d *d, struct r2_rmsg *m);
 
 /* Handles a transfer's message; true if it was one (and m is consumed). */
 bool rl_p2p_handle(struct r2_comm *c, struct r2_rmsg *m);
+int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n);
 /* The pair's counter slot (executor thread only). */
 uint64_t *rl_p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst);
 uint64_t rl_p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr);
