@@ -280,6 +280,7 @@ struct r2d {
 	struct r2_op_stats op_stats[R2_OPSTAT_TENANTS]; /* under d->lock */
 	uint32_t nop_stats;
 	atomic_uint_fast64_t chunks_dup_dropped; /* delivered twice, applied once */
+	atomic_uint_fast64_t eager_ops_total;    /* small AllReduces in one exchange */
 
 	/* net (net/): rails, health, and what net reports to the engine */
 	struct r2_rails *rails;

@@ -219,6 +219,11 @@ static void queue_exec(struct r2_comm *c, struct r2_exec *x)
 		c->exec_head = x;
 	c->exec_tail = x;
 	pthread_cond_signal(&c->cond);
+	/* an executor pumping its mailbox (transfers or acknowledgements in
+	 * flight, r2_p2p_pending) looks up at once instead of at its timeout */
+	pthread_mutex_lock(&c->mbox_lock);
+	pthread_cond_signal(&c->mbox_cond);
+	pthread_mutex_unlock(&c->mbox_lock);
 }
 
 /* Inline executions found while matching; run after the lock is dropped. */

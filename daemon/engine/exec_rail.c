@@ -93,8 +93,11 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		 * written (lazy input: no up-front copy) */
 		if (K > 1)
 			r2_local_reduce(pool, W, in, K, count, dt, op);
-		r = rail_phase(x, W, K > 1 ? NULL : in[0], blk, dt, op, R2_PLAN_ALLREDUCE, 0, 0,
-			       seq, view);
+		if (rl_eager_ok(c, blk, view) && !x->stage_wait)
+			r = rl_eager_allreduce(x, W, K > 1 ? NULL : in[0], blk, dt, op, seq);
+		else
+			r = rail_phase(x, W, K > 1 ? NULL : in[0], blk, dt, op, R2_PLAN_ALLREDUCE,
+				       0, 0, seq, view);
 		if (r == 0 && op == R2CCL_AVG)
 			r2_reduce_finish_avg(W, count, dt, op, c->nranks);
 		for (int i = 1; r == 0 && i < K; i++)

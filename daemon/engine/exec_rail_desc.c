@@ -25,7 +25,7 @@
 
 #include "engine/exec_rail_int.h"
 
-static void desc_fill(struct op_desc *dd, const struct r2_exec *x)
+void rl_desc_fill(struct op_desc *dd, const struct r2_exec *x)
 {
 	const struct r2_sqe *q = &x->ops[0]->sqe;
 
@@ -42,13 +42,13 @@ static void desc_fill(struct op_desc *dd, const struct r2_exec *x)
 
 /* The first field of b (host src's) that differs from a (this host's), in
  * words; false when they agree. */
-static bool desc_differs(const struct railop *o, const struct op_desc *a,
+static bool desc_differs(const struct r2_comm *c, uint64_t opseq, const struct op_desc *a,
 			 const struct op_desc *b, uint32_t src, char *why, size_t len)
 {
-	uint32_t rank = o->c->hosts[src].first_rank;
+	uint32_t rank = c->hosts[src].first_rank;
 	int n;
 
-	n = snprintf(why, len, "collective %llu (%s): rank %u ", (unsigned long long)o->opseq,
+	n = snprintf(why, len, "collective %llu (%s): rank %u ", (unsigned long long)opseq,
 		     r2_opcode_name(a->opcode), rank);
 	if (n < 0 || (size_t)n >= len)
 		n = 0;
@@ -112,7 +112,7 @@ int rl_desc_begin(struct railop *o)
 	struct r2_rmsg **pp = &o->stash;
 	int r;
 
-	desc_fill(&o->desc.mine, o->stage.x);
+	rl_desc_fill(&o->desc.mine, o->stage.x);
 	o->desc.got = calloc((size_t)c->nhosts, 1);
 	if (!o->desc.got)
 		return -ENOMEM;
@@ -135,12 +135,45 @@ int rl_desc_begin(struct railop *o)
 	return 0;
 }
 
+int rl_desc_check(struct r2_comm *c, uint64_t opseq, const struct op_desc *mine,
+		  const struct op_desc *theirs, uint32_t src)
+{
+	char why[192];
+
+	if (!desc_differs(c, opseq, mine, theirs, src, why, sizeof(why)))
+		return 0;
+	log_warn("communicator %u: %s", c->id, why);
+	pthread_mutex_lock(&c->d->lock);
+	r2d_comm_break(c, R2CCL_E_MISMATCH, why);
+	pthread_mutex_unlock(&c->d->lock);
+	return R2CCL_E_MISMATCH;
+}
+
+/* An eager message's header carries its operation's descriptor
+ * (exec_rail_eager.c): its step holds the kind, type and reduction, its off
+ * the count (the eager path sends the whole buffer, at offset 0). */
+void rl_desc_to_hdr(const struct op_desc *d, struct r2_chunk_hdr *h)
+{
+	h->flags |= R2_CHUNK_EAGER;
+	h->step = (d->opcode & 0xffffu) << 16 | (d->dtype & 0xffu) << 8 | (d->redop & 0xffu);
+	h->off = d->count;
+}
+
+void rl_desc_from_hdr(struct op_desc *d, const struct r2_chunk_hdr *h)
+{
+	memset(d, 0, sizeof(*d));
+	d->opcode = h->step >> 16;
+	d->dtype = (h->step >> 8) & 0xffu;
+	d->redop = h->step & 0xffu;
+	d->count = h->off;
+	d->root = -1;
+}
+
 int rl_desc_in(struct railop *o, const struct r2_rmsg *m)
 {
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
 	struct r2_comm *c = o->c;
 	struct op_desc theirs;
-	char why[192];
 
 	if (h->opseq != o->opseq)
 		return 1;
@@ -153,13 +186,8 @@ int rl_desc_in(struct railop *o, const struct r2_rmsg *m)
 	if (o->desc.got[h->src])
 		return 0; /* delivered twice */
 	memcpy(&theirs, m->cqe.buf, sizeof(theirs));
-	if (desc_differs(o, &o->desc.mine, &theirs, h->src, why, sizeof(why))) {
-		log_warn("communicator %u: %s", c->id, why);
-		pthread_mutex_lock(&o->d->lock);
-		r2d_comm_break(c, R2CCL_E_MISMATCH, why);
-		pthread_mutex_unlock(&o->d->lock);
+	if (rl_desc_check(c, o->opseq, &o->desc.mine, &theirs, h->src) < 0)
 		return R2CCL_E_MISMATCH;
-	}
 	o->desc.got[h->src] = 1;
 	o->desc.ngot++;
 	return 0;

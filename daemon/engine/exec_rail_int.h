@@ -22,6 +22,7 @@
  *   exec_rail_apply.c   applying: seen set, apply queue, relay, ack
  *   exec_rail_desc.c    the operation's descriptor, compared with every peer's
  *   exec_rail_loop.c    the rail phase loop
+ *   exec_rail_eager.c   small AllReduce: one message each way per host pair
  */
 #ifndef R2CCL_EXEC_RAIL_INT_H
 #define R2CCL_EXEC_RAIL_INT_H
@@ -132,6 +133,11 @@ struct rail_dedup {
  * offset 0. (net/detour.h has flags 0x1 to 0x8.) */
 #define R2_CHUNK_DESC 0x10
 #define R2_DESC_STEP 0xfffffff0u
+/* An eager AllReduce's message (exec_rail_eager.c): its header carries the
+ * operation's descriptor (rl_desc_to_hdr), so that hosts that took
+ * different paths for one collective (a count on either side of the eager
+ * limit) or disagree within the eager path find the mismatch at once. */
+#define R2_CHUNK_EAGER 0x20
 
 /* What a host's ranks called, as its peers compare it: the fields a
  * collective's ranks must agree on (same_collective() in engine.c), those
@@ -238,6 +244,7 @@ void rl_rmsg_free(struct r2d *d, struct r2_rmsg *m);
 
 /* Handles a transfer's message; true if it was one (and m is consumed). */
 bool rl_p2p_handle(struct r2_comm *c, struct r2_rmsg *m);
+int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n);
 /* The pair's counter slot (executor thread only). */
 uint64_t *rl_p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst);
 uint64_t rl_p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr);
@@ -302,9 +309,28 @@ int rl_desc_begin(struct railop *o);
  * compared once per peer. 1: of another operation (the caller stashes or
  * drops it); 0: taken into account (the caller frees m); <0: mismatch. */
 int rl_desc_in(struct railop *o, const struct r2_rmsg *m);
+/* This host's descriptor of x's operation. */
+void rl_desc_fill(struct op_desc *dd, const struct r2_exec *x);
+/* theirs (host src's) against mine: 0 when they agree, else
+ * R2CCL_E_MISMATCH with the communicator broken and the reason logged. */
+int rl_desc_check(struct r2_comm *c, uint64_t opseq, const struct op_desc *mine,
+		  const struct op_desc *theirs, uint32_t src);
+/* The descriptor in an eager message's header (R2_CHUNK_EAGER). */
+void rl_desc_to_hdr(const struct op_desc *d, struct r2_chunk_hdr *h);
+void rl_desc_from_hdr(struct op_desc *d, const struct r2_chunk_hdr *h);
 /* Every peer's descriptor came. */
 bool rl_desc_done(const struct railop *o);
 void rl_desc_end(struct railop *o);
+
+/* ---- exec_rail_eager.c: small AllReduce in one direct exchange ---- */
+
+#define R2_EAGER_MAX (64u << 10)  /* bytes: the eager path up to this size */
+#define R2_EAGER_MAX_HOSTS 8      /* n - 1 messages per host: few hosts only */
+/* The same answer on every host for the same operation (size, hosts and
+ * the agreed view v, NULL: nothing known failed). */
+bool rl_eager_ok(const struct r2_comm *c, uint64_t size, const struct r2_view *v);
+int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
+		       r2ccl_dtype_t dtype, r2ccl_redop_t redop, uint64_t opseq);
 
 /* ---- exec_rail_loop.c: the rail phase ---- */
 

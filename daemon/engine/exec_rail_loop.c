@@ -89,6 +89,18 @@ int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 	}
 	if (rl_p2p_handle(o->c, m))
 		return 0; /* a transfer's message, handled */
+	if (m->cqe.type == R2_TPC_RECV && h->kind == R2_MSG_DATA && (h->flags & R2_CHUNK_EAGER) &&
+	    h->opseq == o->opseq && h->src < (uint32_t)o->c->nhosts) {
+		/* the peer took the eager path for this collective: it posted
+		 * another count (or more): a mismatch, with its reason */
+		struct op_desc theirs;
+		int r;
+
+		rl_desc_from_hdr(&theirs, h);
+		r = rl_desc_check(o->c, o->opseq, &o->desc.mine, &theirs, h->src);
+		rl_rmsg_free(o->d, m);
+		return r;
+	}
 	if (m->cqe.type == R2_TPC_RECV && h->kind == R2_MSG_DATA && (h->flags & R2_CHUNK_DESC)) {
 		int r = rl_desc_in(o, m);
 		if (r == 1 && h->opseq > o->c->coll_seq) {

@@ -148,10 +148,14 @@ static void p2p_finish(struct r2_comm *c, struct p2pop *p, int status)
 			break;
 		}
 	}
-	if (status < 0)
+	if (status < 0 && !p->x)
+		log_warn("communicator %u: acknowledgements of operation %llu: %s (%d missing)",
+			 c->id, (unsigned long long)p->seq, r2ccl_strerror(status), p->nsends);
+	else if (status < 0)
 		log_warn("communicator %u: transfer %s host %u failed: %s", c->id,
 			 p->is_send ? "to" : "from", p->peer_host, r2ccl_strerror(status));
-	r2d_exec_complete(p->x, status);
+	if (p->x)
+		r2d_exec_complete(p->x, status);
 	p2p_free(c->d, p);
 }
 
@@ -215,10 +219,28 @@ static void p2p_conn_error(struct r2_comm *c, const struct r2_rmsg *m)
 	if (peer_lost(c, m)) {
 		for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
 			next = p->next;
-			if (c->hosts[p->peer_host].id == m->cqe.peer)
+			if (p->peer_host < (uint32_t)c->nhosts &&
+			    c->hosts[p->peer_host].id == m->cqe.peer)
 				p2p_finish(c, p, R2CCL_E_PEER_GONE);
 		}
 	}
+}
+
+/* Every chunk of a send is written (or acknowledged): the operation
+ * completes now, since its chunks are copies (proxy buffers) that the
+ * transfer keeps until their ACKs, re-sending one lost with a failed
+ * connection; its record stays (x NULL) until then. A send ends a wire
+ * latency earlier than at its last ACK (issue 21). */
+static void send_written(struct r2_comm *c, struct p2pop *p)
+{
+	if (!p->x || !p->is_send || p->blocked)
+		return;
+	for (struct sendrec *s = p->sends; s; s = s->next)
+		if (!s->sent && !s->acked)
+			return;
+	r2d_exec_complete(p->x, 0);
+	p->x = NULL;
+	(void)c;
 }
 
 /* A transfer's chunk was rl_sent (or failed: then it goes again, up to
@@ -235,6 +257,7 @@ static void p2p_sent(struct r2_comm *c, struct r2_rmsg *m)
 			p2p_finish(c, p, R2CCL_E_NO_PATH);
 	} else {
 		s->sent = true;
+		send_written(c, p);
 		if (s->acked) {
 			for (struct sendrec **pp = &p->sends; *pp; pp = &(*pp)->next) {
 				if (*pp == s) {
@@ -259,7 +282,7 @@ static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
 
 	for (struct sendrec **pp = p ? &p->sends : NULL; pp && *pp; pp = &(*pp)->next) {
 		struct sendrec *s = *pp;
-		if (s->hdr.off != h->off || s->acked)
+		if (s->hdr.off != h->off || s->hdr.dst != h->dst || s->acked)
 			continue;
 		s->acked = true;
 		if (s->sent) {
@@ -302,6 +325,11 @@ bool rl_p2p_handle(struct r2_comm *c, struct r2_rmsg *m)
 	if (m->cqe.type == R2_TPC_ERROR) {
 		p2p_conn_error(c, m);
 		return false; /* a collective in flight must hear of it too */
+	}
+	if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_ACK &&
+	    !(m->cqe.hdr.opseq & P2P_BIT) && p2p_find(c, m->cqe.hdr.opseq, true)) {
+		p2p_acked(c, m); /* a collective's lingering message (rl_p2p_linger) */
+		return true;
 	}
 	if (!p2p_is(m))
 		return false;
@@ -424,16 +452,53 @@ int rl_p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t pe
 }
 
 /* The transfer's other rank left the communicator (destroy, abort: comm.c
- * r2d_comm_member_left). Asked only once some member left. */
+ * r2d_comm_member_left). Asked only once some member left. A transfer whose
+ * operation already completed (x NULL: a send whose chunks are all written,
+ * an eager collective's copies waiting for their ACKs) has no caller to
+ * tell: it ends at its ACKs or its deadline. */
 static bool p2p_peer_left(struct r2_comm *c, const struct p2pop *p)
 {
-	int other = p->x->ops[0]->sqe.root;
+	int other;
 	bool left;
+
+	if (!p->x)
+		return false;
+	other = p->x->ops[0]->sqe.root;
 
 	pthread_mutex_lock(&c->d->lock);
 	left = other >= 0 && other < c->nranks && c->m[other].left;
 	pthread_mutex_unlock(&c->d->lock);
 	return left;
+}
+
+/* A collective's messages that are posted but not acknowledged yet, kept
+ * after the operation ended (exec_rail_eager.c): a transfer of no
+ * operation (x NULL) whose ACKs, send completions and connection errors
+ * the executor handles as a send's, pumping the mailbox while idle
+ * (r2_p2p_pending); one lost with a failed connection goes again on another
+ * rail. Takes the n records of s (heap copies of their bytes). */
+int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n)
+{
+	struct p2pop *p = calloc(1, sizeof(*p));
+	struct sendrec **tail;
+
+	if (!p)
+		return -ENOMEM;
+	p->seq = seq;
+	p->is_send = true;
+	p->peer_host = UINT32_MAX;
+	p->deadline = r2_now_us() + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	tail = &p->sends;
+	for (int i = 0; i < n; i++) {
+		s[i]->owner = p;
+		s[i]->next = NULL;
+		*tail = s[i];
+		tail = &s[i]->next;
+		p->nsends++;
+	}
+	p->next = c->p2p_ops;
+	c->p2p_ops = p;
+	return 0;
 }
 
 void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
@@ -448,6 +513,10 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 				m->next = c->deferred; /* for a later collective */
 				c->deferred = m;
 			} else {
+				if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
+				    !(m->cqe.hdr.opseq & P2P_BIT))
+					/* an ended collective's: delivered twice */
+					atomic_fetch_add(&c->d->chunks_dup_dropped, 1);
 				if (m->cqe.type == R2_TPC_SEND) {
 					struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
 					if (s && s->orphan) {

@@ -249,7 +249,8 @@ int tcp_stream_rx(struct r2_tp *tp, struct tcp_stream *st)
 
 /* ---- tx ---- */
 
-int tcp_stream_tx(struct r2_tp *tp, struct tcp_stream *st)
+/* Writes what st's queue holds (the writer claimed st->tx_busy). */
+static int stream_tx(struct r2_tp *tp, struct tcp_stream *st)
 {
 	for (int round = 0; round < TCP_TX_ROUNDS; round++) {
 		struct iovec iov[TCP_TX_IOV];
@@ -349,6 +350,46 @@ int tcp_stream_tx(struct r2_tp *tp, struct tcp_stream *st)
 	return 0;
 }
 
+/* The owner thread (EPOLLOUT). While a poster writes inline (tcp_post_send)
+ * it leaves the stream alone: EPOLLOUT is level-triggered, so it comes back
+ * to whatever the poster left queued. */
+int tcp_stream_tx(struct r2_tp *tp, struct tcp_stream *st)
+{
+	int r;
+
+	pthread_mutex_lock(&st->qlock);
+	if (st->tx_busy) {
+		pthread_mutex_unlock(&st->qlock);
+		return 0;
+	}
+	st->tx_busy = true;
+	pthread_mutex_unlock(&st->qlock);
+	r = stream_tx(tp, st);
+	pthread_mutex_lock(&st->qlock);
+	st->tx_busy = false;
+	pthread_mutex_unlock(&st->qlock);
+	return r;
+}
+
+/* A small message posted to an idle stream is written by the poster itself
+ * (under tp->b.lock, so the owner cannot close fd meanwhile; MSG_DONTWAIT:
+ * never blocks): no wake-up of the progress thread and no epoll_ctl on the
+ * latency path of a small operation or an acknowledgement. What the socket
+ * does not take, and any error, is left to the owner (EPOLLOUT armed): it
+ * writes the rest, or fails the stream as it would have. */
+static void stream_tx_inline(struct r2_tp *tp, struct tcp_stream *st)
+{
+	bool left;
+
+	(void)stream_tx(tp, st);
+	pthread_mutex_lock(&st->qlock);
+	st->tx_busy = false;
+	left = st->hello_left || st->q_head;
+	if (left)
+		tcp_arm_out(st);
+	pthread_mutex_unlock(&st->qlock);
+}
+
 /* ---- operations of the data path ---- */
 
 int tcp_reg_mem(struct r2_tp *tp, void *addr, size_t len, void **handle)
@@ -432,8 +473,18 @@ int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chunk_hdr 
 	else
 		best->q_head = m;
 	best->q_tail = m;
-	tcp_arm_out(best);
+	/* alone on an idle stream that is up: written here (stream_tx_inline) */
+	bool inl = best->q_head == m && !best->hello_left &&
+		   !best->tx_busy && !best->ev_out && best->state == ST_UP &&
+		   !atomic_load_explicit(&best->dead, memory_order_relaxed) &&
+		   sz <= HDR_SIZE + TCP_TX_INLINE_MAX;
+	if (inl)
+		best->tx_busy = true;
+	else
+		tcp_arm_out(best);
 	pthread_mutex_unlock(&best->qlock);
+	if (inl)
+		stream_tx_inline(tp, best);
 	pthread_mutex_unlock(&tp->b.lock);
 	return 0;
 }

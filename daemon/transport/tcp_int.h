@@ -48,6 +48,7 @@
 #define TCP_TX_IOV 64
 #define TCP_TX_BATCH (8u << 20)
 #define TCP_TX_ROUNDS 8
+#define TCP_TX_INLINE_MAX (64u << 10) /* post_send writes itself up to this */
 #define HDR_SIZE R2_TP_HDR_SIZE
 #define TCP_DEFAULT_HELLO_TIMEOUT_MS 3000u
 #define TCP_DEFAULT_PREHELLO_MAX 256u
@@ -107,6 +108,8 @@ struct tcp_stream {
 	pthread_mutex_t qlock;
 	struct tcp_msg *q_head, *q_tail;
 	bool ev_out;               /* EPOLLOUT armed (under qlock) */
+	bool tx_busy;              /* a thread is writing fd (under qlock): the
+				    * owner, or a poster writing inline (tcp_data.c) */
 	uint8_t hello_out[TCP_HELLO_SIZE];
 	uint32_t hello_left;       /* under qlock */
 	_Atomic uint64_t queued;   /* bytes queued (header + payload) */

@@ -141,6 +141,65 @@ START_TEST(test_allreduce_three_hosts_two_ranks)
 }
 END_TEST
 
+/* Small AllReduces across hosts go eager (exec_rail_eager.c: one message
+ * each way), larger ones by the planner's schedule, mixed in one
+ * communicator; exact results; the eager count says which path ran. */
+START_TEST(test_allreduce_eager)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[6];
+	enum { NQ = 4 }; /* a session holds 8 memory regions */
+	int32_t *in[2][NQ], *out[2][NQ];
+	uint32_t im[2][NQ], om[2][NQ];
+	uint64_t tag[2][NQ];
+	const uint64_t cnt[NQ] = { 1, 100000, 37, 5000 }; /* the second by the planner */
+
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
+	allreduce(ss, 2, 1, R2CCL_SUM);
+	allreduce(ss, 2, 256 * 1024, R2CCL_SUM); /* planner */
+	allreduce(ss, 2, 16384, R2CCL_MAX);      /* 64 KB: the largest eager one */
+	allreduce(ss, 2, 16385, R2CCL_SUM);      /* planner */
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 2);
+	th_free_all(hs, 2);
+
+	/* queued back to back, small and large mixed: a host ahead sends the
+	 * next operation's message while the other still runs this one */
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
+	for (int q = 0; q < NQ; q++) {
+		for (int r = 0; r < 2; r++) {
+			im[r][q] = th_mem(ss[r], cnt[q] * 4, (void **)&in[r][q]);
+			om[r][q] = th_mem(ss[r], cnt[q] * 4, (void **)&out[r][q]);
+			for (uint64_t i = 0; i < cnt[q]; i++)
+				in[r][q][i] = val(r, i + (uint64_t)q);
+		}
+	}
+	for (int r = 0; r < 2; r++)
+		for (int q = 0; q < NQ; q++)
+			tag[r][q] = th_submit(ss[r], R2_OP_ALLREDUCE, cnt[q], R2CCL_INT32,
+					      R2CCL_SUM, 0, im[r][q], om[r][q]);
+	for (int q = 0; q < NQ; q++)
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(th_wait(ss[r], tag[r][q], T_MS), 0);
+	for (int q = 0; q < NQ; q++)
+		for (uint64_t i = 0; i < cnt[q]; i++)
+			for (int r = 0; r < 2; r++)
+				TH_CHECK(out[r][q][i] == val(0, i + (uint64_t)q) + val(1, i + (uint64_t)q),
+					 "op %d rank %d element %llu", q, r, (unsigned long long)i);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), NQ - 1);
+	th_free_all(hs, 2);
+
+	/* three hosts of two ranks: local phase, eager exchange, local phase */
+	th_cluster(hs, 3, 2, 0x3, ss, NULL);
+	allreduce(ss, 6, 1000, R2CCL_SUM);
+	allreduce(ss, 6, 7, R2CCL_MAX);
+	for (int h = 0; h < 3; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 2);
+	th_free_all(hs, 3);
+}
+END_TEST
+
 /* AllGather, ReduceScatter, Broadcast, Reduce on nhosts hosts of rph
  * ranks each */
 static void other_collectives(int nhosts, int rph, const char *const *params)
@@ -411,6 +470,15 @@ START_TEST(test_mismatch_across_hosts)
 					     { R2_OP_ALLREDUCE, 100, R2CCL_INT32, R2CCL_SUM, 0 } },
 		      (const char *const[]){
 			      "collective 1 (allreduce): rank 1 posted count 100, this rank 0", NULL });
+	/* counts on either side of the eager limit (64 KiB): one host takes
+	 * the eager path, the other the planner's; each finds the other's
+	 * call in what it receives (an eager header, a descriptor) */
+	mismatch_case(2, false,
+		      (const struct call[]){ { R2_OP_ALLREDUCE, 10000, R2CCL_INT32, R2CCL_SUM, 0 },
+					     { R2_OP_ALLREDUCE, 20000, R2CCL_INT32, R2CCL_SUM, 0 } },
+		      (const char *const[]){
+			      "collective 1 (allreduce): rank 1 posted count 20000, this rank 10000",
+			      "collective 1 (allreduce): rank 0 posted count 10000, this rank 20000" });
 	mismatch_case(2, false,
 		      (const struct call[]){ { R2_OP_ALLREDUCE, 5000, R2CCL_INT32, R2CCL_SUM, 0 },
 					     { R2_OP_ALLREDUCE, 5000, R2CCL_FLOAT32, R2CCL_SUM, 0 } },
@@ -739,6 +807,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_allreduce_two_hosts);
 	TH_ADD(s, test_tenant_cap);
 	TH_ADD(s, test_allreduce_three_hosts_two_ranks);
+	TH_ADD(s, test_allreduce_eager);
 	TH_ADD(s, test_other_collectives);
 	TH_ADD(s, test_other_collectives_two_ranks);
 	TH_ADD(s, test_allreduce_threads);

@@ -16,6 +16,8 @@
 #include "engine_harness.h"
 #include "net/health_int.h"
 #include "peer.pb-c.h"
+#include "engine/comm.h"
+#include "engine/exec.h"
 
 #define T_MS 10000
 #define ID(i) (0x1000 + (uint64_t)(i))
@@ -217,6 +219,93 @@ START_TEST(test_link_down_mid_allreduce)
 	ck_assert(has_event(hs[0], "path", "failed -> recovering"));
 	ck_assert(has_event(hs[0], "path", "recovering -> healthy"));
 	ar_run(&a);
+	th_free_all(hs, 2);
+}
+END_TEST
+
+/* Small AllReduces (eager: one message each way, both on rail 1 between
+ * hosts 0 and 1): rail 1 held, then its link down while one runs: host 0
+ * ended the operation (its own message unacknowledged, kept), host 1 waits;
+ * the message goes again on rail 0 and the result is exact; later ones run
+ * eager on the view without rail 1; duplicates are kept once. */
+START_TEST(test_link_down_mid_eager)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct ar a;
+
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
+	ar_setup(&a, ss, 2, 100); /* 400 bytes */
+	ar_run(&a);
+	ck_assert_uint_eq(atomic_load(&hs[0]->d.eager_ops_total), 1);
+	ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(1), true), 0);
+	ar_start(&a, 2);
+	th_pump(30);
+	/* host 0 has host 1's message and ends (its own message lingers,
+	 * unacknowledged); host 1 waits for it */
+	ck_assert_int_eq(th_wait(ss[1], a.tag[1], 0), TH_TIMEOUT);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(1), false), 0);
+	ar_check(&a); /* re-sent on rail 0 by host 0's idle executor */
+	ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_FAILED, 2000));
+	for (int k = 0; k < 5; k++)
+		ar_run(&a);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 7);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), true), 0);
+	ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_HEALTHY, 5000));
+	for (int h = 0; h < 2; h++)
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(r2_lb_duplicate(th_tp(hs[h], r), ID(1 - h), 20), 0);
+	for (int k = 0; k < 5; k++)
+		ar_run(&a);
+	ck_assert_uint_gt(atomic_load(&hs[0]->d.chunks_dup_dropped) +
+				  atomic_load(&hs[1]->d.chunks_dup_dropped),
+			  0);
+	th_free_all(hs, 2);
+}
+END_TEST
+
+/* Host 1's messages to host 0 held on both rails (its ACKs among them): a
+ * send from host 0 completes once written (its chunks kept, unacknowledged)
+ * and so does host 1's receive; released, the ACKs come and nothing is
+ * left in flight; then a send whose rail fails before its ACK is re-sent. */
+START_TEST(test_send_completes_before_ack)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	const uint64_t cnt = 1000;
+	int32_t *b0, *r1;
+	uint32_t m0, n1;
+	uint64_t t0, t1;
+	struct r2_comm *c;
+
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
+	pthread_mutex_lock(&hs[0]->d.lock);
+	c = r2d_comm_find(&hs[0]->d, ss[0]->comm_id >> 16);
+	pthread_mutex_unlock(&hs[0]->d.lock);
+	ck_assert_ptr_nonnull(c);
+	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
+	n1 = th_mem(ss[1], cnt * 4, (void **)&r1);
+	for (int round = 0; round < 2; round++) {
+		for (uint64_t i = 0; i < cnt; i++)
+			b0[i] = val(0, i, round);
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(r2_lb_hold(th_tp(hs[1], r), ID(0), true), 0);
+		t1 = th_submit(ss[1], R2_OP_RECV, cnt, R2CCL_INT32, 0, 0, 0, n1);
+		t0 = th_submit(ss[0], R2_OP_SEND, cnt, R2CCL_INT32, 0, 1, m0, 0);
+		ck_assert_int_eq(th_wait(ss[0], t0, T_MS), 0); /* no ACK yet */
+		ck_assert_int_eq(th_wait(ss[1], t1, T_MS), 0);
+		ck_assert_mem_eq(r1, b0, cnt * 4);
+		ck_assert(r2_p2p_pending(c)); /* the chunk waits for its ACK */
+		if (round == 1) /* the rail of the chunk fails: it goes again */
+			ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 0), false), 0);
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(r2_lb_hold(th_tp(hs[1], r), ID(0), false), 0);
+		for (int k = 0; k < 200 && r2_p2p_pending(c); k++)
+			th_pump(10);
+		ck_assert(!r2_p2p_pending(c));
+	}
 	th_free_all(hs, 2);
 }
 END_TEST
@@ -651,6 +740,8 @@ static Suite *suite(void)
 	Suite *s = suite_create("engine-faults");
 
 	TH_ADD(s, test_link_down_mid_allreduce);
+	TH_ADD(s, test_link_down_mid_eager);
+	TH_ADD(s, test_send_completes_before_ack);
 	TH_ADD(s, test_duplicated_chunks);
 	TH_ADD(s, test_reordered_and_delayed);
 	TH_ADD(s, test_peer_dies);

@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Eager small AllReduce across hosts: one message each way per pair of
+ * hosts instead of the planner's schedule.
+ *
+ * A ring (or any reduce-scatter + all-gather) takes 2(n-1) exchanges, each
+ * a wire latency plus the thread hand-offs of both daemons; for a few bytes
+ * that is all there is. Here every host sends its whole working buffer W,
+ * with the chunk header, to every other host in one step (a direct
+ * exchange: for 2 hosts, one message each way), keeps what comes, and when
+ * all n contributions are there reduces them in host order with one
+ * r2_reduce: every host computes the same expression, so every host gets
+ * the same bits. Chosen per operation from facts every daemon shares (the
+ * size, the host count, the agreed view), so all hosts of a communicator
+ * take the same path for the same sequence number.
+ *
+ * The guarantees of the chunk protocol stay: each message is acknowledged
+ * by the receiving rails thread, the sender keeps its copy until then (past
+ * the operation's end: rl_p2p_linger), and one lost with a failed
+ * connection goes again on another rail; a receiver keeps one copy per
+ * source (a duplicate is dropped).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/health.h"
+#include "net/rails.h"
+#include "log.h"
+#include "reduce.h"
+#include "util.h"
+
+#include "engine/exec_rail_int.h"
+
+struct eager {
+	struct r2_comm *c;
+	uint64_t opseq, size;
+	struct sendrec **send;   /* [host]: my message to it (NULL: me) */
+	struct r2_rmsg **got;    /* [host]: its message to me */
+	int nsend, nacked, ngot;
+	bool repost;             /* a send waits for a rail or queue room */
+	uint64_t t_in, t_take;   /* the last message: in the mailbox, taken (us) */
+	struct op_desc mine;     /* what this host's ranks called (in each header) */
+};
+
+/* Both hosts have a NIC up on some rail whose link between them is not
+ * known failed: the direct message needs no bridge. */
+static bool pair_ok(const struct r2_view *v, uint32_t a, uint32_t b)
+{
+	for (uint32_t r = 0; r < v->nrails; r++) {
+		bool link_down = false;
+		if (v->down[a * v->nrails + r] || v->down[b * v->nrails + r])
+			continue;
+		for (uint32_t i = 0; i < v->nlinks; i++) {
+			const uint32_t *t = &v->links[3 * i];
+			if (t[2] == r && ((t[0] == a && t[1] == b) || (t[0] == b && t[1] == a)))
+				link_down = true;
+		}
+		if (!link_down)
+			return true;
+	}
+	return false;
+}
+
+bool rl_eager_ok(const struct r2_comm *c, uint64_t size, const struct r2_view *v)
+{
+	if (size == 0 || size > R2_EAGER_MAX || c->nhosts < 2 || c->nhosts > R2_EAGER_MAX_HOSTS)
+		return false;
+	if (!v || !v->down)
+		return true;
+	if (v->nhosts != (uint32_t)c->nhosts)
+		return false;
+	for (uint32_t a = 0; a < v->nhosts; a++)
+		for (uint32_t b = a + 1; b < v->nhosts; b++)
+			if (!pair_ok(v, a, b))
+				return false;
+	return true;
+}
+
+static int post(struct eager *e, struct sendrec *s)
+{
+	int r = rl_post_any(e->c->d, s);
+
+	if (r == 0) {
+		rl_inject_dup(e->c->d, s);
+		return 0;
+	}
+	if (r == -EAGAIN) {
+		e->repost = true; /* the queue is full: after the next message */
+		return 0;
+	}
+	return r == -ENOTCONN ? R2CCL_E_PEER_GONE : r;
+}
+
+static int repost(struct eager *e)
+{
+	e->repost = false;
+	for (int h = 0; h < e->c->nhosts; h++) {
+		struct sendrec *s = e->send[h];
+		if (s && !s->posted && !s->acked) {
+			int r = post(e, s);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+static struct sendrec *mine(struct eager *e, uint64_t ctx)
+{
+	for (int h = 0; h < e->c->nhosts; h++)
+		if (e->send[h] && (uint64_t)(uintptr_t)e->send[h] == ctx)
+			return e->send[h];
+	return NULL;
+}
+
+/* A connection failed (rl_p2p_handle marked its rail in failed_rails): my
+ * message written on it and not acknowledged goes again on another rail. */
+static int conn_error(struct eager *e, const struct r2_rmsg *m)
+{
+	struct r2_rails *rs = e->c->d->rails;
+	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
+
+	for (int h = 0; h < e->c->nhosts; h++) {
+		struct sendrec *s = e->send[h];
+		if (!s || s->peer != m->cqe.peer || s->rail != m->rail || !s->sent || s->acked)
+			continue;
+		s->sent = false;
+		s->posted = false;
+		r2d_rails_note_resend(e->c->d, m->rail, m->cqe.peer, 1);
+		if ((e->c->hosts[h].failed_rails & all) == all)
+			return R2CCL_E_PEER_GONE;
+		e->repost = true;
+	}
+	return 0;
+}
+
+static void sent(struct eager *e, struct sendrec *s, int status)
+{
+	if ((status < 0 || rl_sent_on_failed(e->c, s)) && !s->acked) {
+		s->posted = false; /* lost with its connection: again */
+		s->sent = false;
+		e->repost = true;
+		return;
+	}
+	s->sent = true;
+}
+
+/* What host h->src called, compared with this host's call: an eager
+ * message's header carries it; a descriptor message (R2_CHUNK_DESC) means
+ * the peer took the planner's path for this collective, so it called
+ * another count, or more differs. <0: the mismatch (the communicator is
+ * broken with its reason). */
+static int desc_in(struct eager *e, const struct r2_rmsg *m)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	struct op_desc theirs;
+
+	if (h->flags & R2_CHUNK_DESC) {
+		if (h->len != sizeof(theirs))
+			return 0; /* malformed: dropped below */
+		memcpy(&theirs, m->cqe.buf, sizeof(theirs));
+	} else if (h->flags & R2_CHUNK_EAGER) {
+		rl_desc_from_hdr(&theirs, h);
+	} else {
+		return 0;
+	}
+	return rl_desc_check(e->c, e->opseq, &e->mine, &theirs, h->src);
+}
+
+/* A data message: mine if it is this operation's, to this host, whole;
+ * <0: the hosts disagree on the collective (R2CCL_E_MISMATCH). */
+static int data_in(struct eager *e, struct r2_rmsg *m)
+{
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	int r;
+
+	if (h->src < (uint32_t)e->c->nhosts && h->src != (uint32_t)e->c->my_host &&
+	    (r = desc_in(e, m)) < 0) {
+		rl_rmsg_free(e->c->d, m);
+		return r;
+	}
+	if (h->src >= (uint32_t)e->c->nhosts || h->src == (uint32_t)e->c->my_host ||
+	    h->dst != (uint32_t)e->c->my_host || !(h->flags & R2_CHUNK_EAGER) ||
+	    h->len != e->size) {
+		log_warn("communicator %u: op %llu: eager message from host %u of %u bytes at %llu "
+			 "dropped (expected %llu bytes)", e->c->id, (unsigned long long)e->opseq,
+			 h->src, h->len, (unsigned long long)h->off, (unsigned long long)e->size);
+		rl_rmsg_free(e->c->d, m);
+		return 0;
+	}
+	if (e->got[h->src]) { /* delivered twice: kept once */
+		atomic_fetch_add(&e->c->d->chunks_dup_dropped, 1);
+		rl_rmsg_free(e->c->d, m);
+		return 0;
+	}
+	e->got[h->src] = m;
+	e->ngot++;
+	e->t_in = R2_MAX(e->t_in, m->when_us);
+	e->t_take = r2_now_us();
+	return 0;
+}
+
+/* One message of the mailbox; <0: the operation fails. */
+static int handle(struct eager *e, struct r2_rmsg *m)
+{
+	struct r2_comm *c = e->c;
+	const struct r2_chunk_hdr *h = &m->cqe.hdr;
+	struct sendrec *s;
+
+	if (rl_p2p_handle(c, m))
+		return 0; /* a transfer's */
+	switch (m->cqe.type) {
+	case R2_TPC_SEND:
+		s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
+		if (s && mine(e, m->cqe.ctx))
+			sent(e, s, m->cqe.status);
+		else if (s && s->orphan)
+			rl_sendrec_free(s); /* an ended operation's */
+		break;
+	case R2_TPC_ERROR: {
+		int r = conn_error(e, m);
+		if (r < 0) {
+			rl_rmsg_free(c->d, m);
+			return r;
+		}
+		break;
+	}
+	case R2_TPC_RECV:
+		if (h->kind == R2_MSG_ACK && h->opseq == e->opseq && h->dst < (uint32_t)c->nhosts &&
+		    (s = e->send[h->dst]) && !s->acked) {
+			s->acked = true;
+			e->nacked++;
+		} else if (h->kind == R2_MSG_DATA && h->opseq == e->opseq) {
+			return data_in(e, m);
+		} else if (h->kind == R2_MSG_DATA && !(h->opseq & P2P_BIT) && h->opseq > e->opseq) {
+			m->next = c->deferred; /* a later collective's */
+			c->deferred = m;
+			return 0;
+		} else if (h->kind == R2_MSG_DATA && !(h->opseq & P2P_BIT)) {
+			atomic_fetch_add(&c->d->chunks_dup_dropped, 1); /* an old duplicate */
+		}
+		break; /* or an ended operation's ACK */
+	default:
+		break;
+	}
+	rl_rmsg_free(c->d, m);
+	return 0;
+}
+
+static int broken(const struct r2_comm *c)
+{
+	if (c->state == R2_COMM_BROKEN || c->state == R2_COMM_DEAD)
+		return c->broken_err ? c->broken_err : R2CCL_E_COMM_BROKEN;
+	return 0;
+}
+
+static bool all_posted(const struct eager *e)
+{
+	for (int h = 0; h < e->c->nhosts; h++)
+		if (e->send[h] && !e->send[h]->acked && !e->send[h]->posted)
+			return false;
+	return true;
+}
+
+/* Until every message came and every one of mine is on its way (posted);
+ * their acknowledgements are awaited after the operation (rl_p2p_linger). */
+static int run(struct eager *e, uint64_t deadline)
+{
+	struct r2_comm *c = e->c;
+
+	while (e->ngot < c->nhosts - 1 || !all_posted(e)) {
+		struct r2_rmsg *m;
+		int r;
+
+		/* a member left (destroy or abort, comm.c) before its host
+		 * matched this collective: it cannot finish */
+		if (e->opseq > c->gone_after)
+			return R2CCL_E_PEER_GONE;
+		if (e->repost && (r = repost(e)) < 0)
+			return r;
+		m = rl_mbox_take(c, e->repost ? 1 : 100);
+		if (!m) {
+			if (c->stop)
+				return R2CCL_E_SHUTDOWN;
+			if (c->abort_err)
+				return c->abort_err;
+			if ((r = broken(c)))
+				return r;
+			if (r2_now_us() > deadline)
+				return -ETIMEDOUT;
+			continue;
+		}
+		if ((r = handle(e, m)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The messages not acknowledged yet outlive the operation: the executor
+ * takes their ACKs (and re-sends one lost with its connection) afterwards,
+ * so an operation ends when its data is in, not a round trip later. */
+static void linger(struct eager *e)
+{
+	struct sendrec *keep[R2_EAGER_MAX_HOSTS];
+	int n = 0;
+
+	for (int h = 0; h < e->c->nhosts; h++)
+		if (e->send[h] && !e->send[h]->acked)
+			keep[n++] = e->send[h];
+	if (n == 0 || rl_p2p_linger(e->c, e->opseq, keep, n) < 0)
+		return; /* none, or no memory: freed or orphaned by the caller */
+	for (int h = 0; h < e->c->nhosts; h++)
+		if (e->send[h] && !e->send[h]->acked)
+			e->send[h] = NULL; /* the linger's now */
+}
+
+int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
+		       r2ccl_dtype_t dtype, r2ccl_redop_t redop, uint64_t opseq)
+{
+	struct r2_comm *c = x->c;
+	struct r2_rails *rs = c->d->rails;
+	int nh = c->nhosts, me = c->my_host, r = 0;
+	const void *mybuf = S ? S : W;
+	const void *in[R2_EAGER_MAX_HOSTS];
+	uint64_t t0 = r2_now_us(), t_posted = t0;
+	struct eager e = {
+		.c = c,
+		.opseq = opseq,
+		.size = size,
+		.send = calloc((size_t)nh, sizeof(*e.send)),
+		.got = calloc((size_t)nh, sizeof(*e.got)),
+	};
+
+	if (!e.send || !e.got || !rs || rs->n == 0) {
+		r = !rs || rs->n == 0 ? R2CCL_E_NO_PATH : -ENOMEM;
+		goto out;
+	}
+	rl_desc_fill(&e.mine, x);
+	/* messages of this operation that came while none ran (or during the
+	 * previous one) */
+	for (struct r2_rmsg **pp = (struct r2_rmsg **)&c->deferred; *pp;) {
+		struct r2_rmsg *m = *pp;
+		if (m->cqe.hdr.opseq == opseq) {
+			*pp = m->next;
+			m->next = NULL;
+			data_in(&e, m);
+			continue;
+		}
+		pp = &m->next;
+	}
+	for (int h = 0; h < nh; h++) {
+		struct sendrec *s;
+		if (h == me)
+			continue;
+		s = calloc(1, sizeof(*s));
+		if (!s || !(s->buf = malloc(size))) {
+			free(s);
+			r = -ENOMEM;
+			goto out;
+		}
+		/* a copy: W receives the result while the transport may still
+		 * read, and a re-send after a failure needs the bytes */
+		memcpy(s->buf, mybuf, size);
+		s->hdr.magic = R2_CHUNK_MAGIC;
+		s->hdr.kind = R2_MSG_DATA;
+		s->hdr.comm = c->key;
+		s->hdr.opseq = opseq;
+		s->hdr.src = (uint32_t)me;
+		s->hdr.dst = (uint32_t)h;
+		s->hdr.len = (uint32_t)size;
+		rl_desc_to_hdr(&e.mine, &s->hdr); /* flags, step, off */
+		s->rail = (me + h) % rs->n; /* pairs spread over the rails */
+		s->peer = c->hosts[h].id;
+		e.send[h] = s;
+		e.nsend++;
+		if ((r = post(&e, s)) < 0)
+			goto out;
+	}
+	t_posted = r2_now_us();
+	r = run(&e, t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000);
+	if (r == 0) {
+		for (int h = 0; h < nh; h++)
+			in[h] = h == me ? mybuf : e.got[h]->cqe.buf;
+		/* AVG sums here; exec_hier divides once, as after the rail phase */
+		r = r2_reduce(W, in, nh, size / r2ccl_dtype_size(dtype), dtype,
+			      redop == R2CCL_AVG ? R2CCL_SUM : redop, 1);
+		if (r == 0)
+			atomic_fetch_add(&c->d->eager_ops_total, 1);
+	}
+	if (r == 0)
+		linger(&e);
+	/* where a small operation's time goes (--log-level debug): from the
+	 * dispatcher's queueing to this executor, posting (copy, and the write
+	 * when the transport does it inline), the last message in the mailbox
+	 * (the rails thread) and taken from it, the end */
+	log_debug("communicator %u: op %llu, %llu bytes eager to %d hosts: queued->start %lld us, "
+		  "posted +%lld, last in +%lld, taken +%lld, end +%lld us (start at %llu)", c->id,
+		  (unsigned long long)opseq, (unsigned long long)size, nh - 1,
+		  (long long)(t0 - x->ops[0]->submitted_us), (long long)(t_posted - t0),
+		  e.t_in ? (long long)(e.t_in - t0) : -1LL,
+		  e.t_take ? (long long)(e.t_take - t0) : -1LL, (long long)(r2_now_us() - t0),
+		  (unsigned long long)t0);
+out:
+	if (r < 0 && r != R2CCL_E_SHUTDOWN)
+		log_warn("communicator %u: eager operation %llu failed: %s (%d of %d messages in, "
+			 "%d of %d acknowledged)", c->id, (unsigned long long)opseq,
+			 r2ccl_strerror(r), e.ngot, nh - 1, e.nacked, e.nsend);
+	for (int h = 0; e.send && h < nh; h++) {
+		struct sendrec *s = e.send[h];
+		if (!s)
+			continue;
+		if (s->posted && !s->sent)
+			s->orphan = true; /* freed at its send completion */
+		else
+			rl_sendrec_free(s);
+	}
+	for (int h = 0; e.got && h < nh; h++)
+		if (e.got[h])
+			rl_rmsg_free(c->d, e.got[h]);
+	free(e.send);
+	free(e.got);
+	return r;
+}
