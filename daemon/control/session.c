@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "control/control.h"
@@ -21,6 +22,7 @@
 #include "config.h"
 #include "base/daemon.h"
 #include "gpu/gpu.h"
+#include "gpu/owner.h"
 #include "log.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
@@ -35,6 +37,7 @@ static void session_free(struct r2_session *s)
 	r2_closep(&s->ring_fd);
 	r2_closep(&s->sq_efd);
 	r2_closep(&s->cq_efd);
+	r2_closep(&s->pidfd);
 	for (o = s->outq_head; o; o = next) {
 		next = o->next;
 		for (int i = 0; i < o->nfds; i++)
@@ -276,6 +279,47 @@ static void read_tenant(struct r2_session *s)
 		}
 	}
 	fclose(f);
+}
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
+
+/* Pins the connecting process (s->pidfd) and reads its pid as it sees it
+ * (s->nspid), for the owner check of legacy CUDA IPC handles (gpu/owner.h).
+ * SO_PEERPIDFD names the process that connected, whatever happened since.
+ * Before Linux 6.5, pidfd_open(s->pid): wrong only if that process exited
+ * between its connect and this accept and its pid was given to another
+ * (docs/security.md says so). Either way the pidfd then tells whether the
+ * pid is still that process's when a handle is checked. */
+static void pin_peer(struct r2_session *s)
+{
+	socklen_t len = sizeof(int);
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+
+	if (getsockopt(s->fd, SOL_SOCKET, SO_PEERPIDFD, &s->pidfd, &len) < 0 || s->pidfd < 0) {
+		s->pidfd = -1;
+		if (s->pid > 0)
+			s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
+		if (s->pidfd < 0) {
+			s->pidfd = -1;
+			return;
+		}
+	}
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	/* read before the liveness check: a status read from a pid reused
+	 * after the pidfd's process exited is caught by the check */
+	if (n <= 0 || (buf[n] = 0, r2_gpu_status_nspid(buf, &s->nspid) < 0) ||
+	    r2_gpu_pidfd_alive(s->pidfd) != 1) {
+		r2_closep(&s->pidfd);
+		s->nspid = 0;
+	}
 }
 
 /* ---- the ring ---- */
@@ -800,7 +844,7 @@ void r2d_session_accept(struct r2d *d, int fd)
 	s->d = d;
 	s->src = &session_src;
 	s->fd = fd;
-	s->ring_fd = s->sq_efd = s->cq_efd = -1;
+	s->ring_fd = s->sq_efd = s->cq_efd = s->pidfd = -1;
 	atomic_init(&s->refs, 1);
 	pthread_mutex_init(&s->cq_lock, NULL);
 	/* a few KiB until hello: an announced length is allocated when read */
@@ -812,6 +856,7 @@ void r2d_session_accept(struct r2d *d, int fd)
 		s->uid = cred.uid;
 		s->gid = cred.gid;
 	}
+	pin_peer(s);
 	read_tenant(s);
 	pthread_mutex_lock(&d->lock);
 	if (prehello_full(d, s->uid)) {
@@ -822,6 +867,7 @@ void r2d_session_accept(struct r2d *d, int fd)
 			    (int)s->pid, (unsigned)s->uid, d->caps.prehello,
 			    d->caps.prehello_per_uid);
 		close(fd);
+		r2_closep(&s->pidfd);
 		pthread_mutex_destroy(&s->cq_lock);
 		r2_frame_reader_reset(&s->reader);
 		free(s);
