@@ -396,12 +396,15 @@ int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 							  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 		cu.memRelease(h);
 		if (e != CUDA_SUCCESS)
-			return -EOPNOTSUPP; /* not created exportable as a POSIX fd */
+			return r2c_fail(-EOPNOTSUPP, "the cuMem allocation at %p was not created "
+					"exportable as a POSIX fd (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)",
+					(void *)base);
 		req.kind = R2_GPU_MEM_CUMEM_FD;
 		type = R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD;
 	} else {
 		if (cu.ipcGetMemHandle(&ipc, base) != CUDA_SUCCESS)
-			return -EOPNOTSUPP;
+			return r2c_fail(-EOPNOTSUPP, "the allocation at %p has no CUDA IPC handle",
+					(void *)base);
 		req.kind = R2_GPU_MEM_IPC;
 		req.ipc_handle.data = (uint8_t *)ipc.reserved;
 		req.ipc_handle.len = sizeof(ipc.reserved);
@@ -414,6 +417,8 @@ int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 	if (r < 0)
 		return r;
 	r = rep->status;
+	if (r < 0 && rep->error && rep->error[0])
+		r2c_fail(r, "r2ccld refused the GPU memory: %s", rep->error); /* the check */
 	reg = calloc(1, sizeof(*reg));
 	if (r == 0 && reg) {
 		reg->ptr = ptr;

@@ -109,6 +109,7 @@ enum r2d_param {
 	P_GPU_SPLIT_MIN,
 	P_GPU_STAGE_CACHE,
 	P_GPU_STAGE_PIECES,
+	P_GPU_LEGACY_IPC,
 	/* caps on what a client can make the daemon hold (docs/security.md) */
 	P_MAX_SESSIONS_PER_UID,
 	P_MAX_PREHELLO,
@@ -202,8 +203,13 @@ struct r2_session {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
-	int pidfd;      /* the peer process (SO_PEERPIDFD, else pidfd_open), -1 */
-	char tenant[256]; /* its cgroup v2 path ("uid:N" when unknown) */
+	/* the connecting process, race-free (SO_PEERPIDFD, else pidfd_open of
+	 * pid at accept): -1 if neither worked. Its pid as the client sees it
+	 * (the last of /proc/<pid>/status NSpid), for the owner check of legacy
+	 * CUDA IPC handles (daemon/gpu/owner.h). */
+	int pidfd;
+	pid_t nspid;
+	char tenant[256];
 	int tenant_idx; /* its tenant in the scheduler's table (net/tenants.h) */
 	char name[64];
 

@@ -237,6 +237,11 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 				 "--gpu-stage-pieces", R2_PT_BOOL, "1", 0, 0, NULL, NULL, false,
 				 "stage a large AllReduce of one local rank in 4 MiB slices, the "
 				 "rail phase overlapping the copies (0: one copy each way)" },
+	[P_GPU_LEGACY_IPC] = { "gpu_legacy_ipc", "R2CCL_GPU_LEGACY_IPC", "--gpu-legacy-ipc",
+			       R2_PT_ENUM, "same-pid", 0, 0, "allow|same-pid|deny", NULL, true,
+			       "legacy CUDA IPC handles (cudaMalloc memory) a client registers: "
+			       "same-pid (only a handle its own process exported), deny (cuMem "
+			       "fds only; libnccl stages the rest) or allow (any; docs/security.md)" },
 	/* caps (docs/security.md); "0" is sized to the host at start-up */
 	[P_MAX_SESSIONS_PER_UID] = { "max_sessions_per_uid", "R2CCL_MAX_SESSIONS_PER_UID",
 				     "--max-sessions-per-uid", R2_PT_INT, "0", 0, 1 << 20, NULL,

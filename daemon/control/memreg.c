@@ -22,6 +22,8 @@
 #include "base/daemon.h"
 #include "gpu/gpu.h"
 #include "net/tenants.h"
+#include "gpu/owner.h"
+#include "gpu_abi.h"
 
 /* The registrations of s's uid and of everyone against their caps (d->caps):
  * each holds an fd and a mapping. Under d->lock. */
@@ -216,6 +218,14 @@ int r2d_mem_register_gpu(struct r2_session *s, const struct r2_gpu_reg_req *req,
 
 	if (r < 0)
 		return r;
+	/* gpu_legacy_ipc=deny refuses a legacy IPC handle before any GPU is
+	 * touched; same-pid is checked where the handle is opened (gpu/owner.h) */
+	if (req->kind == R2_GPU_MEM_IPC &&
+	    r2_gpu_legacy_parse(r2_param_str(&s->d->params, P_GPU_LEGACY_IPC)) ==
+		    R2_GPU_LEGACY_DENY)
+		return r2_gpu_ipc_owner_check(R2_GPU_LEGACY_DENY, req->ipc_handle,
+					      req->ipc_handle_len, -1, s->pidfd, s->nspid, err,
+					      errlen);
 	r = r2_gpu_region_new(s, req, &m, err, errlen);
 	if (r < 0)
 		return r;

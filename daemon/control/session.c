@@ -24,6 +24,7 @@
 #include "base/daemon.h"
 #include "gpu/gpu.h"
 #include "net/tenants.h"
+#include "gpu/owner.h"
 #include "log.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
@@ -264,28 +265,6 @@ static void reply_result(struct r2_session *s, uint64_t req_id, int status, cons
 #define SO_PEERPIDFD 77
 #endif
 
-/* A pidfd of the peer: the socket's own (SO_PEERPIDFD, Linux 6.5), else
- * one opened from SO_PEERCRED's pid (a pid reused between connect and
- * accept is then possible: the uid is checked below). -1 if neither. */
-static int peer_pidfd(int fd, pid_t pid)
-{
-	int pfd = -1;
-	socklen_t len = sizeof(pfd);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pfd, &len) == 0 && pfd >= 0)
-		return pfd;
-	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	return pfd;
-}
-
-/* Whether the process of pidfd still lives (its pid names it still). */
-static bool pidfd_alive(int pidfd)
-{
-	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-
-	return pidfd >= 0 && poll(&p, 1, 0) == 0;
-}
-
 /* The cgroup v2 path of pid ("0::/path" of /proc/PID/cgroup, which names it
  * relative to the v2 hierarchy's root wherever that is mounted: /sys/fs/cgroup,
  * or /sys/fs/cgroup/unified on hybrid hosts). false: none (no v2 hierarchy). */
@@ -324,9 +303,47 @@ static void read_tenant(struct r2_session *s)
 	char cg[sizeof(s->tenant)];
 
 	snprintf(s->tenant, sizeof(s->tenant), "uid:%u", (unsigned)s->uid);
-	if (s->pidfd < 0 || !cgroup_v2_of(s->pid, cg, sizeof(cg)) || !pidfd_alive(s->pidfd))
+	if (s->pidfd < 0 || !cgroup_v2_of(s->pid, cg, sizeof(cg)) ||
+	    r2_gpu_pidfd_alive(s->pidfd) != 1)
 		return;
 	memcpy(s->tenant, cg, sizeof(cg));
+}
+
+/* Pins the connecting process (s->pidfd) and reads its pid as it sees it
+ * (s->nspid), for the owner check of legacy CUDA IPC handles (gpu/owner.h).
+ * SO_PEERPIDFD names the process that connected, whatever happened since.
+ * Before Linux 6.5, pidfd_open(s->pid): wrong only if that process exited
+ * between its connect and this accept and its pid was given to another
+ * (docs/security.md says so). Either way the pidfd then tells whether the
+ * pid is still that process's when a handle is checked. */
+static void pin_peer(struct r2_session *s)
+{
+	socklen_t len = sizeof(int);
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+
+	if (getsockopt(s->fd, SOL_SOCKET, SO_PEERPIDFD, &s->pidfd, &len) < 0 || s->pidfd < 0) {
+		s->pidfd = -1;
+		if (s->pid > 0)
+			s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
+		if (s->pidfd < 0) {
+			s->pidfd = -1;
+			return;
+		}
+	}
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	/* read before the liveness check: a status read from a pid reused
+	 * after the pidfd's process exited is caught by the check */
+	if (n <= 0 || (buf[n] = 0, r2_gpu_status_nspid(buf, &s->nspid) < 0) ||
+	    r2_gpu_pidfd_alive(s->pidfd) != 1) {
+		r2_closep(&s->pidfd);
+		s->nspid = 0;
+	}
 }
 
 /* ---- the ring ---- */
@@ -868,7 +885,7 @@ void r2d_session_accept(struct r2d *d, int fd)
 	s->d = d;
 	s->src = &session_src;
 	s->fd = fd;
-	s->ring_fd = s->sq_efd = s->cq_efd = -1;
+	s->ring_fd = s->sq_efd = s->cq_efd = s->pidfd = -1;
 	atomic_init(&s->refs, 1);
 	pthread_mutex_init(&s->cq_lock, NULL);
 	/* a few KiB until hello: an announced length is allocated when read */
@@ -880,8 +897,8 @@ void r2d_session_accept(struct r2d *d, int fd)
 		s->pid = cred.pid;
 		s->uid = cred.uid;
 		s->gid = cred.gid;
-		s->pidfd = peer_pidfd(fd, cred.pid);
 	}
+	pin_peer(s); /* s->pidfd, s->nspid */
 	read_tenant(s);
 	pthread_mutex_lock(&d->lock);
 	if (prehello_full(d, s->uid)) {
@@ -892,6 +909,7 @@ void r2d_session_accept(struct r2d *d, int fd)
 			    (int)s->pid, (unsigned)s->uid, d->caps.prehello,
 			    d->caps.prehello_per_uid);
 		close(fd);
+		r2_closep(&s->pidfd);
 		pthread_mutex_destroy(&s->cq_lock);
 		r2_frame_reader_reset(&s->reader);
 		free(s);

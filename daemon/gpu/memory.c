@@ -9,10 +9,16 @@
  * handle / the client's allocation address), in the context of the GPU that
  * holds it, with access from every peer GPU; every registration of a range
  * of it takes a reference, the last one closes it.
+ *
+ * A cuMem fd is proof of ownership by itself (the client exported it from
+ * an allocation it holds). A legacy IPC handle is only bytes: it is opened
+ * only past gpu_legacy_ipc's owner check (owner.h), with the offset of the
+ * exporter's pid in this driver's handles learnt from two of the daemon's.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +26,71 @@
 
 #include "base/comm_record.h"
 #include "base/op_record.h"
+#include "gpu/owner.h"
 #include "gpu_priv.h"
 #include "log.h"
 #include "util.h"
 
 static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gpu_alloc *allocs;
+
+/* Where this driver writes the exporter's pid in a legacy IPC handle: learnt
+ * once, from two allocations of the daemon's own on GPU dev (owner.h). A
+ * negative answer (no single place) makes same-pid refuse every legacy
+ * handle; a failure to allocate is not kept (the next registration asks
+ * again). Under alloc_lock. */
+static int ipc_pid_off = INT_MIN;
+
+static int ipc_pid_offset(int dev)
+{
+	cudaIpcMemHandle_t h[2];
+	void *p[2] = { NULL, NULL };
+	int off = -EIO;
+
+	if (ipc_pid_off != INT_MIN)
+		return ipc_pid_off;
+	cudaSetDevice(r2g.dev[dev].ord);
+	if (cudaMalloc(&p[0], 2u << 20) == cudaSuccess &&
+	    cudaMalloc(&p[1], 2u << 20) == cudaSuccess &&
+	    cudaIpcGetMemHandle(&h[0], p[0]) == cudaSuccess &&
+	    cudaIpcGetMemHandle(&h[1], p[1]) == cudaSuccess)
+		off = r2_gpu_ipc_pid_offset((const uint8_t *)h[0].reserved,
+					    (const uint8_t *)h[1].reserved, sizeof(h[0].reserved),
+					    getpid());
+	for (int i = 0; i < 2; i++)
+		if (p[i])
+			cudaFree(p[i]);
+	if (off == -EIO) {
+		log_warn("gpu: no IPC handle of the daemon's own to learn the layout from: %s",
+			 cudaGetErrorString(cudaGetLastError()));
+		return off;
+	}
+	if (off >= 0)
+		log_info("gpu: legacy IPC handles hold the exporting pid at byte %d "
+			 "(gpu_legacy_ipc=same-pid checks it)", off);
+	else
+		log_warn("gpu: legacy IPC handles hold the exporting pid at %s: "
+			 "gpu_legacy_ipc=same-pid refuses every legacy handle",
+			 off == -EEXIST ? "several places" : "no place");
+	ipc_pid_off = off;
+	return off;
+}
+
+/* Whether s may have the legacy IPC handle of req opened (gpu_legacy_ipc);
+ * under alloc_lock. */
+static int ipc_owner_check(struct r2_session *s, const struct r2_gpu_reg_req *req, int dev,
+			   char *err, size_t errlen)
+{
+	int pol = r2_gpu_legacy_parse(r2_param_str(&s->d->params, P_GPU_LEGACY_IPC));
+	int off = -ENOENT;
+
+	if (pol < 0)
+		pol = R2_GPU_LEGACY_DENY;
+	if (pol == R2_GPU_LEGACY_SAME_PID)
+		off = ipc_pid_offset(dev);
+	return r2_gpu_ipc_owner_check((enum r2_gpu_legacy)pol, req->ipc_handle, req->ipc_handle_len,
+				      off, s->pidfd, s->nspid, err, errlen);
+}
 
 /* cudaMalloc memory: the IPC handle opened in the context of its GPU, and
  * of every peer GPU (a legacy IPC mapping serves the context that opened
@@ -202,7 +267,7 @@ static int req_check(const struct r2_gpu_reg_req *req, int *dev, char *err, size
 static int alloc_ref(struct r2_session *s, const struct r2_gpu_reg_req *req, int dev,
 		     struct gpu_alloc **out, char *err, size_t errlen)
 {
-	struct gpu_alloc *a;
+	struct gpu_alloc *a = NULL;
 	uint8_t key[64];
 	int r;
 
@@ -253,7 +318,7 @@ static int alloc_ref(struct r2_session *s, const struct r2_gpu_reg_req *req, int
 int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
 		      struct r2_memreg **out, char *err, size_t errlen)
 {
-	struct gpu_alloc *a;
+	struct gpu_alloc *a = NULL;
 	struct r2_gpu_region *g;
 	int dev = -1, r;
 
@@ -267,7 +332,11 @@ int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
 	if (!g)
 		return -ENOMEM;
 	pthread_mutex_lock(&alloc_lock);
-	r = alloc_ref(s, req, dev, &a, err, errlen);
+	r = 0;
+	if (req->kind == R2_GPU_MEM_IPC)
+		r = ipc_owner_check(s, req, dev, err, errlen);
+	if (r == 0)
+		r = alloc_ref(s, req, dev, &a, err, errlen);
 	pthread_mutex_unlock(&alloc_lock);
 	if (r < 0) {
 		free(g);

@@ -487,11 +487,13 @@ static ncclResult_t greg_get(struct ncclComm *comm, const void *p, size_t len,
 	g->size = size;
 	g->bufid = id;
 	r = r2ccl_mem_register_gpu(comm->client, (void *)base, size);
-	if (r == -EOPNOTSUPP) {
+	if (r == -EOPNOTSUPP || r == -EPERM) {
+		/* -EPERM: r2ccld refused to open it (gpu_legacy_ipc) */
 		g->staged = true;
 		nccl_log(NCCL_LOG_INFO,
-			 "GPU allocation at %#lx (%zu bytes) cannot be shared with r2ccld: staged",
-			 (unsigned long)base, size);
+			 "GPU allocation at %#lx (%zu bytes) cannot be shared with r2ccld: staged "
+			 "(%s)",
+			 (unsigned long)base, size, r2ccl_last_error());
 	} else if (r < 0) {
 		free(g);
 		return nccl_fail_r2(comm, r, "registering GPU memory with r2ccld");

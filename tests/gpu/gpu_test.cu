@@ -10,6 +10,8 @@
 //   gpu_test --bench [opts]  nccl-tests-like table, every size checked (#wrong;
 //                            exit 1 if any element is wrong; 77 without a GPU)
 //   gpu_test --victim ...    (internal) the client killed mid-operation
+//   gpu_test --exporter DEV  (internal) another process's cudaMalloc memory,
+//                            its IPC handle on stdout (test_ipc_owner)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <errno.h>
@@ -29,6 +31,7 @@ extern "C" {
 #include "harness.h"
 #include "reduce.h"
 }
+#include "ipc_raw.h"
 
 #define CK(x)                                                                               \
 	do {                                                                                \
@@ -674,6 +677,169 @@ static void test_kill(const char *self, struct th_daemon *d)
 	close(pfd[0]);
 }
 
+// ---- legacy IPC handles: only the exporter's own (gpu_legacy_ipc=same-pid) ----
+
+struct exported {
+	cudaIpcMemHandle_t h;
+	unsigned char uuid[16];
+	uint64_t size, base;
+};
+
+// (internal) another process: 2 MiB of cudaMalloc memory on dev, filled with
+// 0x5a, its IPC handle on stdout; keeps it until stdin closes
+static int exporter(int dev)
+{
+	struct exported e;
+	cudaDeviceProp prop;
+	void *p;
+	char c;
+
+	memset(&e, 0, sizeof(e));
+	e.size = 2u << 20;
+	CK(cudaSetDevice(dev));
+	CK(cudaGetDeviceProperties(&prop, dev));
+	memcpy(e.uuid, prop.uuid.bytes, 16);
+	CK(cudaMalloc(&p, e.size));
+	CK(cudaMemset(p, 0x5a, e.size));
+	CK(cudaDeviceSynchronize());
+	CK(cudaIpcGetMemHandle(&e.h, p));
+	e.base = (uint64_t)(uintptr_t)p;
+	if (write(1, &e, sizeof(e)) != (ssize_t)sizeof(e))
+		return 1;
+	while (read(0, &c, 1) > 0)
+		;
+	return 0;
+}
+
+// where this driver writes the exporter's pid: the one aligned offset holding
+// ours in two handles of our own (as r2ccld learns it), -1 if none or several
+static int pid_offset(int dev)
+{
+	cudaIpcMemHandle_t h[2];
+	void *p[2];
+	int off = -1;
+
+	CK(cudaSetDevice(dev));
+	for (int i = 0; i < 2; i++) {
+		CK(cudaMalloc(&p[i], 2u << 20));
+		CK(cudaIpcGetMemHandle(&h[i], p[i]));
+	}
+	for (int i = 0; i + 4 <= 64; i += 4) {
+		uint32_t a, b;
+		memcpy(&a, h[0].reserved + i, 4);
+		memcpy(&b, h[1].reserved + i, 4);
+		if (a != (uint32_t)getpid() || b != (uint32_t)getpid())
+			continue;
+		off = off == -1 ? i : -2;
+	}
+	for (int i = 0; i < 2; i++)
+		CK(cudaFree(p[i]));
+	return off < 0 ? -1 : off;
+}
+
+// The confused deputy of issue 23, on the daemon's default (same-pid):
+//  (b) a client sends another process's legacy IPC handle (the other process
+//      allocated and passed it through a pipe): refused, the check named;
+//      with our pid written over the exporter's in it: refused (the driver
+//      does not open a handle whose pid was changed);
+//  (c) our own legacy handle, on the same raw path: accepted.
+// (a), a client's own cuMem fd memory with exact data, is test_cumem.
+static void test_ipc_owner(const char *self)
+{
+	const char *sock = getenv("R2CCL_SOCKET");
+	struct exported e, t;
+	cudaIpcMemHandle_t own;
+	cudaDeviceProp prop;
+	r2ccl_client_t *cl;
+	char err[512], devs[16];
+	int in[2], out[2], f0 = failures, dev = 0, off, st;
+	size_t got = 0;
+	void *p, *q = NULL;
+	pid_t pid;
+
+	EXPECT(sock, "ipc owner: no R2CCL_SOCKET");
+	if (!sock)
+		return;
+	off = pid_offset(dev);
+	EXPECT(off >= 0, "ipc owner: this driver's IPC handles hold our pid at no single place "
+			 "(same-pid then refuses every legacy handle)");
+	printf("legacy IPC handle: the exporter's pid at byte %d\n", off);
+
+	// (c) our own handle, raw
+	CK(cudaSetDevice(dev));
+	CK(cudaGetDeviceProperties(&prop, dev));
+	CK(cudaMalloc(&p, 2u << 20));
+	CK(cudaIpcGetMemHandle(&own, p));
+	st = ipc_raw_register(sock, (const uint8_t *)own.reserved, (const uint8_t *)prop.uuid.bytes,
+			      (uint64_t)(uintptr_t)p, 2u << 20, err, sizeof(err));
+	EXPECT(st == 0, "ipc owner (c): our own handle refused: %d %s", st, err);
+
+	// (b) another process's
+	if (pipe(in) < 0 || pipe(out) < 0)
+		exit(1);
+	pid = fork();
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[1]);
+		close(out[0]);
+		snprintf(devs, sizeof(devs), "%d", dev);
+		execl(self, self, "--exporter", devs, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	while (got < sizeof(e)) {
+		ssize_t n = read(out[0], (char *)&e + got, sizeof(e) - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	EXPECT(got == sizeof(e), "ipc owner: the exporter sent no handle");
+	if (got == sizeof(e)) {
+		st = ipc_raw_register(sock, (const uint8_t *)e.h.reserved, e.uuid, e.base, e.size,
+				      err, sizeof(err));
+		EXPECT(st == -EPERM && strstr(err, "same-pid"),
+		       "ipc owner (b): another process's handle: %d (%s), want -EPERM naming "
+		       "same-pid", st, err);
+		printf("another process's handle: %s (%s)\n", r2ccl_strerror(st), err);
+		if (off >= 0) {
+			uint32_t me = (uint32_t)getpid();
+			t = e;
+			memcpy(t.h.reserved + off, &me, 4);
+			st = ipc_raw_register(sock, (const uint8_t *)t.h.reserved, t.uuid, t.base,
+					      t.size, err, sizeof(err));
+			EXPECT(st < 0, "ipc owner (b): a handle with our pid written over the "
+				       "exporter's was opened: same-pid proves nothing on this "
+				       "driver (use gpu_legacy_ipc=deny)");
+			printf("the same with our pid written in: %s (%s)\n", r2ccl_strerror(st),
+			       err);
+		}
+		// through the library: the handle opened here, that pointer registered.
+		// Not a pass/fail check: a process that opened the memory itself
+		// already has it, so whatever the answer the daemon gives it nothing
+		// more; printed to show what a driver does with a re-export.
+		RK(r2ccl_connect(NULL, &cl));
+		if (cudaIpcOpenMemHandle(&q, e.h, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess) {
+			st = r2ccl_mem_register_gpu(cl, q, e.size);
+			printf("its memory opened here, registered through libr2ccl: %s (%s)\n",
+			       r2ccl_strerror(st), st ? r2ccl_last_error() : "");
+			if (st == 0)
+				RK(r2ccl_mem_deregister_gpu(cl, q));
+			CK(cudaIpcCloseMemHandle(q));
+		} else {
+			EXPECT(false, "ipc owner: could not open the exporter's handle here: %s",
+			       cudaGetErrorString(cudaGetLastError()));
+		}
+		r2ccl_disconnect(cl);
+	}
+	close(in[1]); // the exporter exits
+	waitpid(pid, NULL, 0);
+	close(out[0]);
+	CK(cudaFree(p));
+	printf("legacy IPC handles, only the exporter's own: %s\n", failures == f0 ? "ok" : "FAILED");
+}
+
 // ---- benchmark (nccl-tests columns) ----
 
 static double busbw_factor(int c, int n)
@@ -868,6 +1034,8 @@ int main(int argc, char **argv)
 
 	if (argc >= 4 && !strcmp(argv[1], "--victim"))
 		return victim(atoi(argv[2]), argv[3]);
+	if (argc >= 3 && !strcmp(argv[1], "--exporter"))
+		return exporter(atoi(argv[2]));
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (cudaGetDeviceCount(&ngpus) != cudaSuccess || ngpus < 1) {
 		printf("no usable GPU: skipping\n");
@@ -899,6 +1067,8 @@ int main(int argc, char **argv)
 			teardown();
 		}
 		test_kill(argv[0], external ? NULL : &d);
+		test_ipc_owner(argv[0]);
+		EXPECT(external || th_daemon_alive(&d), "r2ccld died");
 		printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
 		rc = failures ? 1 : 0;
 	}

@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The owner check of legacy CUDA IPC handles (owner.h): the policy, the
+ * exporter's pid in a handle, the client's pid as it sees it.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/owner.h"
+
+int r2_gpu_legacy_parse(const char *s)
+{
+	if (!s)
+		return -EINVAL;
+	if (!strcmp(s, "allow"))
+		return R2_GPU_LEGACY_ALLOW;
+	if (!strcmp(s, "same-pid"))
+		return R2_GPU_LEGACY_SAME_PID;
+	if (!strcmp(s, "deny"))
+		return R2_GPU_LEGACY_DENY;
+	return -EINVAL;
+}
+
+/* pid_max is at most 2^22 (PID_MAX_LIMIT) */
+#define PID_LIMIT (1u << 22)
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+int r2_gpu_ipc_pid_offset(const uint8_t *h1, const uint8_t *h2, size_t len, pid_t pid)
+{
+	int off = -ENOENT;
+
+	if (!h1 || !h2 || pid <= 0)
+		return -ENOENT;
+	for (size_t i = 0; i + 4 <= len; i += 4) {
+		if (le32(h1 + i) != (uint32_t)pid || le32(h2 + i) != (uint32_t)pid)
+			continue;
+		if (off >= 0)
+			return -EEXIST;
+		off = (int)i;
+	}
+	return off;
+}
+
+int r2_gpu_ipc_handle_pid(const uint8_t *h, size_t len, int off, pid_t *pid)
+{
+	uint32_t v;
+
+	if (!h || off < 0 || (size_t)off + 4 > len)
+		return -EPROTO;
+	v = le32(h + off);
+	if (v == 0 || v > PID_LIMIT)
+		return -EPROTO;
+	*pid = (pid_t)v;
+	return 0;
+}
+
+int r2_gpu_status_nspid(const char *status, pid_t *nspid)
+{
+	const char *line, *pidline = NULL;
+	long last = -1;
+
+	for (line = status; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+		if (!strncmp(line, "Pid:", 4))
+			pidline = line + 4;
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		/* NSpid: <pid in the daemon's namespace> ... <innermost> */
+		for (const char *p = line + 6;;) {
+			char *end;
+			long v;
+
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (*p < '0' || *p > '9')
+				break;
+			v = strtol(p, &end, 10);
+			if (v <= 0)
+				break;
+			last = v;
+			p = end;
+		}
+		if (last <= 0)
+			return -EPROTO;
+		*nspid = (pid_t)last;
+		return 0;
+	}
+	if (!pidline)
+		return -ENOENT;
+	last = strtol(pidline, NULL, 10);
+	if (last <= 0)
+		return -EPROTO;
+	*nspid = (pid_t)last;
+	return 0;
+}
+
+int r2_gpu_pidfd_alive(int pidfd)
+{
+	struct pollfd p = { pidfd, POLLIN, 0 };
+	int r;
+
+	if (pidfd < 0)
+		return -EBADF;
+	r = poll(&p, 1, 0);
+	if (r < 0)
+		return -errno;
+	if (p.revents & POLLNVAL)
+		return -EBADF;
+	return r == 0; /* readable: the process exited */
+}
+
+int r2_gpu_ipc_owner_check(enum r2_gpu_legacy policy, const uint8_t *h, size_t len, int pid_off,
+			   int pidfd, pid_t nspid, char *err, size_t errlen)
+{
+	pid_t exporter;
+
+	switch (policy) {
+	case R2_GPU_LEGACY_ALLOW:
+		return 0;
+	case R2_GPU_LEGACY_DENY:
+		snprintf(err, errlen,
+			 "gpu_legacy_ipc=deny: legacy CUDA IPC handles (cudaMalloc memory) are "
+			 "refused; allocate with cuMem and a POSIX fd handle type");
+		return -EPERM;
+	case R2_GPU_LEGACY_SAME_PID:
+		break;
+	default:
+		snprintf(err, errlen, "gpu_legacy_ipc: unknown policy %d", (int)policy);
+		return -EPERM;
+	}
+	if (pid_off < 0) {
+		snprintf(err, errlen,
+			 "gpu_legacy_ipc=same-pid: this driver's IPC handles hold the exporter's "
+			 "pid at no one place r2ccld could find, so no handle can be checked");
+		return -EPERM;
+	}
+	if (r2_gpu_ipc_handle_pid(h, len, pid_off, &exporter) < 0) {
+		snprintf(err, errlen,
+			 "gpu_legacy_ipc=same-pid: the IPC handle holds no pid at byte %d, where "
+			 "this driver puts the exporter's",
+			 pid_off);
+		return -EPERM;
+	}
+	if (pidfd < 0 || nspid <= 0) {
+		snprintf(err, errlen,
+			 "gpu_legacy_ipc=same-pid: the client's process could not be pinned at "
+			 "connect (no pidfd), so its pid proves nothing");
+		return -EPERM;
+	}
+	if (r2_gpu_pidfd_alive(pidfd) != 1) {
+		snprintf(err, errlen,
+			 "gpu_legacy_ipc=same-pid: the process that connected has exited (its pid "
+			 "may now be another's)");
+		return -EPERM;
+	}
+	if (exporter != nspid) {
+		snprintf(err, errlen,
+			 "gpu_legacy_ipc=same-pid: the IPC handle was exported by pid %d, not by "
+			 "the client (pid %d)",
+			 (int)exporter, (int)nspid);
+		return -EPERM;
+	}
+	return 0;
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Whose GPU memory a client may have r2ccld open (docs/security.md, "GPU
+ * memory"). A cuMem POSIX fd passed over SCM_RIGHTS is its own proof: the
+ * client could only obtain it by exporting an allocation it holds. A legacy
+ * CUDA IPC handle (cudaMalloc memory) is 64 bytes anyone who has seen them
+ * can send; gpu_legacy_ipc decides what the daemon does with one:
+ *   allow     opens any handle (the confused deputy of issue 23)
+ *   same-pid  opens a handle only if the pid the driver wrote into it is the
+ *             client's own (SO_PEERCRED, held by a pidfd since accept)
+ *   deny      opens none
+ * No CUDA here: the decision is tested without a GPU (tests/unit).
+ */
+#ifndef R2CCL_DAEMON_GPU_OWNER_H
+#define R2CCL_DAEMON_GPU_OWNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum r2_gpu_legacy {
+	R2_GPU_LEGACY_ALLOW,
+	R2_GPU_LEGACY_SAME_PID,
+	R2_GPU_LEGACY_DENY,
+};
+
+/* "allow", "same-pid" or "deny" (the gpu_legacy_ipc parameter); -EINVAL. */
+int r2_gpu_legacy_parse(const char *s);
+
+/* Where this driver puts the exporter's pid in a legacy IPC handle of len
+ * bytes: the one 4-byte aligned offset that holds pid (little endian) in
+ * both h1 and h2, two handles that process pid exported. The layout is not
+ * documented (cuda.h: `char reserved[64]`), so r2ccld learns it from handles
+ * of its own (memory.c) rather than trusting a constant. -ENOENT if pid is
+ * at no common offset, -EEXIST if at several. */
+int r2_gpu_ipc_pid_offset(const uint8_t *h1, const uint8_t *h2, size_t len, pid_t pid);
+
+/* The pid at offset off of a handle of len bytes; -EPROTO if off is out of
+ * the handle or the value is no pid. */
+int r2_gpu_ipc_handle_pid(const uint8_t *h, size_t len, int off, pid_t *pid);
+
+/* The client's pid in its own pid namespace: the last field of the NSpid
+ * line of a /proc/<pid>/status text (the pid itself where the kernel has no
+ * NSpid line: no pid namespaces). -ENOENT if there is no Pid line. */
+int r2_gpu_status_nspid(const char *status, pid_t *nspid);
+
+/* 1 while the process of pidfd runs, 0 once it exited, -errno. */
+int r2_gpu_pidfd_alive(int pidfd);
+
+/* Whether a client may register the legacy IPC handle h (len bytes) under
+ * policy: 0, or -EPERM with the check that refused it in err. pid_off is
+ * r2_gpu_ipc_pid_offset's answer (negative: not known); pidfd and nspid are
+ * the session's (struct r2_session). */
+int r2_gpu_ipc_owner_check(enum r2_gpu_legacy policy, const uint8_t *h, size_t len, int pid_off,
+			   int pidfd, pid_t nspid, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of the owner check of legacy CUDA IPC handles
+ * (daemon/gpu/owner.h): the gpu_legacy_ipc policy, where the exporter's pid
+ * sits in a handle (learnt from two handles of one process), the client's
+ * pid as /proc/<pid>/status gives it, the pidfd that tells a live client
+ * from a reused pid, and the decision with the reason a refusal names.
+ * Handles are synthetic 64-byte arrays: no GPU. */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpu/owner.h"
+
+#define HB 64
+
+static void put_pid(uint8_t *h, int off, uint32_t pid)
+{
+	h[off] = (uint8_t)pid;
+	h[off + 1] = (uint8_t)(pid >> 8);
+	h[off + 2] = (uint8_t)(pid >> 16);
+	h[off + 3] = (uint8_t)(pid >> 24);
+}
+
+/* a handle as a driver that writes the pid at byte off would make it */
+static void handle(uint8_t *h, int off, uint32_t pid, uint8_t fill)
+{
+	for (int i = 0; i < HB; i++)
+		h[i] = (uint8_t)(fill + 7 * i);
+	put_pid(h, off, pid);
+}
+
+static int pidfd_of(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* a child that waits until its pipe closes; *wfd is the pipe's write end */
+static pid_t child(int *wfd)
+{
+	int p[2];
+	pid_t c;
+	char b;
+
+	ck_assert_int_eq(pipe(p), 0);
+	c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		close(p[1]);
+		(void)!read(p[0], &b, 1);
+		_exit(0);
+	}
+	close(p[0]);
+	*wfd = p[1];
+	return c;
+}
+
+START_TEST(test_policy_parse)
+{
+	ck_assert_int_eq(r2_gpu_legacy_parse("allow"), R2_GPU_LEGACY_ALLOW);
+	ck_assert_int_eq(r2_gpu_legacy_parse("same-pid"), R2_GPU_LEGACY_SAME_PID);
+	ck_assert_int_eq(r2_gpu_legacy_parse("deny"), R2_GPU_LEGACY_DENY);
+	ck_assert_int_eq(r2_gpu_legacy_parse("same_pid"), -EINVAL);
+	ck_assert_int_eq(r2_gpu_legacy_parse(""), -EINVAL);
+	ck_assert_int_eq(r2_gpu_legacy_parse(NULL), -EINVAL);
+}
+END_TEST
+
+/* the offset is the one aligned place holding the pid in both handles */
+START_TEST(test_pid_offset)
+{
+	uint8_t a[HB], b[HB];
+
+	handle(a, 8, 4242, 1);
+	handle(b, 8, 4242, 99);
+	ck_assert_int_eq(r2_gpu_ipc_pid_offset(a, b, HB, 4242), 8);
+	/* the pid elsewhere in one handle only (an address, a size): still 8 */
+	put_pid(a, 40, 4242);
+	ck_assert_int_eq(r2_gpu_ipc_pid_offset(a, b, HB, 4242), 8);
+	/* at an unaligned place in both: not a field */
+	handle(a, 8, 4242, 1);
+	handle(b, 8, 4242, 99);
+	put_pid(a, 21, 4242);
+	put_pid(b, 21, 4242);
+	ck_assert_int_eq(r2_gpu_ipc_pid_offset(a, b, HB, 4242), 8);
+	/* two common places: ambiguous, no answer */
+	put_pid(a, 60, 4242);
+	put_pid(b, 60, 4242);
+	ck_assert_int_eq(r2_gpu_ipc_pid_offset(a, b, HB, 4242), -EEXIST);
+	/* nowhere (a driver that does not write the pid, or another pid) */
+	handle(a, 8, 4242, 1);
+	handle(b, 8, 4242, 99);
+	ck_assert_int_eq(r2_gpu_ipc_pid_offset(a, b, HB, 4243), -ENOENT);
+	ck_assert_int_eq(r2_gpu_ipc_pid_offset(a, b, HB, 0), -ENOENT);
+	/* the pid at the last word counts */
+	handle(a, 60, 77, 3);
+	handle(b, 60, 77, 4);
+	ck_assert_int_eq(r2_gpu_ipc_pid_offset(a, b, HB, 77), 60);
+}
+END_TEST
+
+START_TEST(test_handle_pid)
+{
+	uint8_t h[HB];
+	pid_t pid = 0;
+
+	handle(h, 12, 31337, 5);
+	ck_assert_int_eq(r2_gpu_ipc_handle_pid(h, HB, 12, &pid), 0);
+	ck_assert_int_eq(pid, 31337);
+	ck_assert_int_eq(r2_gpu_ipc_handle_pid(h, HB, 61, &pid), -EPROTO); /* past the end */
+	ck_assert_int_eq(r2_gpu_ipc_handle_pid(h, HB, -1, &pid), -EPROTO);
+	ck_assert_int_eq(r2_gpu_ipc_handle_pid(h, 16, 12, &pid), 0);
+	ck_assert_int_eq(r2_gpu_ipc_handle_pid(h, 15, 12, &pid), -EPROTO); /* short */
+	put_pid(h, 12, 0);
+	ck_assert_int_eq(r2_gpu_ipc_handle_pid(h, HB, 12, &pid), -EPROTO);
+	put_pid(h, 12, (1u << 22) + 1); /* over PID_MAX_LIMIT */
+	ck_assert_int_eq(r2_gpu_ipc_handle_pid(h, HB, 12, &pid), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_status_nspid)
+{
+	pid_t p = 0;
+	char buf[4096];
+	FILE *f;
+	size_t n;
+
+	/* a client in a container: the innermost pid is the one it sees */
+	ck_assert_int_eq(r2_gpu_status_nspid("Name:\tpython3\nTgid:\t5001\nPid:\t5001\n"
+					     "NSpid:\t5001\t17\nPPid:\t1\n", &p), 0);
+	ck_assert_int_eq(p, 17);
+	ck_assert_int_eq(r2_gpu_status_nspid("Pid:\t5001\nNSpid:\t5001 300 9\n", &p), 0);
+	ck_assert_int_eq(p, 9);
+	/* no pid namespaces (no NSpid line): Pid */
+	ck_assert_int_eq(r2_gpu_status_nspid("Name:\tx\nPid:\t812\nPPid:\t1\n", &p), 0);
+	ck_assert_int_eq(p, 812);
+	ck_assert_int_eq(r2_gpu_status_nspid("Name:\tx\n", &p), -ENOENT);
+	ck_assert_int_eq(r2_gpu_status_nspid("NSpid:\tx\n", &p), -EPROTO);
+	/* this process's own: the pid it sees (one namespace here) */
+	f = fopen("/proc/self/status", "re");
+	ck_assert_ptr_nonnull(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	ck_assert_int_eq(r2_gpu_status_nspid(buf, &p), 0);
+	ck_assert_int_eq(p, getpid());
+}
+END_TEST
+
+START_TEST(test_pidfd_alive)
+{
+	int wfd, fd;
+	pid_t c = child(&wfd);
+
+	fd = pidfd_of(c);
+	if (fd < 0) {
+		close(wfd);
+		waitpid(c, NULL, 0);
+		return; /* no pidfd_open (Linux < 5.3): nothing to test */
+	}
+	ck_assert_int_eq(r2_gpu_pidfd_alive(fd), 1);
+	close(wfd); /* the child exits */
+	ck_assert_int_eq(waitpid(c, NULL, 0), c);
+	ck_assert_int_eq(r2_gpu_pidfd_alive(fd), 0);
+	close(fd);
+	ck_assert_int_eq(r2_gpu_pidfd_alive(-1), -EBADF);
+}
+END_TEST
+
+START_TEST(test_check_allow_deny)
+{
+	uint8_t h[HB];
+	char err[256] = "";
+
+	handle(h, 8, 1, 0); /* anyone's */
+	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_ALLOW, h, HB, -1, -1, 0, err,
+						sizeof(err)), 0);
+	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_DENY, h, HB, 8, -1, 0, err,
+						sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "gpu_legacy_ipc=deny"));
+}
+END_TEST
+
+/* same-pid: its own handle passes; another process's, a reused pid, an
+ * unknown layout or an unpinned client do not, each with its reason */
+START_TEST(test_check_same_pid)
+{
+	uint8_t h[HB];
+	char err[256] = "";
+	int self = pidfd_of(getpid()), wfd, cfd;
+	pid_t c;
+
+	if (self < 0)
+		return; /* no pidfd_open: every same-pid check refuses (tested below) */
+	handle(h, 8, (uint32_t)getpid(), 0x30);
+	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_SAME_PID, h, HB, 8, self, getpid(),
+						err, sizeof(err)), 0);
+
+	/* a handle another process exported (the attack of issue 23) */
+	c = child(&wfd);
+	handle(h, 8, (uint32_t)c, 0x30);
+	err[0] = 0;
+	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_SAME_PID, h, HB, 8, self, getpid(),
+						err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "exported by pid"));
+
+	/* the client exited: its pid may be the exporter's now (reused) */
+	cfd = pidfd_of(c);
+	ck_assert_int_ge(cfd, 0);
+	close(wfd);
+	ck_assert_int_eq(waitpid(c, NULL, 0), c);
+	err[0] = 0;
+	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_SAME_PID, h, HB, 8, cfd, c, err,
+						sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "exited"));
+	close(cfd);
+
+	/* no pidfd, or the layout not learnt, or no pid at the offset */
+	handle(h, 8, (uint32_t)getpid(), 0x30);
+	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_SAME_PID, h, HB, 8, -1, getpid(),
+						err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "pidfd"));
+	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_SAME_PID, h, HB, -ENOENT, self,
+						getpid(), err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "no one place"));
+	put_pid(h, 8, 0);
+	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_SAME_PID, h, HB, 8, self, getpid(),
+						err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "no pid at byte 8"));
+	/* a handle of the wrong length */
+	handle(h, 8, (uint32_t)getpid(), 0x30);
+	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_SAME_PID, h, 10, 8, self, getpid(),
+						err, sizeof(err)), -EPERM);
+	close(self);
+}
+END_TEST
+
+static Suite *owner_suite(void)
+{
+	Suite *s = suite_create("gpu-owner");
+	TCase *t = tcase_create("owner");
+
+	tcase_add_test(t, test_policy_parse);
+	tcase_add_test(t, test_pid_offset);
+	tcase_add_test(t, test_handle_pid);
+	tcase_add_test(t, test_status_nspid);
+	tcase_add_test(t, test_pidfd_alive);
+	tcase_add_test(t, test_check_allow_deny);
+	tcase_add_test(t, test_check_same_pid);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(owner_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
