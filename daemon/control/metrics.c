@@ -124,8 +124,8 @@ static uint64_t nic_speed_bytes(struct r2d *d, const char *ifname)
 #define PER_RAIL(name, type, help, expr)                                   \
 	do {                                                               \
 		head(f, name, type, help);                                 \
-		for (size_t i_ = 0; i_ < hs.nrails; i_++) {                \
-			const struct r2d_rail_info *x = &hs.rails[i_];     \
+		for (size_t i_ = 0; i_ < hs->nrails; i_++) {               \
+			const struct r2d_rail_info *x = &hs->rails[i_];    \
 			fputs(name "{", f);                                \
 			nic_labels(f, d, (int)x->index);                   \
 			fprintf(f, "} %llu\n", (unsigned long long)(expr)); \
@@ -144,8 +144,8 @@ static bool path_shown(const struct r2d_path_info *x)
 #define PER_PATH(name, type, help, fmt, expr)                                \
 	do {                                                                 \
 		head(f, name, type, help);                                   \
-		for (size_t i_ = 0; i_ < hs.npaths; i_++) {                  \
-			const struct r2d_path_info *x = &hs.paths[i_];       \
+		for (size_t i_ = 0; i_ < hs->npaths; i_++) {                 \
+			const struct r2d_path_info *x = &hs->paths[i_];      \
 			if (!path_shown(x))                                  \
 				continue;                                    \
 			fputs(name "{", f);                                  \
@@ -323,34 +323,9 @@ static void render_comms(FILE *f, const struct comm_copy *cs, size_t ncs)
 	}
 }
 
-int r2d_metrics_render(struct r2d *d, char **out, size_t *len)
+/* The daemon's own gauges and counters. */
+static void render_daemon(FILE *f, struct r2d *d, size_t ncs)
 {
-	struct r2_metrics *m = d->metrics;
-	struct r2d_health_snap hs;
-	struct r2_op_stats *ts = NULL;
-	struct comm_copy *cs = NULL;
-	uint32_t nts = 0;
-	size_t ncs = 0;
-	uint64_t fo = 0, missed = 0;
-	FILE *f;
-	int r;
-
-	*out = NULL;
-	*len = 0;
-	r = r2d_health_snapshot(d, &hs);
-	if (r < 0)
-		return r;
-	r = copy_engine(d, &ts, &nts, &cs, &ncs);
-	if (r < 0) {
-		r2d_health_snap_free(&hs);
-		return r;
-	}
-	f = open_memstream(out, len);
-	if (!f) {
-		r = -errno;
-		goto out;
-	}
-
 	head(f, "r2ccl_build_info", "gauge", "the daemon's version");
 	fprintf(f, "r2ccl_build_info{version=\"%s\"} 1\n", R2CCL_VERSION);
 	head(f, "r2ccl_uptime_seconds", "gauge", "seconds since the daemon started");
@@ -363,8 +338,13 @@ int r2d_metrics_render(struct r2d *d, char **out, size_t *len)
 	fprintf(f, "r2ccl_operations_total %llu\n", (unsigned long long)d->ops_total);
 	head(f, "r2ccl_operation_errors_total", "counter", "rank operations that failed");
 	fprintf(f, "r2ccl_operation_errors_total %llu\n", (unsigned long long)d->op_errors_total);
+}
 
-	/* NICs (rails) */
+/* NICs (rails): traffic, speed, state, failovers, overlap. */
+static void render_nics(FILE *f, struct r2d *d, const struct r2d_health_snap *hs)
+{
+	struct r2_metrics *m = d->metrics;
+
 	PER_RAIL("r2ccl_nic_transmit_bytes_total", "counter", "bytes the rail's transport sent",
 		 x->tx_bytes);
 	PER_RAIL("r2ccl_nic_receive_bytes_total", "counter",
@@ -381,21 +361,21 @@ int r2d_metrics_render(struct r2d *d, char **out, size_t *len)
 		 "bytes/s received, 1 s samples (EWMA)", x->rx_bps);
 	head(f, "r2ccl_nic_speed_bytes_per_second", "gauge",
 	     "the NIC's link speed (only where the kernel reports one)");
-	for (size_t i = 0; i < hs.nrails; i++) {
-		uint64_t sp = nic_speed_bytes(d, hs.rails[i].nic);
+	for (size_t i = 0; i < hs->nrails; i++) {
+		uint64_t sp = nic_speed_bytes(d, hs->rails[i].nic);
 		if (!sp)
 			continue;
 		fputs("r2ccl_nic_speed_bytes_per_second{", f);
-		nic_labels(f, d, (int)hs.rails[i].index);
+		nic_labels(f, d, (int)hs->rails[i].index);
 		fprintf(f, "} %llu\n", (unsigned long long)sp);
 	}
 	head(f, "r2ccl_nic_state", "gauge", "1 for the rail's health state, 0 for the others");
-	for (size_t i = 0; i < hs.nrails; i++)
+	for (size_t i = 0; i < hs->nrails; i++)
 		for (size_t s = 0; s < sizeof(states) / sizeof(states[0]); s++) {
 			fputs("r2ccl_nic_state{", f);
-			nic_labels(f, d, (int)hs.rails[i].index);
+			nic_labels(f, d, (int)hs->rails[i].index);
 			fprintf(f, ",state=\"%s\"} %d\n", states[s],
-				!strcmp(hs.rails[i].state, states[s]));
+				!strcmp(hs->rails[i].state, states[s]));
 		}
 	PER_RAIL("r2ccl_nic_drained", "gauge", "1 while the operator drained the rail",
 		 x->drained);
@@ -408,20 +388,23 @@ int r2d_metrics_render(struct r2d *d, char **out, size_t *len)
 		 "heartbeats missed on the rail's paths", x->hb_missed);
 	head(f, "r2ccl_rail_overlap", "gauge",
 	     "communicators whose data went over the rail in the last second");
-	for (size_t i = 0; i < hs.nrails; i++) {
+	for (size_t i = 0; i < hs->nrails; i++) {
 		fputs("r2ccl_rail_overlap{", f);
-		nic_labels(f, d, (int)hs.rails[i].index);
-		fprintf(f, "} %u\n", m ? m->overlap_comms[hs.rails[i].index % R2_MAX_RAILS] : 0);
+		nic_labels(f, d, (int)hs->rails[i].index);
+		fprintf(f, "} %u\n", m ? m->overlap_comms[hs->rails[i].index % R2_MAX_RAILS] : 0);
 	}
 	head(f, "r2ccl_rail_overlap_tenants", "gauge",
 	     "tenants whose data went over the rail in the last second");
-	for (size_t i = 0; i < hs.nrails; i++) {
+	for (size_t i = 0; i < hs->nrails; i++) {
 		fputs("r2ccl_rail_overlap_tenants{", f);
-		nic_labels(f, d, (int)hs.rails[i].index);
-		fprintf(f, "} %u\n", m ? m->overlap_tenants[hs.rails[i].index % R2_MAX_RAILS] : 0);
+		nic_labels(f, d, (int)hs->rails[i].index);
+		fprintf(f, "} %u\n", m ? m->overlap_tenants[hs->rails[i].index % R2_MAX_RAILS] : 0);
 	}
+}
 
-	/* proxy buffer pools, one per rail */
+/* The proxy buffer pools, one per rail. */
+static void render_pools(FILE *f, struct r2d *d)
+{
 	static const char *const pool_names[] = {
 		"r2ccl_proxy_pool_bytes", "r2ccl_proxy_pool_max_bytes",
 		"r2ccl_proxy_pool_in_use_bytes", "r2ccl_proxy_pool_gets_total",
@@ -446,8 +429,11 @@ int r2d_metrics_render(struct r2d *d, char **out, size_t *len)
 			fprintf(f, "} %llu\n", (unsigned long long)v[k]);
 		}
 	}
+}
 
-	/* paths (peer, rail) */
+/* Paths (peer, rail): those shown (path_shown). */
+static void render_paths(FILE *f, struct r2d *d, const struct r2d_health_snap *hs)
+{
 	PER_PATH("r2ccl_path_transmit_bytes_total", "counter", "data bytes sent to the peer",
 		 "%llu", (unsigned long long)x->tx_bytes);
 	PER_PATH("r2ccl_path_receive_bytes_total", "counter", "data bytes received from the peer",
@@ -465,15 +451,15 @@ int r2d_metrics_render(struct r2d *d, char **out, size_t *len)
 	PER_PATH("r2ccl_path_rtt_seconds", "gauge", "heartbeat round trip", "%.6f",
 		 (double)x->rtt_us / 1e6);
 	head(f, "r2ccl_path_state", "gauge", "1 for the path's health state, 0 for the others");
-	for (size_t i = 0; i < hs.npaths; i++)
-		for (size_t s = 0; s < sizeof(states) / sizeof(states[0]) && path_shown(&hs.paths[i]);
+	for (size_t i = 0; i < hs->npaths; i++)
+		for (size_t s = 0; s < sizeof(states) / sizeof(states[0]) && path_shown(&hs->paths[i]);
 		     s++) {
 			fputs("r2ccl_path_state{", f);
-			nic_labels(f, d, (int)hs.paths[i].rail);
+			nic_labels(f, d, (int)hs->paths[i].rail);
 			fputs(",peer=\"", f);
-			put_label(f, hs.paths[i].host);
+			put_label(f, hs->paths[i].host);
 			fprintf(f, "\",state=\"%s\"} %d\n", states[s],
-				!strcmp(hs.paths[i].state, states[s]));
+				!strcmp(hs->paths[i].state, states[s]));
 		}
 	PER_PATH("r2ccl_path_state_changes_total", "counter", "health state changes of the path",
 		 "%llu", (unsigned long long)x->changes);
@@ -482,11 +468,16 @@ int r2d_metrics_render(struct r2d *d, char **out, size_t *len)
 		 (unsigned long long)x->failovers);
 	PER_PATH("r2ccl_path_missed_heartbeats_total", "counter", "heartbeats missed on the path",
 		 "%llu", (unsigned long long)x->missed_total);
+}
 
-	/* the daemon's totals */
-	for (size_t i = 0; i < hs.nrails; i++) {
-		fo += hs.rails[i].failovers;
-		missed += hs.rails[i].hb_missed;
+/* The daemon's totals over every rail and path, and its re-plans. */
+static void render_totals(FILE *f, const struct r2d_health_snap *hs)
+{
+	uint64_t fo = 0, missed = 0;
+
+	for (size_t i = 0; i < hs->nrails; i++) {
+		fo += hs->rails[i].failovers;
+		missed += hs->rails[i].hb_missed;
 	}
 	head(f, "r2ccl_failovers_total", "counter", "path failures, every rail");
 	fprintf(f, "r2ccl_failovers_total %llu\n", (unsigned long long)fo);
@@ -494,13 +485,46 @@ int r2d_metrics_render(struct r2d *d, char **out, size_t *len)
 	fprintf(f, "r2ccl_missed_heartbeats_total %llu\n", (unsigned long long)missed);
 	head(f, "r2ccl_replans_total", "counter",
 	     "planning views committed (a communicator re-planned around a change)");
-	fprintf(f, "r2ccl_replans_total %llu\n", (unsigned long long)hs.replans);
+	fprintf(f, "r2ccl_replans_total %llu\n", (unsigned long long)hs->replans);
 	head(f, "r2ccl_replan_duration_seconds", "summary",
 	     "time from a proposed view to its commit (collectives held meanwhile)");
-	fprintf(f, "r2ccl_replan_duration_seconds_sum %.6f\n", (double)hs.replan_us_sum / 1e6);
+	fprintf(f, "r2ccl_replan_duration_seconds_sum %.6f\n", (double)hs->replan_us_sum / 1e6);
 	fprintf(f, "r2ccl_replan_duration_seconds_count %llu\n",
-		(unsigned long long)hs.replan_timed);
+		(unsigned long long)hs->replan_timed);
+}
 
+int r2d_metrics_render(struct r2d *d, char **out, size_t *len)
+{
+	struct r2_metrics *m = d->metrics;
+	struct r2d_health_snap hs;
+	struct r2_op_stats *ts = NULL;
+	struct comm_copy *cs = NULL;
+	uint32_t nts = 0;
+	size_t ncs = 0;
+	FILE *f;
+	int r;
+
+	*out = NULL;
+	*len = 0;
+	r = r2d_health_snapshot(d, &hs);
+	if (r < 0)
+		return r;
+	r = copy_engine(d, &ts, &nts, &cs, &ncs);
+	if (r < 0) {
+		r2d_health_snap_free(&hs);
+		return r;
+	}
+	f = open_memstream(out, len);
+	if (!f) {
+		r = -errno;
+		goto out;
+	}
+
+	render_daemon(f, d, ncs);
+	render_nics(f, d, &hs);
+	render_pools(f, d);
+	render_paths(f, d, &hs);
+	render_totals(f, &hs);
 	render_tenants(f, ts, nts);
 	render_sched(f, d);
 	render_comms(f, cs, ncs);

@@ -142,6 +142,10 @@ int r2d_cluster_key_load(const char *path, uint8_t key[64], uint32_t *len, char 
 /* Configuration check (start-up, --check-config): with peer_auth = on, a
  * cluster key file that exists must load. 0 or <0 with err. */
 int r2d_peer_auth_check(struct r2d *d, char *err, size_t errlen);
+/* The rails' authentication (rails_start, net/peers.c): the cluster key
+ * into cfg, or none (peer_auth = off), or refusing every peer (no key). */
+struct r2_tp_config;
+void r2d_rails_auth_setup(struct r2d *d, struct r2_tp_config *cfg);
 int r2d_rails_start(struct r2d *d);
 /* Tests: every selected NIC of d->topo is a rail on provider ops (the
  * loopback provider, transport/loopback.h), at the IPv4 address its topology
