@@ -232,14 +232,14 @@ if [ "$what" = ns ]; then
 		echo "ns: losses with the rail down identical to the healthy run" >> "$summary"
 	grep -h "steps/s" "$OUT"/ns-ddp-*.log >> "$summary"
 	# PyTorch's NCCL, same loop, same rail down: it hangs until its process
-	# group's timeout (60 s here, PyTorch's default is 10 min), when its
+	# group's timeout (30 s here, PyTorch's default is 10 min), when its
 	# watchdog aborts the job
 	rm -f /tmp/ncclns/mark
 	( for _ in $(seq 3000); do [ -e /tmp/ncclns/mark ] && break; sleep 0.1; done
 	  $C link 1 1 down ) >> "$OUT/ns-linkdown-event.log" 2>&1 &
 	NCCL_SOCKET_IFNAME=rail NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
-		nsrun ns-ddp-nccl-linkdown 150 "" torch_ddp.py --port 29543 --mark-step 100 \
-		--mark-file /tmp/ncclns/mark --pg-timeout 60
+		nsrun ns-ddp-nccl-linkdown 120 "" torch_ddp.py --port 29543 --mark-step 100 \
+		--mark-file /tmp/ncclns/mark --pg-timeout 30
 	wait
 	$C daemons stop >> "$OUT/ns-up.log" 2>&1
 	for i in 0 1; do cp "/tmp/ncclns/h$i/r2ccld.log" "$OUT/ns-r2ccld-h$i.log" 2>/dev/null; done

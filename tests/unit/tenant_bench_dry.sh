@@ -12,7 +12,7 @@ export R2C_PREFIX=r2tdry$$ BUILD=$build
 out=$("$src/tools/bench/tenant-bench.sh" --dry-run -n 2)
 trap 'rm -rf /tmp/$R2C_PREFIX-bench' EXIT
 for want in "weighted share" "a=3 b=1" "a=1 b=1 c=2" "rate /tmp/$R2C_PREFIX-bench/samples cap 300000000 750000" \
-	"--sched 0" "throughput /tmp/$R2C_PREFIX-bench/samples a b c --vs" "--trace /tmp/$R2C_PREFIX-bench/lat-off.csv" "--chunk-size 512K"; do
+	"--sched=0" "throughput /tmp/$R2C_PREFIX-bench/samples a b c --vs" "--trace /tmp/$R2C_PREFIX-bench/lat-off.csv" "--chunk-size 512K"; do
 	grep -qF -- "$want" <<<"$out" || { echo "dry run lacks: $want"; echo "$out"; exit 1; }
 done
 # one unique-id file per run, the same on every host
