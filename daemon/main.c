@@ -15,6 +15,7 @@
 #include "base/daemon.h"
 #include "log.h"
 #include "net/rails.h"
+#include "net/tenants.h"
 #include "gpu/gpu.h"
 #include "util.h"
 
@@ -91,11 +92,13 @@ int main(int argc, char **argv)
 	r = r2d_config_load(&d, argc, argv, err, sizeof(err));
 	if (r < 0) {
 		log_err("configuration error: %s", err);
+		r2d_tenants_free(&d);
 		r2_params_free(&d.params);
 		return 2;
 	}
 	if (check_only) { /* to stdout, without log prefixes: `| grep socket` */
 		r2d_config_print(&d, stdout);
+		r2d_tenants_free(&d);
 		r2_params_free(&d.params);
 		return 0;
 	}
@@ -138,6 +141,7 @@ int main(int argc, char **argv)
 out_engine:
 	r2d_engine_stop(&d);
 out_params:
+	r2d_tenants_free(&d); /* made by the configuration; rails_stop frees it too */
 	r2_params_free(&d.params);
 	pthread_mutex_destroy(&d.lock);
 	if (r < 0)

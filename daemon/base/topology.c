@@ -588,6 +588,10 @@ int r2_topology_discover(struct r2_topology *t, const char *xml_path, char *err,
 		t->from_xml = true;
 	}
 	hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+	/* hwloc's Linux backend reads the PCI tree from sysfs; its libpciaccess
+	 * plugin (libhwloc-plugins, which OpenMPI pulls in) finds the same tree
+	 * and leaks about 1 KB per load (LeakSanitizer, hwloc 2.9) */
+	hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
 	if (hwloc_topology_load(topo)) {
 		ret = errno ? -errno : -EINVAL;
 		set_err(err, errlen, "hwloc cannot load the %s topology%s%s: %s",
