@@ -26,6 +26,7 @@
 
 #include "net/health.h"
 #include "net/rails.h"
+#include "net/tenants.h"
 #include "log.h"
 #include "reduce.h"
 #include "util.h"
@@ -354,14 +355,24 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		if (h == me)
 			continue;
 		s = calloc(1, sizeof(*s));
-		if (!s || !(s->buf = malloc(size))) {
+		if (!s) {
+			r = -ENOMEM;
+			goto out;
+		}
+		s->rail = (me + h) % rs->n; /* pairs spread over the rails */
+		s->tenant = r2d_tenants_of(c->d, c->tenant);
+		/* a copy: W receives the result while the transport may still
+		 * read, and a re-send after a failure needs the bytes; in a
+		 * proxy buffer (registered on every rail: verbs sends it
+		 * without another copy), the heap when the pool is full */
+		if (rl_chunk_buf(c->d, s, mybuf, size) == -ENOBUFS &&
+		    (s->buf = malloc(size)))
+			memcpy(s->buf, mybuf, size);
+		if (!s->buf) {
 			free(s);
 			r = -ENOMEM;
 			goto out;
 		}
-		/* a copy: W receives the result while the transport may still
-		 * read, and a re-send after a failure needs the bytes */
-		memcpy(s->buf, mybuf, size);
 		s->hdr.magic = R2_CHUNK_MAGIC;
 		s->hdr.kind = R2_MSG_DATA;
 		s->hdr.comm = c->key;
@@ -370,7 +381,6 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		s->hdr.dst = (uint32_t)h;
 		s->hdr.len = (uint32_t)size;
 		rl_desc_to_hdr(&e.mine, &s->hdr); /* flags, step, off */
-		s->rail = (me + h) % rs->n; /* pairs spread over the rails */
 		s->peer = c->hosts[h].id;
 		e.send[h] = s;
 		e.nsend++;
