@@ -28,6 +28,7 @@
 #include "framing.h"
 #include "ring.h"
 #include "harness.h"
+#include "victim.h"
 #include "r2ccl.h"
 #include "r2ccl.pb-c.h"
 
@@ -190,128 +191,32 @@ static long proc_status(const char *key)
 	return v;
 }
 
-/* ---- the victim: root's 2-rank AllReduce loop ---- */
+/* ---- the victim: root's 2-rank AllReduce loop (victim.h) ---- */
 
 struct victim {
-	r2ccl_client_t *cl[2];
-	r2ccl_comm_t *comm[2];
-	r2ccl_unique_id_t id;
-	pthread_t t[2];
-	atomic_long stop_at; /* both ranks run AllReduces 0 .. stop_at - 1 */
-	atomic_long iter[2];
-	atomic_long ops, failed;
-	char why[256];
-	/* rank 0's AllReduce times (us), for the figures printed at the end */
-	double lat[1 << 16];
-	size_t nlat;
+	struct th_victim l;
 	const char *attack;
 };
 
-struct vrank {
-	struct victim *v;
-	int rank;
-};
-
-static struct vrank VR[2];
-
-static void *victim_init(void *a)
-{
-	struct vrank *k = a;
-
-	if (r2ccl_comm_init_rank(k->v->cl[k->rank], &k->v->comm[k->rank], 2, &k->v->id,
-				 k->rank) != 0)
-		atomic_fetch_add(&k->v->failed, 1);
-	return NULL;
-}
-
-static void *victim_loop(void *a)
-{
-	struct vrank *k = a;
-	struct victim *v = k->v;
-	float *buf;
-	const size_t n = 1024;
-
-	if (r2ccl_mem_alloc(v->cl[k->rank], n * sizeof(float), (void **)&buf) != 0) {
-		atomic_fetch_add(&v->failed, 1);
-		return NULL;
-	}
-	for (long it = 0; it < atomic_load(&v->stop_at); it++) {
-		atomic_store(&v->iter[k->rank], it);
-		for (size_t i = 0; i < n; i++)
-			buf[i] = (float)(k->rank + 1);
-		double t0 = th_now_ms();
-		int r = r2ccl_allreduce(v->comm[k->rank], buf, buf, n, R2CCL_FLOAT32, R2CCL_SUM);
-		if (k->rank == 0 && v->nlat < sizeof(v->lat) / sizeof(v->lat[0]))
-			v->lat[v->nlat++] = (th_now_ms() - t0) * 1000;
-		if (r != 0 || buf[0] != 3.0f || buf[n - 1] != 3.0f) {
-			snprintf(v->why, sizeof(v->why), "rank %d: %s (%s)", k->rank,
-				 r2ccl_strerror(r), r2ccl_last_error());
-			atomic_fetch_add(&v->failed, 1);
-			break;
-		}
-		atomic_fetch_add(&v->ops, 1);
-	}
-	r2ccl_mem_free(v->cl[k->rank], buf);
-	return NULL;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void victim_start_(struct victim *v, const char *attack)
 {
-	memset(v, 0, sizeof(*v));
+	ck_assert_msg(th_victim_init(&v->l) == 0, "the victim: %s", v->l.why);
 	v->attack = attack;
-	atomic_store(&v->stop_at, 1L << 40);
-	for (int r = 0; r < 2; r++) {
-		ck_assert_int_eq(r2ccl_connect(NULL, &v->cl[r]), 0);
-		VR[r].v = v;
-		VR[r].rank = r;
-	}
-	ck_assert_int_eq(r2ccl_get_unique_id(v->cl[0], &v->id), 0);
-	for (int r = 0; r < 2; r++)
-		ck_assert_int_eq(pthread_create(&v->t[r], NULL, victim_init, &VR[r]), 0);
-	for (int r = 0; r < 2; r++)
-		pthread_join(v->t[r], NULL);
-	ck_assert_int_eq(atomic_load(&v->failed), 0);
-	for (int r = 0; r < 2; r++)
-		ck_assert_int_eq(pthread_create(&v->t[r], NULL, victim_loop, &VR[r]), 0);
+	ck_assert_msg(th_victim_run(&v->l) == 0, "the victim: %s", v->l.why);
 }
 
 #define victim_start(v) victim_start_(v, __func__)
 
-/* Stops the loop: it ran, and no operation failed. */
+/* Stops the loop: it ran (20 AllReduces at least, after the attack: a
+ * loaded machine is slow), and no operation failed. */
 static void victim_stop(struct victim *v)
 {
-	long ops;
-
-	/* a few more operations after the attack (a loaded machine is slow) */
-	for (int i = 0; i < 150 && atomic_load(&v->ops) < 20 && !atomic_load(&v->failed); i++)
-		usleep(100000);
-	/* the ranks are at most one AllReduce apart: both stop at the same one */
-	atomic_store(&v->stop_at,
-		     (atomic_load(&v->iter[0]) > atomic_load(&v->iter[1]) ? atomic_load(&v->iter[0])
-									     : atomic_load(&v->iter[1])) +
-			     2);
-	for (int r = 0; r < 2; r++)
-		pthread_join(v->t[r], NULL);
-	ops = atomic_load(&v->ops);
-	ck_assert_msg(atomic_load(&v->failed) == 0, "the victim failed: %s", v->why);
-	ck_assert_msg(ops >= 20, "the victim ran only %ld AllReduces", ops);
+	ck_assert_msg(th_victim_stop(&v->l, 20, 15) == 0, "the victim failed: %s", v->l.why);
 	/* figures, not checks (a shared machine's timing is not a test) */
-	qsort(v->lat, v->nlat, sizeof(v->lat[0]), cmp_double);
 	printf("victim beside %s: %zu AllReduces of 4 KiB, p50 %.0f us, p99 %.0f us\n",
-	       v->attack ? v->attack : "?", v->nlat, v->lat[v->nlat / 2],
-	       v->lat[v->nlat * 99 / 100]);
+	       v->attack ? v->attack : "?", v->l.nlat, v->l.p50, v->l.p99);
 	fflush(stdout);
-	for (int r = 0; r < 2; r++) {
-		ck_assert_int_eq(r2ccl_comm_destroy(v->comm[r]), 0);
-		r2ccl_disconnect(v->cl[r]);
-	}
+	ck_assert_msg(th_victim_fini(&v->l) == 0, "the victim: %s", v->l.why);
 }
 
 /* ---- fixtures ---- */

@@ -34,6 +34,7 @@
 
 #include "framing.h"
 #include "harness.h"
+#include "victim.h"
 #include "r2ccl.h"
 #include "r2ccl.pb-c.h"
 
@@ -185,7 +186,7 @@ static void expect_quota(const char *who, int r, const char *quota)
 	  r2ccl_last_error());
 }
 
-/* ---- the victim: a 2-rank AllReduce loop in its tenant ---- */
+/* ---- the victim: a 2-rank AllReduce loop in its tenant (victim.h) ---- */
 
 struct victim {
 	const char *leaf, *tenant;
@@ -193,122 +194,34 @@ struct victim {
 	int id_w;    /* the unique id goes out here */
 	int ready_w; /* one byte when the loop runs */
 	int stop_r;  /* one byte: stop */
-	r2ccl_client_t *cl[2];
-	r2ccl_comm_t *comm[2];
-	r2ccl_unique_id_t id;
-	atomic_long stop_at; /* both ranks run AllReduces 0 .. stop_at - 1 */
-	atomic_long iter[2];
-	atomic_long ops, failed;
-	char why[256];
-	double lat[1 << 15];
-	size_t nlat;
+	struct th_victim l;
 };
-
-struct vrank {
-	struct victim *v;
-	int rank;
-};
-
-static void *v_init(void *a)
-{
-	struct vrank *k = a;
-
-	if (r2ccl_comm_init_rank(k->v->cl[k->rank], &k->v->comm[k->rank], 2, &k->v->id,
-				 k->rank) != 0)
-		atomic_fetch_add(&k->v->failed, 1);
-	return NULL;
-}
-
-static void *v_loop(void *a)
-{
-	struct vrank *k = a;
-	struct victim *v = k->v;
-	const size_t n = 1024;
-	float *buf;
-
-	if (r2ccl_mem_alloc(v->cl[k->rank], n * sizeof(float), (void **)&buf) != 0) {
-		atomic_fetch_add(&v->failed, 1);
-		return NULL;
-	}
-	for (long it = 0; it < atomic_load(&v->stop_at); it++) {
-		atomic_store(&v->iter[k->rank], it);
-		for (size_t i = 0; i < n; i++)
-			buf[i] = (float)(k->rank + 1);
-		double t0 = th_now_ms();
-		int r = r2ccl_allreduce(v->comm[k->rank], buf, buf, n, R2CCL_FLOAT32, R2CCL_SUM);
-		if (r != 0 || buf[0] != 3.0f || buf[n - 1] != 3.0f) {
-			snprintf(v->why, sizeof(v->why), "rank %d: %s (%s)", k->rank,
-				 r2ccl_strerror(r), r2ccl_last_error());
-			atomic_fetch_add(&v->failed, 1);
-			break;
-		}
-		if (k->rank == 0) {
-			if (v->nlat < sizeof(v->lat) / sizeof(v->lat[0]))
-				v->lat[v->nlat++] = (th_now_ms() - t0) * 1000;
-			atomic_fetch_add(&v->ops, 1);
-		}
-	}
-	r2ccl_mem_free(v->cl[k->rank], buf);
-	return NULL;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 static void victim_main(void *arg)
 {
 	struct victim *v = arg;
-	struct vrank vr[2] = { { v, 0 }, { v, 1 } };
-	pthread_t t[2];
 	char b = 1;
 
-	atomic_store(&v->stop_at, 1L << 40);
 	become("victim", v->leaf, v->uid);
-	for (int r = 0; r < 2; r++)
-		C("victim", r2ccl_connect(NULL, &v->cl[r]) == 0, "connect: %s", r2ccl_last_error());
-	C("victim", r2ccl_get_unique_id(v->cl[0], &v->id) == 0, "unique id");
-	for (int r = 0; r < 2; r++)
-		pthread_create(&t[r], NULL, v_init, &vr[r]);
-	for (int r = 0; r < 2; r++)
-		pthread_join(t[r], NULL);
-	C("victim", !atomic_load(&v->failed), "communicator init failed: %s", r2ccl_last_error());
-	C("victim", write(v->id_w, &v->id, sizeof(v->id)) == sizeof(v->id), "id pipe");
-	for (int r = 0; r < 2; r++)
-		pthread_create(&t[r], NULL, v_loop, &vr[r]);
+	C("victim", th_victim_init(&v->l) == 0, "%s", v->l.why);
+	C("victim", write(v->id_w, &v->l.id, sizeof(v->l.id)) == sizeof(v->l.id), "id pipe");
+	C("victim", th_victim_run(&v->l) == 0, "%s", v->l.why);
 	C("victim", write(v->ready_w, &b, 1) == 1, "ready pipe");
 	C("victim", read(v->stop_r, &b, 1) == 1, "stop pipe");
 	/* at least 20 AllReduces in all (a loaded machine is slow) */
-	for (int i = 0; i < 300 && atomic_load(&v->ops) < 20 && !atomic_load(&v->failed); i++)
-		usleep(100000);
-	/* the ranks are at most one AllReduce apart: both stop at the same one */
-	long i0 = atomic_load(&v->iter[0]), i1 = atomic_load(&v->iter[1]);
-	atomic_store(&v->stop_at, (i0 > i1 ? i0 : i1) + 2);
-	for (int r = 0; r < 2; r++)
-		pthread_join(t[r], NULL);
-	C("victim", !atomic_load(&v->failed), "an AllReduce failed beside the neighbour: %s",
-	  v->why);
-	C("victim", atomic_load(&v->ops) >= 20, "only %ld AllReduces", atomic_load(&v->ops));
-	qsort(v->lat, v->nlat, sizeof(v->lat[0]), cmp_double);
+	C("victim", th_victim_stop(&v->l, 20, 30) == 0, "beside the neighbour: %s", v->l.why);
 	printf("victim (tenant of %s, uid %u): %zu AllReduces of 4 KiB, p50 %.0f us, p99 %.0f "
 	       "us\n",
-	       v->leaf, (unsigned)v->uid, v->nlat, v->lat[v->nlat / 2],
-	       v->lat[v->nlat * 99 / 100]);
+	       v->leaf, (unsigned)v->uid, v->l.nlat, v->l.p50, v->l.p99);
 	fflush(stdout);
 	/* its own quota: max_comms = 1 (the 2-rank one) */
 	r2ccl_unique_id_t id2;
 	r2ccl_comm_t *c2 = NULL;
 	char q[96];
 	snprintf(q, sizeof(q), "quota max_comms of tenant %s", v->tenant);
-	C("victim", r2ccl_get_unique_id(v->cl[0], &id2) == 0, "unique id");
-	expect_quota("victim", r2ccl_comm_init_rank(v->cl[0], &c2, 1, &id2, 0), q);
-	for (int r = 0; r < 2; r++) {
-		C("victim", r2ccl_comm_destroy(v->comm[r]) == 0, "destroy");
-		r2ccl_disconnect(v->cl[r]);
-	}
+	C("victim", r2ccl_get_unique_id(v->l.cl[0], &id2) == 0, "unique id");
+	expect_quota("victim", r2ccl_comm_init_rank(v->l.cl[0], &c2, 1, &id2, 0), q);
+	C("victim", th_victim_fini(&v->l) == 0, "%s", v->l.why);
 }
 
 /* ---- the neighbour ---- */

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The victim of the adversary and tenant tests: a 2-rank AllReduce loop of
+ * 4 KiB (two clients of this process), each result checked exactly, rank
+ * 0's times kept for the figures printed beside the attack or neighbour.
+ * The calls return 0 or -1 with v->why set, so that a forked child (which
+ * has no Check context) uses them too.
+ */
+#ifndef R2CCL_TEST_VICTIM_H
+#define R2CCL_TEST_VICTIM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "r2ccl.h"
+
+struct th_victim;
+
+struct th_vrank {
+	struct th_victim *v;
+	int rank;
+};
+
+struct th_victim {
+	r2ccl_client_t *cl[2];
+	r2ccl_comm_t *comm[2];
+	r2ccl_unique_id_t id;
+	pthread_t t[2];
+	struct th_vrank rk[2];
+	atomic_long stop_at; /* both ranks run AllReduces 0 .. stop_at - 1 */
+	atomic_long iter[2];
+	atomic_long ops;     /* AllReduces done (rank 0's count) */
+	atomic_long failed;
+	char why[256];
+	double lat[1 << 15]; /* rank 0's AllReduce times (us) */
+	size_t nlat;
+	double p50, p99;     /* of lat, after th_victim_stop */
+};
+
+/* Connects both ranks to the daemon of R2CCL_SOCKET and forms their
+ * communicator. */
+int th_victim_init(struct th_victim *v);
+/* Starts the loop (after th_victim_init; v->id may go to others first). */
+int th_victim_run(struct th_victim *v);
+/* Waits until min_ops AllReduces are done (wait_s at most: a loaded
+ * machine is slow), stops both ranks at the same AllReduce, joins them:
+ * -1 when one failed or fewer than min_ops ran. Sets p50 and p99. */
+int th_victim_stop(struct th_victim *v, long min_ops, int wait_s);
+/* Destroys the communicator and disconnects: -1 when a destroy failed. */
+int th_victim_fini(struct th_victim *v);
+
+#endif
