@@ -155,8 +155,9 @@ report() { # DIR
 
 # ---- building and running ----
 
-build_tree() { # SRC BUILDDIR
-	meson setup "$2" "$1" --buildtype=debugoptimized >"$2.setup.log" 2>&1 ||
+build_tree() { # SRC BUILDDIR (set up already: built again, e.g. a second --out run)
+	[[ -f $2/build.ninja ]] ||
+		meson setup "$2" "$1" --buildtype=debugoptimized >"$2.setup.log" 2>&1 ||
 		{ tail -20 "$2.setup.log" >&2; exit 1; }
 	ninja -C "$2" -j "${JOBS:-2}" >"$2.build.log" 2>&1 ||
 		{ tail -20 "$2.build.log" >&2; exit 1; }
@@ -218,15 +219,22 @@ cleanup() {
 }
 trap cleanup EXIT
 
-git -C "$ROOT" worktree add --detach "$W/old" "$OLD_REF" >/dev/null
-trees+=("$W/old")
+# tree DIR REF: a detached worktree of REF at DIR, removed at exit; one
+# already there at REF (an earlier --out run's, kept) is used as it is
+tree() {
+	if [[ -d $1 && $(git -C "$1" rev-parse HEAD 2>/dev/null) == $(git -C "$ROOT" rev-parse "$2^{commit}") ]]; then
+		return
+	fi
+	git -C "$ROOT" worktree add --detach "$1" "$2" >/dev/null
+	trees+=("$1")
+}
+tree "$W/old" "$OLD_REF"
 OLD_SRC=$W/old
 if [[ $NEW_REF == worktree ]]; then
 	NEW_SRC=$ROOT
 	new_desc="this worktree at $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo ' with changes')"
 else
-	git -C "$ROOT" worktree add --detach "$W/new" "$NEW_REF" >/dev/null
-	trees+=("$W/new")
+	tree "$W/new" "$NEW_REF"
 	NEW_SRC=$W/new
 	new_desc="$NEW_REF ($(git -C "$ROOT" rev-parse --short "$NEW_REF"))"
 fi
