@@ -181,6 +181,7 @@ run_one() { # BENCH SIDE ROUND SRC BUILDDIR
 	uncapped) BUILD=$bd R2C_PREFIX=${R2C_PREFIX:-cmp} \
 		locked "$src/tools/bench/cluster-bench.sh" -H 4 -R 2 >"$out" 2>"$out.err" ;;
 	steady) R2CCLD=$bd/daemon/r2ccld R2CCL_BENCH=$bd/tools/r2ccl-bench \
+		CLUSTER_CLIENT=$bd/tests/cluster/cluster_client \
 		R2CCLCTL=$bd/tools/r2cclctl R2CCL_SIM=$bd/tools/r2ccl-sim \
 		locked "$src/tests/cluster/fault_steady.sh" >"$out" 2>"$out.err" ;;
 	esac || echo "# round $3: $b on the $2 build failed (exit $?): $out.err" >&2
