@@ -52,6 +52,14 @@ static int discover(struct r2d *d)
 	return 0;
 }
 
+/* What r2d_config_load made: the parameters and the tenants' queue (which
+ * r2d_rails_stop frees too, when the rails ran). */
+static void config_free(struct r2d *d)
+{
+	r2d_tenants_free(d);
+	r2_params_free(&d->params);
+}
+
 int main(int argc, char **argv)
 {
 	struct r2d d;
@@ -92,14 +100,12 @@ int main(int argc, char **argv)
 	r = r2d_config_load(&d, argc, argv, err, sizeof(err));
 	if (r < 0) {
 		log_err("configuration error: %s", err);
-		r2d_tenants_free(&d);
-		r2_params_free(&d.params);
+		config_free(&d);
 		return 2;
 	}
 	if (check_only) { /* to stdout, without log prefixes: `| grep socket` */
 		r2d_config_print(&d, stdout);
-		r2d_tenants_free(&d);
-		r2_params_free(&d.params);
+		config_free(&d);
 		return 0;
 	}
 	log_info("r2ccld %s starting (pid %d)", R2CCL_VERSION, (int)getpid());
@@ -141,8 +147,7 @@ int main(int argc, char **argv)
 out_engine:
 	r2d_engine_stop(&d);
 out_params:
-	r2d_tenants_free(&d); /* made by the configuration; rails_stop frees it too */
-	r2_params_free(&d.params);
+	config_free(&d);
 	pthread_mutex_destroy(&d.lock);
 	if (r < 0)
 		return 1;

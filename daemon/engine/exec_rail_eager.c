@@ -350,6 +350,9 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		}
 		pp = &m->next;
 	}
+	/* the tenant's queue on the rails: looked up once (a lock and a
+	 * lookup), not per message */
+	int tenant = r2d_tenants_of(c->d, c->tenant);
 	for (int h = 0; h < nh; h++) {
 		struct sendrec *s;
 		if (h == me)
@@ -360,7 +363,7 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 			goto out;
 		}
 		s->rail = (me + h) % rs->n; /* pairs spread over the rails */
-		s->tenant = r2d_tenants_of(c->d, c->tenant);
+		s->tenant = tenant;
 		/* a copy: W receives the result while the transport may still
 		 * read, and a re-send after a failure needs the bytes; in a
 		 * proxy buffer (registered on every rail: verbs sends it
