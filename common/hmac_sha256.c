@@ -3,6 +3,7 @@
  * SHA-256 (FIPS 180-4, section 6.2) and HMAC-SHA256 (RFC 2104): the peer
  * port's cluster key authentication (hmac_sha256.h).
  */
+#include <errno.h>
 #include <string.h>
 
 #include "hmac_sha256.h"
@@ -161,6 +162,32 @@ void r2_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len
 	r2_hmac_sha256_init(&m, key, keylen);
 	r2_hmac_sha256_update(&m, data, len);
 	r2_hmac_sha256_final(&m, out);
+}
+
+void r2_hmac_proof(const void *key, size_t keylen, const char *label, uint8_t prover,
+		   const void *first, size_t flen, const void *second, size_t slen,
+		   uint8_t mac[R2_SHA256_LEN])
+{
+	struct r2_hmac_sha256 m;
+
+	r2_hmac_sha256_init(&m, key, keylen);
+	r2_hmac_sha256_update(&m, label, strlen(label) + 1);
+	r2_hmac_sha256_update(&m, &prover, 1);
+	r2_hmac_sha256_update(&m, first, flen);
+	r2_hmac_sha256_update(&m, second, slen);
+	r2_hmac_sha256_final(&m, mac);
+}
+
+int r2_proof_check(size_t keylen, bool flagged, uint8_t want[R2_SHA256_LEN],
+		   const uint8_t got[R2_SHA256_LEN])
+{
+	bool ok;
+
+	if (!keylen)
+		return flagged ? -EACCES : 0;
+	ok = flagged && r2_mac_equal(want, got, R2_SHA256_LEN);
+	r2_wipe(want, R2_SHA256_LEN);
+	return ok ? 0 : -EACCES;
 }
 
 bool r2_mac_equal(const void *a, const void *b, size_t n)

@@ -40,6 +40,20 @@ void r2_hmac_sha256_final(struct r2_hmac_sha256 *m, uint8_t out[R2_SHA256_LEN]);
 void r2_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len,
 		    uint8_t out[R2_SHA256_LEN]);
 
+/* The handshake proofs of the peer port (tcp's stream hello, verbs' side
+ * channel): HMAC(key, label with its NUL, the prover's message type as one
+ * byte, the first message, the second message), each message packed with
+ * its MAC field zeroed by the caller. */
+void r2_hmac_proof(const void *key, size_t keylen, const char *label, uint8_t prover,
+		   const void *first, size_t flen, const void *second, size_t slen,
+		   uint8_t mac[R2_SHA256_LEN]);
+
+/* Whether a received message carries the proof it should: with a key
+ * (keylen > 0) it must be flagged authenticated and got must equal want;
+ * with none, it must not be flagged. 0 or -EACCES; want is wiped. */
+int r2_proof_check(size_t keylen, bool flagged, uint8_t want[R2_SHA256_LEN],
+		   const uint8_t got[R2_SHA256_LEN]);
+
 /* Compares n bytes in time that does not depend on where they differ:
  * true when equal. For MACs (a byte-wise memcmp tells an attacker how many
  * leading bytes of a forged MAC were right). */

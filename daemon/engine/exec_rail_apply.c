@@ -19,6 +19,11 @@
  * copied */
 #define APPLY_ASYNC_MIN (64u << 10)
 
+bool rl_in_range(uint64_t off, uint64_t len, uint64_t base, uint64_t size)
+{
+	return off >= base && len <= size && off - base <= size - len;
+}
+
 static bool seen(const struct rail_dedup *dd, uint32_t src, uint64_t off)
 {
 	for (size_t i = 0; i < dd->nseen; i++)
@@ -192,13 +197,13 @@ uint64_t rl_apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
 	}
 	for (int i = 0; i < nx; i++) {
 		const struct r2_xfer *y = &o->xf[i];
-		if (y->dir == R2_XFER_RECV && y->peer == h->src && h->off >= y->off &&
-		    h->off + h->len <= y->off + y->len) {
+		if (y->dir == R2_XFER_RECV && y->peer == h->src &&
+		    rl_in_range(h->off, h->len, y->off, y->len)) {
 			x = y;
 			break;
 		}
 	}
-	if (!x || h->off + h->len > o->size || h->len % o->elem) {
+	if (!x || !rl_in_range(h->off, h->len, 0, o->size) || h->len % o->elem) {
 		log_warn("communicator %u: unexpected chunk (op %llu step %u from host %u, "
 			 "offset %llu, %u bytes); dropped",
 			 o->c->id, (unsigned long long)h->opseq, h->step, h->src,
@@ -255,7 +260,7 @@ uint64_t rl_relay(struct railop *o, const struct r2_chunk_hdr *h, const void *bu
 	for (int i = 0; i < nx; i++) {
 		const struct r2_xfer *y = &o->xf[i];
 		if (y->dir == R2_XFER_RELAY && y->peer == h->src && y->via == h->dst &&
-		    h->off >= y->off && h->off + h->len <= y->off + y->len) {
+		    rl_in_range(h->off, h->len, y->off, y->len)) {
 			x = y;
 			break;
 		}

@@ -324,6 +324,12 @@ void rl_desc_end(struct railop *o);
 
 /* ---- exec_rail_eager.c: small AllReduce in one direct exchange ---- */
 
+/* Whether [off, off + len) lies in [base, base + size), without overflow: a
+ * peer's chunk header can carry any offset (one near 2^64 wrapped off + len
+ * to a small number and passed a plain sum test, so the chunk was applied
+ * before the buffer: found by fuzz_peer, 2026-12-03). exec_rail_apply.c */
+bool rl_in_range(uint64_t off, uint64_t len, uint64_t base, uint64_t size);
+
 #define R2_EAGER_MAX (64u << 10)  /* bytes: the eager path up to this size */
 #define R2_EAGER_MAX_HOSTS 8      /* n - 1 messages per host: few hosts only */
 /* The same answer on every host for the same operation (size, hosts and

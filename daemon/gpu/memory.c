@@ -41,6 +41,25 @@ static struct gpu_alloc *allocs;
  * again). Under alloc_lock. */
 static int ipc_pid_off = INT_MIN;
 
+/* Whether the driver binds a handle to the pid in it: the daemon's own
+ * handle h with another live process's pid written at off (our parent's: a
+ * pid of a process that never exported this memory). A driver that opens it
+ * takes the pid for a label only, and then anyone may write their own pid
+ * into a handle they saw: -EACCES. 0 when it refuses, as same-pid needs. */
+static int ipc_pid_binds(cudaIpcMemHandle_t h, int off)
+{
+	uint32_t other = (uint32_t)getppid();
+	void *q = NULL;
+
+	memcpy(h.reserved + off, &other, sizeof(other));
+	if (cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+		cudaGetLastError(); /* the refusal expected: not sticky */
+		return 0;
+	}
+	cudaIpcCloseMemHandle(q);
+	return -EACCES;
+}
+
 static int ipc_pid_offset(int dev)
 {
 	cudaIpcMemHandle_t h[2];
@@ -53,10 +72,20 @@ static int ipc_pid_offset(int dev)
 	if (cudaMalloc(&p[0], 2u << 20) == cudaSuccess &&
 	    cudaMalloc(&p[1], 2u << 20) == cudaSuccess &&
 	    cudaIpcGetMemHandle(&h[0], p[0]) == cudaSuccess &&
-	    cudaIpcGetMemHandle(&h[1], p[1]) == cudaSuccess)
+	    cudaIpcGetMemHandle(&h[1], p[1]) == cudaSuccess) {
 		off = r2_gpu_ipc_pid_offset((const uint8_t *)h[0].reserved,
 					    (const uint8_t *)h[1].reserved, sizeof(h[0].reserved),
 					    getpid());
+		if (off >= 0 && ipc_pid_binds(h[0], off) < 0) {
+			log_warn("gpu: legacy IPC handles hold the exporting pid at byte %d, but "
+				 "this driver opened one of r2ccld's own handles with another "
+				 "pid written there: the pid binds nothing, so "
+				 "gpu_legacy_ipc=same-pid refuses every legacy handle (cudaMalloc "
+				 "memory: libnccl stages it; cuMem memory with a POSIX fd handle "
+				 "is opened)", off);
+			off = -EACCES;
+		}
+	}
 	for (int i = 0; i < 2; i++)
 		if (p[i])
 			cudaFree(p[i]);
@@ -66,9 +95,10 @@ static int ipc_pid_offset(int dev)
 		return off;
 	}
 	if (off >= 0)
-		log_info("gpu: legacy IPC handles hold the exporting pid at byte %d "
-			 "(gpu_legacy_ipc=same-pid checks it)", off);
-	else
+		log_info("gpu: legacy IPC handles hold the exporting pid at byte %d, and this "
+			 "driver refuses one whose pid was changed (gpu_legacy_ipc=same-pid "
+			 "checks it)", off);
+	else if (off != -EACCES)
 		log_warn("gpu: legacy IPC handles hold the exporting pid at %s: "
 			 "gpu_legacy_ipc=same-pid refuses every legacy handle",
 			 off == -EEXIST ? "several places" : "no place");

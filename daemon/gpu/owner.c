@@ -134,6 +134,15 @@ int r2_gpu_ipc_owner_check(enum r2_gpu_legacy policy, const uint8_t *h, size_t l
 		snprintf(err, errlen, "gpu_legacy_ipc: unknown policy %d", (int)policy);
 		return -EPERM;
 	}
+	if (pid_off == -EACCES) {
+		snprintf(err, errlen,
+			 "gpu_legacy_ipc=same-pid: this driver opens a legacy IPC handle whose "
+			 "pid was rewritten, so a handle's pid proves nothing here and none is "
+			 "opened; allocate with cuMem and a POSIX fd handle type (libnccl stages "
+			 "cudaMalloc memory), or set gpu_legacy_ipc=allow where the host's "
+			 "users trust each other");
+		return -EPERM;
+	}
 	if (pid_off < 0) {
 		snprintf(err, errlen,
 			 "gpu_legacy_ipc=same-pid: this driver's IPC handles hold the exporter's "

@@ -49,7 +49,9 @@ int r2_gpu_pidfd_alive(int pidfd);
 
 /* Whether a client may register the legacy IPC handle h (len bytes) under
  * policy: 0, or -EPERM with the check that refused it in err. pid_off is
- * r2_gpu_ipc_pid_offset's answer (negative: not known); pidfd and nspid are
+ * r2_gpu_ipc_pid_offset's answer (negative: not known; -EACCES: known, but
+ * the driver opened a handle of the daemon's with another pid written there,
+ * memory.c); pidfd and nspid are
  * the session's (struct r2_session). */
 int r2_gpu_ipc_owner_check(enum r2_gpu_legacy policy, const uint8_t *h, size_t len, int pid_off,
 			   int pidfd, pid_t nspid, char *err, size_t errlen);

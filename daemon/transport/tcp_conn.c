@@ -5,7 +5,6 @@
  * accepting, failing and reaping connections (tcp_int.h).
  */
 #include <arpa/inet.h>
-#include <sys/random.h>
 
 #include "hmac_sha256.h"
 #include "tcp_int.h"
@@ -267,29 +266,9 @@ void tcp_reap_streams(struct r2_tp *tp, struct tcp_thread *th)
 
 /* ---- hello ---- */
 
-/* Fresh random bytes (getrandom; the kernel's pool is ready once the
- * daemon runs). 0 or -errno. */
-static int random_bytes(void *p, size_t n)
-{
-	uint8_t *b = p;
-
-	while (n) {
-		ssize_t r = getrandom(b, n, 0);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		b += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 static const uint8_t *auth_key(struct r2_tp *tp, size_t *len)
 {
-	*len = tp->cfg.auth == R2_TP_AUTH_KEY ? tp->cfg.auth_key_len : 0;
-	return tp->cfg.auth_key;
+	return r2_tp_auth_key(&tp->cfg, len);
 }
 
 /* The hello this side sends: type, ids, stream and connection; flags say
@@ -333,20 +312,6 @@ static void stream_up(struct r2_tp *tp, struct tcp_peer *p, struct tcp_stream *s
 	}
 }
 
-static const char *refusal(int r)
-{
-	switch (r) {
-	case -EACCES:
-		return "wrong cluster key, or one side has none (peer_auth)";
-	case -EPERM:
-		return "no cluster key here (cluster_key_file): every peer is refused";
-	case -EMSGSIZE:
-		return "not a hello";
-	default:
-		return "malformed or not for this daemon";
-	}
-}
-
 /* A refused hello: said (rate-limited: anyone on a rail network can send
  * them), and the stream closed by the caller. Never touches a peer. */
 static int refuse(struct r2_tp *tp, struct tcp_stream *st, const struct tcp_hello *h, int r)
@@ -358,7 +323,7 @@ static int refuse(struct r2_tp *tp, struct tcp_stream *st, const struct tcp_hell
 	log_warn_rl("tcp %s: hello %s %s (claims daemon %016llx) refused: %s", tp->cfg.ifname,
 		    st->role == ROLE_ACCEPT ? "from" : "answered by",
 		    st->role == ROLE_ACCEPT ? a : "the peer dialed",
-		    h ? (unsigned long long)h->self_id : 0ull, refusal(r));
+		    h ? (unsigned long long)h->self_id : 0ull, r2_tp_refusal(r));
 	return r;
 }
 
@@ -434,7 +399,7 @@ static int dial_in(struct r2_tp *tp, struct tcp_stream *st, const struct tcp_hel
 
 	struct tcp_hello ans;
 	hello_fill(tp, &ans, TCP_HELLO_ANSWER, h->stream, h->self_id, h->nstreams, h->nonce);
-	int r = random_bytes(ans.chal, sizeof(ans.chal));
+	int r = r2_tp_random(ans.chal, sizeof(ans.chal));
 	if (r < 0)
 		return r;
 	if (klen)
@@ -538,7 +503,7 @@ void tcp_on_connected(struct r2_tp *tp, struct tcp_stream *st)
 	st->state = ST_HELLO;
 	hello_fill(tp, &st->hs_dial, TCP_HELLO_DIAL, st->idx, p->h.id, p->nstreams, p->nonce);
 	pthread_mutex_unlock(&tp->b.lock);
-	int r = random_bytes(st->hs_dial.chal, sizeof(st->hs_dial.chal));
+	int r = r2_tp_random(st->hs_dial.chal, sizeof(st->hs_dial.chal));
 	if (r < 0) {
 		tcp_stream_fail(tp, st, r);
 		return;
@@ -558,21 +523,14 @@ static unsigned prehello_from(struct r2_tp *tp, struct in_addr addr)
 
 void tcp_on_listen(struct r2_tp *tp)
 {
+	char what[96];
+
+	snprintf(what, sizeof(what), "tcp %s", tp->cfg.ifname);
 	for (int i = 0; i < 64; i++) {
 		struct sockaddr_in ra = { 0 };
-		socklen_t rl = sizeof(ra);
-		int fd = accept4(tp->lfd, (struct sockaddr *)&ra, &rl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK) {
-				log_warn_rl("tcp %s: accept: %s", tp->cfg.ifname, strerror(errno));
-				if (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||
-				    errno == ENOBUFS)
-					usleep(10000); /* do not spin */
-			}
+		int fd = r2_tp_accept(tp->lfd, &ra, what);
+		if (fd < 0)
 			return;
-		}
 		pthread_mutex_lock(&tp->b.lock);
 		/* streams that have not proved the key yet: capped in all and
 		 * per source address, so that no one address (nor a crowd of
@@ -650,7 +608,7 @@ int tcp_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, uint16_
 	}
 
 	uint64_t nonce;
-	ret = random_bytes(&nonce, sizeof(nonce));
+	ret = r2_tp_random(&nonce, sizeof(nonce));
 	if (ret < 0)
 		goto fail;
 	pthread_mutex_lock(&tp->b.lock);

@@ -96,21 +96,15 @@ int tcp_hello_unpack(const uint8_t *in, size_t len, struct tcp_hello *h)
 void tcp_hello_mac(const uint8_t *key, size_t keylen, int prover, const struct tcp_hello *dial,
 		   const struct tcp_hello *answer, uint8_t mac[TCP_HELLO_MAC])
 {
-	static const char label[] = "r2ccl tcp hello v2";
-	struct r2_hmac_sha256 m;
 	struct tcp_hello a = *dial, b = *answer;
-	uint8_t who = (uint8_t)prover, buf[TCP_HELLO_SIZE];
+	uint8_t pa[TCP_HELLO_SIZE], pb[TCP_HELLO_SIZE];
 
 	memset(a.mac, 0, sizeof(a.mac));
 	memset(b.mac, 0, sizeof(b.mac));
-	r2_hmac_sha256_init(&m, key, keylen);
-	r2_hmac_sha256_update(&m, label, sizeof(label));
-	r2_hmac_sha256_update(&m, &who, 1);
-	tcp_hello_pack(&a, buf);
-	r2_hmac_sha256_update(&m, buf, sizeof(buf));
-	tcp_hello_pack(&b, buf);
-	r2_hmac_sha256_update(&m, buf, sizeof(buf));
-	r2_hmac_sha256_final(&m, mac);
+	tcp_hello_pack(&a, pa);
+	tcp_hello_pack(&b, pb);
+	r2_hmac_proof(key, keylen, "r2ccl tcp hello v2", (uint8_t)prover, pa, sizeof(pa), pb,
+		      sizeof(pb), mac);
 }
 
 /* Whether h carries the right flags and proof for a key (keylen > 0) or
@@ -119,16 +113,10 @@ static int check_mac(const uint8_t *key, size_t keylen, int prover, const struct
 		     const struct tcp_hello *answer, const struct tcp_hello *h)
 {
 	uint8_t want[TCP_HELLO_MAC];
-	bool ok;
 
-	if (!keylen)
-		return (h->flags & TCP_HELLO_F_AUTH) ? -EACCES : 0;
-	if (!(h->flags & TCP_HELLO_F_AUTH))
-		return -EACCES;
-	tcp_hello_mac(key, keylen, prover, dial, answer, want);
-	ok = r2_mac_equal(want, h->mac, sizeof(want));
-	r2_wipe(want, sizeof(want));
-	return ok ? 0 : -EACCES;
+	if (keylen)
+		tcp_hello_mac(key, keylen, prover, dial, answer, want);
+	return r2_proof_check(keylen, h->flags & TCP_HELLO_F_AUTH, want, h->mac);
 }
 
 int tcp_hello_check_answer(const uint8_t *key, size_t keylen, const struct tcp_hello *dial,

@@ -7,7 +7,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -282,4 +285,60 @@ int r2_tp_base_disconnect(struct r2_tp *tp, uint64_t peer_id)
 	}
 	pthread_mutex_unlock(&b->lock);
 	return ret;
+}
+
+const uint8_t *r2_tp_auth_key(const struct r2_tp_config *cfg, size_t *len)
+{
+	*len = cfg->auth == R2_TP_AUTH_KEY ? cfg->auth_key_len : 0;
+	return cfg->auth_key;
+}
+
+int r2_tp_random(void *p, size_t n)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		ssize_t r = getrandom(b, n, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+const char *r2_tp_refusal(int r)
+{
+	switch (r) {
+	case -EACCES:
+		return "wrong cluster key, or one side has none (peer_auth)";
+	case -EPERM:
+		return "no cluster key here (cluster_key_file): every peer is refused";
+	case -EMSGSIZE:
+		return "not a hello";
+	default:
+		return "malformed or not for this daemon";
+	}
+}
+
+int r2_tp_accept(int lfd, struct sockaddr_in *ra, const char *what)
+{
+	for (;;) {
+		socklen_t rl = sizeof(*ra);
+		int fd = accept4(lfd, (struct sockaddr *)ra, &rl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd >= 0)
+			return fd;
+		if (errno == EINTR || errno == ECONNABORTED)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK) {
+			log_warn_rl("%s: accept: %s", what, strerror(errno));
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS)
+				usleep(10000); /* do not spin */
+		}
+		return -1;
+	}
 }

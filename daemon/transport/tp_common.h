@@ -119,6 +119,26 @@ int r2_tp_alloc(const struct r2_tp_config *cfg, struct r2_tp **out, size_t size,
  * with a payload length but no buffer, -EMSGSIZE past max_msg, else 0. */
 int r2_tp_send_check(const struct r2_chunk_hdr *hdr, const void *buf, uint32_t max_msg);
 
+/* ---- the peer port's hello (docs/security.md): shared by tcp and verbs ---- */
+
+/* The HMAC key of cfg->auth (R2_TP_AUTH_KEY), and its length in *len;
+ * *len is 0 otherwise (no proofs). */
+const uint8_t *r2_tp_auth_key(const struct r2_tp_config *cfg, size_t *len);
+/* n fresh random bytes (a challenge) from getrandom (the kernel's pool is
+ * ready once the daemon runs). 0 or -errno. */
+int r2_tp_random(void *p, size_t n);
+/* Why a hello was refused, for the log: -EACCES (a proof), -EPERM (no key
+ * here), -EMSGSIZE, anything else (malformed, or not for this daemon). */
+const char *r2_tp_refusal(int r);
+
+struct sockaddr_in;
+/* One connection from the listener lfd (non-blocking, close-on-exec), its
+ * source in *ra: the fd, or -1 when there is nothing more to take now
+ * (EAGAIN, or an error: said, rate-limited, naming what; after EMFILE and
+ * the like a 10 ms pause, so that a full fd table does not make the caller
+ * spin). */
+int r2_tp_accept(int lfd, struct sockaddr_in *ra, const char *what);
+
 /* Initialises b (completion queue as r2_tp_cq_init, lock, empty peer
  * table, the peer_fail hook). 0 or -errno; r2_tp_base_fini undoes it (also
  * after a failed init, when b was zeroed first). */

@@ -281,8 +281,12 @@ static void verbs_close(struct r2_tp *tp)
 		if (p->sock)
 			p->sock->dead = true;
 	}
-	for (struct vsock *s = tp->socks; s; s = s->next)
+	for (struct vsock *s = tp->socks; s; s = s->next) {
+		/* an acceptor's peer before the dialer's proof is in no table */
+		if (s->peer && !s->peer->h.failed)
+			v_peer_fail(tp, s->peer, -ECONNABORTED, false);
 		s->dead = true;
+	}
 	if (tp->epfd >= 0)
 		v_reap(tp);
 	r2_tp_base_fini(&tp->b); /* RECV buffers still queued go back */

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * verbs provider: the TCP side channel that exchanges QPs (HELLO / REPLY /
- * READY) and watches the peer daemon (its EOF fails the connection).
+ * READY / UP, each side proving the cluster key as tcp's hello does:
+ * verbs_util.h) and watches the peer daemon (its EOF fails the connection).
  */
 #include "verbs_int.h"
 
@@ -19,7 +20,9 @@ static void sock_opts(struct r2_tp *tp, int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
-static struct vsock *sock_new(struct r2_tp *tp, int fd, int state, uint32_t events)
+/* deadline_ms: the exchange must be done within (the sock fails then) */
+static struct vsock *sock_new(struct r2_tp *tp, int fd, int state, uint32_t events,
+			      uint64_t deadline_ms)
 {
 	struct vsock *s = calloc(1, sizeof(*s));
 	if (!s)
@@ -27,7 +30,7 @@ static struct vsock *sock_new(struct r2_tp *tp, int fd, int state, uint32_t even
 	s->kind = OBJ_SOCK;
 	s->fd = fd;
 	s->state = state;
-	s->deadline = r2_tp_now_ns() + 2ull * tp->cfg.user_timeout_ms * 1000000ull;
+	s->deadline = r2_tp_now_ns() + deadline_ms * 1000000ull;
 	struct epoll_event ev = { .events = events, .data.ptr = s };
 	if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		free(s);
@@ -93,8 +96,9 @@ static void fill_cm(struct r2_tp *tp, struct vpeer *p, struct r2v_cm_msg *m, int
 	m->self_id = tp->cfg.self_id;
 	m->dst_id = p->h.id;
 	m->nonce = p->nonce;
+	m->flags = tp->cfg.auth == R2_TP_AUTH_KEY ? R2V_CM_F_AUTH : 0;
 	memcpy(m->gid, tp->gid, 16);
-	for (int i = 0; i < p->nqps && type != R2V_CM_READY; i++) {
+	for (int i = 0; i < p->nqps && (type == R2V_CM_HELLO || type == R2V_CM_REPLY); i++) {
 		m->qpn[i] = p->qps[i]->qpn;
 		m->psn[i] = p->qps[i]->psn;
 	}
@@ -109,6 +113,119 @@ static void conn_up(struct r2_tp *tp, struct vpeer *p)
 		  (unsigned long long)p->h.id, p->nqps);
 }
 
+/* A refused exchange: said (rate-limited: anyone on a rail network can
+ * send them); the caller closes the side channel. */
+static int refuse(struct r2_tp *tp, struct vsock *s, const struct r2v_cm_msg *m, int r)
+{
+	char a[INET_ADDRSTRLEN] = "?";
+
+	inet_ntop(AF_INET, &s->raddr, a, sizeof(a));
+	log_warn_rl("verbs %s: side channel %s %s (claims daemon %016llx) refused: %s",
+		    tp->cfg.ifname, s->peer && s->peer->role == ROLE_DIAL ? "to" : "from", a,
+		    (unsigned long long)m->self_id, r2_tp_refusal(r));
+	return r;
+}
+
+/* Acceptor: a HELLO. Checked on its own and answered with our QPs (not yet
+ * ready to receive), our challenge and our proof; nothing else changes (no
+ * peer is replaced) before the dialer's READY proves the key. */
+static int hello_in(struct r2_tp *tp, struct vsock *s, const struct r2v_cm_msg *m)
+{
+	size_t klen;
+	const uint8_t *key = r2_tp_auth_key(&tp->cfg, &klen);
+
+	if (tp->cfg.auth == R2_TP_AUTH_REFUSE)
+		return refuse(tp, s, m, -EPERM);
+	if (m->type != R2V_CM_HELLO)
+		return refuse(tp, s, m, -EPROTO);
+	if (!!(m->flags & R2V_CM_F_AUTH) != (klen > 0))
+		return refuse(tp, s, m, -EACCES);
+	struct vpeer *p = v_peer_find(tp, m->self_id);
+	/* Both sides dialed: the lower id's connection wins; ours does. */
+	if (p && p->role == ROLE_DIAL && m->self_id > tp->cfg.self_id)
+		return -EPROTO; /* it drops its own quietly */
+	p = v_peer_alloc(m->self_id, ROLE_ACCEPT, m->nqps, m->nonce);
+	if (!p)
+		return -ENOMEM;
+	p->sock = s;
+	s->peer = p; /* failed with s (v_sock_fail): its QPs go with it */
+	int r = v_peer_make_qps(tp, p);
+	if (r)
+		return r;
+	s->hs_hello = *m;
+	fill_cm(tp, p, &s->hs_reply, R2V_CM_REPLY);
+	r = r2_tp_random(s->hs_reply.chal, sizeof(s->hs_reply.chal));
+	if (r)
+		return r;
+	if (klen)
+		r2v_cm_mac(key, klen, R2V_CM_REPLY, m, &s->hs_reply, s->hs_reply.mac);
+	s->state = S_WAIT_READY;
+	return sock_send_msg(tp, s, &s->hs_reply);
+}
+
+/* Acceptor: the dialer's READY. Only now, its proof checked, does the peer
+ * join the table (replacing a connection of the same daemon: it
+ * reconnected), its QPs become ready, and UP tells the dialer to send. */
+static int ready_in(struct r2_tp *tp, struct vsock *s, const struct r2v_cm_msg *m)
+{
+	size_t klen;
+	const uint8_t *key = r2_tp_auth_key(&tp->cfg, &klen);
+	struct vpeer *p = s->peer;
+
+	if (m->type != R2V_CM_READY || m->self_id != p->h.id || m->nonce != p->nonce)
+		return refuse(tp, s, m, -EPROTO);
+	int r = r2v_cm_check_mac(key, klen, &s->hs_hello, &s->hs_reply, m);
+	if (r)
+		return refuse(tp, s, m, r);
+	struct vpeer *old = v_peer_find(tp, p->h.id);
+	if (old && old->role == ROLE_DIAL) {
+		/* Both sides dialed: the lower id's connection wins. */
+		if (p->h.id > tp->cfg.self_id)
+			return -EPROTO; /* ours wins; it drops its own quietly */
+		v_peer_fail(tp, old, -ECONNABORTED, false);
+	} else if (old) { /* the peer reconnected: the old connection is gone */
+		v_peer_fail(tp, old, -ECONNRESET, true);
+	}
+	s->prehello = false;
+	tp->prehello--;
+	r2_tp_peer_insert(&tp->b.peers, &p->h, p->h.id);
+	r = v_peer_qps_rts(tp, p, &s->hs_hello);
+	if (r)
+		return r;
+	struct r2v_cm_msg up;
+	fill_cm(tp, p, &up, R2V_CM_UP);
+	r = sock_send_msg(tp, s, &up);
+	if (r)
+		return r;
+	conn_up(tp, p);
+	return 0;
+}
+
+/* Dialer: the acceptor's REPLY; when its proof checks out, our QPs become
+ * ready and READY carries our proof. */
+static int reply_in(struct r2_tp *tp, struct vsock *s, const struct r2v_cm_msg *m)
+{
+	size_t klen;
+	const uint8_t *key = r2_tp_auth_key(&tp->cfg, &klen);
+	struct vpeer *p = s->peer;
+
+	if (m->type != R2V_CM_REPLY || m->self_id != p->h.id || m->nonce != p->nonce ||
+	    m->nqps != p->nqps)
+		return refuse(tp, s, m, -EPROTO);
+	int r = r2v_cm_check_mac(key, klen, &s->hs_hello, m, m);
+	if (r)
+		return refuse(tp, s, m, r);
+	r = v_peer_qps_rts(tp, p, m);
+	if (r)
+		return r;
+	struct r2v_cm_msg rdy;
+	fill_cm(tp, p, &rdy, R2V_CM_READY);
+	if (klen)
+		r2v_cm_mac(key, klen, R2V_CM_READY, &s->hs_hello, m, rdy.mac);
+	s->state = S_WAIT_UP;
+	return sock_send_msg(tp, s, &rdy);
+}
+
 /* a whole message arrived on s */
 static int sock_msg(struct r2_tp *tp, struct vsock *s)
 {
@@ -121,58 +238,20 @@ static int sock_msg(struct r2_tp *tp, struct vsock *s)
 		return -EPROTO;
 	struct vpeer *p = s->peer;
 	switch (s->state) {
-	case S_WAIT_REPLY:
-		if (m.type != R2V_CM_REPLY || m.self_id != p->h.id || m.nonce != p->nonce ||
-		    m.nqps != p->nqps)
-			return -EPROTO;
-		r = v_peer_qps_rts(tp, p, &m);
-		if (r)
-			return r;
-		fill_cm(tp, p, &m, R2V_CM_READY);
-		r = sock_send_msg(tp, s, &m);
-		if (r)
-			return r;
-		conn_up(tp, p);
-		return 0;
-	case S_WAIT_READY:
-		if (m.type != R2V_CM_READY || m.self_id != p->h.id || m.nonce != p->nonce)
-			return -EPROTO;
-		conn_up(tp, p);
-		return 0;
 	case S_WAIT_HELLO:
-		break;
+		return hello_in(tp, s, &m);
+	case S_WAIT_REPLY:
+		return reply_in(tp, s, &m);
+	case S_WAIT_READY:
+		return ready_in(tp, s, &m);
+	case S_WAIT_UP:
+		if (m.type != R2V_CM_UP || m.self_id != p->h.id || m.nonce != p->nonce)
+			return -EPROTO;
+		conn_up(tp, p);
+		return 0;
 	default:
 		return -EPROTO;
 	}
-	/* acceptor: a HELLO */
-	if (m.type != R2V_CM_HELLO)
-		return -EPROTO;
-	p = v_peer_find(tp, m.self_id);
-	if (p && p->role == ROLE_DIAL) {
-		/* Both sides dialed: the lower id's connection wins. */
-		if (m.self_id > tp->cfg.self_id)
-			return -EPROTO; /* ours wins; it drops its own quietly */
-		v_peer_fail(tp, p, -ECONNABORTED, false);
-		p = NULL;
-	}
-	if (p) /* the peer reconnected: the old connection is gone */
-		v_peer_fail(tp, p, -ECONNRESET, true);
-	p = v_peer_new(tp, m.self_id, ROLE_ACCEPT, m.nqps, m.nonce);
-	if (!p)
-		return -ENOMEM;
-	p->sock = s;
-	s->peer = p;
-	r = v_peer_make_qps(tp, p);
-	if (!r)
-		r = v_peer_qps_rts(tp, p, &m);
-	if (r) {
-		v_peer_fail(tp, p, r, false);
-		return r;
-	}
-	struct r2v_cm_msg rep;
-	fill_cm(tp, p, &rep, R2V_CM_REPLY);
-	s->state = S_WAIT_READY;
-	return sock_send_msg(tp, s, &rep);
 }
 
 void v_sock_fail(struct r2_tp *tp, struct vsock *s, int status)
@@ -203,11 +282,12 @@ void v_on_sock(struct r2_tp *tp, struct vsock *s, uint32_t ev)
 			v_sock_fail(tp, s, r);
 			return;
 		}
-		struct r2v_cm_msg m;
-		fill_cm(tp, p, &m, R2V_CM_HELLO);
+		fill_cm(tp, p, &s->hs_hello, R2V_CM_HELLO);
+		r = r2_tp_random(s->hs_hello.chal, sizeof(s->hs_hello.chal));
 		s->state = S_WAIT_REPLY;
 		s->want_out = true; /* armed since connect; the flush disarms */
-		r = sock_send_msg(tp, s, &m);
+		if (!r)
+			r = sock_send_msg(tp, s, &s->hs_hello);
 		if (r)
 			v_sock_fail(tp, s, r);
 		return;
@@ -273,15 +353,55 @@ void v_on_sock(struct r2_tp *tp, struct vsock *s, uint32_t ev)
 	}
 }
 
+/* accepted side channels still before READY's proof from addr */
+static unsigned prehello_from(struct r2_tp *tp, struct in_addr addr)
+{
+	unsigned n = 0;
+
+	for (struct vsock *s = tp->socks; s; s = s->next)
+		n += s->prehello && !s->dead && s->raddr.s_addr == addr.s_addr;
+	return n;
+}
+
+/* Side channels that have not proved the key are capped in all and per
+ * source address (peer_max_prehello, as tcp's streams: each holds an fd
+ * and up to R2V_MAX_QPS QPs) and must finish within hello_timeout_ms. */
 void v_on_listen(struct r2_tp *tp)
 {
-	for (;;) {
-		int fd = accept4(tp->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	unsigned max = tp->cfg.prehello_max ? tp->cfg.prehello_max : V_DEFAULT_PREHELLO_MAX;
+	unsigned per = tp->cfg.prehello_per_addr ? tp->cfg.prehello_per_addr :
+						   V_DEFAULT_PREHELLO_PER_ADDR;
+	uint64_t tmo = tp->cfg.hello_timeout_ms ? tp->cfg.hello_timeout_ms :
+						  V_DEFAULT_HELLO_TIMEOUT_MS;
+
+	char what[96];
+
+	snprintf(what, sizeof(what), "verbs %s", tp->cfg.ifname);
+	for (int i = 0; i < 64; i++) {
+		struct sockaddr_in ra = { 0 };
+		int fd = r2_tp_accept(tp->lfd, &ra, what);
 		if (fd < 0)
 			return;
-		sock_opts(tp, fd);
-		if (!sock_new(tp, fd, S_WAIT_HELLO, EPOLLIN))
+		unsigned lim = tp->prehello >= max ? max : per;
+		if (tp->prehello >= max || prehello_from(tp, ra.sin_addr) >= per) {
+			char a[INET_ADDRSTRLEN] = "?";
+			inet_ntop(AF_INET, &ra.sin_addr, a, sizeof(a));
+			log_warn_rl("verbs %s: side channel from %s closed: %u of them %s have not "
+				    "proved the cluster key yet (peer_max_prehello%s)",
+				    tp->cfg.ifname, a, lim, lim == max ? "in all" : "from that address",
+				    lim == max ? "" : "_per_addr");
 			close(fd);
+			continue;
+		}
+		sock_opts(tp, fd);
+		struct vsock *s = sock_new(tp, fd, S_WAIT_HELLO, EPOLLIN, tmo);
+		if (!s) {
+			close(fd);
+			continue;
+		}
+		s->prehello = true;
+		s->raddr = ra.sin_addr;
+		tp->prehello++;
 	}
 }
 
@@ -323,7 +443,8 @@ int verbs_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, uint1
 		pthread_mutex_unlock(&tp->b.lock);
 		return -e;
 	}
-	struct vsock *s = sock_new(tp, fd, S_DIALING, EPOLLIN | EPOLLOUT);
+	struct vsock *s = sock_new(tp, fd, S_DIALING, EPOLLIN | EPOLLOUT,
+				   2ull * tp->cfg.user_timeout_ms);
 	if (!s) {
 		close(fd);
 		pthread_mutex_unlock(&tp->b.lock);
@@ -338,6 +459,7 @@ int verbs_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, uint1
 	}
 	p->sock = s;
 	s->peer = p;
+	s->raddr = addr;
 	pthread_mutex_unlock(&tp->b.lock);
 	return 0;
 }

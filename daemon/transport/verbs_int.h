@@ -62,7 +62,12 @@
 
 enum { OBJ_WAKE = 1, OBJ_LISTEN, OBJ_SOCK, OBJ_CHAN };
 enum { ROLE_DIAL = 1, ROLE_ACCEPT };
-enum { S_DIALING = 1, S_WAIT_HELLO, S_WAIT_REPLY, S_WAIT_READY, S_UP };
+enum { S_DIALING = 1, S_WAIT_HELLO, S_WAIT_REPLY, S_WAIT_READY, S_WAIT_UP, S_UP };
+
+/* accepted side channels before READY's proof, when the configuration says 0 */
+#define V_DEFAULT_PREHELLO_MAX 256u
+#define V_DEFAULT_PREHELLO_PER_ADDR 16u
+#define V_DEFAULT_HELLO_TIMEOUT_MS 3000u
 
 struct r2_tp;
 
@@ -135,6 +140,11 @@ struct vsock {
 	uint8_t tx[2 * R2V_CM_SIZE];
 	uint32_t tx_len, tx_done;
 	bool want_out;
+	/* the exchange so far: the proofs cover both messages */
+	struct r2v_cm_msg hs_hello, hs_reply;
+	/* acceptor: counted in tp->prehello until READY's proof checks out */
+	bool prehello;
+	struct in_addr raddr;
 };
 
 struct vpeer {
@@ -195,6 +205,7 @@ struct r2_tp {
 	struct vpeer *dead; /* failed peers waiting for the reaper (dnext chain) */
 	struct vqp *qbuckets[V_QP_BUCKETS];
 	struct vsock *socks;
+	unsigned prehello; /* accepted side channels before READY's proof */
 
 
 	pthread_mutex_t pool_lock; /* rspare */
@@ -227,6 +238,9 @@ void v_peer_fail_hook(struct r2_tp *tp, struct r2_tp_peer *p, int status, bool r
 struct vpeer *v_peer_find(struct r2_tp *tp, uint64_t id);
 int v_peer_make_qps(struct r2_tp *tp, struct vpeer *p);
 struct vpeer *v_peer_new(struct r2_tp *tp, uint64_t id, int role, int nqps, uint64_t nonce);
+/* The same, not in the peer table (an acceptor's before the dialer's proof:
+ * r2_tp_peer_insert when it checks out). */
+struct vpeer *v_peer_alloc(uint64_t id, int role, int nqps, uint64_t nonce);
 int v_peer_qps_rts(struct r2_tp *tp, struct vpeer *p, const struct r2v_cm_msg *rm);
 struct vqp *v_qp_find(struct r2_tp *tp, uint32_t qpn);
 void v_reap(struct r2_tp *tp);

@@ -29,15 +29,23 @@ static void qp_unhash(struct r2_tp *tp, struct vqp *q)
 		}
 }
 
-struct vpeer *v_peer_new(struct r2_tp *tp, uint64_t id, int role, int nqps, uint64_t nonce)
+struct vpeer *v_peer_alloc(uint64_t id, int role, int nqps, uint64_t nonce)
 {
 	struct vpeer *p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
+	p->h.id = id;
 	p->role = role;
 	p->nqps = nqps;
 	p->nonce = nonce;
-	r2_tp_peer_insert(&tp->b.peers, &p->h, id);
+	return p;
+}
+
+struct vpeer *v_peer_new(struct r2_tp *tp, uint64_t id, int role, int nqps, uint64_t nonce)
+{
+	struct vpeer *p = v_peer_alloc(id, role, nqps, nonce);
+	if (p)
+		r2_tp_peer_insert(&tp->b.peers, &p->h, id);
 	return p;
 }
 
@@ -128,6 +136,8 @@ void v_reap(struct r2_tp *tp)
 		*pp = s->next;
 		if (s->peer)
 			s->peer->sock = NULL;
+		if (s->prehello)
+			tp->prehello--;
 		epoll_ctl(tp->epfd, EPOLL_CTL_DEL, s->fd, NULL);
 		shutdown(s->fd, SHUT_RDWR);
 		close(s->fd);

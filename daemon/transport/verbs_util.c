@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "hmac_sha256.h"
 #include "verbs_util.h"
 
 enum r2v_wc_class r2v_wc_classify(enum ibv_wc_status st)
@@ -232,7 +233,7 @@ static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return l
 
 static int cm_check(const struct r2v_cm_msg *m)
 {
-	if (m->type < R2V_CM_HELLO || m->type > R2V_CM_READY)
+	if (m->type < R2V_CM_HELLO || m->type > R2V_CM_UP || (m->flags & ~R2V_CM_F_AUTH))
 		return -1;
 	if (m->nqps < 1 || m->nqps > R2V_MAX_QPS)
 		return -1;
@@ -245,7 +246,8 @@ static int cm_check(const struct r2v_cm_msg *m)
 	for (int i = 0; i < R2V_MAX_QPS; i++) {
 		if (m->qpn[i] > 0xffffff || m->psn[i] > 0xffffff)
 			return -1;
-		if (i < m->nqps && m->type != R2V_CM_READY && m->qpn[i] == 0)
+		if (i < m->nqps && (m->type == R2V_CM_HELLO || m->type == R2V_CM_REPLY) &&
+		    m->qpn[i] == 0)
 			return -1;
 	}
 	return 0;
@@ -274,6 +276,9 @@ int r2v_cm_pack(const struct r2v_cm_msg *m, uint8_t *out)
 		put32(out + 64 + 4 * i, i < m->nqps ? m->qpn[i] : 0);
 		put32(out + 128 + 4 * i, i < m->nqps ? m->psn[i] : 0);
 	}
+	put16(out + 192, m->flags); /* 194..195 and 244..255 stay zero */
+	memcpy(out + 196, m->chal, R2V_CM_CHAL);
+	memcpy(out + 212, m->mac, R2V_CM_MAC);
 	return R2V_CM_SIZE;
 }
 
@@ -303,5 +308,40 @@ int r2v_cm_unpack(const uint8_t *in, size_t len, struct r2v_cm_msg *m)
 		if (i >= m->nqps && (m->qpn[i] || m->psn[i]))
 			return -EPROTO;
 	}
+	m->flags = get16(in + 192);
+	memcpy(m->chal, in + 196, R2V_CM_CHAL);
+	memcpy(m->mac, in + 212, R2V_CM_MAC);
+	if (get16(in + 194))
+		return -EPROTO;
+	for (int i = 244; i < R2V_CM_SIZE; i++)
+		if (in[i])
+			return -EPROTO;
 	return cm_check(m) ? -EPROTO : 0;
+}
+
+void r2v_cm_mac(const uint8_t *key, size_t keylen, int prover, const struct r2v_cm_msg *hello,
+		const struct r2v_cm_msg *reply, uint8_t mac[R2V_CM_MAC])
+{
+	struct r2v_cm_msg a = *hello, b = *reply;
+	uint8_t pa[R2V_CM_SIZE], pb[R2V_CM_SIZE];
+
+	memset(a.mac, 0, sizeof(a.mac));
+	memset(b.mac, 0, sizeof(b.mac));
+	/* both were unpacked or are about to be sent: they pack */
+	if (r2v_cm_pack(&a, pa) < 0 || r2v_cm_pack(&b, pb) < 0) {
+		memset(mac, 0, R2V_CM_MAC);
+		return;
+	}
+	r2_hmac_proof(key, keylen, "r2ccl verbs cm v2", (uint8_t)prover, pa, sizeof(pa), pb,
+		      sizeof(pb), mac);
+}
+
+int r2v_cm_check_mac(const uint8_t *key, size_t keylen, const struct r2v_cm_msg *hello,
+		     const struct r2v_cm_msg *reply, const struct r2v_cm_msg *m)
+{
+	uint8_t want[R2V_CM_MAC];
+
+	if (keylen)
+		r2v_cm_mac(key, keylen, m->type, hello, reply, want);
+	return r2_proof_check(keylen, m->flags & R2V_CM_F_AUTH, want, m->mac);
 }

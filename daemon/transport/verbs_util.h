@@ -93,11 +93,22 @@ int r2v_qp_rts_attr(struct ibv_qp_attr *attr, uint32_t sq_psn, int timeout, int 
 /* ---- side channel connection message ---- */
 
 #define R2V_CM_MAGIC 0x4d435632u /* "2VCM" */
-#define R2V_CM_VERSION 1
+#define R2V_CM_VERSION 2
 #define R2V_MAX_QPS 16
-#define R2V_CM_SIZE 192 /* bytes on the wire, every message */
+#define R2V_CM_SIZE 256 /* bytes on the wire, every message */
+#define R2V_CM_CHAL 16
+#define R2V_CM_MAC 32
+#define R2V_CM_F_AUTH 0x1 /* the message carries a cluster key proof */
 
-enum r2v_cm_type { R2V_CM_HELLO = 1, R2V_CM_REPLY = 2, R2V_CM_READY = 3 };
+/*
+ * The exchange (docs/security.md, "The peer port"): the dialer's HELLO (its
+ * QPs and a challenge), the acceptor's REPLY (its QPs, its own challenge and
+ * a proof over both messages), the dialer's READY (its proof over the same),
+ * the acceptor's UP once its QPs are ready to receive. The acceptor changes
+ * nothing (no peer replaced, no QP made ready) before READY's proof checks
+ * out; the dialer trusts nothing before REPLY's.
+ */
+enum r2v_cm_type { R2V_CM_HELLO = 1, R2V_CM_REPLY = 2, R2V_CM_READY = 3, R2V_CM_UP = 4 };
 
 struct r2v_cm_msg {
 	uint16_t type;        /* enum r2v_cm_type */
@@ -106,13 +117,15 @@ struct r2v_cm_msg {
 	uint16_t lid;
 	uint8_t mtu;          /* enum ibv_mtu (active MTU of the sender's port) */
 	uint8_t link_layer;   /* IBV_LINK_LAYER_* */
-	uint16_t reserved;
+	uint16_t flags;       /* R2V_CM_F_* */
 	uint32_t slot_size;   /* the sender's receive slot bytes (fragment size) */
 	uint32_t max_msg;     /* largest payload the sender accepts */
 	uint64_t self_id, dst_id, nonce;
 	uint8_t gid[16];
 	uint32_t qpn[R2V_MAX_QPS];
 	uint32_t psn[R2V_MAX_QPS];
+	uint8_t chal[R2V_CM_CHAL]; /* HELLO, REPLY: the sender's random challenge */
+	uint8_t mac[R2V_CM_MAC];   /* REPLY, READY: the proof (zero without a key) */
 };
 
 /* Little-endian; out has R2V_CM_SIZE bytes. Returns R2V_CM_SIZE or -EINVAL
@@ -122,6 +135,14 @@ int r2v_cm_pack(const struct r2v_cm_msg *m, uint8_t *out);
  * psn 24-bit and qpn != 0 (HELLO/REPLY), slot_size 4 KiB..64 MiB, max_msg
  * != 0, self_id != dst_id. 0 or -EPROTO. */
 int r2v_cm_unpack(const uint8_t *in, size_t len, struct r2v_cm_msg *m);
+/* The proof of prover (R2V_CM_REPLY or R2V_CM_READY) over the HELLO and the
+ * REPLY (their mac fields left out) with the cluster key. */
+void r2v_cm_mac(const uint8_t *key, size_t keylen, int prover, const struct r2v_cm_msg *hello,
+		const struct r2v_cm_msg *reply, uint8_t mac[R2V_CM_MAC]);
+/* Whether m (the REPLY or the READY of that exchange) carries the right flag
+ * and proof for the key (keylen 0: none, peer_auth = off). 0 or -EACCES. */
+int r2v_cm_check_mac(const uint8_t *key, size_t keylen, const struct r2v_cm_msg *hello,
+		     const struct r2v_cm_msg *reply, const struct r2v_cm_msg *m);
 
 /* ---- the verbs provider's device probe (verbs_dev.c) ---- */
 

@@ -27,7 +27,7 @@
 #           which binaries (to stay within a 10-minute command)
 #   ns      two namespace hosts x 2 rails, one GPU each (GPU 0 on a one-GPU
 #           machine): torch_ops, torch_bw beside r2ccl-bench --gpu (busbw at
-#           64 MB-1 GB), then the DDP loop with rail 1 of host 1 set
+#           64 MB-1 GB, NSBW_ROUNDS rounds of both, default 3), then the DDP loop with rail 1 of host 1 set
 #           down at step 100 (R2CCL must finish with the same losses), then
 #           PyTorch's NCCL in the same setup (it hangs until its timeout)
 # Logs go to $OUT (or ./nccl-logs); summary.txt has one line per step.
@@ -211,13 +211,17 @@ if [ "$what" = ns ]; then
 	}
 	nsrun ns-torch-ops 600 "$LIB" torch_ops.py
 	# busbw: torch all_reduce through the library beside r2ccl-bench --gpu
-	nsrun ns-torch-bw 300 "$LIB" torch_bw.py -b 64M -e 1G -f 4 -n 10 -w 3
-	rm -f /tmp/ncclns/uid
-	step ns-r2-bench 300 $C run --timeout 295 -- sh -c "$BD/libexec/r2ccl-bench allreduce \
-		--gpu=$g --nranks 2 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 \
-		--uid-file /tmp/ncclns/uid -b 64M -e 1G -f 4 -n 10 -w 3"
-	{ echo "== busbw: torch through libnccl (first) and r2ccl-bench --gpu"
-	  grep -hE "^(\[h0\] )? *[0-9]" "$OUT/ns-torch-bw.log" "$OUT/ns-r2-bench.log"; } >> "$summary"
+	# NSBW_ROUNDS (default 3) rounds, torch then r2ccl-bench in each, so
+	# that the two are compared over the same spread of the machine
+	for rd in $(seq "${NSBW_ROUNDS:-3}"); do
+		nsrun ns-torch-bw-$rd 300 "$LIB" torch_bw.py -b 64M -e 1G -f 4 -n 10 -w 3
+		rm -f /tmp/ncclns/uid
+		step ns-r2-bench-$rd 300 $C run --timeout 295 -- sh -c "$BD/libexec/r2ccl-bench allreduce \
+			--gpu=$g --nranks 2 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 \
+			--uid-file /tmp/ncclns/uid -b 64M -e 1G -f 4 -n 10 -w 3"
+		{ echo "== busbw round $rd: torch through libnccl (first, in place) and r2ccl-bench --gpu"
+		  grep -hE "^(\[h0\] )? *[0-9]" "$OUT/ns-torch-bw-$rd.log" "$OUT/ns-r2-bench-$rd.log"; } >> "$summary"
+	done
 	nsrun ns-ddp-r2 600 "$LIB" torch_ddp.py --losses /tmp/ncclns/losses-r2-healthy.txt
 	# rail 1 of host 1 down when the loop reaches step 100
 	rm -f /tmp/ncclns/mark

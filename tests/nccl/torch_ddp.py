@@ -9,7 +9,7 @@ preloaded against PyTorch's own NCCL beside it (same command, same seeds).
 
 --mark-step: at that step the rank creates --mark-file (the caller sets a
 rail down when it appears) and goes on; the run must finish with the same
-losses. Prints steps/s at the end.
+losses. Prints steps/s at the mark (before a fault set there) and at the end.
 """
 import argparse
 import datetime
@@ -58,6 +58,9 @@ def main():
     t0 = time.time()
     for step in range(a.steps):
         if step == a.mark_step and a.mark_file and a.rank == 0:
+            # steps/s before the fault: a run that hangs after it has only this
+            print(f"torch_ddp: steps 0-{step} in {time.time() - t0:.2f} s = "
+                  f"{step / (time.time() - t0):.1f} steps/s (before the mark)", flush=True)
             open(a.mark_file, "w").close()
         x, y = data[step % len(data)]
         x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)

@@ -28,6 +28,7 @@ mode=$(cat mode)
 SOCK=/tmp/r2/r2ccld.sock CTL="./r2cclctl --socket /tmp/r2/r2ccld.sock --timeout 20000"
 export LD_LIBRARY_PATH=/work R2CCL_SPIN_US=0 R2CCL_SOCKET=$SOCK
 KILL_BOUND=${KILL_BOUND:-15}
+PORT=47100 # the rails' port: guest b's attacker (phase 2b) dials a's
 IDX=0; [ "$ROLE" = b ] && IDX=1
 fails=0
 # results also go to the serial console as they happen (the guest's log,
@@ -108,7 +109,7 @@ ibv_devices | sed 1,2d | sed 's/^/# /'
 
 # ---- the daemon ----
 ./r2ccld --socket "$SOCK" --rails "$RAIL0_NETDEV,$RAIL1_NETDEV" --log-level info \
-	--cluster-key-file /tmp/r2/cluster.key \
+	--cluster-key-file /tmp/r2/cluster.key --port $PORT \
 	--hb-interval 500000 --hb-misses 6 --peer-timeout-ms 5000 --op-timeout-ms 120000 \
 	--bootstrap-timeout-ms 120000 --spin-us 0 >/tmp/r2/d.log 2>&1 &
 dpid=$!
@@ -243,6 +244,85 @@ for l in 1 2; do
 		tail -n 20 "/tmp/cc-all$l.out" | sed 's/^/#   /'
 	fi
 done
+
+# ---- 2b. (cluster) the verbs side channel against a host without the key ----
+# Guest b, playing a host on rail 1's network that has no cluster key
+# (peerauth_attack.py, plain sockets), sends a's side channel HELLOs that
+# claim b's own daemon id, the live peer (with a forged READY proof, or no
+# proof), at 2.5 per second while the guests run an AllReduce loop: the
+# loop has no failed operation, a keeps its connection, every forged
+# exchange is closed; then 64 connections that never say HELLO (at most 16
+# held, closed by the 3 s deadline) and 200 HELLOs from fake ids (none
+# answered).
+if [ "$mode" = cluster ]; then
+	if [ $IDX = 0 ]; then
+		# b's id, as a knows it, and a's own (b's log has it too)
+		grep -m1 -o "rail 1 ([^)]*): connected to peer [0-9a-f]*" /tmp/r2/d.log |
+			awk '{print $NF}' >/tmp/bid
+		put bid /tmp/bid
+	fi
+	run_cc atk 1 --loop 400 --max-bytes 64K &
+	ccpid=$!
+	if [ $IDX = 1 ]; then
+		aid=$(grep -m1 -o "rail 1 ([^)]*): connected to peer [0-9a-f]*" /tmp/r2/d.log | awk '{print $NF}')
+		wait_box bid 60 && bid=$(cat /tmp/mbox/bid) || bid=
+		if [ -n "$aid" ] && [ -n "$bid" ]; then
+			sleep 2 # the loop runs
+			python3 ./peerauth_attack.py vhellos "$RAIL1_PEER" $PORT "$bid" "$aid" 2.5 8 >/tmp/atk-h.log 2>&1
+			sed 's/^/#   attacker: /' /tmp/atk-h.log
+			read -r _ sent _ ans _ closed _ hung </tmp/atk-h.log
+			if [ "${sent:-0}" -ge 15 ] && [ "$closed" = "$sent" ] && [ "$hung" = 0 ] && [ "$ans" -gt 0 ]; then
+				ok "2b: $sent forged side channel HELLOs claiming the live peer ($ans answered, their forged READY refused), every one closed"
+			else
+				fail "2b: forged HELLOs: sent $sent answered $ans closed $closed hung $hung"
+			fi
+		else
+			fail "2b: no daemon ids (a '$aid', b '$bid')"
+		fi
+	fi
+	wait $ccpid; rc=$?
+	if [ $rc = 0 ] && grep -q "cluster_client: PASS .* 0 failures, 0 rank errors" /tmp/cc-atk.out; then
+		ok "2b: AllReduce loop beside the forged HELLOs: no failed operation"
+	else
+		fail "2b: the loop beside the forged HELLOs failed (exit $rc)"
+		tail -n 10 /tmp/cc-atk.out | sed 's/^/#   /'
+	fi
+	if [ $IDX = 0 ]; then
+		grep -m2 "side channel from $RAIL1_PEER .*refused" /tmp/r2/d.log | sed 's/^/#   /'
+		grep -q "verbs $RAIL1_NETDEV: side channel from $RAIL1_PEER (claims daemon [0-9a-f]*) refused: wrong cluster key" /tmp/r2/d.log &&
+			ok "2b: a logged the forged HELLOs as refused (wrong cluster key)" ||
+			fail "2b: a logged no refused side channel"
+		if grep -q "rail 1 ([^)]*): connection to peer .* failed" /tmp/r2/d.log; then
+			fail "2b: a's connection on rail 1 dropped during the attack"
+			grep "rail 1 ([^)]*): connection to peer .* failed" /tmp/r2/d.log | head -n 3 | sed 's/^/#   /'
+		else
+			ok "2b: a kept its rail 1 connection"
+		fi
+		echo done >/tmp/atkdone
+		put atkdone /tmp/atkdone
+	else
+		wait_box atkdone 60
+		python3 ./peerauth_attack.py flood "$RAIL1_PEER" $PORT 64 6 >/tmp/atk-f.log 2>&1
+		sed 's/^/#   attacker: /' /tmp/atk-f.log
+		read -r _ opened _ early _ held _ deadline _ left _ </tmp/atk-f.log
+		if [ "$opened" = 64 ] && [ "$held" -le 16 ] && [ "$early" -ge 48 ] && [ "$left" = 0 ]; then
+			ok "2b: 64 side channels without a HELLO: $held held (16 per address), $early closed at once, the rest by the deadline"
+		else
+			fail "2b: pre-hello flood: opened $opened held $held closed at once $early still open $left"
+		fi
+		python3 ./peerauth_attack.py vfakes "$RAIL1_PEER" $PORT "$aid" 200 >/tmp/atk-c.log 2>&1
+		sed 's/^/#   attacker: /' /tmp/atk-c.log
+		read -r _ nf _ fans _ fclosed </tmp/atk-c.log
+		[ "$nf" = 200 ] && [ "$fans" = 0 ] && [ "$fclosed" = 200 ] &&
+			ok "2b: 200 HELLOs from fake ids without the key: none answered, every one closed" ||
+			fail "2b: fake ids: $nf sent, $fans answered, $fclosed closed"
+	fi
+	# a communicator still forms and runs after all of it
+	run_cc atk2 1 --ops allreduce,allgather --max-bytes 16K
+	[ $cc_rc = 0 ] && grep -q "cluster_client: PASS" /tmp/cc-atk2.out &&
+		ok "2b: a new communicator after the attacks: allreduce/allgather exact" ||
+		fail "2b: a new communicator after the attacks: exit $cc_rc"
+fi
 
 # ---- 3. rail F down mid-run (guest a), then up ----
 tx_of() { jflat rails | tr '{' '\n' | grep "\"nic\":\"$FNET\"" | sed 's/.*"tx_bytes_total":\([0-9]*\).*/\1/'; }

@@ -34,6 +34,24 @@ static void check_sorted_disjoint(const struct rail_lazy *in)
 	}
 }
 
+/* The range test of a peer's chunk (rl_apply, rl_relay): offsets that wrap
+ * off + len past 2^64 are outside, whatever they wrap to */
+START_TEST(test_chunk_range_no_wrap)
+{
+	ck_assert(rl_in_range(0, 16, 0, 16));
+	ck_assert(rl_in_range(4096, 1024, 4096, 1024));
+	ck_assert(rl_in_range(5000, 100, 4096, 1024));
+	ck_assert(!rl_in_range(5100, 100, 4096, 1024)); /* past the end */
+	ck_assert(!rl_in_range(4000, 100, 4096, 1024)); /* before the start */
+	ck_assert(!rl_in_range(0, 17, 0, 16));
+	ck_assert(!rl_in_range(UINT64_MAX - 7, 16, 0, 1 << 20)); /* wraps to 8 */
+	ck_assert(!rl_in_range(UINT64_MAX - 7, 16, 4096, 1 << 20));
+	ck_assert(!rl_in_range(UINT64_MAX, 1, 0, UINT64_MAX));
+	ck_assert(rl_in_range(UINT64_MAX - 1, 1, 0, UINT64_MAX));
+	ck_assert(!rl_in_range(8, UINT64_MAX, 0, 1 << 20));
+}
+END_TEST
+
 START_TEST(test_lazy_regions_match_byte_map)
 {
 	enum { N = 4096 };
@@ -253,6 +271,7 @@ static Suite *suite(void)
 	Suite *s = suite_create("exec_rail");
 	TCase *t = tcase_create("rail");
 
+	tcase_add_test(t, test_chunk_range_no_wrap);
 	tcase_add_test(t, test_lazy_regions_match_byte_map);
 	tcase_add_test(t, test_lazy_regions_merge);
 	tcase_add_test(t, test_lazy_without_input);

@@ -228,6 +228,11 @@ START_TEST(test_check_same_pid)
 	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_SAME_PID, h, HB, -ENOENT, self,
 						getpid(), err, sizeof(err)), -EPERM);
 	ck_assert_ptr_nonnull(strstr(err, "no one place"));
+	/* a driver that opens a handle whose pid was rewritten (memory.c's
+	 * check at learning time): the client's own handle is refused too */
+	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_SAME_PID, h, HB, -EACCES, self,
+						getpid(), err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "pid was rewritten"));
 	put_pid(h, 8, 0);
 	ck_assert_int_eq(r2_gpu_ipc_owner_check(R2_GPU_LEGACY_SAME_PID, h, HB, 8, self, getpid(),
 						err, sizeof(err)), -EPERM);

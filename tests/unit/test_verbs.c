@@ -195,6 +195,17 @@ START_TEST(cm_roundtrip)
 	/* little-endian on the wire */
 	ck_assert_int_eq(w[0], 0x32);
 	ck_assert_int_eq(w[24], 11);
+	/* the challenge and the proof travel */
+	m.flags = R2V_CM_F_AUTH;
+	for (int i = 0; i < R2V_CM_CHAL; i++)
+		m.chal[i] = (uint8_t)(i + 1);
+	for (int i = 0; i < R2V_CM_MAC; i++)
+		m.mac[i] = (uint8_t)(0xa0 + i);
+	ck_assert_int_eq(r2v_cm_pack(&m, w), R2V_CM_SIZE);
+	ck_assert_int_eq(r2v_cm_unpack(w, sizeof(w), &u), 0);
+	ck_assert_mem_eq(&m, &u, sizeof(m));
+	ck_assert_int_eq(w[196], 1);
+	ck_assert_int_eq(w[212], 0xa0);
 	/* READY needs no QPNs */
 	m.type = R2V_CM_READY;
 	memset(m.qpn, 0, sizeof(m.qpn));
@@ -215,9 +226,9 @@ START_TEST(cm_validation)
 	ck_assert_int_eq(r2v_cm_unpack(NULL, sizeof(w), &u), -EPROTO);
 	struct { int off; uint8_t v; } bad[] = {
 		{ 0, 0 },      /* magic */
-		{ 4, 2 },      /* version */
+		{ 4, 1 },      /* version 1 (before the side channel's proofs) */
 		{ 6, 0 },      /* type 0 */
-		{ 6, 4 },      /* type 4 */
+		{ 6, 5 },      /* type 5 */
 		{ 8, 0 },      /* nqps 0 */
 		{ 8, 17 },     /* nqps 17 */
 		{ 14, 0 },     /* mtu 0 */
@@ -228,6 +239,9 @@ START_TEST(cm_validation)
 		{ 64 + 3, 1 }, /* qpn 25 bits */
 		{ 128 + 3, 1 },/* psn 25 bits */
 		{ 64 + 8, 5 }, /* qpn[2] set past nqps */
+		{ 192, 2 },    /* an unknown flag */
+		{ 194, 1 },    /* reserved after the flags */
+		{ 250, 1 },    /* reserved after the MAC */
 	};
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		if (bad[i].off == 20)
@@ -263,6 +277,76 @@ START_TEST(cm_validation)
 		passed += r2v_cm_unpack(c, sizeof(c), &u) == 0;
 	}
 	ck_assert_int_eq(passed, 0);
+}
+END_TEST
+
+/* The side channel's proofs (docs/security.md): the acceptor's REPLY and the
+ * dialer's READY each prove the cluster key over both HELLO and REPLY. */
+static void cm_exchange(const char *key, struct r2v_cm_msg *h, struct r2v_cm_msg *r,
+			struct r2v_cm_msg *y)
+{
+	size_t kl = key ? strlen(key) : 0;
+
+	*h = good();
+	h->flags = kl ? R2V_CM_F_AUTH : 0;
+	memset(h->chal, 0x11, sizeof(h->chal));
+	*r = good();
+	r->type = R2V_CM_REPLY;
+	r->self_id = 22;
+	r->dst_id = 11;
+	r->qpn[0] = 40;
+	r->flags = h->flags;
+	memset(r->chal, 0x22, sizeof(r->chal));
+	if (kl)
+		r2v_cm_mac((const uint8_t *)key, kl, R2V_CM_REPLY, h, r, r->mac);
+	*y = *h;
+	y->type = R2V_CM_READY;
+	memset(y->qpn, 0, sizeof(y->qpn));
+	memset(y->psn, 0, sizeof(y->psn));
+	memset(y->chal, 0, sizeof(y->chal));
+	if (kl)
+		r2v_cm_mac((const uint8_t *)key, kl, R2V_CM_READY, h, r, y->mac);
+}
+
+START_TEST(cm_proofs)
+{
+	const uint8_t *K = (const uint8_t *)"cluster key";
+	const size_t KL = strlen("cluster key");
+	struct r2v_cm_msg h, r, y, x;
+
+	/* the right key: both proofs check out, and they differ (no reflection) */
+	cm_exchange("cluster key", &h, &r, &y);
+	ck_assert_int_eq(r2v_cm_check_mac(K, KL, &h, &r, &r), 0);
+	ck_assert_int_eq(r2v_cm_check_mac(K, KL, &h, &r, &y), 0);
+	ck_assert(memcmp(r.mac, y.mac, R2V_CM_MAC) != 0);
+	x = y;
+	memcpy(x.mac, r.mac, R2V_CM_MAC); /* the acceptor's proof sent back */
+	ck_assert_int_eq(r2v_cm_check_mac(K, KL, &h, &r, &x), -EACCES);
+	/* another key */
+	cm_exchange("another key", &h, &r, &y);
+	ck_assert_int_eq(r2v_cm_check_mac(K, KL, &h, &r, &r), -EACCES);
+	ck_assert_int_eq(r2v_cm_check_mac(K, KL, &h, &r, &y), -EACCES);
+	/* no key on the other side, or the flag without a key here */
+	cm_exchange(NULL, &h, &r, &y);
+	ck_assert_int_eq(r2v_cm_check_mac(K, KL, &h, &r, &y), -EACCES);
+	ck_assert_int_eq(r2v_cm_check_mac(NULL, 0, &h, &r, &y), 0);
+	cm_exchange("cluster key", &h, &r, &y);
+	ck_assert_int_eq(r2v_cm_check_mac(NULL, 0, &h, &r, &y), -EACCES);
+	/* a proof is bound to every field of both messages: a replayed READY
+	 * fails against a new challenge, and so does a changed QP number */
+	x = r;
+	x.chal[0] ^= 1;
+	ck_assert_int_eq(r2v_cm_check_mac(K, KL, &h, &x, &y), -EACCES);
+	x = h;
+	x.qpn[1]++;
+	ck_assert_int_eq(r2v_cm_check_mac(K, KL, &x, &r, &r), -EACCES);
+	x = h;
+	x.self_id = 33;
+	ck_assert_int_eq(r2v_cm_check_mac(K, KL, &x, &r, &y), -EACCES);
+	/* the flag cleared on a right MAC */
+	x = y;
+	x.flags = 0;
+	ck_assert_int_eq(r2v_cm_check_mac(K, KL, &h, &r, &x), -EACCES);
 }
 END_TEST
 
@@ -302,6 +386,7 @@ int main(void)
 	tcase_add_test(tc, qp_transitions);
 	tcase_add_test(tc, cm_roundtrip);
 	tcase_add_test(tc, cm_validation);
+	tcase_add_test(tc, cm_proofs);
 	tcase_add_test(tc, no_rdma_port);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
