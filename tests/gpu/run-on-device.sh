@@ -272,7 +272,7 @@ fi
 {
 	echo "== steps"; cat "$summary"
 	[ -f "$OUT/gpu-suite.log" ] && echo "== gpu suite" &&
-		grep -E "^(matrix|count 0|order|cuMem|client killed|PASSED|FAILED|FAIL )" "$OUT/gpu-suite.log" | head -40
+		grep -E "^(matrix|count 0|order|cuMem|client killed|legacy IPC|our own legacy|another process|the same with|its memory|PASSED|FAILED|FAIL )" "$OUT/gpu-suite.log" | head -40
 	[ -f "$OUT/nccl-allreduce.log" ] && cmp "$OUT/r2-allreduce.log" "$OUT/nccl-allreduce.log" "AllReduce 2 GPUs"
 	for c in allgather reducescatter broadcast; do
 		[ -f "$OUT/nccl-$c.log" ] && cmp "$OUT/r2-$c.log" "$OUT/nccl-$c.log" "$c 2 GPUs"
