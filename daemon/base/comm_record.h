@@ -108,6 +108,10 @@ struct r2_comm {
 	struct r2_comm_member *m; /* [nranks] */
 	uint64_t ops_total;
 	uint64_t op_errors, bytes_total; /* under d->lock (metrics) */
+	/* under d->lock: when a collective across hosts last completed; every
+	 * host took part, so each was alive then, even one this host has no path
+	 * to (a plan that routes around it: health_agree.c's peer timeout) */
+	uint64_t coll_done_us;
 	uint64_t lat_ns_total;           /* operations' latencies summed (r2cclctl top) */
 	int refs; /* under d->lock: 1 for the table + executions in flight */
 

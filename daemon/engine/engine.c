@@ -452,6 +452,8 @@ void r2d_exec_complete(struct r2_exec *x, int status)
 	for (int i = 0; i < x->nops; i++)
 		r2d_op_free(x->ops[i], status);
 	c->ops_total++;
+	if (status == 0 && c->nhosts > 1 && x->opcode != R2_OP_SEND && x->opcode != R2_OP_RECV)
+		c->coll_done_us = r2_now_us();
 	d->ops_total += (uint64_t)x->nops;
 	if (status < 0)
 		d->op_errors_total += (uint64_t)x->nops;

@@ -329,8 +329,10 @@ bool r2h_daemon_gone(struct r2d *d, const struct r2_peer *p)
 }
 
 /* Breaks c (under d->lock) when a peer host of it has had no connection on
- * any rail for peer_timeout_ms and no data through a bridge (detour.h)
- * either. */
+ * any rail for peer_timeout_ms, no data through a bridge (detour.h) either,
+ * and no collective of c has completed in that time (a view that routes
+ * around the missing paths keeps them completing, and each needs every
+ * host). */
 static void comm_check_peers(struct r2d *d, struct r2_comm *c, uint64_t now, uint64_t ptimeout)
 {
 	for (int i = 0; i < c->nhosts; i++) {
@@ -339,7 +341,8 @@ static void comm_check_peers(struct r2d *d, struct r2_comm *c, uint64_t now, uin
 		if (!p || !p->nopath_since_us)
 			continue;
 		bool dead = r2h_daemon_gone(d, p);
-		if (!dead && (now - p->nopath_since_us <= ptimeout || (via && now - via <= ptimeout)))
+		if (!dead && (now - p->nopath_since_us <= ptimeout || (via && now - via <= ptimeout) ||
+			      (c->coll_done_us && now - c->coll_done_us <= ptimeout)))
 			continue;
 		char why[192];
 		if (dead)

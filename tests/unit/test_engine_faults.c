@@ -441,6 +441,39 @@ START_TEST(test_detour_through_third_host)
 }
 END_TEST
 
+/* The same two NICs down, and the AllReduces go on for about three peer
+ * timeouts (1.5 s each; an AllReduce takes some 20 ms): hosts 0 and 2 have had no path to each other all that time, and
+ * once the view is re-planned around the missing paths no chunk of theirs
+ * goes through the bridge either, yet every collective completes (each
+ * needs both): the communicator must not be broken for "unreachable on
+ * every rail" (the fault suite's crossdown case did, when its loop ran past
+ * the peer timeout, 2026-12-03) */
+START_TEST(test_routed_around_outlives_peer_timeout)
+{
+	static const char *const p[] = { "peer_timeout_ms=1500", NULL };
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	uint64_t t0;
+	int n = 0;
+
+	ar_cluster(hs, ss, &a, 3, p, 256 * 1024);
+	ar_run(&a);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
+	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
+	t0 = th_now_ms();
+	while (th_now_ms() - t0 < 4000 && n < 400) { /* a session keeps 512 completions */
+		ar_run(&a);
+		th_pump(20);
+		n++;
+	}
+	ck_assert_int_gt(n, 3);
+	th_free_all(hs, 3);
+}
+END_TEST
+
 /* Hosts 0 and 2 left with no rail in common (host 0's rail 1 and host 2's
  * rail 0 down) and the bridge, host 1, cut from host 2 too: silently
  * (black-holed: its chunks vanish, the peer timeout tells) or refused (no
@@ -747,6 +780,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_peer_dies);
 	TH_ADD(s, test_peer_silent);
 	TH_ADD(s, test_detour_through_third_host);
+	TH_ADD(s, test_routed_around_outlives_peer_timeout);
 	TH_ADD(s, test_detour_refused);
 	TH_ADD(s, test_detour_nack_no_bridge_left);
 	TH_ADD(s, test_stalled_send_settles);
