@@ -205,12 +205,7 @@ static int tcp_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		tp->cfg.user_timeout_ms = TCP_DEFAULT_USER_TIMEOUT_MS;
 	if (tp->cfg.max_queued == 0)
 		tp->cfg.max_queued = TCP_DEFAULT_MAX_QUEUED;
-	if (tp->cfg.hello_timeout_ms == 0)
-		tp->cfg.hello_timeout_ms = TCP_DEFAULT_HELLO_TIMEOUT_MS;
-	if (tp->cfg.prehello_max == 0)
-		tp->cfg.prehello_max = TCP_DEFAULT_PREHELLO_MAX;
-	if (tp->cfg.prehello_per_addr == 0)
-		tp->cfg.prehello_per_addr = TCP_DEFAULT_PREHELLO_PER_ADDR;
+	r2_tp_hello_defaults(&tp->cfg);
 	if (tp->cfg.auth == R2_TP_AUTH_KEY &&
 	    (tp->cfg.auth_key_len == 0 || tp->cfg.auth_key_len > sizeof(tp->cfg.auth_key))) {
 		ret = -EINVAL;

@@ -50,9 +50,6 @@
 #define TCP_TX_ROUNDS 8
 #define TCP_TX_INLINE_MAX (64u << 10) /* post_send writes itself up to this */
 #define HDR_SIZE R2_TP_HDR_SIZE
-#define TCP_DEFAULT_HELLO_TIMEOUT_MS 3000u
-#define TCP_DEFAULT_PREHELLO_MAX 256u
-#define TCP_DEFAULT_PREHELLO_PER_ADDR 16u
 
 /* pool size classes: 4 KiB .. 64 MiB */
 #define POOL_MIN_SHIFT 12

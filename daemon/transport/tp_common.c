@@ -310,6 +310,16 @@ int r2_tp_random(void *p, size_t n)
 	return 0;
 }
 
+void r2_tp_hello_defaults(struct r2_tp_config *cfg)
+{
+	if (cfg->hello_timeout_ms == 0)
+		cfg->hello_timeout_ms = R2_TP_DEFAULT_HELLO_TIMEOUT_MS;
+	if (cfg->prehello_max == 0)
+		cfg->prehello_max = R2_TP_DEFAULT_PREHELLO_MAX;
+	if (cfg->prehello_per_addr == 0)
+		cfg->prehello_per_addr = R2_TP_DEFAULT_PREHELLO_PER_ADDR;
+}
+
 const char *r2_tp_refusal(int r)
 {
 	switch (r) {

@@ -124,6 +124,14 @@ int r2_tp_send_check(const struct r2_chunk_hdr *hdr, const void *buf, uint32_t m
 /* The HMAC key of cfg->auth (R2_TP_AUTH_KEY), and its length in *len;
  * *len is 0 otherwise (no proofs). */
 const uint8_t *r2_tp_auth_key(const struct r2_tp_config *cfg, size_t *len);
+/* The peer port's defaults for hellos, where the configuration says 0 (both
+ * providers: tcp's streams and verbs' side channels) */
+#define R2_TP_DEFAULT_HELLO_TIMEOUT_MS 3000u
+#define R2_TP_DEFAULT_PREHELLO_MAX 256u
+#define R2_TP_DEFAULT_PREHELLO_PER_ADDR 16u
+/* Fills cfg's hello_timeout_ms, prehello_max and prehello_per_addr where 0;
+ * each provider's open calls it once. */
+void r2_tp_hello_defaults(struct r2_tp_config *cfg);
 /* n fresh random bytes (a challenge) from getrandom (the kernel's pool is
  * ready once the daemon runs). 0 or -errno. */
 int r2_tp_random(void *p, size_t n);

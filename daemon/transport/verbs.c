@@ -170,6 +170,7 @@ static int verbs_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 	struct r2_tp_config *c = &tp->cfg;
 	c->ifname[sizeof(c->ifname) - 1] = 0;
 	c->ib_hca[sizeof(c->ib_hca) - 1] = 0;
+	r2_tp_hello_defaults(c);
 	c->ib_qps = or_default(c->ib_qps, c->streams > 0 ? c->streams : V_DEFAULT_QPS);
 	if (c->ib_qps < 1)
 		c->ib_qps = 1;

@@ -368,11 +368,7 @@ static unsigned prehello_from(struct r2_tp *tp, struct in_addr addr)
  * and up to R2V_MAX_QPS QPs) and must finish within hello_timeout_ms. */
 void v_on_listen(struct r2_tp *tp)
 {
-	unsigned max = tp->cfg.prehello_max ? tp->cfg.prehello_max : V_DEFAULT_PREHELLO_MAX;
-	unsigned per = tp->cfg.prehello_per_addr ? tp->cfg.prehello_per_addr :
-						   V_DEFAULT_PREHELLO_PER_ADDR;
-	uint64_t tmo = tp->cfg.hello_timeout_ms ? tp->cfg.hello_timeout_ms :
-						  V_DEFAULT_HELLO_TIMEOUT_MS;
+	unsigned max = tp->cfg.prehello_max, per = tp->cfg.prehello_per_addr;
 
 	char what[96];
 
@@ -394,7 +390,7 @@ void v_on_listen(struct r2_tp *tp)
 			continue;
 		}
 		sock_opts(tp, fd);
-		struct vsock *s = sock_new(tp, fd, S_WAIT_HELLO, EPOLLIN, tmo);
+		struct vsock *s = sock_new(tp, fd, S_WAIT_HELLO, EPOLLIN, tp->cfg.hello_timeout_ms);
 		if (!s) {
 			close(fd);
 			continue;

@@ -64,11 +64,6 @@ enum { OBJ_WAKE = 1, OBJ_LISTEN, OBJ_SOCK, OBJ_CHAN };
 enum { ROLE_DIAL = 1, ROLE_ACCEPT };
 enum { S_DIALING = 1, S_WAIT_HELLO, S_WAIT_REPLY, S_WAIT_READY, S_WAIT_UP, S_UP };
 
-/* accepted side channels before READY's proof, when the configuration says 0 */
-#define V_DEFAULT_PREHELLO_MAX 256u
-#define V_DEFAULT_PREHELLO_PER_ADDR 16u
-#define V_DEFAULT_HELLO_TIMEOUT_MS 3000u
-
 struct r2_tp;
 
 struct vdev {
