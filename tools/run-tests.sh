@@ -104,5 +104,7 @@ echo "=== all suites done in $(( $(date +%s) - t0 )) s ==="
 for st in "${failed_stages[@]}"; do
 	echo "failed: meson test $st"
 done
+# the failing tests by name (the closing lines are all a CI log may keep)
+grep -E '^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT|ERROR) ' "$LOG" | sed 's/^ */failed test: /' || true
 echo "$ok passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ] && [ ${#failed_stages[@]} -eq 0 ]
