@@ -333,6 +333,13 @@ bool r2h_daemon_gone(struct r2d *d, const struct r2_peer *p)
  * and no collective of c has completed in that time (a view that routes
  * around the missing paths keeps them completing, and each needs every
  * host). */
+/* t (0: never) is within win of now; t may be later than now (another
+ * thread stored it after this tick read the clock: no wrap to "long ago") */
+static bool recent(uint64_t t, uint64_t now, uint64_t win)
+{
+	return t && t + win >= now;
+}
+
 static void comm_check_peers(struct r2d *d, struct r2_comm *c, uint64_t now, uint64_t ptimeout)
 {
 	for (int i = 0; i < c->nhosts; i++) {
@@ -341,8 +348,8 @@ static void comm_check_peers(struct r2d *d, struct r2_comm *c, uint64_t now, uin
 		if (!p || !p->nopath_since_us)
 			continue;
 		bool dead = r2h_daemon_gone(d, p);
-		if (!dead && (now - p->nopath_since_us <= ptimeout || (via && now - via <= ptimeout) ||
-			      (c->coll_done_us && now - c->coll_done_us <= ptimeout)))
+		if (!dead && (recent(p->nopath_since_us, now, ptimeout) || recent(via, now, ptimeout) ||
+			      recent(c->coll_done_us, now, ptimeout)))
 			continue;
 		char why[192];
 		if (dead)

@@ -287,7 +287,8 @@ static void heartbeat_bridged(struct r2d *d, struct r2_peer *p, uint64_t now, ui
 
 	if (last < p->nopath_since_us)
 		last = p->nopath_since_us;
-	if (now - last > ptimeout || r2h_daemon_gone(d, p) || !r2h_bridged(d, p))
+	/* last may be later than now: the rails thread stores detour_rx_us */
+	if ((now > last && now - last > ptimeout) || r2h_daemon_gone(d, p) || !r2h_bridged(d, p))
 		return;
 	r2d_rails_send_ctrl_all(d, p->id, R2PEER__PEER_MSG__PEER_ALIVE, "", 0);
 }

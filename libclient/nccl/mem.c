@@ -641,7 +641,24 @@ ncclResult_t nccl_run_gpu(struct nccl_op *o)
 		gr = gs; /* in the allocation just checked (in place): no second driver call */
 	else if (rb && (res = greg_get(comm, rbuf, rb, &gr)) != ncclSuccess)
 		return res;
-	if ((gs && gs->staged) || (gr && gr->staged)) {
+	if (gs && gs == gr && gs->staged && sb && rb && (uintptr_t)s < (uintptr_t)rbuf + rb &&
+	    (uintptr_t)rbuf < (uintptr_t)s + sb) {
+		/* in place (or overlapping, as NCCL's in-place AllGather and
+		 * ReduceScatter are): stage the union of both ranges, so the
+		 * daemon sees the same aliasing and runs its in-place schedule;
+		 * one copy in (the send range), one copy out (the receive range) */
+		uintptr_t lo = (uintptr_t)s < (uintptr_t)rbuf ? (uintptr_t)s : (uintptr_t)rbuf;
+		uintptr_t hi = (uintptr_t)s + sb > (uintptr_t)rbuf + rb ? (uintptr_t)s + sb
+									 : (uintptr_t)rbuf + rb;
+
+		res = gstage_get(comm, hi - lo, o->stream);
+		if (res != ncclSuccess)
+			return res;
+		s = (const void *)(comm->gstage + ((uintptr_t)s - lo));
+		rbuf = (void *)(comm->gstage + ((uintptr_t)rbuf - lo));
+		if (nccl_cuda_memcpy_async((void *)s, o->sendbuff, sb, o->stream) < 0)
+			return nccl_fail(comm, ncclUnhandledCudaError, "staging copy in");
+	} else if ((gs && gs->staged) || (gr && gr->staged)) {
 		soff = (rb + 255) & ~(size_t)255;
 		res = gstage_get(comm, soff + sb ? soff + sb : 256, o->stream);
 		if (res != ncclSuccess)

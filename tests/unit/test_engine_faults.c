@@ -177,11 +177,14 @@ static uint64_t committed(struct th_host *h)
  * back the path goes recovering, then healthy, and carries data again. */
 START_TEST(test_link_down_mid_allreduce)
 {
+	/* silence detected after 500 ms, not 60: a test process stalled by a
+	 * busy machine must not fail the held path before its link goes down */
+	static const char *const p[] = { "hb_misses=25", "hb_stall_misses=25", NULL };
 	struct th_host *hs[2];
 	struct th_sess *ss[2];
 	struct ar a;
 
-	ar_cluster(hs, ss, &a, 2, NULL, 512 * 1024); /* 2 MB: 32 chunks of 64 KB */
+	ar_cluster(hs, ss, &a, 2, p, 512 * 1024); /* 2 MB: 32 chunks of 64 KB */
 	ar_run(&a);
 	ck_assert_int_eq(path_state(hs[0], ID(1), 1), R2_RS_HEALTHY);
 
@@ -450,7 +453,11 @@ END_TEST
  * the peer timeout, 2026-12-03) */
 START_TEST(test_routed_around_outlives_peer_timeout)
 {
-	static const char *const p[] = { "peer_timeout_ms=1500", NULL };
+	/* the links go down (an error at once, not silence): heartbeats may
+	 * miss 400 ms and the bridged ones 2.5 s here, so that a test process
+	 * stalled by a busy machine (CI's ASan stage) fails no path but the two
+	 * set down; the loop runs 2.4 x the peer timeout */
+	static const char *const p[] = { "peer_timeout_ms=2500", "hb_misses=20", NULL };
 	struct th_host *hs[3];
 	struct th_sess *ss[3];
 	struct ar a;
@@ -464,7 +471,7 @@ START_TEST(test_routed_around_outlives_peer_timeout)
 	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
 	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
 	t0 = th_now_ms();
-	while (th_now_ms() - t0 < 4000 && n < 400) { /* a session keeps 512 completions */
+	while (th_now_ms() - t0 < 6000 && n < 400) { /* a session keeps 512 completions */
 		ar_run(&a);
 		th_pump(20);
 		n++;
