@@ -481,6 +481,47 @@ START_TEST(test_routed_around_outlives_peer_timeout)
 }
 END_TEST
 
+/* The same routed-around view, and the health tick's clock read just before
+ * a collective completed (the tick reads it, then waits for d->lock while
+ * the executor stores coll_done_us): the completion is recent, not 2^64 us
+ * old. Host 2's check is run by hand with that clock, the bridged
+ * heartbeat's mark cleared (the health thread's own ticks go on; a
+ * heartbeat that marks host 0 again in between can only hide the bug). */
+START_TEST(test_peer_check_clock_before_completion)
+{
+	static const char *const p[] = { "peer_timeout_ms=300", "hb_misses=20", NULL };
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	struct r2_comm *c;
+	struct r2_peer *p0;
+	uint64_t t0, done;
+
+	ar_cluster(hs, ss, &a, 3, p, 64 * 1024); /* 256 KB: the rail phase (eager: below) */
+	ar_run(&a);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
+	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
+	t0 = th_now_ms();
+	while (th_now_ms() - t0 < 600) /* host 0 out of reach for 2 x the timeout */
+		ar_run(&a);
+	pthread_mutex_lock(&hs[2]->d.lock);
+	c = hs[2]->d.comms;
+	ck_assert_ptr_nonnull(c);
+	done = c->coll_done_us;
+	pthread_mutex_unlock(&hs[2]->d.lock);
+	p0 = r2d_rails_peer_find(&hs[2]->d, ID(0));
+	ck_assert_ptr_nonnull(p0);
+	ck_assert_uint_gt(p0->nopath_since_us, 0);
+	ck_assert_uint_gt(done, p0->nopath_since_us + 300 * 1000);
+	atomic_store(&p0->detour_rx_us, 0);
+	r2h_tick_comms(&hs[2]->d, done - 1);
+	ck_assert_int_eq(c->state, R2_COMM_READY);
+	ar_run(&a);
+	th_free_all(hs, 3);
+}
+END_TEST
+
 /* Hosts 0 and 2 left with no rail in common (host 0's rail 1 and host 2's
  * rail 0 down) and the bridge, host 1, cut from host 2 too: silently
  * (black-holed: its chunks vanish, the peer timeout tells) or refused (no
@@ -788,6 +829,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_peer_silent);
 	TH_ADD(s, test_detour_through_third_host);
 	TH_ADD(s, test_routed_around_outlives_peer_timeout);
+	TH_ADD(s, test_peer_check_clock_before_completion);
 	TH_ADD(s, test_detour_refused);
 	TH_ADD(s, test_detour_nack_no_bridge_left);
 	TH_ADD(s, test_stalled_send_settles);
