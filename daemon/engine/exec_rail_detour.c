@@ -33,16 +33,15 @@ static int host_of(const struct r2_comm *c, uint64_t id)
 /* A host of the communicator (not this one, not dst, not one that refused)
  * with a connection from this host: the bridges to dst, in turn from dst + 1;
  * -1 if none. */
-static int bridge_after(const struct railop *o, uint32_t dst, int k0)
+static int bridge_after(const struct r2_comm *c, const struct rail_detours *det, uint32_t dst,
+			int k0)
 {
-	const struct r2_comm *c = o->c;
-
 	for (int k = k0; k < c->nhosts; k++) {
 		int h = (int)((dst + (uint32_t)k) % (uint32_t)c->nhosts);
 		struct r2_peer *p;
-		if (h == c->my_host || h == (int)dst || nacked(&o->det, dst, (uint32_t)h))
+		if (h == c->my_host || h == (int)dst || nacked(det, dst, (uint32_t)h))
 			continue;
-		p = r2d_rails_peer_find(o->d, c->hosts[h].id);
+		p = r2d_rails_peer_find(c->d, c->hosts[h].id);
 		if (p && p->conn_mask)
 			return k;
 	}
@@ -53,18 +52,29 @@ static int bridge_after(const struct railop *o, uint32_t dst, int k0)
  * every connection (its daemon died or restarted: nobody reaches it). */
 bool rl_detour_possible(const struct railop *o, uint64_t peer)
 {
-	int dst = host_of(o->c, peer);
-	struct r2_rails *rs = o->d->rails;
+	return rl_detour_possible_for(o->c, &o->det, peer);
+}
+
+bool rl_detour_possible_for(const struct r2_comm *c, const struct rail_detours *det,
+			    uint64_t peer)
+{
+	int dst = host_of(c, peer);
+	struct r2_rails *rs = c->d->rails;
 	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
 
-	return dst >= 0 && (o->c->hosts[dst].reset_rails & all) != all &&
-	       bridge_after(o, (uint32_t)dst, 1) >= 0;
+	return dst >= 0 && (c->hosts[dst].reset_rails & all) != all &&
+	       bridge_after(c, det, (uint32_t)dst, 1) >= 0;
 }
 
 int rl_detour_post(struct railop *o, struct sendrec *s)
 {
-	struct r2_comm *c = o->c;
-	struct r2d *d = o->d;
+	return rl_detour_send(o->c, &o->det, s, o->opseq);
+}
+
+int rl_detour_send(struct r2_comm *c, struct rail_detours *det, struct sendrec *s,
+		   uint64_t opseq)
+{
+	struct r2d *d = c->d;
 	uint32_t dst = s->hdr.dst;
 	int n = d->rails ? d->rails->n : 0;
 
@@ -72,7 +82,7 @@ int rl_detour_post(struct railop *o, struct sendrec *s)
 	if (!c->hosts || dst >= (uint32_t)c->nhosts || c->hosts[dst].id != s->peer ||
 	    s->hdr.kind != R2_MSG_DATA)
 		return -ENOTCONN;
-	for (int k = bridge_after(o, dst, 1); k >= 0; k = bridge_after(o, dst, k + 1)) {
+	for (int k = bridge_after(c, det, dst, 1); k >= 0; k = bridge_after(c, det, dst, k + 1)) {
 		uint64_t id = c->hosts[(dst + (uint32_t)k) % (uint32_t)c->nhosts].id;
 		uint32_t bad = r2d_rails_bad(d, id);
 		for (int pass = 0; pass < 2; pass++)
@@ -87,10 +97,10 @@ int rl_detour_post(struct railop *o, struct sendrec *s)
 					s->via = id;
 					s->rail = i;
 					s->posted = true;
-					if (!o->det.detoured++)
+					if (!det->detoured++)
 						log_warn("communicator %u: no rail left to host %u: op "
 							 "%llu goes on through host %u",
-							 c->id, dst, (unsigned long long)o->opseq,
+							 c->id, dst, (unsigned long long)opseq,
 							 host_of(c, id));
 					return 0;
 				}
@@ -102,17 +112,34 @@ int rl_detour_post(struct railop *o, struct sendrec *s)
 
 /* A bridge refused a chunk (no rail to its destination either): another
  * bridge, or, with none left, the destination is gone. */
-int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
+int rl_detour_refused(struct r2_comm *c, struct rail_detours *det, const struct r2_chunk_hdr *h,
+		      uint64_t from)
 {
-	int via = host_of(o->c, from);
+	int via = host_of(c, from);
 	bool busy = (h->flags & R2_CHUNK_BUSY) != 0; /* its queues full: again later */
 
-	if (!busy && via >= 0 && !nacked(&o->det, h->dst, (uint32_t)via) &&
-	    R2_GROW(o->det.nacked, o->det.capnacked, o->det.nnacked, 8) == 0) {
-		o->det.nacked[o->det.nnacked].dst = h->dst;
-		o->det.nacked[o->det.nnacked].via = (uint32_t)via;
-		o->det.nnacked++;
+	if (!busy && via >= 0 && !nacked(det, h->dst, (uint32_t)via) &&
+	    R2_GROW(det->nacked, det->capnacked, det->nnacked, 8) == 0) {
+		det->nacked[det->nnacked].dst = h->dst;
+		det->nacked[det->nnacked].via = (uint32_t)via;
+		det->nnacked++;
 	}
+	struct r2_peer *p = h->dst < (uint32_t)c->nhosts
+				    ? r2d_rails_peer_find(c->d, c->hosts[h->dst].id)
+				    : NULL;
+	if (h->dst < (uint32_t)c->nhosts && bridge_after(c, det, h->dst, 1) < 0 &&
+	    !(p && p->conn_mask)) {
+		log_warn("communicator %u: host %u unreachable, directly or through any other "
+			 "host", c->id, h->dst);
+		return R2CCL_E_PEER_GONE;
+	}
+	return 0;
+}
+
+int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
+{
+	bool busy = (h->flags & R2_CHUNK_BUSY) != 0;
+
 	for (struct sendrec *s = o->tx.sends; s; s = s->next)
 		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
 		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked && s->via == from) {
@@ -121,14 +148,5 @@ int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
 			s->retries += !busy;
 			o->tx.need_repost = true;
 		}
-	struct r2_peer *p = h->dst < (uint32_t)o->c->nhosts
-				    ? r2d_rails_peer_find(o->d, o->c->hosts[h->dst].id)
-				    : NULL;
-	if (h->dst < (uint32_t)o->c->nhosts && bridge_after(o, h->dst, 1) < 0 &&
-	    !(p && p->conn_mask)) {
-		log_warn("communicator %u: host %u unreachable, directly or through any other "
-			 "host", o->c->id, h->dst);
-		return R2CCL_E_PEER_GONE;
-	}
-	return 0;
+	return rl_detour_refused(o->c, &o->det, h, from);
 }

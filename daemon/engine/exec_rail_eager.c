@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/detour.h"
 #include "net/health.h"
 #include "net/rails.h"
 #include "net/tenants.h"
@@ -42,6 +43,7 @@ struct eager {
 	bool repost;             /* a send waits for a rail or queue room */
 	uint64_t t_in, t_take;   /* the last message: in the mailbox, taken (us) */
 	struct op_desc mine;     /* what this host's ranks called (in each header) */
+	struct rail_detours det; /* messages sent through a bridge (detour.h) */
 };
 
 /* Both hosts have a NIC up on some rail whose link between them is not
@@ -78,10 +80,18 @@ bool rl_eager_ok(const struct r2_comm *c, uint64_t size, const struct r2_view *v
 	return true;
 }
 
+/* On a rail to its host, or, with none left (two NICs on different rails
+ * failed, and the view that plans around it not agreed yet), through a
+ * bridge as the rail phase's chunks go. */
 static int post(struct eager *e, struct sendrec *s)
 {
-	int r = rl_post_any(e->c->d, s);
+	int r;
 
+	s->via = 0; /* direct when a rail is back */
+	s->hdr.flags &= (uint16_t)~R2_CHUNK_DETOUR;
+	r = rl_post_any(e->c->d, s);
+	if (r == -ENOTCONN)
+		r = rl_detour_send(e->c, &e->det, s, e->opseq);
 	if (r == 0) {
 		rl_inject_dup(e->c->d, s);
 		return 0;
@@ -124,12 +134,14 @@ static int conn_error(struct eager *e, const struct r2_rmsg *m)
 
 	for (int h = 0; h < e->c->nhosts; h++) {
 		struct sendrec *s = e->send[h];
-		if (!s || s->peer != m->cqe.peer || s->rail != m->rail || !s->sent || s->acked)
+		if (!s || (s->via ? s->via : s->peer) != m->cqe.peer || s->rail != m->rail ||
+		    !s->sent || s->acked)
 			continue;
 		s->sent = false;
 		s->posted = false;
 		r2d_rails_note_resend(e->c->d, m->rail, m->cqe.peer, 1);
-		if ((e->c->hosts[h].failed_rails & all) == all)
+		if ((e->c->hosts[h].failed_rails & all) == all &&
+		    !rl_detour_possible_for(e->c, &e->det, s->peer))
 			return R2CCL_E_PEER_GONE;
 		e->repost = true;
 	}
@@ -229,7 +241,20 @@ static int handle(struct eager *e, struct r2_rmsg *m)
 	}
 	case R2_TPC_RECV:
 		if (h->kind == R2_MSG_ACK && h->opseq == e->opseq && h->dst < (uint32_t)c->nhosts &&
-		    (s = e->send[h->dst]) && !s->acked) {
+		    (s = e->send[h->dst]) && !s->acked && (h->flags & R2_CHUNK_NACK)) {
+			/* the bridge has no rail to its host either (or is busy) */
+			int r = s->via == m->cqe.peer ? rl_detour_refused(c, &e->det, h, m->cqe.peer) : 0;
+			if (s->via == m->cqe.peer) {
+				s->posted = false;
+				s->sent = false;
+				e->repost = true;
+			}
+			if (r < 0) {
+				rl_rmsg_free(c->d, m);
+				return r;
+			}
+		} else if (h->kind == R2_MSG_ACK && h->opseq == e->opseq &&
+			   h->dst < (uint32_t)c->nhosts && (s = e->send[h->dst]) && !s->acked) {
 			s->acked = true;
 			e->nacked++;
 		} else if (h->kind == R2_MSG_DATA && h->opseq == e->opseq) {
@@ -433,5 +458,6 @@ out:
 			rl_rmsg_free(c->d, e.got[h]);
 	free(e.send);
 	free(e.got);
+	free(e.det.nacked);
 	return r;
 }

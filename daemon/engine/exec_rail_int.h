@@ -283,8 +283,18 @@ void rl_sent(struct railop *o, struct sendrec *t, int status);
 /* ---- exec_rail_detour.c: the sender's side of detours ---- */
 
 bool rl_detour_possible(const struct railop *o, uint64_t peer);
+bool rl_detour_possible_for(const struct r2_comm *c, const struct rail_detours *det,
+			    uint64_t peer);
 int rl_detour_post(struct railop *o, struct sendrec *s);
+/* s (DATA for its own host) through a bridge not in det's refusals: 0, or
+ * -ENOTCONN when none takes it (rl_detour_post: an operation's) */
+int rl_detour_send(struct r2_comm *c, struct rail_detours *det, struct sendrec *s,
+		   uint64_t opseq);
 int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from);
+/* A bridge's NACK from `from` for h: noted in det (unless only busy);
+ * R2CCL_E_PEER_GONE when h's destination is left with no bridge and no rail */
+int rl_detour_refused(struct r2_comm *c, struct rail_detours *det, const struct r2_chunk_hdr *h,
+		      uint64_t from);
 
 /* ---- exec_rail_settle.c: chunks sent from W (tcp_zero_copy) ---- */
 

@@ -481,6 +481,34 @@ START_TEST(test_routed_around_outlives_peer_timeout)
 }
 END_TEST
 
+/* Small AllReduces (eager: one message to each host) right after host 0's
+ * rail 1 and host 2's rail 0 went down, before the view that plans around
+ * them is agreed: host 0's message to host 2 (and back) has no rail, and
+ * goes through host 1 as the rail phase's chunks do; every result exact,
+ * no failed operation, then on the agreed view (rail phase) too. */
+START_TEST(test_eager_detour_before_view)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	uint64_t eager0;
+
+	ar_cluster(hs, ss, &a, 3, NULL, 1024); /* 4 KB */
+	ar_run(&a);
+	eager0 = atomic_load(&hs[0]->d.eager_ops_total);
+	ck_assert_uint_eq(eager0, 1);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
+	for (int i = 0; i < 50; i++)
+		ar_run(&a);
+	ck_assert_uint_gt(atomic_load(&hs[0]->d.eager_ops_total), eager0);
+	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
+	for (int i = 0; i < 20; i++)
+		ar_run(&a);
+	th_free_all(hs, 3);
+}
+END_TEST
+
 /* The same routed-around view, and the health tick's clock read just before
  * a collective completed (the tick reads it, then waits for d->lock while
  * the executor stores coll_done_us): the completion is recent, not 2^64 us
@@ -830,6 +858,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_detour_through_third_host);
 	TH_ADD(s, test_routed_around_outlives_peer_timeout);
 	TH_ADD(s, test_peer_check_clock_before_completion);
+	TH_ADD(s, test_eager_detour_before_view);
 	TH_ADD(s, test_detour_refused);
 	TH_ADD(s, test_detour_nack_no_bridge_left);
 	TH_ADD(s, test_stalled_send_settles);
