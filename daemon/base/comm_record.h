@@ -49,6 +49,12 @@ struct r2_comm_member {
 	uint64_t init_req_id;
 	struct r2_op *head, *tail; /* pending, in submission order */
 	uint32_t npending;
+	/* sends executed by this rank to each rank ([nranks], NULL: none yet):
+	 * a rank of this host: the executor's count (allocated under d->lock,
+	 * entries written with atomic stores); a rank of another host that left:
+	 * what its daemon said (PEER_LEAVE), so that receives from it up to that
+	 * count still complete */
+	uint64_t *sent;
 };
 
 #define R2_COMM_MAX_RAILS 8

@@ -396,9 +396,17 @@ void r2d_bootstrap_leave(struct r2_comm *c, int rank, enum r2_leave how)
 	l.rank = (uint32_t)rank;
 	l.how = (R2peer__LeaveHow)how;
 	l.coll_matched = c->coll_matched;
+	uint64_t *sent = NULL;
+	if (c->m[rank].sent && (sent = calloc((size_t)c->nranks, sizeof(*sent)))) {
+		for (int r = 0; r < c->nranks; r++)
+			sent[r] = __atomic_load_n(&c->m[rank].sent[r], __ATOMIC_RELAXED);
+		l.p2p_sent = sent;
+		l.n_p2p_sent = (size_t)c->nranks;
+	}
 	for (int h = 0; h < c->nhosts; h++)
 		if (h != c->my_host)
 			send_msg(c->d, c->hosts[h].id, R2PEER__PEER_MSG__PEER_LEAVE, &l.base);
+	free(sent);
 }
 
 /* PEER_LEAVE: a rank of the sending host left (r2d_bootstrap_leave). */
@@ -425,6 +433,10 @@ static void handle_leave(struct r2d *d, uint64_t from, const R2peer__Leave *l)
 		log_info("communicator %u: rank %u on host %016llx left (%s)", c->id, l->rank,
 			 (unsigned long long)from,
 			 l->how == R2PEER__LEAVE_HOW__LEAVE_ABORT ? "abort" : "destroy");
+		/* what it sent before: receives from it up to that still complete */
+		if (l->n_p2p_sent == (size_t)c->nranks && !c->m[l->rank].sent &&
+		    (c->m[l->rank].sent = calloc((size_t)c->nranks, sizeof(uint64_t))))
+			memcpy(c->m[l->rank].sent, l->p2p_sent, (size_t)c->nranks * sizeof(uint64_t));
 		r2d_comm_member_left(c, (int)l->rank, (enum r2_leave)l->how, l->coll_matched);
 	}
 }

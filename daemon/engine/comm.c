@@ -251,6 +251,8 @@ void r2d_comm_put(struct r2_comm *c)
 	free(c->hosts);
 	free(c->rank_host);
 	free(c->p2p);
+	for (int r = 0; r < c->nranks; r++)
+		free(c->m[r].sent);
 	free(c->m);
 	free(c);
 }
@@ -272,6 +274,18 @@ void r2d_comm_member_left(struct r2_comm *c, int rank, enum r2_leave how, uint64
 		c->gone_after = after;
 	r2d_engine_fail_left(c, rank);
 	pthread_cond_signal(&c->mbox_cond); /* an executor waiting in a collective */
+}
+
+bool r2d_comm_left_sent_known(const struct r2_comm *c, int from)
+{
+	return from >= 0 && from < c->nranks && c->m[from].left && !c->m[from].local &&
+	       c->m[from].sent;
+}
+
+bool r2d_comm_sent_before_left(const struct r2_comm *c, int from, int to, uint64_t n)
+{
+	return r2d_comm_left_sent_known(c, from) && to >= 0 && to < c->nranks &&
+	       n < c->m[from].sent[to];
 }
 
 /* A member leaves (destroy, abort or death). Under d->lock. */

@@ -62,6 +62,12 @@ void r2d_bootstrap_leave(struct r2_comm *c, int rank, enum r2_leave how);
  * "rank N left the communicator (how)"; what does not need the rank goes
  * on (under d->lock). */
 void r2d_comm_member_left(struct r2_comm *c, int rank, enum r2_leave how, uint64_t after);
+/* Under d->lock. Rank `from` (of another host) left, and its daemon said how
+ * many sends it had executed to each rank: receives from it may still
+ * complete (known), and the pair's n-th receive (0-based) of `to` will
+ * (sent_before_left). */
+bool r2d_comm_left_sent_known(const struct r2_comm *c, int from);
+bool r2d_comm_sent_before_left(const struct r2_comm *c, int from, int to, uint64_t n);
 /* "rank N left the communicator (destroy|abort|client died)", with "on host
  * NAME" after N for a rank of another host (host: NULL for this one) */
 void r2d_comm_leave_why(int rank, const char *host, enum r2_leave how, char *why, size_t len);

@@ -118,8 +118,10 @@ static int validate(struct r2d *d, struct r2_session *s, const struct r2_sqe *q,
 		for (int q2 = 0; q2 < c->nranks; q2++)
 			if (c->m[q2].left)
 				return R2CCL_E_PEER_GONE;
-	} else if (c->m[q->root].left) {
-		return R2CCL_E_PEER_GONE;
+	} else if (c->m[q->root].left &&
+		   !(q->opcode == R2_OP_RECV && r2d_comm_left_sent_known(c, (int)q->root))) {
+		return R2CCL_E_PEER_GONE; /* (a receive from a rank that sent first: the
+					     executor tells: exec_rail_p2p.c) */
 	}
 	if (!r2d_op_extents(q, c->nranks, rank, &slen, &rlen))
 		return -EOVERFLOW;
@@ -367,7 +369,9 @@ void r2d_engine_fail_left(struct r2_comm *c, int rank)
 
 		while (*pp) {
 			struct r2_op *op = *pp;
-			if (is_collective(op->sqe.opcode) || op->sqe.root == rank) {
+			if (is_collective(op->sqe.opcode) ||
+			    (op->sqe.root == rank && !(op->sqe.opcode == R2_OP_RECV &&
+						       r2d_comm_left_sent_known(c, rank)))) {
 				*pp = op->next;
 				m->npending--;
 				if (m->tail == op)

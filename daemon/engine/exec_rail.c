@@ -56,6 +56,19 @@ static int exec_p2p(struct r2_exec *x, size_t blk)
 	if (!slot)
 		return -ENOMEM;
 	seq = rl_p2p_seq((uint32_t)src, (uint32_t)dst, (*slot)++);
+	if (x->opcode == R2_OP_SEND) {
+		/* counted for PEER_LEAVE (bootstrap.c): the receiver takes it
+		 * even when this rank has left by then */
+		struct r2_comm_member *m = &c->m[self];
+		if (!m->sent) {
+			pthread_mutex_lock(&c->d->lock);
+			if (!m->sent)
+				m->sent = calloc((size_t)c->nranks, sizeof(*m->sent));
+			pthread_mutex_unlock(&c->d->lock);
+		}
+		if (m->sent)
+			__atomic_store_n(&m->sent[other], *slot, __ATOMIC_RELAXED);
+	}
 	W = x->opcode == R2_OP_SEND ? x->ops[0]->sendbuf : x->ops[0]->recvbuf;
 	return rl_p2p_start(c, x, seq, (uint32_t)c->rank_host[other], x->opcode == R2_OP_SEND, W,
 			 blk);

@@ -466,7 +466,10 @@ static bool p2p_peer_left(struct r2_comm *c, const struct p2pop *p)
 	other = p->x->ops[0]->sqe.root;
 
 	pthread_mutex_lock(&c->d->lock);
-	left = other >= 0 && other < c->nranks && c->m[other].left;
+	left = other >= 0 && other < c->nranks && c->m[other].left &&
+	       /* a receive of what it sent before it left: the data comes */
+	       !(!p->is_send && r2d_comm_sent_before_left(c, other, p->x->ops[0]->rank,
+							  p->seq & P2P_CTR_MASK));
 	pthread_mutex_unlock(&c->d->lock);
 	return left;
 }

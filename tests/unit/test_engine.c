@@ -704,6 +704,64 @@ START_TEST(test_leave_during_transfer)
 }
 END_TEST
 
+struct left_arg {
+	struct th_host *h;
+	int rank;
+};
+
+static bool has_left(void *arg)
+{
+	struct left_arg *l = arg;
+	bool left;
+
+	pthread_mutex_lock(&l->h->d.lock);
+	left = l->h->d.comms && l->h->d.comms->m[l->rank].left;
+	pthread_mutex_unlock(&l->h->d.lock);
+	return left;
+}
+
+/* host h learned that rank left its (only) communicator */
+static bool wait_left(struct th_host *h, int rank, int timeout_ms)
+{
+	struct left_arg l = { h, rank };
+
+	return th_until(has_left, &l, timeout_ms);
+}
+
+/* Rank 0 sends to rank 1 (another host), its send completes, and it
+ * destroys its member before rank 1 posts the receive (the fault suite's
+ * dupchunks case, where chunks were delayed and the receive came after the
+ * leave): the receive still gets every byte, because rank 0's daemon said
+ * it had sent one; a second receive from rank 0 fails at once. */
+START_TEST(test_leave_after_send)
+{
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	int32_t *a, *b;
+	uint32_t ma, mb;
+	uint64_t t, t0;
+	const uint64_t cnt = 16 * 1024;
+
+	th_cluster(hs, 2, 1, 0x3, ss, NULL);
+	ma = th_mem(ss[0], cnt * 4, (void **)&a);
+	mb = th_mem(ss[1], cnt * 4, (void **)&b);
+	for (uint64_t i = 0; i < cnt; i++)
+		a[i] = val(0, i);
+	t = th_submit(ss[0], R2_OP_SEND, cnt, R2CCL_INT32, 0, 1, ma, 0);
+	ck_assert_int_eq(th_wait(ss[0], t, T_MS), 0);
+	r2d_comm_handle_destroy(&ss[0]->s, 9, ss[0]->comm_id, false);
+	ck_assert(wait_left(hs[1], 0, 5000));
+	t = th_submit(ss[1], R2_OP_RECV, cnt, R2CCL_INT32, 0, 0, 0, mb);
+	ck_assert_int_eq(th_wait(ss[1], t, T_MS), 0);
+	ck_assert_mem_eq(b, a, cnt * 4);
+	t0 = th_now_ms();
+	t = th_submit(ss[1], R2_OP_RECV, cnt, R2CCL_INT32, 0, 0, 0, mb);
+	ck_assert_int_eq(th_wait(ss[1], t, T_MS), R2CCL_E_PEER_GONE);
+	ck_assert_uint_lt(th_now_ms() - t0, 5000);
+	th_free_all(hs, 2);
+}
+END_TEST
+
 /* Two ranks per host; rank 0 destroys its member while rank 1 stays: the
  * collective host 1's ranks are in fails on both, with the reason; a
  * transfer between ranks 1 and 2 (which do not need rank 0) still runs;
@@ -823,6 +881,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_destroy_and_abort);
 	TH_ADD(s, test_leave_others_go_on);
 	TH_ADD(s, test_leave_during_transfer);
+	TH_ADD(s, test_leave_after_send);
 	TH_ADD(s, test_draining);
 	TH_ADD(s, test_other_types);
 	return s;
