@@ -105,6 +105,6 @@ for st in "${failed_stages[@]}"; do
 	echo "failed: meson test $st"
 done
 # the failing tests by name (the closing lines are all a CI log may keep)
-grep -E '^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT|ERROR) ' "$LOG" | sed 's/^ */failed test: /' || true
+grep -E '^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT|ERROR) ' "$LOG" | awk '!seen[$0]++' | sed 's/^ */failed test: /' || true
 echo "$ok passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ] && [ ${#failed_stages[@]} -eq 0 ]

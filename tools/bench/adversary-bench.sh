@@ -17,16 +17,24 @@
 #       every 2 s.
 #   The attackers start 1 s before the victim and stop by themselves (their
 #   duration: the first quiet round's time plus 10 s).
+# As on a cluster's host, where each job and each system service has a
+# cgroup of its own, the daemons, the victim and the attackers run in three
+# CPU cgroups of equal weight (cgroup v2's cpu controller where it is
+# enabled, else v1's cpu hierarchy): the attackers' own CPU cannot take
+# more than its share, so what moves the victim is the daemons' work for
+# the attacks. --no-cgroups runs all three in the caller's cgroup (then the
+# attackers' CPU competes with everything on a small machine).
+# --only local|peer: one attacker kind alone.
 # Prints p50 / p99 per round, then pooled over the quiet and the attacked
 # rounds, the p99's change and the quiet rounds' own spread; every
 # attacker's counts; host 0's daemon fds, threads and RSS after each round.
 # A failed victim operation fails the run (exit 1).
 # Usage: tools/bench/adversary-bench.sh [-b SIZE] [-n ITERS] [-k ROUNDS]
-#        [--rate N] [--link RATE]
+#        [--rate N] [--link RATE] [--only local|peer] [--no-cgroups]
 # Environment: BUILD (default build-test), R2C_PREFIX (default r2adv). Root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-SIZE=4K ITERS=5000 ROUNDS=3 ARATE=100 LINK=""
+SIZE=4K ITERS=5000 ROUNDS=3 ARATE=100 LINK="" ONLY="" CG=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	-b) SIZE=$2; shift 2 ;;
@@ -34,6 +42,8 @@ while [ $# -gt 0 ]; do
 	-k) ROUNDS=$2; shift 2 ;;
 	--rate) ARATE=$2; shift 2 ;;
 	--link) LINK=$2; shift 2 ;;
+	--only) ONLY=$2; shift 2 ;;
+	--no-cgroups) CG=0; shift ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -50,22 +60,56 @@ PORT=47200
 export R2CCLD=$PWD/$BUILD/daemon/r2ccld
 OUT=$(mktemp -d /tmp/r2adv-bench.XXXXXX)
 chmod 755 "$OUT"
-cleanup() { $C down >/dev/null 2>&1 || true; }
+# CPU cgroups: CGD/{daemons,victim,attackers}
+CGD=""
+if ((CG)); then
+	v2=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") print $5; break } }' \
+		/proc/self/mountinfo | head -n 1)
+	if [ -n "$v2" ] && grep -qw cpu "$v2/cgroup.controllers" 2>/dev/null; then
+		CGD=$v2/r2adv-$$
+		mkdir "$CGD"
+		echo +cpu >"$CGD/cgroup.subtree_control"
+	elif [ -d /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cpu.shares ]; then
+		CGD=/sys/fs/cgroup/cpu/r2adv-$$
+		mkdir "$CGD"
+	else
+		echo "no CPU cgroup controller: run with --no-cgroups" >&2
+		exit 2
+	fi
+	mkdir "$CGD/daemons" "$CGD/victim" "$CGD/attackers"
+fi
+# in_cg NAME CMD...: CMD in cgroup NAME (its children inherit it)
+in_cg() {
+	local g=$1
+	shift
+	if [ -n "$CGD" ]; then
+		( echo "$BASHPID" >"$CGD/$g/cgroup.procs" && exec "$@" )
+	else
+		"$@"
+	fi
+}
+cleanup() {
+	$C down >/dev/null 2>&1 || true
+	if [ -n "$CGD" ]; then
+		rmdir "$CGD"/daemons "$CGD"/victim "$CGD"/attackers "$CGD" 2>/dev/null || true
+	fi
+}
 trap cleanup EXIT
 
 $C up -H 3 -R 2 ${LINK:+--rate $LINK} >/dev/null
-$C daemons start --hosts 0,1 --port $PORT >/dev/null
+in_cg daemons $C daemons start --hosts 0,1 --port $PORT >/dev/null
 chmod 755 "$DIR" "$DIR"/h0 "$DIR"/h1
 echo "# $(date -u +%F) adversary: victim = root's AllReduce of $SIZE on hosts 0,1 (one rank each)," \
 	"$ITERS iterations a round, $ROUNDS quiet + $ROUNDS attacked rounds alternated;" \
-	"local attackers at $ARATE actions/s per host; links ${LINK:-uncapped}; $(nproc) cores;" \
+	"local attackers at $ARATE actions/s per host; attacks: ${ONLY:-local and peer};" \
+	"links ${LINK:-uncapped}; CPU cgroups: ${CGD:-none}; $(nproc) cores;" \
 	"$(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 
 NRUN=0
 # victim TRACE: one run of the victim; non-zero when an operation failed
 victim() {
 	NRUN=$((NRUN + 1))
-	$C run --hosts 0,1 --timeout 600 --quiet -- sh -c "exec $BENCH allreduce -b $SIZE -e $SIZE \
+	in_cg victim $C run --hosts 0,1 --timeout 600 --quiet -- sh -c "exec $BENCH allreduce -b $SIZE -e $SIZE \
 -n $ITERS -w 50 -c 1 --nranks 2 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 \
 --uid-file \$R2CCL_CLUSTER_DIR/uid-$NRUN --trace $1 \
 >\$R2CCL_CLUSTER_DIR/h\$R2CCL_HOST_INDEX/victim.out 2>&1" >/dev/null
@@ -85,18 +129,27 @@ daemon_res() {
 APIDS=()
 attack() {
 	local s=$1 r=$2 h
+	: >"$OUT/atk-$r-flood.log"
+	: >"$OUT/atk-$r-fakes.log"
 	for h in 0 1; do
-		$C exec $h setpriv --reuid 65534 --regid 65534 --clear-groups \
+		[ "$ONLY" = peer ] && break
+		in_cg attackers $C exec $h setpriv --reuid 65534 --regid 65534 --clear-groups \
 			/usr/bin/python3 "$LATK" mix "$DIR/h$h/r2ccld.sock" "$s" --rate "$ARATE" \
 			>"$OUT/atk-$r-local$h.log" 2>&1 &
 		APIDS+=($!)
 	done
-	$C exec 2 python3 "$PATK" hellos 198.18.0.1 $PORT "$ID1" "$ID0" 2.5 "$s" \
+	[ "$ONLY" = local ] && return 0
+	in_cg attackers $C exec 2 python3 "$PATK" hellos 198.18.0.1 $PORT "$ID1" "$ID0" 2.5 "$s" \
 		>"$OUT/atk-$r-hellos0.log" 2>&1 &
 	APIDS+=($!)
-	$C exec 2 python3 "$PATK" hellos 198.18.1.2 $PORT "$ID0" "$ID1" 2.5 "$s" \
+	in_cg attackers $C exec 2 python3 "$PATK" hellos 198.18.1.2 $PORT "$ID0" "$ID1" 2.5 "$s" \
 		>"$OUT/atk-$r-hellos1.log" 2>&1 &
 	APIDS+=($!)
+	in_cg attackers bash -c "$(declare -p C PATK PORT ID0 ID1 OUT); s=$s r=$r; $(declare -f peer_floods); peer_floods" &
+	APIDS+=($!)
+}
+# the pre-hello floods and fake ids of host 2, alternating daemons, for $s
+peer_floods() {
 	(
 		end=$((SECONDS + s)) k=0
 		while ((SECONDS + 4 <= end)); do
@@ -108,8 +161,7 @@ attack() {
 			k=$((k + 1))
 			wait
 		done
-	) &
-	APIDS+=($!)
+	)
 }
 attack_wait() {
 	local p
@@ -135,8 +187,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	victim "$OUT/attacked-$r.csv" || { echo "attacked round $r: the victim failed"; failed=1; }
 	echo "attacked $r: $(python3 "$PCT" pct "$OUT/attacked-$r.csv"); $(daemon_res)"
 	attack_wait
-	cat "$OUT"/atk-"$r"-local*.log | sed "s/^/  round $r: /"
-	for f in "$OUT"/atk-"$r"-hellos*.log; do sed "s/^/  round $r: forged hellos: /" "$f"; done
+	cat "$OUT"/atk-"$r"-local*.log 2>/dev/null | sed "s/^/  round $r: /"
+	for f in "$OUT"/atk-"$r"-hellos*.log; do
+		[ -f "$f" ] && sed "s/^/  round $r: forged hellos: /" "$f"
+	done
 	awk '/^opened/ {o += $2; e += $4; h += $6} END {printf "  round %d: pre-hello floods: %d opened, %d closed at once, %d held until the deadline\n", r, o, e, h}' \
 		r="$r" "$OUT/atk-$r-flood.log"
 	awk '/^fakes/ {n += $2; a += $4; c += $6} END {printf "  round %d: fake ids: %d sent, %d answered, %d closed\n", r, n, a, c}' \
