@@ -555,14 +555,15 @@ END_TEST
  * (black-holed: its chunks vanish, the peer timeout tells) or refused (no
  * connection: it answers NACK at once). The AllReduce must fail on every
  * rank within bound_ms of its start. */
-static void no_bridge_left(const char *const *params, bool refused, uint64_t bound_ms)
+static void no_bridge_left_n(const char *const *params, bool refused, uint64_t bound_ms,
+			     uint64_t count)
 {
 	struct th_host *hs[3];
 	struct th_sess *ss[3];
 	struct ar a;
 	uint64_t t0;
 
-	ar_cluster(hs, ss, &a, 3, params, 64 * 1024);
+	ar_cluster(hs, ss, &a, 3, params, count);
 	ar_run(&a);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
@@ -584,6 +585,11 @@ static void no_bridge_left(const char *const *params, bool refused, uint64_t bou
 	}
 	ck_assert_uint_lt(th_now_ms() - t0, bound_ms);
 	th_free_all(hs, 3);
+}
+
+static void no_bridge_left(const char *const *params, bool refused, uint64_t bound_ms)
+{
+	no_bridge_left_n(params, refused, bound_ms, 64 * 1024);
 }
 
 /* As above, but the bridge's connection to host 2 is a black hole: no
@@ -671,6 +677,17 @@ START_TEST(test_detour_nack_no_bridge_left)
 	/* (the operations start once the view agreement, which host 2 cannot
 	 * answer, timed out: peer_timeout_ms) */
 	no_bridge_left(p, true, 3000 + 2000);
+}
+END_TEST
+
+/* The same with a small AllReduce (eager: one message to each host, sent
+ * through the bridge when no rail is left, test_eager_detour_before_view):
+ * the bridge's NACK, and no other bridge, end it with the same bound */
+START_TEST(test_eager_nack_no_bridge_left)
+{
+	static const char *const p[] = { "peer_timeout_ms=3000", NULL };
+
+	no_bridge_left_n(p, true, 3000 + 2000, 1024);
 }
 END_TEST
 
@@ -861,6 +878,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_eager_detour_before_view);
 	TH_ADD(s, test_detour_refused);
 	TH_ADD(s, test_detour_nack_no_bridge_left);
+	TH_ADD(s, test_eager_nack_no_bridge_left);
 	TH_ADD(s, test_stalled_send_settles);
 	TH_ADD(s, test_late_acks_unborrow);
 	TH_ADD(s, test_drain);
