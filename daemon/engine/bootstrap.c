@@ -397,7 +397,9 @@ void r2d_bootstrap_leave(struct r2_comm *c, int rank, enum r2_leave how)
 	l.how = (R2peer__LeaveHow)how;
 	l.coll_matched = c->coll_matched;
 	uint64_t *sent = NULL;
-	if (c->m[rank].sent && (sent = calloc((size_t)c->nranks, sizeof(*sent)))) {
+	/* a destroy only: an abort or a death drops what is in flight */
+	if (how == R2_LEAVE_DESTROY && c->m[rank].sent &&
+	    (sent = calloc((size_t)c->nranks, sizeof(*sent)))) {
 		for (int r = 0; r < c->nranks; r++)
 			sent[r] = __atomic_load_n(&c->m[rank].sent[r], __ATOMIC_RELAXED);
 		l.p2p_sent = sent;
