@@ -241,9 +241,13 @@ int th_send_frame_raw(int sock, uint32_t magic, uint16_t type, uint16_t nfds, ui
 		char buf[CMSG_SPACE(sizeof(int) * 16)];
 		struct cmsghdr align;
 	} cm;
-	struct iovec iov = { &h, sizeof(h) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	/* header and payload in one sendmsg: the frame arrives whole, so a
+	 * daemon that drops the session on reading its header (with the fds)
+	 * cannot make a second write fail with EPIPE first */
+	struct iovec iov[2] = { { &h, sizeof(h) }, { (void *)payload, payload ? plen : 0 } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
 	const char *p = payload;
+	ssize_t sent;
 
 	if (nattach > 16)
 		return -EINVAL;
@@ -258,8 +262,15 @@ int th_send_frame_raw(int sock, uint32_t magic, uint16_t type, uint16_t nfds, ui
 		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nattach);
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nattach);
 	}
-	if (sendmsg(sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(h))
-		return -errno ? -errno : -EIO;
+	if (!payload)
+		plen = 0;
+	do
+		sent = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (sent < 0 && errno == EINTR);
+	if (sent < (ssize_t)sizeof(h))
+		return sent < 0 ? -errno : -EIO;
+	p += (size_t)sent - sizeof(h);
+	plen -= (size_t)sent - sizeof(h);
 	while (plen) {
 		ssize_t n = send(sock, p, plen, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
