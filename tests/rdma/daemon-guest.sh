@@ -110,8 +110,8 @@ ibv_devices | sed 1,2d | sed 's/^/# /'
 # ---- the daemon ----
 ./r2ccld --socket "$SOCK" --rails "$RAIL0_NETDEV,$RAIL1_NETDEV" --log-level info \
 	--cluster-key-file /tmp/r2/cluster.key --port $PORT \
-	--hb-interval 500000 --hb-misses 6 --peer-timeout-ms 5000 --op-timeout-ms 120000 \
-	--bootstrap-timeout-ms 120000 --spin-us 0 >/tmp/r2/d.log 2>&1 &
+	--hb-interval 500000 --hb-misses 6 --hb-stall-misses 6 --peer-timeout-ms 5000 \
+	--op-timeout-ms 120000 --bootstrap-timeout-ms 120000 --spin-us 0 >/tmp/r2/d.log 2>&1 &
 dpid=$!
 # up to 60 s
 for _ in $(seq 60); do
