@@ -69,6 +69,8 @@ void r2h_hc_free(struct hcomm *hc)
 		free(n);
 	}
 	r2d_view_free(hc->last);
+	for (int i = 0; i < hc->nhist; i++)
+		r2d_view_free(hc->hist[i]);
 	r2d_view_free(hc->prop);
 	free(hc->host_ids);
 	free(hc->acked);
@@ -115,6 +117,8 @@ void r2h_send_view(struct r2d *d, struct hcomm *hc, int to, uint32_t type,
 		pack_view(&m, hc, v, dn, bw);
 		m.epoch = epoch;
 		m.started = started;
+		if (type == R2PEER__PEER_MSG__PEER_VIEW_ACK)
+			m.have_epoch = hc->committed_epoch;
 		for (int i = 0; i < hc->nhosts; i++)
 			if (i != hc->my_host && (to < 0 || to == i))
 				r2h_send_peer_msg(d, hc->host_ids[i], type, &m.base);
@@ -196,15 +200,44 @@ void r2h_view_committed(struct r2d *d, struct hcomm *hc, struct r2_view *v)
 	add_view(d->health, hc, v);
 }
 
+/* Coordinator: the commits after epoch `have` again, oldest first, to host
+ * `to` (-1: every member). */
+void r2h_send_commits(struct r2d *d, struct hcomm *hc, int to, uint64_t have)
+{
+	if (hc->nhist && hc->hist[0]->epoch > have + 1)
+		log_warn("communicator %u: a member asks for view %llu, the oldest kept is %llu",
+			 hc->id, (unsigned long long)have + 1,
+			 (unsigned long long)hc->hist[0]->epoch);
+	for (int i = 0; i < hc->nhist; i++)
+		if (hc->hist[i]->epoch > have)
+			r2h_send_view(d, hc, to, R2PEER__PEER_MSG__PEER_VIEW_COMMIT, hc->hist[i],
+				      hc->hist[i]->epoch, 0);
+}
+
 static void commit(struct r2d *d, struct hcomm *hc)
 {
-	struct r2_view *v = hc->prop;
+	struct r2_view *v = hc->prop, *keep;
 
 	hc->prop = NULL;
 	v->start = hc->max_started + 1;
 	r2d_view_free(hc->last);
 	hc->last = r2h_view_copy(v);
-	r2h_send_view(d, hc, -1, R2PEER__PEER_MSG__PEER_VIEW_COMMIT, v, v->epoch, 0);
+	keep = r2h_view_copy(v);
+	if (keep) {
+		if (hc->nhist == R2H_VIEW_HIST) {
+			r2d_view_free(hc->hist[0]);
+			memmove(hc->hist, hc->hist + 1, sizeof(hc->hist[0]) * (R2H_VIEW_HIST - 1));
+			hc->nhist--;
+		}
+		hc->hist[hc->nhist++] = keep;
+	}
+	/* the commit before this one goes again first: a member that lost it
+	 * (written on a rail as it failed) while this one gets through
+	 * installs both, in order, and plans the collectives between their
+	 * starts as everyone else (commit_in: a gap holds instead) */
+	r2h_send_commits(d, hc, -1, v->epoch > 1 ? v->epoch - 2 : 0);
+	if (!keep)
+		r2h_send_view(d, hc, -1, R2PEER__PEER_MSG__PEER_VIEW_COMMIT, v, v->epoch, 0);
 	r2h_view_committed(d, hc, v);
 }
 

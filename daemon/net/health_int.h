@@ -33,6 +33,8 @@ struct hview_node {
 };
 
 /* Per communicator (key): the agreed views and the agreement state. */
+#define R2H_VIEW_HIST 8
+
 struct hcomm {
 	struct hcomm *next;
 	uint64_t key;
@@ -50,6 +52,10 @@ struct hcomm {
 	uint64_t committed_epoch;
 	/* coordinator (loop thread) */
 	struct r2_view *last; /* committed content (NULL: everything up) */
+	/* the last R2H_VIEW_HIST commits, oldest first: a member that missed
+	 * some (a commit written on a rail as it failed) gets them again */
+	struct r2_view *hist[R2H_VIEW_HIST];
+	int nhist;
 	struct r2_view *prop;
 	uint8_t *acked;
 	uint64_t max_started, prop_us;
@@ -188,6 +194,7 @@ void r2h_send_view(struct r2d *d, struct hcomm *hc, int to, uint32_t type,
 		   const struct r2_view *v, uint64_t epoch, uint64_t started);
 /* a view committed (this coordinator's, or received): logged, shown on the
  * rails, handed to the executors */
+void r2h_send_commits(struct r2d *d, struct hcomm *hc, int to, uint64_t have);
 void r2h_view_committed(struct r2d *d, struct hcomm *hc, struct r2_view *v);
 /* coordinator: commits the proposal once every host acknowledged it */
 void r2h_check_acks(struct r2d *d, struct hcomm *hc);

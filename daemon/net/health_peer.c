@@ -243,9 +243,9 @@ static void ack_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m, i
 {
 	if (hc->my_host == 0 && hc->last && m->epoch <= hc->last->epoch &&
 	    (!hc->prop || m->epoch != hc->prop->epoch)) {
-		/* a member still holding for this epoch: its commit was lost */
-		r2h_send_view(d, hc, from, R2PEER__PEER_MSG__PEER_VIEW_COMMIT, hc->last,
-			      hc->last->epoch, 0);
+		/* a member still holding for this epoch: a commit was lost; it
+		 * gets every one after the last it installed (have_epoch) */
+		r2h_send_commits(d, hc, from, m->have_epoch);
 		return;
 	}
 	if (hc->my_host != 0 || !hc->prop || m->epoch != hc->prop->epoch)
@@ -256,15 +256,53 @@ static void ack_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m, i
 	r2h_check_acks(d, hc);
 }
 
+/* a member missing commits asks again at most this often per communicator */
+#define VIEW_GAP_ASK_US 20000ull
+
 /* Member: the coordinator's commit. */
 static void commit_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m)
 {
 	struct r2_view *v;
+	uint64_t started;
 
 	/* a host has at most R2_MAX_RAILS rails: more would only size an
 	 * allocation after the peer's word (2^32 rails: 64 GiB; fuzz_peer) */
 	if (m->epoch <= hc->committed_epoch || m->nrails == 0 || m->nrails > R2_MAX_RAILS)
 		return;
+	if (m->epoch > hc->committed_epoch + 1) {
+		/* A gap: commits before this one were lost (epochs are
+		 * consecutive). Installing this one would plan the collectives
+		 * from a missing view's start to this one's with an older view
+		 * than the other hosts (each then drops the other's chunks and
+		 * the operation times out everywhere). Hold the next collective
+		 * and ask the coordinator for the commits after the last view
+		 * installed (member_tick asks again while the hold lasts). */
+		uint64_t now = r2_now_us();
+		bool ask;
+		char subj[32];
+
+		pthread_mutex_lock(&d->health->lock);
+		if (!hc->hold)
+			hc->hold_since_us = now;
+		hc->hold = true;
+		if (hc->hold_epoch < m->epoch)
+			hc->hold_epoch = m->epoch;
+		started = hc->started;
+		/* once for the copies that come on each rail */
+		ask = now - hc->resent_us > VIEW_GAP_ASK_US;
+		if (ask)
+			hc->resent_us = now;
+		pthread_mutex_unlock(&d->health->lock);
+		if (!ask)
+			return;
+		snprintf(subj, sizeof(subj), "comm %u", hc->id);
+		r2d_health_event(d, 2, "replan", subj,
+				 "view %llu came before view %llu: asking the coordinator for the"
+				 " views missed", (unsigned long long)m->epoch,
+				 (unsigned long long)hc->committed_epoch + 1);
+		r2h_send_view(d, hc, 0, R2PEER__PEER_MSG__PEER_VIEW_ACK, NULL, hc->hold_epoch, started);
+		return;
+	}
 	v = r2h_view_new((uint32_t)hc->nhosts, m->nrails);
 	if (!v)
 		return;

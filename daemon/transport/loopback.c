@@ -83,6 +83,7 @@ struct lbrule {
 	bool used, hold;
 	uint64_t peer;
 	uint32_t drop, dup, reorder, delay_us;
+	uint32_t drop_ctrl, drop_ctrl_type; /* r2_lb_drop_ctrl */
 };
 
 struct r2_tp {
@@ -370,9 +371,11 @@ static void transmit(struct lbpeer *p, struct lbmsg *m)
 	if (!status)
 		r2_tp_count(&tp->b.ctr.tx_bytes, sz);
 	r2_tp_cq_push(&tp->b.cmpl, &e);
-	if (status || (r && r->drop)) {
+	bool ctrl = r && r->drop_ctrl && m->hdr.kind == R2_MSG_CTRL &&
+		    m->hdr.aux == r->drop_ctrl_type;
+	if (status || (r && r->drop) || ctrl) {
 		if (!status)
-			count_down(&r->drop);
+			count_down(r->drop ? &r->drop : &r->drop_ctrl);
 		msg_free(m);
 		return;
 	}
@@ -777,6 +780,24 @@ static void set_dup(struct lbrule *r, uint32_t v) { r->dup = v; }
 int r2_lb_drop(struct r2_tp *tp, uint64_t peer, uint32_t n)
 {
 	return with_rule(tp, peer, set_drop, n);
+}
+
+int r2_lb_drop_ctrl(struct r2_tp *tp, uint64_t peer, uint32_t type, uint32_t n)
+{
+	struct lbrule *r;
+	int ret = 0;
+
+	pthread_mutex_lock(&g.lock);
+	if (!is_lb(tp)) {
+		ret = -EINVAL;
+	} else if (!(r = rule_get(tp, peer))) {
+		ret = -ENOSPC;
+	} else {
+		r->drop_ctrl_type = type;
+		r->drop_ctrl = n;
+	}
+	pthread_mutex_unlock(&g.lock);
+	return ret;
 }
 
 int r2_lb_delay(struct r2_tp *tp, uint64_t peer, uint32_t delay_us)

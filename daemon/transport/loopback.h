@@ -29,6 +29,10 @@ extern const struct r2_tp_ops r2_tp_loopback_ops;
 /* The next n messages to peer vanish after their SEND completion (status
  * 0: they were handed to the "network"), as a black-holed link does. */
 int r2_lb_drop(struct r2_tp *tp, uint64_t peer, uint32_t n);
+/* The next n control messages (R2_MSG_CTRL) of PeerMsg type `type` to peer
+ * vanish likewise; other messages pass (a commit lost on a failing rail
+ * while the next proposal gets through). */
+int r2_lb_drop_ctrl(struct r2_tp *tp, uint64_t peer, uint32_t type, uint32_t n);
 /* Each message to peer arrives delay_us later (0: at once). Messages of one
  * connection still arrive in the order sent (a later one never overtakes an
  * earlier one), as on one TCP stream. */

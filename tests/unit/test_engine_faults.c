@@ -861,6 +861,91 @@ START_TEST(test_engine_stop_mid_allreduce)
 }
 END_TEST
 
+struct cwait {
+	struct th_host *h;
+	uint64_t epoch;
+};
+
+static bool committed_is(void *arg)
+{
+	struct cwait *w = arg;
+
+	return committed(w->h) >= w->epoch;
+}
+
+/* h's executor started collective w->epoch (a sequence number here) */
+static bool started_is(void *arg)
+{
+	struct cwait *w = arg;
+	struct r2_health *hl = w->h->d.health;
+	bool yes = false;
+
+	pthread_mutex_lock(&hl->lock);
+	for (struct hcomm *hc = hl->comms; hc; hc = hc->next)
+		yes |= hc->started >= w->epoch;
+	pthread_mutex_unlock(&hl->lock);
+	return yes;
+}
+
+/* Host 1 of 3 misses the commit of view 1 (host 0's NIC lb0 drained),
+ * ndrop copies of it on each rail: the original, and with 2 also the one
+ * that goes again with view 2's commit. Between the two commits host 0 has
+ * started the next collective with view 1; view 2 (a rebalance, the same
+ * NICs) starts after it. Host 1 must plan that collective with view 1 too,
+ * or the hosts drop each other's chunks and it times out on all (fault
+ * suite, crossdown, 2026-12-03: a commit written on a rail as it failed). */
+static void lost_commit(int ndrop)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	char err[128] = "";
+
+	/* 4 MB: host 0's lighter share in view 1 moves the byte ranges (a
+	 * smaller AllReduce happens to plan the same ranges in both) */
+	ar_cluster(hs, ss, &a, 3, NULL, 1024 * 1024);
+	ar_run(&a);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_drop_ctrl(th_tp(hs[0], r), ID(1),
+						 R2PEER__PEER_MSG__PEER_VIEW_COMMIT, (uint32_t)ndrop), 0);
+	ck_assert_int_eq(r2d_health_drain(&hs[0]->d, "lb0", true, err, sizeof(err)), 0);
+	struct cwait w0 = { hs[0], 1 };
+	ck_assert(th_until(committed_is, &w0, 2000));
+	ck_assert_uint_eq(committed(hs[1]), 0); /* lost */
+	/* host 0 starts the next collective with view 1; host 1 holds (it
+	 * acknowledged the proposal) */
+	ar_start(&a, 3);
+	struct cwait s0 = { hs[0], 2 };
+	ck_assert(th_until(started_is, &s0, 2000));
+	ck_assert_int_eq(r2d_health_rebalance(&hs[0]->d, 0, 0, ""), 0);
+	ar_check(&a);
+	ck_assert_uint_eq(committed(hs[0]), 2);
+	ck_assert_uint_eq(committed(hs[1]), 2);
+	ck_assert(has_event(hs[1], "replan", "view 1 from collective"));
+	ck_assert(has_event(hs[1], "replan", "view 2 from collective"));
+	if (ndrop > 1)
+		ck_assert(has_event(hs[1], "replan", "view 2 came before view 1"));
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_drop_ctrl(th_tp(hs[0], r), ID(1),
+						 R2PEER__PEER_MSG__PEER_VIEW_COMMIT, 0), 0);
+	ar_run(&a);
+	th_free_all(hs, 3);
+}
+
+/* view 1's commit goes again with view 2's: installed in order */
+START_TEST(test_lost_commit_resent)
+{
+	lost_commit(1);
+}
+END_TEST
+
+/* both copies lost: host 1 sees view 2 before view 1, holds, and asks */
+START_TEST(test_lost_commit_gap)
+{
+	lost_commit(2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("engine-faults");
@@ -882,6 +967,8 @@ static Suite *suite(void)
 	TH_ADD(s, test_stalled_send_settles);
 	TH_ADD(s, test_late_acks_unborrow);
 	TH_ADD(s, test_drain);
+	TH_ADD(s, test_lost_commit_resent);
+	TH_ADD(s, test_lost_commit_gap);
 	TH_ADD(s, test_slow_path);
 	TH_ADD(s, test_orphans_bounded);
 	TH_ADD(s, test_path_reports_bounded);

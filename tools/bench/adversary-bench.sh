@@ -31,7 +31,9 @@
 # A failed victim operation fails the run (exit 1).
 # Usage: tools/bench/adversary-bench.sh [-b SIZE] [-n ITERS] [-k ROUNDS]
 #        [--rate N] [--link RATE] [--only local|peer] [--no-cgroups]
-# Environment: BUILD (default build-test), R2C_PREFIX (default r2adv). Root.
+# Environment: BUILD (default build-test; BENCH_BIN: a folder with r2ccld and
+# r2ccl-bench instead, as bundle/gpu/bin on the GPU machine), R2C_PREFIX
+# (default r2adv). Root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SIZE=4K ITERS=5000 ROUNDS=3 ARATE=100 LINK="" ONLY="" CG=1
@@ -52,14 +54,19 @@ BUILD=${BUILD:-build-test}
 PREFIX=${R2C_PREFIX:-r2adv}
 C="tests/cluster/cluster.sh --prefix $PREFIX"
 DIR=/tmp/$PREFIX
-BENCH=$PWD/$BUILD/tools/r2ccl-bench
+BENCH=${BENCH_BIN:+$BENCH_BIN/r2ccl-bench}
+BENCH=${BENCH:-$PWD/$BUILD/tools/r2ccl-bench}
 LATK=$PWD/tests/cluster/local_attack.py
 PATK=$PWD/tests/cluster/peerauth_attack.py
 PCT=$PWD/tools/bench/tenant-shares.py
 PORT=47200
-export R2CCLD=$PWD/$BUILD/daemon/r2ccld
+export R2CCLD=${BENCH_BIN:+$BENCH_BIN/r2ccld}
+R2CCLD=${R2CCLD:-$PWD/$BUILD/daemon/r2ccld}
 OUT=$(mktemp -d /tmp/r2adv-bench.XXXXXX)
 chmod 755 "$OUT"
+# the unprivileged attacker reads its script from here (the checkout may
+# be in a folder that uid 65534 cannot enter, as /root on the GPU machine)
+cp "$LATK" "$OUT/local_attack.py" && chmod 644 "$OUT/local_attack.py" && LATK=$OUT/local_attack.py
 # CPU cgroups: CGD/{daemons,victim,attackers}
 CGD=""
 if ((CG)); then
