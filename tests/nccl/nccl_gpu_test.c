@@ -12,7 +12,9 @@
  *    blocks;
  *  - ncclMemAlloc memory; PreMulSum;
  *  - a capturing stream: ncclInvalidUsage and the message;
- *  - the host time of one ncclAllReduce call (printed: "host time ...").
+ *  - the host time of one ncclAllReduce call (printed: "host time ..."), with
+ *    cudaMalloc and ncclMemAlloc buffers, and the driver calls alone ("driver
+ *    floor").
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -142,6 +144,188 @@ static double now_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* Host time of one ncclAllReduce (1 KB in place, the ranks' calls
+ * alternate). A communicator holds 256 operations queued (R2_GPU_SLOTS, the
+ * ring's entries); past that a call waits for the oldest to complete, so
+ * 2000 calls back to back measure the completion rate. The host time is
+ * measured in bursts of BURST calls per communicator, each burst completed
+ * before the next (not timed); the sustained figure after. */
+static void host_time(const char *what, void *a, void *b)
+{
+	enum { BURST = 100, BURSTS = 20 };
+	const int iters = 2000;
+	double t0, t1, host = 0;
+
+	for (int i = 0; i < 100; i++) {
+		CK(ncclAllReduce(a, a, 256, ncclFloat32, ncclSum, comm[0], st[0]));
+		CK(ncclAllReduce(b, b, 256, ncclFloat32, ncclSum, comm[1], st[1]));
+	}
+	sync_both();
+	for (int k = 0; k < BURSTS; k++) {
+		t0 = now_us();
+		for (int i = 0; i < BURST; i++) {
+			CK(ncclAllReduce(a, a, 256, ncclFloat32, ncclSum, comm[0], st[0]));
+			CK(ncclAllReduce(b, b, 256, ncclFloat32, ncclSum, comm[1], st[1]));
+		}
+		host += now_us() - t0;
+		sync_both();
+	}
+	printf("host time per ncclAllReduce call, %s buffers: %.2f us (%d calls in bursts of %d "
+	       "per communicator, fewer than the 256 it holds queued)\n",
+	       what, host / (2 * BURST * BURSTS), 2 * BURST * BURSTS, BURST);
+	t0 = now_us();
+	for (int i = 0; i < iters; i++) {
+		CK(ncclAllReduce(a, a, 256, ncclFloat32, ncclSum, comm[0], st[0]));
+		CK(ncclAllReduce(b, b, 256, ncclFloat32, ncclSum, comm[1], st[1]));
+	}
+	t1 = now_us();
+	sync_both();
+	printf("sustained, %s: %.2f us per call (%d calls back to back, so bounded by completions "
+	       "past 256 queued; until all done: %.2f us per operation pair)\n",
+	       what, (t1 - t0) / (2 * iters), 2 * iters, (now_us() - t0) / iters);
+}
+
+static void *drv(const char *name)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	void *f = NULL;
+
+	CU(cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q));
+	return f;
+}
+
+/* The CUDA driver calls a staged in-place call makes, alone, in the same
+ * bursts: the capture check, the buffer id (reuse after free), the copy in,
+ * "write READY, wait DONE" as one batch (here a wait that is already
+ * satisfied), the copy out. What the library adds is the rest. */
+static void driver_floor(void *a, void *b)
+{
+	CUresult (*capturing)(CUstream, CUstreamCaptureStatus *) = drv("cuStreamIsCapturing");
+	CUresult (*attr)(void *, CUpointer_attribute, CUdeviceptr) = drv("cuPointerGetAttribute");
+	CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = drv("cuMemcpyAsync");
+	CUresult (*batch)(CUstream, unsigned int, CUstreamBatchMemOpParams *, unsigned int) =
+		drv("cuStreamBatchMemOp");
+	enum { BURST = 100, BURSTS = 20, PARTS = 5 };
+	double part[PARTS] = { 0 };
+	void *stage[2], *flag[2], *buf[2] = { a, b };
+	static const char *const names[PARTS] = { "cuStreamIsCapturing",
+						  "cuPointerGetAttribute(BUFFER_ID)",
+						  "cuMemcpyAsync in (1 KB)", "cuStreamBatchMemOp (2 ops)",
+						  "cuMemcpyAsync out (1 KB)" };
+
+	for (int r = 0; r < 2; r++) {
+		CU(cudaMalloc(&stage[r], 4096));
+		CU(cudaMalloc(&flag[r], 64));
+		CU(cudaMemset(flag[r], 0, 64));
+	}
+	for (int k = 0; k < BURSTS; k++) {
+		for (int i = 0; i < BURST; i++)
+			for (int r = 0; r < 2; r++) {
+				CUstreamCaptureStatus cs;
+				unsigned long long id;
+				CUstreamBatchMemOpParams op[2];
+				double t = now_us(), u;
+
+				capturing((CUstream)st[r], &cs);
+				u = now_us(), part[0] += u - t, t = u;
+				attr(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)buf[r]);
+				u = now_us(), part[1] += u - t, t = u;
+				copy((CUdeviceptr)stage[r], (CUdeviceptr)buf[r], 1024, (CUstream)st[r]);
+				u = now_us(), part[2] += u - t, t = u;
+				memset(op, 0, sizeof(op));
+				op[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+				op[0].writeValue.address = (CUdeviceptr)flag[r];
+				op[0].writeValue.value = (cuuint32_t)i;
+				op[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+				op[1].waitValue.address = (CUdeviceptr)flag[r];
+				op[1].waitValue.value = 0;
+				op[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+				batch((CUstream)st[r], 2, op, 0);
+				u = now_us(), part[3] += u - t, t = u;
+				copy((CUdeviceptr)buf[r], (CUdeviceptr)stage[r], 1024, (CUstream)st[r]);
+				u = now_us(), part[4] += u - t;
+			}
+		sync_both();
+	}
+	double sum = 0;
+	for (int i = 0; i < PARTS; i++) {
+		printf("driver floor: %-34s %.2f us per call\n", names[i],
+		       part[i] / (2 * BURST * BURSTS));
+		sum += part[i];
+	}
+	printf("driver floor: all five (a staged in-place call's CUDA calls): %.2f us per call\n",
+	       sum / (2 * BURST * BURSTS));
+	/* variants of the copy: the D2D entry point, and a cuMem (VMM)
+	 * destination as the library's staging buffer is */
+	CUresult (*d2d)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = drv("cuMemcpyDtoDAsync");
+	void *vmm[2];
+	double v[3] = { 0 };
+	CK(ncclMemAlloc(&vmm[0], 4096));
+	CK(ncclMemAlloc(&vmm[1], 4096));
+	for (int k = 0; k < BURSTS; k++) {
+		for (int i = 0; i < BURST; i++)
+			for (int r = 0; r < 2; r++) {
+				double t = now_us(), u;
+				d2d((CUdeviceptr)stage[r], (CUdeviceptr)buf[r], 1024, (CUstream)st[r]);
+				u = now_us(), v[0] += u - t, t = u;
+				copy((CUdeviceptr)vmm[r], (CUdeviceptr)buf[r], 1024, (CUstream)st[r]);
+				u = now_us(), v[1] += u - t, t = u;
+				CU(cudaMemcpyAsync(stage[r], buf[r], 1024, cudaMemcpyDeviceToDevice, st[r]));
+				u = now_us(), v[2] += u - t;
+			}
+		sync_both();
+	}
+	printf("driver floor: cuMemcpyDtoDAsync (1 KB) %.2f us, cuMemcpyAsync to cuMem memory %.2f "
+	       "us, cudaMemcpyAsync D2D %.2f us per call\n", v[0] / (2 * BURST * BURSTS),
+	       v[1] / (2 * BURST * BURSTS), v[2] / (2 * BURST * BURSTS));
+	/* the same five as one CUDA graph (captured once), launched per call */
+	{
+		cudaGraph_t gr[2];
+		cudaGraphExec_t gx[2];
+		double gl = 0;
+		for (int r = 0; r < 2; r++) {
+			CUstreamBatchMemOpParams op[2];
+			CU(cudaStreamBeginCapture(st[r], cudaStreamCaptureModeThreadLocal));
+			CU(cudaMemcpyAsync(stage[r], buf[r], 1024, cudaMemcpyDeviceToDevice, st[r]));
+			memset(op, 0, sizeof(op));
+			op[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+			op[0].writeValue.address = (CUdeviceptr)flag[r];
+			op[0].writeValue.value = 1;
+			op[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+			op[1].waitValue.address = (CUdeviceptr)flag[r];
+			op[1].waitValue.value = 0;
+			op[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+			int be = batch((CUstream)st[r], 2, op, 0);
+			CU(cudaMemcpyAsync(buf[r], stage[r], 1024, cudaMemcpyDeviceToDevice, st[r]));
+			CU(cudaStreamEndCapture(st[r], &gr[r]));
+			CU(cudaGraphInstantiate(&gx[r], gr[r], 0));
+			if (be)
+				printf("driver floor: graph: batch memop not captured (%d)\n", be);
+		}
+		for (int k = 0; k < BURSTS; k++) {
+			for (int i = 0; i < BURST; i++)
+				for (int r = 0; r < 2; r++) {
+					double t = now_us();
+					CU(cudaGraphLaunch(gx[r], st[r]));
+					gl += now_us() - t;
+				}
+			sync_both();
+		}
+		printf("driver floor: cudaGraphLaunch of those five as a graph %.2f us per call\n",
+		       gl / (2 * BURST * BURSTS));
+		for (int r = 0; r < 2; r++) {
+			CU(cudaGraphExecDestroy(gx[r]));
+			CU(cudaGraphDestroy(gr[r]));
+		}
+	}
+	CK(ncclMemFree(vmm[0]));
+	CK(ncclMemFree(vmm[1]));
+	for (int r = 0; r < 2; r++) {
+		CU(cudaFree(stage[r]));
+		CU(cudaFree(flag[r]));
+	}
 }
 
 int main(void)
@@ -308,44 +492,20 @@ int main(void)
 		       ncclGetLastError(comm[0]));
 		printf("%-40s ok (%s)\n", "graph capture refused", ncclGetLastError(comm[0]));
 	}
-	/* host time of one call (1 KB, the ranks' calls alternate). A
-	 * communicator holds 256 operations queued (R2_GPU_SLOTS, the ring's
-	 * entries); past that a call waits for the oldest to complete, so 2000
-	 * calls back to back measure the completion rate. The host time is
-	 * measured in bursts of BURST calls per communicator, each burst
-	 * completed before the next (not timed); the sustained figure after. */
+	/* host time of one call: cudaMalloc buffers (staged where r2ccld
+	 * refuses their legacy IPC handles), ncclMemAlloc buffers (opened by
+	 * r2ccld, never staged), and the CUDA driver calls alone that a staged
+	 * call makes (the floor under it) */
+	host_time("cudaMalloc", a, b);
 	{
-		enum { BURST = 100, BURSTS = 20 };
-		const int iters = 2000;
-		double t0, t1, host = 0;
-		for (int i = 0; i < 100; i++) {
-			CK(ncclAllReduce(a, a, 256, ncclFloat32, ncclSum, comm[0], st[0]));
-			CK(ncclAllReduce(b, b, 256, ncclFloat32, ncclSum, comm[1], st[1]));
-		}
-		sync_both();
-		for (int k = 0; k < BURSTS; k++) {
-			t0 = now_us();
-			for (int i = 0; i < BURST; i++) {
-				CK(ncclAllReduce(a, a, 256, ncclFloat32, ncclSum, comm[0], st[0]));
-				CK(ncclAllReduce(b, b, 256, ncclFloat32, ncclSum, comm[1], st[1]));
-			}
-			host += now_us() - t0;
-			sync_both();
-		}
-		printf("host time per ncclAllReduce call: %.2f us (%d calls in bursts of %d per "
-		       "communicator, fewer than the 256 it holds queued)\n",
-		       host / (2 * BURST * BURSTS), 2 * BURST * BURSTS, BURST);
-		t0 = now_us();
-		for (int i = 0; i < iters; i++) {
-			CK(ncclAllReduce(a, a, 256, ncclFloat32, ncclSum, comm[0], st[0]));
-			CK(ncclAllReduce(b, b, 256, ncclFloat32, ncclSum, comm[1], st[1]));
-		}
-		t1 = now_us();
-		sync_both();
-		printf("sustained: %.2f us per call (%d calls back to back, so bounded by completions "
-		       "past 256 queued; until all done: %.2f us per operation pair)\n",
-		       (t1 - t0) / (2 * iters), 2 * iters, (now_us() - t0) / iters);
+		void *p, *q;
+		CK(ncclMemAlloc(&p, 4096));
+		CK(ncclMemAlloc(&q, 4096));
+		host_time("ncclMemAlloc", p, q);
+		CK(ncclMemFree(p));
+		CK(ncclMemFree(q));
 	}
+	driver_floor(a, b);
 	CK(ncclCommDestroy(comm[0]));
 	CK(ncclCommDestroy(comm[1]));
 	th_daemon_stop(&d, 15, 20000);
