@@ -755,8 +755,8 @@ const struct r2_tp_ops r2_tp_loopback_ops = {
 /* ---- control (loopback.h) ---- */
 
 /* Runs set on the rule of (tp, peer) under the lock. */
-static int with_rule(struct r2_tp *tp, uint64_t peer, void (*set)(struct lbrule *, uint32_t),
-		     uint32_t v)
+static int with_rule(struct r2_tp *tp, uint64_t peer, void (*set)(struct lbrule *, uint64_t),
+		     uint64_t v)
 {
 	struct lbrule *r;
 	int ret = 0;
@@ -772,10 +772,16 @@ static int with_rule(struct r2_tp *tp, uint64_t peer, void (*set)(struct lbrule 
 	return ret;
 }
 
-static void set_drop(struct lbrule *r, uint32_t v) { r->drop = v; }
-static void set_delay(struct lbrule *r, uint32_t v) { r->delay_us = v; }
-static void set_reorder(struct lbrule *r, uint32_t v) { r->reorder = v; }
-static void set_dup(struct lbrule *r, uint32_t v) { r->dup = v; }
+static void set_drop(struct lbrule *r, uint64_t v) { r->drop = (uint32_t)v; }
+static void set_delay(struct lbrule *r, uint64_t v) { r->delay_us = (uint32_t)v; }
+static void set_reorder(struct lbrule *r, uint64_t v) { r->reorder = (uint32_t)v; }
+static void set_dup(struct lbrule *r, uint64_t v) { r->dup = (uint32_t)v; }
+/* v: the PeerMsg type in the high half, the count in the low one */
+static void set_drop_ctrl(struct lbrule *r, uint64_t v)
+{
+	r->drop_ctrl_type = (uint32_t)(v >> 32);
+	r->drop_ctrl = (uint32_t)v;
+}
 
 int r2_lb_drop(struct r2_tp *tp, uint64_t peer, uint32_t n)
 {
@@ -784,20 +790,7 @@ int r2_lb_drop(struct r2_tp *tp, uint64_t peer, uint32_t n)
 
 int r2_lb_drop_ctrl(struct r2_tp *tp, uint64_t peer, uint32_t type, uint32_t n)
 {
-	struct lbrule *r;
-	int ret = 0;
-
-	pthread_mutex_lock(&g.lock);
-	if (!is_lb(tp)) {
-		ret = -EINVAL;
-	} else if (!(r = rule_get(tp, peer))) {
-		ret = -ENOSPC;
-	} else {
-		r->drop_ctrl_type = type;
-		r->drop_ctrl = n;
-	}
-	pthread_mutex_unlock(&g.lock);
-	return ret;
+	return with_rule(tp, peer, set_drop_ctrl, (uint64_t)type << 32 | n);
 }
 
 int r2_lb_delay(struct r2_tp *tp, uint64_t peer, uint32_t delay_us)
