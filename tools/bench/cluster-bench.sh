@@ -30,5 +30,9 @@ mkdir -p "/tmp/$PREFIX/gloo"
 $C run --timeout 900 -- sh -c "LD_LIBRARY_PATH=$BUILD/libclient $BUILD/tools/r2ccl-bench allreduce \
 	-b $B -e $E -f 4 -n $ITERS -w 1 --nranks $H --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 \
 	--uid-file \$R2CCL_CLUSTER_DIR/uid --peer gloo --peer-addr 198.18.0.\$((R2CCL_HOST_INDEX+1)) \
-	--peer-store \$R2CCL_CLUSTER_DIR/gloo" | grep '^\[h0\]' | sed 's/^\[h0\] //'
+	--peer-store \$R2CCL_CLUSTER_DIR/gloo" |
+	# host 0's lines are the table; another host's failure goes to stderr
+	# (a Gloo rank of host 1 that failed said why only there)
+	awk '/^\[h0\] / { sub(/^\[h0\] /, ""); print; next }
+	     /^\[h[0-9]+\] .*(gloo_peer|[Ff]ail|[Ee]rror)/ { print > "/dev/stderr" }'
 $C daemons stop >/dev/null
