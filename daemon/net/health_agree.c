@@ -68,7 +68,6 @@ void r2h_hc_free(struct hcomm *hc)
 		r2d_view_free(n->v);
 		free(n);
 	}
-	r2d_view_free(hc->last);
 	for (int i = 0; i < hc->nhist; i++)
 		r2d_view_free(hc->hist[i]);
 	r2d_view_free(hc->prop);
@@ -200,8 +199,6 @@ void r2h_view_committed(struct r2d *d, struct hcomm *hc, struct r2_view *v)
 	add_view(d->health, hc, v);
 }
 
-/* Coordinator: the commits after epoch `have` again, oldest first, to host
- * `to` (-1: every member). */
 void r2h_send_commits(struct r2d *d, struct hcomm *hc, int to, uint64_t have)
 {
 	if (hc->nhist && hc->hist[0]->epoch > have + 1)
@@ -220,8 +217,6 @@ static void commit(struct r2d *d, struct hcomm *hc)
 
 	hc->prop = NULL;
 	v->start = hc->max_started + 1;
-	r2d_view_free(hc->last);
-	hc->last = r2h_view_copy(v);
 	keep = r2h_view_copy(v);
 	if (keep) {
 		if (hc->nhist == R2H_VIEW_HIST) {
@@ -444,7 +439,7 @@ static void coord_drop(struct r2d *d, struct r2_comm *c, struct hcomm *hc, bool 
 	log_warn("communicator %u: view %llu not acknowledged by every host (%s); dropped", c->id,
 		 (unsigned long long)hc->prop->epoch,
 		 gone ? "a member is unreachable" : "timeout");
-	same = hc->last ? r2h_view_copy(hc->last)
+	same = r2h_last(hc) ? r2h_view_copy(r2h_last(hc))
 			: r2h_view_new((uint32_t)hc->nhosts, (uint32_t)d->rails->n);
 	if (same) {
 		same->epoch = hc->prop->epoch;
@@ -494,7 +489,7 @@ static void coord_tick(struct r2d *d, struct hcomm *hc)
 
 	if (!v)
 		return;
-	if (!hc->replan && r2h_view_eq(v, hc->last)) {
+	if (!hc->replan && r2h_view_eq(v, r2h_last(hc))) {
 		r2d_view_free(v);
 		return;
 	}

@@ -32,9 +32,9 @@ struct hview_node {
 	struct r2_view *v;
 };
 
-/* Per communicator (key): the agreed views and the agreement state. */
-#define R2H_VIEW_HIST 8
+#define R2H_VIEW_HIST 8 /* commits a coordinator keeps (hcomm.hist) */
 
+/* Per communicator (key): the agreed views and the agreement state. */
 struct hcomm {
 	struct hcomm *next;
 	uint64_t key;
@@ -51,9 +51,9 @@ struct hcomm {
 	struct hview_node *views; /* ascending start */
 	uint64_t committed_epoch;
 	/* coordinator (loop thread) */
-	struct r2_view *last; /* committed content (NULL: everything up) */
-	/* the last R2H_VIEW_HIST commits, oldest first: a member that missed
-	 * some (a commit written on a rail as it failed) gets them again */
+	/* the last R2H_VIEW_HIST commits, oldest first (r2h_last: the newest,
+	 * NULL before the first: everything up); a member that missed some (a
+	 * commit written on a rail as it failed) gets them again */
 	struct r2_view *hist[R2H_VIEW_HIST];
 	int nhist;
 	struct r2_view *prop;
@@ -192,9 +192,16 @@ struct hcomm *r2h_hc_for(struct r2d *d, struct r2_comm *c);
 void r2h_hc_free(struct hcomm *hc);
 void r2h_send_view(struct r2d *d, struct hcomm *hc, int to, uint32_t type,
 		   const struct r2_view *v, uint64_t epoch, uint64_t started);
+/* coordinator: the kept commits after epoch `have` again, oldest first, to
+ * host `to` (-1: every member) */
+void r2h_send_commits(struct r2d *d, struct hcomm *hc, int to, uint64_t have);
+/* coordinator: the content committed last (NULL: none yet, everything up) */
+static inline const struct r2_view *r2h_last(const struct hcomm *hc)
+{
+	return hc->nhist ? hc->hist[hc->nhist - 1] : NULL;
+}
 /* a view committed (this coordinator's, or received): logged, shown on the
  * rails, handed to the executors */
-void r2h_send_commits(struct r2d *d, struct hcomm *hc, int to, uint64_t have);
 void r2h_view_committed(struct r2d *d, struct hcomm *hc, struct r2_view *v);
 /* coordinator: commits the proposal once every host acknowledged it */
 void r2h_check_acks(struct r2d *d, struct hcomm *hc);

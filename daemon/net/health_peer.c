@@ -241,7 +241,7 @@ static void propose_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *
 /* Coordinator: a member's answer (from: its host index). */
 static void ack_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m, int from)
 {
-	if (hc->my_host == 0 && hc->last && m->epoch <= hc->last->epoch &&
+	if (hc->my_host == 0 && r2h_last(hc) && m->epoch <= r2h_last(hc)->epoch &&
 	    (!hc->prop || m->epoch != hc->prop->epoch)) {
 		/* a member still holding for this epoch: a commit was lost; it
 		 * gets every one after the last it installed (have_epoch) */

@@ -118,7 +118,7 @@ static void degraded_nics(struct r2d *d, const struct hcomm *hc, struct r2_view 
 	size_t n = h->nslow;
 	int *ia = calloc(n + 1, sizeof(int)), *ib = calloc(n + 1, sizeof(int));
 	uint32_t *cnt = calloc((size_t)nh * nr + 1, sizeof(uint32_t));
-	const struct r2_view *l = hc->last;
+	const struct r2_view *l = r2h_last(hc);
 	const uint64_t *was = l && l->nhosts == nh && l->nrails == nr ? l->bw : NULL;
 
 	if (!ia || !ib || !cnt)

@@ -54,14 +54,16 @@ BUILD=${BUILD:-build-test}
 PREFIX=${R2C_PREFIX:-r2adv}
 C="tests/cluster/cluster.sh --prefix $PREFIX"
 DIR=/tmp/$PREFIX
-BENCH=${BENCH_BIN:+$BENCH_BIN/r2ccl-bench}
-BENCH=${BENCH:-$PWD/$BUILD/tools/r2ccl-bench}
+if [ -n "${BENCH_BIN:-}" ]; then
+	BENCH=$BENCH_BIN/r2ccl-bench R2CCLD=$BENCH_BIN/r2ccld
+else
+	BENCH=$PWD/$BUILD/tools/r2ccl-bench R2CCLD=$PWD/$BUILD/daemon/r2ccld
+fi
+export R2CCLD
 LATK=$PWD/tests/cluster/local_attack.py
 PATK=$PWD/tests/cluster/peerauth_attack.py
 PCT=$PWD/tools/bench/tenant-shares.py
 PORT=47200
-export R2CCLD=${BENCH_BIN:+$BENCH_BIN/r2ccld}
-R2CCLD=${R2CCLD:-$PWD/$BUILD/daemon/r2ccld}
 OUT=$(mktemp -d /tmp/r2adv-bench.XXXXXX)
 chmod 755 "$OUT"
 # the unprivileged attacker reads its script from here (the checkout may
