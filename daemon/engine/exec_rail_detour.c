@@ -66,11 +66,6 @@ bool rl_detour_possible_for(const struct r2_comm *c, const struct rail_detours *
 	       bridge_after(c, det, (uint32_t)dst, 1) >= 0;
 }
 
-int rl_detour_post(struct railop *o, struct sendrec *s)
-{
-	return rl_detour_send(o->c, &o->det, s, o->opseq);
-}
-
 int rl_detour_send(struct r2_comm *c, struct rail_detours *det, struct sendrec *s,
 		   uint64_t opseq)
 {

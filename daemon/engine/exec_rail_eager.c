@@ -85,13 +85,8 @@ bool rl_eager_ok(const struct r2_comm *c, uint64_t size, const struct r2_view *v
  * bridge as the rail phase's chunks go. */
 static int post(struct eager *e, struct sendrec *s)
 {
-	int r;
+	int r = rl_post_via(e->c, &e->det, s, e->opseq);
 
-	s->via = 0; /* direct when a rail is back */
-	s->hdr.flags &= (uint16_t)~R2_CHUNK_DETOUR;
-	r = rl_post_any(e->c->d, s);
-	if (r == -ENOTCONN)
-		r = rl_detour_send(e->c, &e->det, s, e->opseq);
 	if (r == 0) {
 		rl_inject_dup(e->c->d, s);
 		return 0;
@@ -334,7 +329,7 @@ static void linger(struct eager *e)
 	for (int h = 0; h < e->c->nhosts; h++)
 		if (e->send[h] && !e->send[h]->acked)
 			keep[n++] = e->send[h];
-	if (n == 0 || rl_p2p_linger(e->c, e->opseq, keep, n) < 0)
+	if (n == 0 || rl_p2p_linger(e->c, e->opseq, keep, n, &e->det) < 0)
 		return; /* none, or no memory: freed or orphaned by the caller */
 	for (int h = 0; h < e->c->nhosts; h++)
 		if (e->send[h] && !e->send[h]->acked)

@@ -244,7 +244,8 @@ void rl_rmsg_free(struct r2d *d, struct r2_rmsg *m);
 
 /* Handles a transfer's message; true if it was one (and m is consumed). */
 bool rl_p2p_handle(struct r2_comm *c, struct r2_rmsg *m);
-int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n);
+int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n,
+		  struct rail_detours *det);
 /* The pair's counter slot (executor thread only). */
 uint64_t *rl_p2p_slot(struct r2_comm *c, uint32_t src, uint32_t dst);
 uint64_t rl_p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr);
@@ -271,6 +272,9 @@ int rl_chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len
 int rl_unborrow(struct r2d *d, struct sendrec *s);
 int rl_post_any(struct r2d *d, struct sendrec *s);
 int rl_post(struct railop *o, struct sendrec *s);
+/* rl_post_any, or with no rail left to s's peer, through a bridge not in
+ * det's refusals (rl_detour_send): 0, -EAGAIN (queue full), -ENOTCONN */
+int rl_post_via(struct r2_comm *c, struct rail_detours *det, struct sendrec *s, uint64_t opseq);
 void rl_inject_dup(struct r2d *d, const struct sendrec *s);
 void rl_sends_add(struct rail_tx *tx, struct sendrec *s);
 void rl_sends_free(struct rail_tx *tx, struct sendrec **pp);
@@ -285,9 +289,8 @@ void rl_sent(struct railop *o, struct sendrec *t, int status);
 bool rl_detour_possible(const struct railop *o, uint64_t peer);
 bool rl_detour_possible_for(const struct r2_comm *c, const struct rail_detours *det,
 			    uint64_t peer);
-int rl_detour_post(struct railop *o, struct sendrec *s);
 /* s (DATA for its own host) through a bridge not in det's refusals: 0, or
- * -ENOTCONN when none takes it (rl_detour_post: an operation's) */
+ * -ENOTCONN when none takes it */
 int rl_detour_send(struct r2_comm *c, struct rail_detours *det, struct sendrec *s,
 		   uint64_t opseq);
 int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "net/bufpool.h"
+#include "net/detour.h"
 #include "log.h"
 #include "net/rails.h"
 #include "net/tenants.h"
@@ -106,7 +107,13 @@ struct p2pop {
 	bool blocked;           /* sends wait for a proxy buffer or queue room */
 	uint64_t pool_since;    /* waiting for a proxy buffer since (0: not) */
 	struct r2_bufpool *pool_wait;
+	/* a collective's lingering messages (rl_p2p_linger; peer_host
+	 * LINGER): they go again as they went, through a bridge with no rail
+	 * left to their host, and a bridge's NACK picks another */
+	struct rail_detours det;
 };
+
+#define LINGER UINT32_MAX
 
 static bool p2p_is(const struct r2_rmsg *m)
 {
@@ -135,6 +142,7 @@ static void p2p_free(struct r2d *d, struct p2pop *p)
 		rl_sendrec_free(s);
 	}
 	free(p->seen);
+	free(p->det.nacked);
 	free(p);
 }
 
@@ -195,25 +203,41 @@ static void p2p_apply(struct r2d *d, struct p2pop *p, const struct r2_chunk_hdr 
 }
 
 
-static int p2p_post(struct r2_comm *c, struct sendrec *s)
+static int p2p_post(struct r2_comm *c, struct p2pop *p, struct sendrec *s)
 {
+	if (p->peer_host == LINGER) /* its tenant was set by the collective */
+		return rl_post_via(c, &p->det, s, p->seq);
 	s->tenant = r2d_tenants_of(c->d, c->tenant); /* its queue on the rails */
 	return rl_post_any(c->d, s);
 }
 
+/* s goes again (lost with a connection, or refused by a bridge): posted,
+ * or waiting for queue room (r2_p2p_pump); <0: no path to its host. */
+static int p2p_again(struct r2_comm *c, struct p2pop *p, struct sendrec *s)
+{
+	int r;
+
+	s->posted = false;
+	s->sent = false;
+	r = p2p_post(c, p, s);
+	if (r == -EAGAIN) {
+		p->blocked = true;
+		return 0;
+	}
+	return r < 0 && !s->posted ? r : 0;
+}
+
 /* A connection to a peer failed on a rail: a transfer's chunk written on
- * that rail but not acknowledged may be lost with it, so it goes again; with
- * no rail left to the peer, its transfers fail. */
+ * that rail (to its host, or to the bridge it went through) but not
+ * acknowledged may be lost with it, so it goes again; with no rail left to
+ * the peer, its transfers fail. */
 static void p2p_conn_error(struct r2_comm *c, const struct r2_rmsg *m)
 {
 	for (struct p2pop *p = c->p2p_ops; p; p = p->next) {
 		for (struct sendrec *s = p->sends; s; s = s->next) {
-			if (s->peer == m->cqe.peer && s->rail == m->rail && s->sent && !s->acked) {
-				s->sent = false;
-				s->posted = false;
-				if (p2p_post(c, s) < 0 && !s->posted)
-					s->sent = true; /* no rail now: keep waiting */
-			}
+			if ((s->via ? s->via : s->peer) == m->cqe.peer && s->rail == m->rail &&
+			    s->sent && !s->acked && p2p_again(c, p, s) < 0)
+				s->sent = true; /* no rail now: keep waiting */
 		}
 	}
 	if (peer_lost(c, m)) {
@@ -251,9 +275,8 @@ static void p2p_sent(struct r2_comm *c, struct r2_rmsg *m)
 	struct p2pop *p = s->owner;
 
 	if ((m->cqe.status < 0 || rl_sent_on_failed(c, s)) && !s->acked) {
-		s->posted = false;
 		if (++s->retries > (int)r2_param_int(&c->d->params, P_MAX_RETRIES) ||
-		    (p2p_post(c, s) < 0 && !s->posted))
+		    p2p_again(c, p, s) < 0)
 			p2p_finish(c, p, R2CCL_E_NO_PATH);
 	} else {
 		s->sent = true;
@@ -273,6 +296,24 @@ static void p2p_sent(struct r2_comm *c, struct r2_rmsg *m)
 	free(m);
 }
 
+/* A bridge refused s (a lingering message it was to pass on, with no rail
+ * to its host either, or its queues full): s goes through another, or with
+ * none left the transfer fails. */
+static void p2p_refused(struct r2_comm *c, struct p2pop *p, struct sendrec *s,
+			const struct r2_chunk_hdr *h, uint64_t from)
+{
+	int r = rl_detour_refused(c, &p->det, h, from);
+
+	if (r == 0 && (h->flags & R2_CHUNK_BUSY)) { /* again from the pump */
+		s->posted = false;
+		s->sent = false;
+		p->blocked = true;
+		return;
+	}
+	if (r < 0 || (r = p2p_again(c, p, s)) < 0)
+		p2p_finish(c, p, r == -ENOTCONN ? R2CCL_E_PEER_GONE : r);
+}
+
 /* A transfer's chunk was acknowledged; acknowledged and sent, it is done.
  * Frees m. */
 static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
@@ -284,6 +325,11 @@ static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
 		struct sendrec *s = *pp;
 		if (s->hdr.off != h->off || s->hdr.dst != h->dst || s->acked)
 			continue;
+		if (h->flags & R2_CHUNK_NACK) { /* not an acknowledgement */
+			if (s->via == m->cqe.peer)
+				p2p_refused(c, p, s, h, m->cqe.peer);
+			break;
+		}
 		s->acked = true;
 		if (s->sent) {
 			*pp = s->next;
@@ -367,7 +413,7 @@ static int p2p_fill(struct r2_comm *c, struct p2pop *p)
 			if (r < 0)
 				return r;
 		}
-		r = p2p_post(c, s);
+		r = p2p_post(c, p, s);
 		if (r == -EAGAIN) {
 			p->blocked = true; /* the queue is full: later */
 			return 0;
@@ -479,8 +525,10 @@ static bool p2p_peer_left(struct r2_comm *c, const struct p2pop *p)
  * operation (x NULL) whose ACKs, send completions and connection errors
  * the executor handles as a send's, pumping the mailbox while idle
  * (r2_p2p_pending); one lost with a failed connection goes again on another
- * rail. Takes the n records of s (heap copies of their bytes). */
-int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n)
+ * rail, or through a bridge as the collective sent it. Takes the n records
+ * of s (heap copies of their bytes) and det's refusals. */
+int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n,
+		  struct rail_detours *det)
 {
 	struct p2pop *p = calloc(1, sizeof(*p));
 	struct sendrec **tail;
@@ -489,7 +537,9 @@ int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n)
 		return -ENOMEM;
 	p->seq = seq;
 	p->is_send = true;
-	p->peer_host = UINT32_MAX;
+	p->peer_host = LINGER;
+	p->det = *det; /* the bridges that refused: taken */
+	*det = (struct rail_detours){0};
 	p->deadline = r2_now_us() + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
 	tail = &p->sends;
 	for (int i = 0; i < n; i++) {

@@ -145,14 +145,19 @@ int rl_post_any(struct r2d *d, struct sendrec *s)
  * left, a direct chunk goes through a bridge (detour.h). */
 int rl_post(struct railop *o, struct sendrec *s)
 {
+	return rl_post_via(o->c, &o->det, s, o->opseq);
+}
+
+int rl_post_via(struct r2_comm *c, struct rail_detours *det, struct sendrec *s, uint64_t opseq)
+{
 	int r;
 
-	s->via = 0;
+	s->via = 0; /* direct when a rail is back */
 	s->hdr.flags &= (uint16_t)~R2_CHUNK_DETOUR;
-	r = rl_post_any(o->d, s);
+	r = rl_post_any(c->d, s);
 	if (r != -ENOTCONN)
 		return r;
-	return rl_detour_post(o, s);
+	return rl_detour_send(c, det, s, opseq);
 }
 
 /* Testing (inject_dup = N): a copy of every Nth chunk goes out as well; the
