@@ -2,7 +2,7 @@
 # The NCCL API on the GPU machine (docs/nccl.md), building nothing there.
 # Build here first: bash tests/gpu/make-bundle.sh && bash tests/nccl/make-bundle.sh
 # then run(command="bash tests/nccl/run-on-device.sh [what]", carry=["bundle/gpu", "bundle/nccl"]).
-#   what: ops | ddp | graph | ctest | p2p | nccltests | ns | all (default: all but ns)
+#   what: ops | ddp | graph | ctest | hosttime | p2p | nccltests | ns | all (default: all but ns)
 #   ops     torch_ops.py: every torch.distributed op and type, 2 ranks (one
 #           GPU each when there are two, else both on GPU 0), library preloaded
 #   ddp     torch_ddp.py 200 steps with the library, then with PyTorch's NCCL
@@ -11,6 +11,12 @@
 #   ctest   nccl_gpu_test: the C test of the GPU paths (registration cache,
 #           reuse after free, staging of unexportable cuMem memory, groups,
 #           capture refused, host time per call)
+#   hosttime  torch_hosttime.py: host time of a 1 KB all_reduce call in
+#           PyTorch, bursts of 100, 2 ranks on this host: the library with
+#           PyTorch's default allocator (cudaMalloc: staged), with
+#           PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (cuMem memory
+#           with a POSIX fd: r2ccld opens it), and PyTorch's NCCL with each,
+#           in one command; HT_ROUNDS rounds (default 3)
 #   p2p     nccl_gpu_p2p on two namespace hosts x 2 rails, one rank each
 #           (GPU 0 on a one-GPU machine): grouped send+recv of GPU buffers
 #           in a ring, both call orders, 1 to 16M int32, every element
@@ -84,7 +90,7 @@ two() { # name timeout script args...
 		rc=0; for p in "${pids[@]}"; do wait $p || rc=1; done; exit $rc' "$T/$script" "$@"
 }
 
-if has ops || has ddp || has graph || has ctest; then
+if has ops || has ddp || has graph || has ctest || has hosttime; then
 	daemon_start
 fi
 if has ops; then
@@ -115,7 +121,24 @@ if has ctest; then
 		LD_LIBRARY_PATH="$NB/lib:$LD_LIBRARY_PATH" "$NB/bin/nccl_gpu_test"
 	grep -h "host time\|sustained" "$OUT/nccl-gpu-test.log" >> "$summary"
 fi
-if has ops || has ddp || has graph || has ctest; then
+if has hosttime; then
+	EXP=expandable_segments:True
+	for k in $(seq "${HT_ROUNDS:-3}"); do
+		NCCL_DEBUG=INFO PRELOAD=$LIB two ht-r2-$k 300 torch_hosttime.py --label r2ccl
+		NCCL_DEBUG=INFO PYTORCH_CUDA_ALLOC_CONF=$EXP PRELOAD=$LIB two ht-r2exp-$k 300 \
+			torch_hosttime.py --label r2ccl-expandable --port 29572
+		NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 PRELOAD= two ht-nccl-$k 300 torch_hosttime.py \
+			--label nccl --port 29573
+		NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 PYTORCH_CUDA_ALLOC_CONF=$EXP PRELOAD= \
+			two ht-ncclexp-$k 300 torch_hosttime.py --label nccl-expandable --port 29574
+	done
+	grep -h "^hosttime" "$OUT"/ht-*.rank*.log | sort >> "$summary"
+	# how the library shared each allocation with r2ccld (staged or opened)
+	for f in "$OUT"/ht-r2-1.rank0.log "$OUT"/ht-r2exp-1.rank0.log; do
+		echo "$(basename "$f"): $(grep -c "staged" "$f") lines on staging" >> "$summary"
+	done
+fi
+if has ops || has ddp || has graph || has ctest || has hosttime; then
 	daemon_stop
 fi
 
