@@ -207,6 +207,24 @@ int th_wait_log(struct th_daemon *d, const char *needle, int min, int timeout_ms
 	}
 }
 
+bool th_wait_status(struct th_daemon *d, const char *needle, int timeout_ms)
+{
+	const char *ctl = getenv("R2CCLCTL");
+	const char *const argv[] = { ctl, "--socket", d->socket, "--json", "status", NULL };
+	double end = th_now_ms() + timeout_ms;
+	static char out[1 << 16];
+
+	if (!ctl || !ctl[0])
+		return false;
+	for (;;) {
+		if (th_run(argv, out, sizeof(out), timeout_ms) == 0 && strstr(out, needle))
+			return true;
+		if (th_now_ms() >= end)
+			return false;
+		msleep(20);
+	}
+}
+
 int th_daemon_nfds(struct th_daemon *d)
 {
 	char path[64];

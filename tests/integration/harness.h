@@ -44,6 +44,11 @@ int th_connect_raw(const char *socket_path);
 /* Waits until th_log_count(d, needle) >= min (polling); returns the count
  * reached (>= min) or the last count seen when timeout_ms passed. */
 int th_wait_log(struct th_daemon *d, const char *needle, int min, int timeout_ms);
+/* Waits until `r2cclctl --json status` of d (what d shows the calling uid;
+ * $R2CCLCTL) holds needle at least once (polling); returns true then, false
+ * when timeout_ms passed. For states that nothing else tells, such as a
+ * communicator a CommInit created, or one freed. */
+bool th_wait_status(struct th_daemon *d, const char *needle, int timeout_ms);
 /* Number of open file descriptors of the daemon (/proc/PID/fd), -1 on error. */
 int th_daemon_nfds(struct th_daemon *d);
 /* Sends one raw frame header (the fields as given, little-endian) with
@@ -64,7 +69,9 @@ double th_now_ms(void);
 
 /* ---- Check helpers of the test programs: they fail the running test ---- */
 
-#define TH_LOG_WAIT_MS 3000
+/* Long: a line that must come comes at once when all is well, and a loaded
+ * machine (the sanitizer build on a shared 2-core CI host) is slow. */
+#define TH_LOG_WAIT_MS 10000
 
 #include <check.h>
 

@@ -287,7 +287,8 @@ static int raw_status(struct raw *c)
 
 static void expect_dropped(struct raw *c)
 {
-	ck_assert_msg(th_wait_eof(c->fd, 3000) == 0, "the daemon did not close the session");
+	/* at once when all is well; 10 s for a loaded machine */
+	ck_assert_msg(th_wait_eof(c->fd, 10000) == 0, "the daemon did not close the session");
 }
 
 /* Sessions the daemon reports, from a fresh control connection. */
@@ -303,15 +304,19 @@ static int daemon_sessions(void)
 	return n;
 }
 
-/* Waits until the daemon holds at most base fds (what it held before). */
+/* Waits (10 s at most: a loaded machine is slow) until the daemon holds at
+ * most base fds (what it held before). */
 static void expect_no_fd_leak(int base)
 {
+	double end = th_now_ms() + 10000;
 	int n = -1;
 
-	for (int i = 0; i < 300; i++) {
+	for (;;) {
 		n = th_daemon_nfds(&D);
 		if (n >= 0 && n <= base)
 			return;
+		if (th_now_ms() >= end)
+			break;
 		usleep(10000);
 	}
 	ck_abort_msg("r2ccld holds %d fds, %d before the bad input (leak)", n, base);
@@ -907,7 +912,8 @@ START_TEST(client_killed_mid_op)
 	}
 	for (int r = 0; r < 3; r++)
 		ck_assert_int_eq(write(go[r][1], "g", 1), 1);
-	usleep(300000); /* ranks 0 and 1 are waiting in the allreduce */
+	usleep(300000); /* ranks 0 and 1 are waiting in the allreduce (if not yet,
+			 * they still learn that rank 2 is gone) */
 	kill(pid[2], SIGKILL);
 	waitpid(pid[2], NULL, 0);
 	for (int r = 0; r < 2; r++) {
@@ -918,12 +924,13 @@ START_TEST(client_killed_mid_op)
 		} out;
 		int st;
 
-		ck_assert_msg(poll(&p, 1, 8000) == 1, "rank %d hangs after rank 2 died", r);
+		ck_assert_msg(poll(&p, 1, 20000) == 1, "rank %d hangs after rank 2 died", r);
 		ck_assert_int_eq(read(res[r][0], &out, sizeof(out)), sizeof(out));
 		ck_assert_msg(out.ret == R2CCL_E_PEER_GONE, "rank %d: %d (%s), expected PEER_GONE", r,
 			      out.ret, r2ccl_strerror(out.ret));
-		/* 300 ms of waiting before the kill, then promptly */
-		ck_assert_msg(out.ms < 5000, "rank %d learnt after %.0f ms", r, out.ms);
+		/* 300 ms of waiting before the kill, then promptly: well before
+		 * op_timeout_ms (30 s by default), with room for a loaded machine */
+		ck_assert_msg(out.ms < 20000, "rank %d learnt after %.0f ms", r, out.ms);
 		ck_assert_int_eq(waitpid(pid[r], &st, 0), pid[r]);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d exit %d", r, st);
 	}
@@ -1002,7 +1009,9 @@ START_TEST(thousand_connections)
 	/* 250 truncated frames; their warnings are rate-limited (10 per 5 s) */
 	th_expect_log(&D, "(truncated frame)", 10);
 	expect_no_fd_leak(base);
-	for (int i = 0; i < 300 && daemon_sessions() != 2; i++)
+	/* the daemon drops the sessions as it reads their ends: waited for
+	 * (10 s at most), a loaded machine is slow */
+	for (double end = th_now_ms() + 10000; daemon_sessions() != 2 && th_now_ms() < end;)
 		usleep(10000);
 	ck_assert_int_eq(daemon_sessions(), 2);
 
@@ -1024,7 +1033,9 @@ START_TEST(mismatched_collective)
 	for (int r = 0; r < 2; r++) {
 		ck_assert_msg(m[r].ret == R2CCL_E_MISMATCH, "rank %d: %d (%s)", r, m[r].ret,
 			      r2ccl_strerror(m[r].ret));
-		ck_assert_msg(m[r].ms < 2000, "rank %d learnt after %.0f ms", r, m[r].ms);
+		/* at once, not at op_timeout_ms (30 s by default): a bound that
+		 * a loaded machine does not reach */
+		ck_assert_msg(m[r].ms < 15000, "rank %d learnt after %.0f ms", r, m[r].ms);
 	}
 	th_expect_log(&D, "count 10", 1);
 	th_expect_log(&D, "count 11", 1);
@@ -1052,7 +1063,9 @@ START_TEST(rank_never_arrives)
 	th_allreduce(&m[0]);
 	ck_assert_msg(m[0].ret == -ETIMEDOUT, "rank 0 alone: %d (%s)", m[0].ret,
 		      r2ccl_strerror(m[0].ret));
-	ck_assert_msg(m[0].ms < 1500, "timed out after %.0f ms", m[0].ms);
+	/* not before the deadline (500 ms); after it, soon: 10 s, room for a
+	 * loaded machine */
+	ck_assert_msg(m[0].ms < 10000, "timed out after %.0f ms", m[0].ms);
 	ck_assert_msg(m[0].ms >= 450, "timed out after only %.0f ms", m[0].ms);
 	th_expect_log(&D, "waited 500 ms for rank 1", 1);
 	/* rank 1, late, finds the communicator failed */
@@ -1068,7 +1081,7 @@ END_TEST
 /* Waits for the completion of tag in a raw session's ring. */
 static int ring_wait(struct r2_ring_shm *ring, int cq_efd, uint64_t tag)
 {
-	double end = th_now_ms() + 5000;
+	double end = th_now_ms() + 10000; /* a loaded machine is slow */
 
 	while (th_now_ms() < end) {
 		uint32_t head = atomic_load(&ring->cq_head), tail = atomic_load(&ring->cq_tail);
@@ -1225,7 +1238,8 @@ START_TEST(wrong_buffers)
 }
 END_TEST
 
-/* Both ranks of m are refused at once (err, within 2 s) and the daemon
+/* Both ranks of m are refused at once (err, well before the bootstrap
+ * timeout of 30 s: within 15 s, room for a loaded machine) and the daemon
  * logs needle. */
 static void expect_join_refused(struct rank *m, int err, const char *needle)
 {
@@ -1233,7 +1247,7 @@ static void expect_join_refused(struct rank *m, int err, const char *needle)
 	for (int r = 0; r < 2; r++) {
 		ck_assert_msg(m[r].ret == err, "rank %d: %d (%s)", r, m[r].ret,
 			      r2ccl_strerror(m[r].ret));
-		ck_assert_msg(m[r].ms < 2000, "rank %d learnt after %.0f ms", r, m[r].ms);
+		ck_assert_msg(m[r].ms < 15000, "rank %d learnt after %.0f ms", r, m[r].ms);
 	}
 	th_expect_log(&D, needle, 1);
 }
@@ -1277,7 +1291,9 @@ START_TEST(bootstrap_never_completes)
 	th_init(&m[0]);
 	ck_assert_msg(m[0].ret == R2CCL_E_BOOTSTRAP, "rank 0 alone: %d (%s)", m[0].ret,
 		      r2ccl_strerror(m[0].ret));
-	ck_assert_msg(m[0].ms < 1500, "failed after %.0f ms", m[0].ms);
+	/* not before the deadline (500 ms); after it, soon: 10 s, room for a
+	 * loaded machine */
+	ck_assert_msg(m[0].ms < 10000, "failed after %.0f ms", m[0].ms);
 	ck_assert_msg(m[0].ms >= 450, "failed after only %.0f ms", m[0].ms);
 	th_expect_log(&D, "only 1 of 2 ranks joined within 500 ms (rank 1 missing)", 1);
 	/* a late rank 1 cannot join the failed communicator */

@@ -277,7 +277,9 @@ START_TEST(sigterm_pending_op)
 	t0 = th_now_ms();
 	kill(D.pid, SIGTERM);
 	pthread_join(t, NULL);
-	ck_assert_msg(th_now_ms() - t0 < 5000, "took %.0f ms", th_now_ms() - t0);
+	/* promptly: well before op_timeout_ms (30 s by default), with room
+	 * for a loaded machine */
+	ck_assert_msg(th_now_ms() - t0 < 20000, "took %.0f ms", th_now_ms() - t0);
 	ck_assert_msg(r[1].ret == R2CCL_E_SHUTDOWN || r[1].ret == R2CCL_E_DAEMON_GONE,
 		      "the waiting rank got %d (%s)", r[1].ret, r2ccl_strerror(r[1].ret));
 	rc = th_daemon_stop(&D, 0, 15000);
@@ -303,7 +305,9 @@ START_TEST(sigkill_under_client)
 	for (int i = 0; i < 2; i++) {
 		ck_assert_msg(r[i].ret == R2CCL_E_DAEMON_GONE, "rank %d: %d (%s)", i, r[i].ret,
 			      r2ccl_strerror(r[i].ret));
-		ck_assert_msg(r[i].ms < 2000, "rank %d learnt after %.0f ms", i, r[i].ms);
+		/* at once (the socket is closed): 10 s is room for a loaded
+		 * machine, and far from op_timeout_ms (30 s) */
+		ck_assert_msg(r[i].ms < 10000, "rank %d learnt after %.0f ms", i, r[i].ms);
 		ck_assert_int_eq(r2ccl_client_check(r[i].cl), R2CCL_E_DAEMON_GONE);
 	}
 	/* every later call says so too, at once */
@@ -637,7 +641,7 @@ START_TEST(comm_mode)
 	for (int i = 0; i < 2; i++)
 		ck_assert_msg(m[i].ret == R2CCL_E_MISMATCH, "rank %d: %d (%s)", i, m[i].ret,
 			      r2ccl_strerror(m[i].ret));
-	ck_assert_int_ge(th_wait_log(&D, "asks for mode", 1, 5000), 1);
+	ck_assert_int_ge(th_wait_log(&D, "asks for mode", 1, TH_LOG_WAIT_MS), 1);
 	pair_free(m);
 
 	/* the others are untouched */
