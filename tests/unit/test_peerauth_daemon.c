@@ -267,7 +267,9 @@ int main(void)
 		printf("not ok - r2ccld did not start\n");
 		return 1;
 	}
-	for (int i = 0; i < 100; i++) { /* the rails start after the socket */
+	memset(&u, 0, sizeof(u));
+	/* the rails start after the socket: 10 s at most, a loaded machine is slow */
+	for (int i = 0; i < 200; i++) {
 		if (r2ccl_get_unique_id(c, &id) == 0) {
 			memcpy(&u, &id, sizeof(u));
 			if (u.naddrs)
@@ -295,6 +297,10 @@ int main(void)
 		return 1;
 	struct rx x = { 0 };
 	serve(fd, &x, 1500);
+	/* a heartbeat must have come: waited for (10 s at most) if it has not
+	 * yet, since a loaded machine is slow */
+	for (uint64_t end = now_ms() + 10000; !x.closed && !x.heartbeats && now_ms() < end;)
+		serve(fd, &x, 100);
 	CHECK(!x.closed && x.heartbeats > 0, "connected for 1.5 s, %llu heartbeats answered",
 	      (unsigned long long)x.heartbeats);
 	CHECK(x.warmup == 0, "no warm-up to a peer no communicator needs (%llu bytes; 2 MiB before)",

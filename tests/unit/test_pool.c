@@ -182,13 +182,14 @@ struct ojob {
 	int id;
 	atomic_int *seq;
 	int *order;
-	atomic_bool *hold;
+	atomic_bool *hold, *started;
 };
 
 static void ojob_run(struct r2_work *w)
 {
 	struct ojob *j = (struct ojob *)w;
 
+	atomic_store(j->started, true);
 	while (atomic_load(j->hold))
 		usleep(1000);
 	j->order[atomic_fetch_add(j->seq, 1)] = j->id;
@@ -200,17 +201,21 @@ START_TEST(test_workq_owners_take_turns)
 	struct ojob jobs[104];
 	int order[104];
 	atomic_int seq = 0;
-	atomic_bool hold = true;
+	atomic_bool hold = true, started = false;
 
 	ck_assert_int_eq(r2_workq_create(&q, 1, "t-apply"), 0);
 	for (int i = 0; i < 104; i++) {
 		jobs[i] = (struct ojob){ .w.fn = ojob_run, .id = i, .seq = &seq, .order = order,
-					 .hold = &hold };
+					 .hold = &hold, .started = &started };
 		/* job 0 (owner 1) holds the thread; 1..100 owner 1; 101..103 owner 2 */
 		jobs[i].w.owner = i <= 100 ? 1 : 2;
 	}
 	r2_workq_submit(q, &jobs[0].w);
-	usleep(20000); /* the thread took job 0 and waits */
+	/* the thread took job 0 and waits: waited for (10 s at most), since a
+	 * loaded machine may start the thread late */
+	for (int spins = 0; spins < 10000 && !atomic_load(&started); spins++)
+		usleep(1000);
+	ck_assert_msg(atomic_load(&started), "the thread did not take job 0 within 10 s");
 	for (int i = 1; i < 104; i++)
 		r2_workq_submit(q, &jobs[i].w);
 	atomic_store(&hold, false);
