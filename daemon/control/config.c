@@ -118,6 +118,10 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			   1 << 30, NULL, "bytes", false, "SO_RCVBUF of rail sockets (0: kernel)" },
 	[P_TCP_NODELAY] = { "tcp_nodelay", "R2CCL_TCP_NODELAY", "--tcp-nodelay", R2_PT_BOOL, "1",
 			    0, 0, NULL, NULL, false, "TCP_NODELAY on rail sockets" },
+	[P_TCP_LATENCY_LANE] = { "tcp_latency_lane", "R2CCL_TCP_LATENCY_LANE",
+				 "--tcp-latency-lane", R2_PT_BOOL, "0", 0, 0, NULL, NULL, false,
+				 "one TCP stream more per peer per rail, for latency-class tenants' "
+				 "chunks alone" },
 	/* cubic, not the kernel's default: with bbr (this VM's default) one
 	 * rail's socket now and then took 40-60 ms to deliver a 128 KiB chunk
 	 * without any loss (its pacing), and a 4 MB AllReduce then took 2x

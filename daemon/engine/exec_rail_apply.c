@@ -164,9 +164,7 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 	o->aq.busy[o->aq.nbusy].off = h->off;
 	o->aq.busy[o->aq.nbusy].len = h->len;
 	o->aq.nbusy++;
-	if (!o->tenant1) /* looked up once per operation */
-		o->tenant1 = r2d_tenants_of(o->d, o->c->tenant) + 1;
-	*j = (struct apply_job){ .w.fn = apply_run, .w.owner = (uint32_t)o->tenant1, .c = o->c,
+	*j = (struct apply_job){ .w.fn = apply_run, .w.owner = (uint32_t)rl_tenant(o) + 1, .c = o->c,
 				 .m = m, .dst = o->W + h->off, .a = a, .kind = kind,
 				 .dtype = o->dtype, .redop = o->redop };
 	pthread_mutex_lock(&o->c->mbox_lock);

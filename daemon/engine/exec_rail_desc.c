@@ -99,6 +99,10 @@ static int desc_send(struct railop *o, int h)
 	/* spread over the rails (rl_post_any takes another if this one is bad) */
 	s->rail = rs && rs->n ? (c->my_host + h) % rs->n : 0;
 	s->peer = c->hosts[h].id;
+	/* its tenant's queue and class, as the operation's chunks: a latency
+	 * tenant's operation ends when its peers' descriptors came, so they
+	 * must not wait behind another tenant's bulk bytes */
+	s->tenant = rl_tenant(o);
 	rl_sends_add(&o->tx, s);
 	r = rl_post(o, s);
 	if (r < 0)

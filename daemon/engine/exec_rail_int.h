@@ -272,6 +272,8 @@ int rl_chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len
 int rl_unborrow(struct r2d *d, struct sendrec *s);
 int rl_post_any(struct r2d *d, struct sendrec *s);
 int rl_post(struct railop *o, struct sendrec *s);
+/* The operation's tenant in the scheduler (net/tenants.h), looked up once */
+int rl_tenant(struct railop *o);
 /* rl_post_any, or with no rail left to s's peer, through a bridge not in
  * det's refusals (rl_detour_send): 0, -EAGAIN (queue full), -ENOTCONN */
 int rl_post_via(struct r2_comm *c, struct rail_detours *det, struct sendrec *s, uint64_t opseq);

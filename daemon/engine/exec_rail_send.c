@@ -141,6 +141,13 @@ int rl_post_any(struct r2d *d, struct sendrec *s)
 	return r;
 }
 
+int rl_tenant(struct railop *o)
+{
+	if (!o->tenant1) /* looked up once per operation */
+		o->tenant1 = r2d_tenants_of(o->d, o->c->tenant) + 1;
+	return o->tenant1 - 1;
+}
+
 /* The chunk goes to its peer on any rail; with no connection to the peer
  * left, a direct chunk goes through a bridge (detour.h). */
 int rl_post(struct railop *o, struct sendrec *s)
@@ -218,9 +225,7 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	if (!s)
 		return -ENOMEM;
 	s->rail = x->rail;
-	if (!o->tenant1) /* looked up once per operation */
-		o->tenant1 = r2d_tenants_of(o->d, c->tenant) + 1;
-	s->tenant = o->tenant1 - 1;
+	s->tenant = rl_tenant(o);
 	/* lazy input: a region W does not hold yet is read from S */
 	const char *src = o->W + off;
 	int cov = rl_init_cov(&o->in, off, off + len);

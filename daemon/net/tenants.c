@@ -348,12 +348,19 @@ static _Atomic int64_t *peer_slot(struct r2_tenants *ts, int rail, uint64_t peer
 	return &ts->inflight[rail][h % PEER_SLOTS].bytes; /* full: shares one */
 }
 
+/* A latency-class chunk may go while the window holds less than twice
+ * sched_window: bulk chunks fill one window, the latency class has one
+ * more, so it never waits for bulk bytes to be written (its own bytes stay
+ * bounded). */
 static bool peer_window_open(const struct r2_sched_item *it, void *arg)
 {
 	struct r2_tenants *ts = arg;
 	const struct tq_item *q = (const struct tq_item *)it;
+	int64_t limit = (int64_t)ts->window;
 
-	return atomic_load(peer_slot(ts, q->rail, q->peer)) < (int64_t)ts->window;
+	if (ts->s.t[it->tenant].pol.cls == R2_TCLASS_LATENCY)
+		limit *= 2;
+	return atomic_load(peer_slot(ts, q->rail, q->peer)) < limit;
 }
 
 /* Hands the rail's chunks on while their peers' windows are open (ts->lock held). A
@@ -368,6 +375,8 @@ static bool pump(struct r2d *d, struct r2_tenants *ts, int rail, uint64_t now)
 		int r;
 		if (!q)
 			break;
+		if (ts->s.t[q->it.tenant].pol.cls == R2_TCLASS_LATENCY)
+			q->hdr.flags |= R2_CHUNK_URGENT; /* the transport's latency lane */
 		r = r2d_rails_send(d, rail, q->peer, &q->hdr, q->buf, q->ctx);
 		if (r == -EAGAIN) {
 			r2_sched_requeue(&ts->s, rail, &q->it);

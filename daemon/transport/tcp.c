@@ -56,6 +56,14 @@
  * does the same without ERROR (sends fail with -ECONNABORTED). A bad stream
  * that never said hello is closed alone; the listener keeps going.
  *
+ * Latency lane (cfg->lane): one stream more per connection; a message with
+ * R2_CHUNK_URGENT (a latency-class tenant's) takes the last stream, every
+ * other message the others, so an urgent one never waits behind bulk bytes
+ * in this side's queues or socket (the network's queues are the network's:
+ * a fair-queueing qdisc such as fq_codel, Linux's usual default, keeps the
+ * lane's packets from waiting behind the bulk flows' there). A side uses
+ * the lane of a connection of two streams or more, whoever dialed it.
+ *
  * Data path. post_send() queues the message on the peer's stream with the
  * fewest queued bytes (ties round robin) and arms EPOLLOUT there; -EAGAIN
  * when the peer has more than cfg->max_queued bytes queued (default 64 MiB;
@@ -195,6 +203,11 @@ static int tcp_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		tp->cfg.streams = TCP_DEFAULT_STREAMS;
 	if (tp->cfg.streams > TCP_MAX_STREAMS)
 		tp->cfg.streams = TCP_MAX_STREAMS;
+	/* the latency lane: the last stream of each connection this side dials */
+	if (tp->cfg.lane && tp->cfg.streams < TCP_MAX_STREAMS)
+		tp->cfg.streams++;
+	else
+		tp->cfg.lane = false;
 	if (tp->cfg.progress_threads <= 0)
 		tp->cfg.progress_threads = 1;
 	if (tp->cfg.progress_threads > TCP_MAX_THREADS)

@@ -300,10 +300,29 @@ static void stage_hello(struct tcp_stream *st, const struct tcp_hello *h)
 	pthread_mutex_unlock(&st->qlock);
 }
 
+/* The latency lane's socket (tcp.c) is marked for the network: DSCP EF
+ * (expedited forwarding, for switches that honour it) and the interactive
+ * priority, the first band of this host's pfifo_fast (and of any qdisc
+ * that maps priorities to bands), so its packets pass the bulk streams'
+ * queued ones. Best effort: a refusal leaves the lane unmarked. */
+static void lane_mark(struct r2_tp *tp, struct tcp_peer *p, struct tcp_stream *st)
+{
+	int tos = 0xb8, prio = 6; /* DSCP 46 (EF); TC_PRIO_INTERACTIVE */
+
+	if (!tp->cfg.lane || p->nstreams < 2 || st->idx != p->nstreams - 1)
+		return;
+	/* IP_TOS first: it sets the priority from the TOS, SO_PRIORITY after */
+	if (setsockopt(st->fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) < 0 ||
+	    setsockopt(st->fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio)) < 0)
+		log_debug("tcp %s: latency lane to peer %llu left unmarked: %s", tp->cfg.ifname,
+			  (unsigned long long)p->h.id, strerror(errno));
+}
+
 /* under tp->b.lock: stream st of peer p is up */
 static void stream_up(struct r2_tp *tp, struct tcp_peer *p, struct tcp_stream *st)
 {
 	st->state = ST_UP;
+	lane_mark(tp, p, st);
 	if (++p->nup == p->nstreams && !p->conn_reported && !p->h.failed) {
 		p->conn_reported = true;
 		tcp_push_simple(tp, R2_TPC_CONN, 0, p);

@@ -443,10 +443,13 @@ int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chunk_hdr 
 	}
 	uint64_t total = 0, best_q = UINT64_MAX;
 	struct tcp_stream *best = NULL;
+	/* the latency lane: the last stream, urgent messages alone */
+	int lane = tp->cfg.lane && p->nstreams >= 2 ? p->nstreams - 1 : -1;
+	bool urgent = (hdr->flags & R2_CHUNK_URGENT) != 0;
 	for (int k = 0; k < p->nstreams; k++) {
 		int i = (int)((p->rr + (unsigned)k) % (unsigned)p->nstreams);
 		struct tcp_stream *st = p->streams[i];
-		if (!st)
+		if (!st || (lane >= 0 && (i == lane) != urgent))
 			continue;
 		uint64_t q = atomic_load_explicit(&st->queued, memory_order_relaxed);
 		total += q;

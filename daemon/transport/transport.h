@@ -66,6 +66,11 @@ struct r2_chunk_hdr {
 	uint32_t aux;       /* kind-specific (CTRL: message type; ACK: bytes acknowledged) */
 };
 #define R2_CHUNK_MAGIC 0x4b484332u /* "2CHK" */
+/* hdr.flags for the transport: a latency-class tenant's message (net/
+ * tenants.c), sent on the transport's latency lane where it has one (tcp
+ * with cfg.lane: a stream of its own per peer, which no other message
+ * takes); other transports send it as any. Receivers ignore it. */
+#define R2_CHUNK_URGENT 0x40
 _Static_assert(sizeof(struct r2_chunk_hdr) == 56,
 	       "chunk header size");
 
@@ -93,6 +98,7 @@ struct r2_tp_config {
 	int rail;                 /* rail index on this host */
 	uint64_t self_id;         /* this daemon's id */
 	int streams;              /* streams per peer connection (R2CCL_TCP_STREAMS) */
+	bool lane;                /* tcp: one stream more, R2_CHUNK_URGENT's alone (tcp_latency_lane) */
 	int sndbuf, rcvbuf;       /* socket buffer sizes, 0 = kernel default */
 	bool nodelay;             /* TCP_NODELAY */
 	char congestion[16];      /* TCP_CONGESTION; "": the kernel's */

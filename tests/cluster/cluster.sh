@@ -31,6 +31,7 @@ REPO_ROOT=$(cd "$SCRIPT_DIR/../.." && pwd)
 
 PREFIX=${R2C_PREFIX:-r2c}
 TBF_LATENCY=${R2C_TBF_LATENCY:-50ms}	# queue depth of a tbf, as time at RATE
+TBF_QDISC=${R2C_TBF_QDISC:-}		# the tbf's queue: its own FIFO, or this qdisc (pfifo_fast)
 DAEMON_WAIT=${R2C_DAEMON_WAIT:-20}	# seconds to wait for each daemon socket
 STOP_WAIT=${R2C_STOP_WAIT:-15}		# seconds to wait for daemons to exit
 MAX_HOSTS=64
@@ -79,7 +80,8 @@ Commands:
 
 HOST is an index (0), h0, or the namespace name. --prefix (or env
 R2C_PREFIX; default r2c) names the cluster: lowercase letter then up to 7
-letters/digits. Env: R2CCLD, R2C_TBF_LATENCY (50ms), R2C_DAEMON_WAIT (20),
+letters/digits. Env: R2CCLD, R2C_TBF_LATENCY (50ms), R2C_TBF_QDISC (the tbf's
+queue, e.g. pfifo_fast: by priority; default its FIFO), R2C_DAEMON_WAIT (20),
 R2C_STOP_WAIT (15).
 EOF
 }
@@ -182,11 +184,16 @@ set_cap() {
 		;;
 	blackhole)
 		# A bucket of 40 bytes: every frame (>= 42 bytes) is larger and dropped.
-		tc -n "$ns" qdisc replace dev "$dev" root tbf rate 8kbit burst 40 latency 1ms
+		tc -n "$ns" qdisc replace dev "$dev" root handle 1: tbf rate 8kbit burst 40 latency 1ms
 		;;
 	*)
 		# shellcheck disable=SC2046
-		tc -n "$ns" qdisc replace dev "$dev" root tbf $(tbf_args "$rate")
+		tc -n "$ns" qdisc replace dev "$dev" root handle 1: tbf $(tbf_args "$rate")
+		# R2C_TBF_QDISC=pfifo_fast: the queue behind the bucket serves
+		# packets by priority (3 bands: a NIC or switch port with QoS
+		# queues) instead of the tbf's single FIFO of TBF_LATENCY
+		[[ -z $TBF_QDISC ]] ||
+			tc -n "$ns" qdisc replace dev "$dev" parent 1:1 handle 10: $TBF_QDISC
 		;;
 	esac
 }

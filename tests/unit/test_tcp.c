@@ -104,6 +104,7 @@ struct side {
 	int recv_seen[MAXMSG];
 	int recv_n, recv_bad;
 	int recv_stream[64];
+	int urgent_on[64], other_on[64]; /* received R2_CHUNK_URGENT or not, per stream */
 	uint64_t recv_bytes;
 	bool verify;
 	bool cheap; /* memset payloads (not verified) */
@@ -187,8 +188,13 @@ static void handle(struct side *s, struct r2_tp_cqe *e)
 		uint64_t seq = e->hdr.opseq;
 		uint64_t src = e->peer;
 		s->recv_bytes += e->hdr.len;
-		if (e->stream >= 0 && e->stream < 64)
+		if (e->stream >= 0 && e->stream < 64) {
 			s->recv_stream[e->stream]++;
+			if (e->hdr.flags & R2_CHUNK_URGENT)
+				s->urgent_on[e->stream]++;
+			else
+				s->other_on[e->stream]++;
+		}
 		if (!s->verify) {
 			ops->release(s->tp, e->buf);
 			s->recv_n++;
@@ -508,6 +514,47 @@ END_TEST
 START_TEST(test_traffic_1stream_small)
 {
 	traffic(1, 4000, 600); /* many small messages, batched writes */
+}
+END_TEST
+
+/* The latency lane (cfg.lane): one stream more, the last; a message with
+ * R2_CHUNK_URGENT goes there and nowhere else, every other message on the
+ * other streams, both ways (make_hdr's flags, seq * 7, set it on about a
+ * quarter of the messages). */
+START_TEST(test_latency_lane)
+{
+	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct side *ss[2] = { a, b };
+	const int nmsg = 1000;
+	int urgent = 0;
+
+	for (int seq = 0; seq < nmsg; seq++)
+		urgent += ((uint16_t)(seq * 7) & R2_CHUNK_URGENT) != 0;
+	ck_assert_int_gt(urgent, nmsg / 8);
+	next_cfg.lane = true;
+	side_open(a, 1, 2, 0);
+	side_open(b, 2, 2, 0);
+	memset(&next_cfg, 0, sizeof(next_cfg));
+	connect_pair(a, b);
+	a->nmsg = b->nmsg = nmsg;
+	a->maxlen = b->maxlen = 64 << 10;
+	ck_assert(pump(ss, 2, 60000, all_traffic_done));
+	for (int i = 0; i < 2; i++) {
+		struct side *x = ss[i];
+		ck_assert_int_eq(x->recv_n, nmsg);
+		ck_assert_int_eq(x->recv_bad + x->send_bad + x->send_fail + x->errors, 0);
+		ck_assert_int_eq(x->urgent_on[2], urgent); /* the lane: stream 2 of 3 */
+		ck_assert_int_eq(x->other_on[2], 0);
+		ck_assert_int_eq(x->urgent_on[0] + x->urgent_on[1], 0);
+		ck_assert_int_eq(x->other_on[0] + x->other_on[1], nmsg - urgent);
+		ck_assert_int_gt(x->other_on[0], 0); /* the others still spread */
+		ck_assert_int_gt(x->other_on[1], 0);
+		ck_assert_int_eq(x->recv_stream[3], 0);
+	}
+	side_close(a);
+	side_close(b);
+	free(a);
+	free(b);
 }
 END_TEST
 
@@ -1148,6 +1195,7 @@ static Suite *suite(void)
 	ADD(traffic);
 	ADD(traffic_4streams);
 	ADD(traffic_1stream_small);
+	ADD(latency_lane);
 	ADD(peer_close);
 	ADD(disconnect_reconnect);
 	ADD(malformed);

@@ -17,13 +17,20 @@
 # cgroup v2 hierarchy, moved into before `cluster.sh run`: the namespaces'
 # processes inherit it), which the daemons' [tenants] section maps.
 # Usage: tools/bench/tenant-bench.sh [-H 4] [-R 2] [--rate 1gbit] [-n ITERS]
-#        [--only share|limit|latency] [--dry-run]
+#        [--only share|limit|latency] [--lane] [--qdisc pfifo_fast] [--dry-run]
+#   --lane   the daemons' tcp_latency_lane (the latency tenant's chunks on a
+#            TCP stream of their own, marked DSCP EF / interactive priority)
+#   --qdisc  the queue behind each NIC's tbf (cluster.sh R2C_TBF_QDISC):
+#            pfifo_fast serves by priority (a port with QoS queues); default
+#            the tbf's FIFO
 # Environment: BUILD (build directory, default build), R2C_PREFIX (cluster
-# prefix, default r2tenant). Root only. --dry-run prints the configuration
+# prefix, default r2tenant), TB_LAT_MODES (the latency part's modes, default
+# "alone shared off"; each leaves lat-MODE.qdisc, the NICs' tc -s, and
+# lat-MODE.h0.log, host 0's r2ccld log, in /tmp/PREFIX-bench). Root only. --dry-run prints the configuration
 # and the commands instead of running them (no root needed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-H=4 R=2 RATE=1gbit ITERS=20 ONLY="" DRY=0 BUILD=${BUILD:-build}
+H=4 R=2 RATE=1gbit ITERS=20 ONLY="" DRY=0 BUILD=${BUILD:-build} LANE=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	-H) H=$2; shift 2 ;;
@@ -31,6 +38,8 @@ while [ $# -gt 0 ]; do
 	--rate) RATE=$2; shift 2 ;;
 	-n) ITERS=$2; shift 2 ;;
 	--only) ONLY=$2; shift 2 ;;
+	--lane) LANE=1; shift ;;
+	--qdisc) export R2C_TBF_QDISC=$2; shift 2 ;;
 	--dry-run) DRY=1; shift ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
@@ -186,9 +195,10 @@ if [ -z "$ONLY" ] || [ "$ONLY" = limit ]; then
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = latency ]; then
-	write_conf "" 3 1 2
-	echo "## latency: tenant lat, 256 KB AllReduces: alone, beside bulk a, beside a with sched = 0"
-	for mode in alone shared off; do
+	write_conf "tcp_latency_lane = $LANE" 3 1 2
+	echo "## latency: tenant lat, 256 KB AllReduces: alone, beside bulk a, beside a with sched = 0" \
+		"(tcp_latency_lane = $LANE, the NICs' queue: ${R2C_TBF_QDISC:-tbf FIFO})"
+	for mode in ${TB_LAT_MODES:-alone shared off}; do
 		if [ $mode = off ]; then daemons --sched=0; else daemons; fi
 		BULK=""
 		if [ $mode != alone ]; then
@@ -201,6 +211,14 @@ if [ -z "$ONLY" ] || [ "$ONLY" = latency ]; then
 		((DRY)) || [ -z "$BULK" ] || ! kill -0 "$BULK" 2>/dev/null ||
 			echo "$mode: bulk tenant a still running at the end (good: it overlapped)"
 		wait_tenants
+		# what the NICs' queues saw (drops, backlog) and host 0's log
+		((DRY)) || {
+			for i in $(seq 0 $((H - 1))); do
+				echo "# host $i"; $C exec "$i" tc -s qdisc
+			done
+			echo "# switch"; ip netns exec "${PREFIX}sw" tc -s qdisc
+		} >"$OUT/lat-$mode.qdisc" 2>&1
+		((DRY)) || cp "/tmp/$PREFIX/h0/r2ccld.log" "$OUT/lat-$mode.h0.log" 2>/dev/null || true
 		run $C daemons stop >/dev/null
 	done
 fi
