@@ -121,7 +121,8 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_TCP_LATENCY_LANE] = { "tcp_latency_lane", "R2CCL_TCP_LATENCY_LANE",
 				 "--tcp-latency-lane", R2_PT_BOOL, "0", 0, 0, NULL, NULL, false,
 				 "one TCP stream more per peer per rail, for latency-class tenants' "
-				 "chunks alone" },
+				 "chunks alone (also on when the configuration has a latency-class "
+				 "tenant at start)" },
 	/* cubic, not the kernel's default: with bbr (this VM's default) one
 	 * rail's socket now and then took 40-60 ms to deliver a 128 KiB chunk
 	 * without any loss (its pacing), and a 4 MB AllReduce then took 2x

@@ -179,6 +179,20 @@ bool r2d_tenants_policy_at(struct r2d *d, int t, struct r2_tenant_policy *p)
 	return ok;
 }
 
+bool r2d_tenants_has_class(struct r2d *d, enum r2_tclass cls)
+{
+	struct r2_tenants *ts = d->tenants;
+	bool any = false;
+
+	if (!ts)
+		return false;
+	pthread_mutex_lock(&ts->lock);
+	for (int t = 0; t < R2_SCHED_MAX_TENANTS && !any; t++)
+		any = ts->s.t[t].used && ts->s.t[t].pol.cls == cls;
+	pthread_mutex_unlock(&ts->lock);
+	return any;
+}
+
 int r2d_tenants_of(struct r2d *d, const char *cgroup)
 {
 	struct r2_tenants *ts = d->tenants;

@@ -55,6 +55,8 @@ int r2d_tenants_policy_set(struct r2d *d, const struct r2_tenant_policy *p);
 bool r2d_tenants_policy_get(struct r2d *d, const char *name, struct r2_tenant_policy *p);
 /* The policy of tenant t (false: no such tenant). */
 bool r2d_tenants_policy_at(struct r2d *d, int t, struct r2_tenant_policy *p);
+/* Some tenant of the table is of class cls. */
+bool r2d_tenants_has_class(struct r2d *d, enum r2_tclass cls);
 /* The tenant (index) of a cgroup path, made on first use (sched.h). */
 int r2d_tenants_of(struct r2d *d, const char *cgroup);
 /* The same without making one (-ENOENT): r2cclctl's sessions. */
