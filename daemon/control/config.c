@@ -119,9 +119,10 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_TCP_NODELAY] = { "tcp_nodelay", "R2CCL_TCP_NODELAY", "--tcp-nodelay", R2_PT_BOOL, "1",
 			    0, 0, NULL, NULL, false, "TCP_NODELAY on rail sockets" },
 	[P_TCP_LATENCY_LANE] = { "tcp_latency_lane", "R2CCL_TCP_LATENCY_LANE",
-				 "--tcp-latency-lane", R2_PT_BOOL, "0", 0, 0, NULL, NULL, false,
+				 "--tcp-latency-lane", R2_PT_ENUM, "auto", 0, 0, "auto|on|off", NULL,
+				 false,
 				 "one TCP stream more per peer per rail, for latency-class tenants' "
-				 "chunks alone (also on when the configuration has a latency-class "
+				 "chunks alone (auto: on when the configuration has a latency-class "
 				 "tenant at start)" },
 	/* cubic, not the kernel's default: with bbr (this VM's default) one
 	 * rail's socket now and then took 40-60 ms to deliver a 128 KiB chunk

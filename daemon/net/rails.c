@@ -667,10 +667,11 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		cfg.sndbuf = (int)r2_param_int(&d->params, P_TCP_SNDBUF);
 		cfg.rcvbuf = (int)r2_param_int(&d->params, P_TCP_RCVBUF);
 		cfg.nodelay = r2_param_bool(&d->params, P_TCP_NODELAY);
-		/* the latency lane: asked for, or a latency-class tenant in the
-		 * configuration at start */
-		cfg.lane = r2_param_bool(&d->params, P_TCP_LATENCY_LANE) ||
-			   r2d_tenants_has_class(d, R2_TCLASS_LATENCY);
+		/* the latency lane: on, or auto with a latency-class tenant in
+		 * the configuration at start */
+		const char *lane = r2_param_str(&d->params, P_TCP_LATENCY_LANE);
+		cfg.lane = !strcmp(lane, "on") ||
+			   (!strcmp(lane, "auto") && r2d_tenants_has_class(d, R2_TCLASS_LATENCY));
 		snprintf(cfg.congestion, sizeof(cfg.congestion), "%s",
 			 r2_param_str(&d->params, P_TCP_CONGESTION));
 		cfg.bind_device = true;

@@ -17,9 +17,10 @@
 # cgroup v2 hierarchy, moved into before `cluster.sh run`: the namespaces'
 # processes inherit it), which the daemons' [tenants] section maps.
 # Usage: tools/bench/tenant-bench.sh [-H 4] [-R 2] [--rate 1gbit] [-n ITERS]
-#        [--only share|limit|latency] [--lane] [--qdisc pfifo_fast] [--dry-run]
-#   --lane   the daemons' tcp_latency_lane (the latency tenant's chunks on a
-#            TCP stream of their own, marked DSCP EF / interactive priority)
+#        [--only share|limit|latency] [--lane on|off|auto] [--qdisc pfifo_fast] [--dry-run]
+#   --lane on|off|auto  the daemons' tcp_latency_lane (default auto: on, since
+#            the configuration has a latency tenant): the latency tenant's
+#            chunks on a TCP stream of their own, marked DSCP EF / priority
 #   --qdisc  the queue behind each NIC's tbf (cluster.sh R2C_TBF_QDISC):
 #            pfifo_fast serves by priority (a port with QoS queues); default
 #            the tbf's FIFO
@@ -30,7 +31,7 @@
 # and the commands instead of running them (no root needed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-H=4 R=2 RATE=1gbit ITERS=20 ONLY="" DRY=0 BUILD=${BUILD:-build} LANE=0
+H=4 R=2 RATE=1gbit ITERS=20 ONLY="" DRY=0 BUILD=${BUILD:-build} LANE=auto
 while [ $# -gt 0 ]; do
 	case $1 in
 	-H) H=$2; shift 2 ;;
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
 	--rate) RATE=$2; shift 2 ;;
 	-n) ITERS=$2; shift 2 ;;
 	--only) ONLY=$2; shift 2 ;;
-	--lane) LANE=1; shift ;;
+	--lane) LANE=$2; shift 2 ;;
 	--qdisc) export R2C_TBF_QDISC=$2; shift 2 ;;
 	--dry-run) DRY=1; shift ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
