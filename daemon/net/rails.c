@@ -638,6 +638,11 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		any_nic |= d->topo.nics[i].selected && d->topo.nics[i].kind != R2_NIC_RDMA;
 	if (any_nic)
 		r2d_rails_auth_setup(d, &auth);
+	/* the latency lane: on, or auto with a latency-class tenant in the
+	 * configuration at start (decided once for every rail) */
+	const char *lane_param = r2_param_str(&d->params, P_TCP_LATENCY_LANE);
+	bool lane = !strcmp(lane_param, "on") ||
+		    (!strcmp(lane_param, "auto") && r2d_tenants_has_class(d, R2_TCLASS_LATENCY));
 	for (int i = 0; i < d->topo.nnics && rs->n < R2_MAX_RAILS; i++) {
 		const struct r2_topo_nic *nic = &d->topo.nics[i];
 		struct r2_rail *rl = &rs->rail[rs->n];
@@ -667,11 +672,7 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		cfg.sndbuf = (int)r2_param_int(&d->params, P_TCP_SNDBUF);
 		cfg.rcvbuf = (int)r2_param_int(&d->params, P_TCP_RCVBUF);
 		cfg.nodelay = r2_param_bool(&d->params, P_TCP_NODELAY);
-		/* the latency lane: on, or auto with a latency-class tenant in
-		 * the configuration at start */
-		const char *lane = r2_param_str(&d->params, P_TCP_LATENCY_LANE);
-		cfg.lane = !strcmp(lane, "on") ||
-			   (!strcmp(lane, "auto") && r2d_tenants_has_class(d, R2_TCLASS_LATENCY));
+		cfg.lane = lane;
 		snprintf(cfg.congestion, sizeof(cfg.congestion), "%s",
 			 r2_param_str(&d->params, P_TCP_CONGESTION));
 		cfg.bind_device = true;
@@ -713,8 +714,9 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 				 inet_ntoa(rl->addr), rl->port, rl->rdma_dev,
 				 cfg.ib_qps ? cfg.ib_qps : cfg.streams);
 		else
-			log_info("rail %d: %s %s:%u (%s, %d streams per peer)", rs->n, ifname,
-				 inet_ntoa(rl->addr), rl->port, rl->ops->name, cfg.streams);
+			log_info("rail %d: %s %s:%u (%s, %d streams per peer%s)", rs->n, ifname,
+				 inet_ntoa(rl->addr), rl->port, rl->ops->name, cfg.streams,
+				 cfg.lane ? " and a latency lane" : "");
 		rs->n++;
 	}
 	r2_wipe(auth.auth_key, sizeof(auth.auth_key));
