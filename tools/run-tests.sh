@@ -12,7 +12,8 @@ bash tools/install-deps.sh
 JOBS=${JOBS:-$(nproc)}
 t0=$(date +%s)
 LOG=$(mktemp /tmp/r2ccl-tests.XXXXXX)
-trap 'rm -f "$LOG"' EXIT
+FAILS=$(mktemp /tmp/r2ccl-fails.XXXXXX)
+trap 'rm -f "$LOG" "$FAILS"' EXIT
 # runs meson test, keeps its summary for the closing line; a failing suite
 # does not stop the others (every stage runs, the exit status comes last)
 failed_stages=()
@@ -20,6 +21,9 @@ mtest() {
 	local rc=0
 	meson test "$@" 2>&1 | tee -a "$LOG" || rc=$?
 	[ "$rc" -eq 0 ] || failed_stages+=("$*")
+	# what the failed tests said, kept for the closing lines (the next
+	# stage on the same build directory overwrites its testlog)
+	[ "$rc" -eq 0 ] || python3 tools/ci-failures.py "$2/meson-logs/testlog.json" >> "$FAILS"
 	return 0
 }
 
@@ -100,6 +104,7 @@ fuzz_stage || failed_stages+=("fuzz (tests/fuzz/)")
 ok=$(awk '/^Ok:/ {s += $2} END {print s + 0}' "$LOG")
 fail=$(awk '/^Fail:/ {s += $2} /^Timeout:/ {s += $2} END {print s + 0}' "$LOG")
 skip=$(awk '/^Skipped:/ {s += $2} END {print s + 0}' "$LOG")
+cat "$FAILS"
 echo "=== all suites done in $(( $(date +%s) - t0 )) s ==="
 for st in "${failed_stages[@]}"; do
 	echo "failed: meson test $st"

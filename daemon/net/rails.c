@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,63 @@ void r2d_rails_drop(struct r2d *d, int rail, uint64_t peer)
 static int send_ctrl_hdr(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
 			 const void *buf);
 
+/* A control message's copy, in the list of those a transport holds (the
+ * payload follows the links, aligned as malloc's) */
+struct ctrl_copy {
+	struct ctrl_copy *prev, *next;
+	max_align_t payload[];
+};
+
+static void *ctrl_copy_new(struct r2_rails *rs, const void *buf, uint32_t len)
+{
+	struct ctrl_copy *c = malloc(sizeof(*c) + (len ? len : 1));
+
+	if (!c)
+		return NULL;
+	if (len) /* a zero-length message may come with no buffer */
+		memcpy(c->payload, buf, len);
+	pthread_mutex_lock(&rs->ctrl_lock);
+	c->prev = NULL;
+	c->next = rs->ctrl_copies;
+	if (c->next)
+		c->next->prev = c;
+	rs->ctrl_copies = c;
+	pthread_mutex_unlock(&rs->ctrl_lock);
+	return c->payload;
+}
+
+void *r2d_rails_ctrl_copy(struct r2d *d, const void *buf, uint32_t len)
+{
+	return d->rails ? ctrl_copy_new(d->rails, buf, len) : NULL;
+}
+
+static void ctrl_copy_free(struct r2_rails *rs, void *payload);
+
+void r2d_rails_ctrl_free(struct r2d *d, void *copy)
+{
+	if (d->rails)
+		ctrl_copy_free(d->rails, copy);
+}
+
+/* its SEND completion, a post that failed, or the stop */
+static void ctrl_copy_free(struct r2_rails *rs, void *payload)
+{
+	struct ctrl_copy *c =
+		(struct ctrl_copy *)((uint8_t *)payload - offsetof(struct ctrl_copy, payload));
+
+	if (!payload)
+		return;
+	pthread_mutex_lock(&rs->ctrl_lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		rs->ctrl_copies = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	pthread_mutex_unlock(&rs->ctrl_lock);
+	free(c);
+}
+
 /* A control message for a peer with no rail left to it goes through the
  * first other connected peer (detour.h): flagged, with its origin in
  * hdr.comm and its destination in hdr.opseq; the bridge passes it on, the
@@ -265,16 +323,14 @@ static int send_ctrl_hdr(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr
 		for (int i = 0; rs && i < rs->n; i++) {
 			if (((bad >> i) & 1) != (uint32_t)pass)
 				continue;
-			void *copy = malloc(len ? len : 1);
+			void *copy = ctrl_copy_new(rs, buf, len);
 			if (!copy)
 				return -ENOMEM;
-			if (len) /* a zero-length message may come with no buffer */
-				memcpy(copy, buf, len);
 			/* ctx = 1 marks a control copy the completion frees */
 			r = rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1);
 			if (r == 0)
 				return 0;
-			free(copy);
+			ctrl_copy_free(rs, copy);
 		}
 	}
 	return r;
@@ -292,15 +348,13 @@ int r2d_rails_send_ctrl_all(struct r2d *d, uint64_t peer, uint32_t type, const v
 	for (int i = 0; rs && i < rs->n; i++) {
 		if (bad & (1u << i))
 			continue;
-		void *copy = malloc(len ? len : 1);
+		void *copy = ctrl_copy_new(rs, buf, len);
 		if (!copy)
 			break;
-		if (len) /* a zero-length message may come with no buffer */
-			memcpy(copy, buf, len);
 		if (rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1) == 0)
 			sent++;
 		else
-			free(copy);
+			ctrl_copy_free(rs, copy);
 	}
 	if (sent)
 		return 0;
@@ -516,7 +570,7 @@ static void *rails_thread(void *arg)
 						r2d_tenants_sent(rs->d, rail, c->peer,
 								 c->hdr.len);
 					if (c->type == R2_TPC_SEND && c->ctx == 1) {
-						free(c->buf); /* a control copy */
+						ctrl_copy_free(rs, c->buf);
 					} else if (c->type == R2_TPC_RECV &&
 						   c->hdr.kind == R2_MSG_CTRL) {
 						if (!ctrl_detour_in(rs, rail, c))
@@ -618,6 +672,7 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 	if (!rs)
 		return -ENOMEM;
 	rs->d = d;
+	pthread_mutex_init(&rs->ctrl_lock, NULL);
 	d->rails = rs;
 	tcp_resolve(d, rs);
 	r = r2d_tenants_init(d); /* made by the configuration, or here (tests) */
@@ -793,6 +848,11 @@ void r2d_rails_stop(struct r2d *d)
 	r2d_bufpools_detach(d); /* deregistered while the transports live */
 	for (int i = 0; i < rs->n; i++)
 		rs->rail[i].ops->close(rs->rail[i].tp);
+	/* control messages the transports held, dropped by close() without
+	 * their completions (a LEAVE sent during the stop) */
+	while (rs->ctrl_copies)
+		ctrl_copy_free(rs, rs->ctrl_copies->payload);
+	pthread_mutex_destroy(&rs->ctrl_lock);
 	r2d_bufpools_free(d);
 	r2d_tenants_free(d); /* chunks still queued: their operations are gone */
 	close(rs->epfd);

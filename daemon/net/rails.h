@@ -118,6 +118,12 @@ struct r2_rails {
 	 * threads read them); a freed one (id 0) is reused first */
 	atomic_int npeers;
 	uint64_t evicted; /* entries freed to make room (r2d_rails_make_room) */
+	/* control messages' copies the transports hold until their SEND
+	 * completion (struct ctrl_copy, rails.c): a provider's close() drops
+	 * its queued sends without completions, so the stop frees what is
+	 * left here (ctrl_lock) */
+	pthread_mutex_t ctrl_lock;
+	struct ctrl_copy *ctrl_copies;
 	/* events for the loop */
 	pthread_mutex_t qlock;
 	struct r2_loop_ev *qhead, *qtail;
@@ -158,6 +164,12 @@ void r2d_rails_quiesce(struct r2d *d);
 /* Sends a message on a rail to a peer daemon. */
 int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr,
 		   const void *buf, uint64_t ctx);
+/* A copy of len bytes of buf that a transport sends with ctx 1: the rails
+ * free it at its SEND completion, or at the stop (a provider's close()
+ * drops queued sends without completions). NULL: no memory. */
+void *r2d_rails_ctrl_copy(struct r2d *d, const void *buf, uint32_t len);
+/* Frees such a copy that no transport took. */
+void r2d_rails_ctrl_free(struct r2d *d, void *copy);
 /* Sends a control message (protobuf-packed) to a peer on every connected rail
  * until one accepts it (no single NIC carries the control plane). */
 int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,

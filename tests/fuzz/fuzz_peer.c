@@ -403,19 +403,15 @@ static void replace_uid(uint8_t *p, size_t len, const struct r2_uid *from,
 static void send_msg(struct fz_host *h, int rail, struct r2_chunk_hdr *hdr, const uint8_t *p)
 {
 	struct r2_rail *rl = &h->d.rails->rail[rail];
-	uint8_t *copy = NULL;
-
-	if (hdr->len) {
-		copy = malloc(hdr->len);
-		FZ_CHECK(copy);
-		memcpy(copy, p, hdr->len);
-		/* the seeds' unique ids stand for the communicators' */
-		replace_uid(copy, hdr->len, &seed_uid, &uid);
-		replace_uid(copy, hdr->len, &seed_juid, &juid);
-	}
 	/* ctx 1: a control copy, freed by the rails thread at its SEND */
+	uint8_t *copy = r2d_rails_ctrl_copy(&h->d, p, hdr->len);
+
+	FZ_CHECK(copy);
+	/* the seeds' unique ids stand for the communicators' */
+	replace_uid(copy, hdr->len, &seed_uid, &uid);
+	replace_uid(copy, hdr->len, &seed_juid, &juid);
 	if (rl->ops->post_send(rl->tp, ha->d.host_id, hdr, copy, 1) < 0)
-		free(copy);
+		r2d_rails_ctrl_free(&h->d, copy);
 }
 
 static bool done_both(void *arg)
