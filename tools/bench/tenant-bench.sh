@@ -24,6 +24,11 @@
 #   --qdisc  the queue behind each NIC's tbf (cluster.sh R2C_TBF_QDISC):
 #            pfifo_fast serves by priority (a port with QoS queues); default
 #            the tbf's FIFO
+#   --loops N  the weighted-share part: N AllReduce loops per tenant at once
+#            (N r2ccl-bench runs in its cgroup, each its own communicator;
+#            default 1)
+#   --share-args "ARGS"  more r2ccld options for the weighted-share part
+#            (e.g. "--chunk-size 256K --sched-window 1M")
 # Environment: BUILD (build directory, default build), R2C_PREFIX (cluster
 # prefix, default r2tenant), TB_LAT_MODES (the latency part's modes, default
 # "alone shared off"; each leaves lat-MODE.qdisc, the NICs' tc -s, and
@@ -31,7 +36,7 @@
 # and the commands instead of running them (no root needed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-H=4 R=2 RATE=1gbit ITERS=20 ONLY="" DRY=0 BUILD=${BUILD:-build} LANE=auto
+H=4 R=2 RATE=1gbit ITERS=20 ONLY="" DRY=0 BUILD=${BUILD:-build} LANE=auto LOOPS=1 SHARE_ARGS=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	-H) H=$2; shift 2 ;;
@@ -41,6 +46,8 @@ while [ $# -gt 0 ]; do
 	--only) ONLY=$2; shift 2 ;;
 	--lane) LANE=$2; shift 2 ;;
 	--qdisc) export R2C_TBF_QDISC=$2; shift 2 ;;
+	--loops) LOOPS=$2; shift 2 ;;
+	--share-args) SHARE_ARGS=$2; shift 2 ;;
 	--dry-run) DRY=1; shift ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
@@ -81,15 +88,16 @@ EOF
 
 run() { if ((DRY)); then echo "+ $*"; else "$@"; fi; }
 
-# tenant NAME SIZE ITERS [TRACE]: the tenant's r2ccl-bench on every host, in
-# its cgroup, in the background; its output in $OUT/NAME.out (host 0).
+# tenant NAME SIZE ITERS [TRACE] [OUTNAME]: the tenant's r2ccl-bench on every
+# host, in its cgroup, in the background; its output in
+# /tmp/PREFIX/h0/OUTNAME.out (host 0; OUTNAME defaults to NAME).
 tenant() {
-	local name=$1 size=$2 iters=$3 trace=${4:-}
+	local name=$1 size=$2 iters=$3 trace=${4:-} out=${5:-$1}
 	NRUN=$((NRUN + 1)) # the unique id's file: one per run, the same on every host
 	local cmd="LD_LIBRARY_PATH=$BUILD/libclient $BENCH allreduce -b $size -e $size -n $iters \
 -w 1 -c 0 --nranks $H --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 \
 --uid-file \$R2CCL_CLUSTER_DIR/uid-$name-$$-$NRUN ${trace:+--trace $trace} \
->\$R2CCL_CLUSTER_DIR/h\$R2CCL_HOST_INDEX/$name.out 2>&1"
+>\$R2CCL_CLUSTER_DIR/h\$R2CCL_HOST_INDEX/$out.out 2>&1"
 	if ((DRY)); then
 		echo "+ (move to $CGM$CGB/$name) $C run --timeout 1800 --quiet -- sh -c \"$cmd\" &"
 		return
@@ -97,9 +105,19 @@ tenant() {
 	(
 		echo "$BASHPID" >"$CGM$CGB/$name/cgroup.procs"
 		exec $C run --timeout 1800 --quiet -- sh -c "$cmd"
-	) >"$OUT/$name.run" 2>&1 &
+	) >"$OUT/$out.run" 2>&1 &
 	PIDS+=("$!")
 	LAST=$!
+}
+
+# bulk NAME...: each tenant's LOOPS AllReduce loops of 64 MB at once (the
+# first one's output is NAME.out, the others' NAME-K.out)
+bulk() {
+	for name in "$@"; do
+		for k in $(seq 1 "$LOOPS"); do
+			tenant "$name" 64M "$ITERS" "" "$name$( ((k > 1)) && echo "-$k")"
+		done
+	done
 }
 PIDS=() LAST="" SAMPLER="" NRUN=0
 
@@ -120,7 +138,7 @@ sample() {
 		echo "+ python3 $SHARES sample --interval 0.1 --duration $1 $C exec 0 $CTL --json tenants >$OUT/samples &"
 		return
 	fi
-	python3 $SHARES sample --interval 0.1 --duration "$1" \
+	python3 $SHARES sample --interval 0.1 --duration "$1" --raw "$OUT/samples.json" \
 		$C exec 0 "$CTL" --json tenants >"$OUT/samples" &
 	SAMPLER=$!
 }
@@ -158,25 +176,32 @@ echo "# $(date -u +%F) tenants: $H hosts x $R rails, each NIC capped at $RATE; $
 if [ -z "$ONLY" ] || [ "$ONLY" = share ]; then
 	write_conf "" 3 1 2
 	((DRY)) && cat "$OUT/r2ccld.conf"
-	daemons
-	echo "## weighted share: a alone, then a:b = 3:1, then a:b:c = 1:1:2 (64 MB AllReduces)"
+	# shellcheck disable=SC2086 # SHARE_ARGS: words
+	daemons $SHARE_ARGS
+	echo "## weighted share: a alone, then a:b = 3:1, then a:b:c = 1:1:2 (64 MB AllReduces," \
+		"$LOOPS loop(s) per tenant${SHARE_ARGS:+, r2ccld $SHARE_ARGS})"
 	sample 300
-	tenant a 64M "$ITERS"; wait_tenants
+	bulk a; wait_tenants
 	sample_end
 	((DRY)) || mv "$OUT/samples" "$OUT/samples-alone"
 	ALONE=$( ((DRY)) || busbw a); echo "a alone: busbw ${ALONE:-?} GB/s"
 	sample 300
-	tenant a 64M "$ITERS"; tenant b 64M "$ITERS"; wait_tenants
+	bulk a b; wait_tenants
 	sample_end
+	((DRY)) || cp "$OUT/samples" "$OUT/samples-31"
+	((DRY)) || cp "$OUT/samples.json" "$OUT/samples-31.json"
 	run python3 $SHARES shares "$OUT/samples" a=3 b=1
 	run python3 $SHARES throughput "$OUT/samples" a b --vs "$OUT/samples-alone" a
 	((DRY)) || echo "a+b busbw: $(busbw a) + $(busbw b) GB/s (alone: $ALONE)"
 	run $C daemons stop >/dev/null
 	write_conf "" 1 1 2
-	daemons
+	# shellcheck disable=SC2086
+	daemons $SHARE_ARGS
 	sample 300
-	tenant a 64M "$ITERS"; tenant b 64M "$ITERS"; tenant c 64M "$ITERS"; wait_tenants
+	bulk a b c; wait_tenants
 	sample_end
+	((DRY)) || cp "$OUT/samples" "$OUT/samples-112"
+	((DRY)) || cp "$OUT/samples.json" "$OUT/samples-112.json"
 	run python3 $SHARES shares "$OUT/samples" a=1 b=1 c=2
 	run python3 $SHARES throughput "$OUT/samples" a b c --vs "$OUT/samples-alone" a
 	((DRY)) || echo "a+b+c busbw: $(busbw a) + $(busbw b) + $(busbw c) GB/s (alone: $ALONE)"

@@ -5,7 +5,8 @@
 
   sample   CMD... : runs CMD (prints `r2cclctl --json tenants`) every
              --interval s for --duration s; one line per sample on stdout:
-             "t_ms name bytes_total" per tenant
+             "t_ms name bytes_total" per tenant; --raw FILE keeps each
+             sample's JSON too ("t_ms [tenants...]")
   shares   FILE NAME=WEIGHT... : per window of consecutive samples, each
              tenant's share of the named tenants' bytes against its weight's
              share; the windows where every named tenant sent (the first one
@@ -46,20 +47,21 @@ def windows(samples):
 
 
 def shares(samples, weights):
-    """[(t0, t1, {name: (share, want)})] over the contended windows, the
-    first contended one left out"""
+    """[(t0, t1, {name: (share, want)})] over the contended windows (every
+    named tenant sent in them), the first of each contended stretch left
+    out (contention began inside it) and its last where a window without
+    contention follows (a tenant stopped inside it)"""
     total_w = sum(weights.values())
-    rows, started = [], False
+    rows, run = [], []
     for t0, t1, d in windows(samples):
         sent = {n: d.get(n, 0) for n in weights}
         if not all(v > 0 for v in sent.values()):
-            started = False
-            continue
-        if not started:
-            started = True  # contention began inside this window
+            rows.extend(run[1:-1])  # the stretch ended inside its last window
+            run = []
             continue
         tot = sum(sent.values())
-        rows.append((t0, t1, {n: (sent[n] / tot, weights[n] / total_w) for n in weights}))
+        run.append((t0, t1, {n: (sent[n] / tot, weights[n] / total_w) for n in weights}))
+    rows.extend(run[1:])  # still contended when the samples end
     return rows
 
 
@@ -119,12 +121,14 @@ def trace_times(paths):
 
 
 def cmd_sample(argv):
-    interval, duration = 0.1, 10.0
+    interval, duration, raw = 0.1, 10.0, None
     while argv and argv[0].startswith('--'):
         if argv[0] == '--interval':
             interval = float(argv[1])
         elif argv[0] == '--duration':
             duration = float(argv[1])
+        elif argv[0] == '--raw':
+            raw = open(argv[1], 'w')
         else:
             raise SystemExit('sample: unknown option ' + argv[0])
         argv = argv[2:]
@@ -140,6 +144,9 @@ def cmd_sample(argv):
         t_ms = (now - t_start) * 1000.0
         for t in tenants:
             print('%.1f %s %d' % (t_ms, t['name'], t.get('bytes_total', 0)), flush=True)
+        if raw:  # every sample whole, for a look at queues and rails
+            raw.write('%.1f %s\n' % (t_ms, json.dumps(tenants)))
+            raw.flush()
         nxt += interval
         time.sleep(max(0.0, nxt - time.monotonic()))
     return 0
@@ -214,6 +221,12 @@ def selftest():
     assert len(rows) == 14, len(rows)  # 15 contended windows, the first left out
     for _, _, d in rows:
         assert abs(d['a'][0] - 0.75) < 1e-9 and abs(d['b'][0] - 0.25) < 1e-9
+    # b stops inside window 15 (and sends nothing after): that window and
+    # the first contended one are left out
+    lines = [l for l in lines if l.split()[1] != 'b' or float(l.split()[0]) <= 1500.0]
+    lines += ['%.1f b %d' % (k * 100.0, 3125000 * 10 + 100) for k in range(16, 21)]
+    rows = shares(parse_samples(lines), {'a': 3, 'b': 1})
+    assert [r[0] for r in rows] == [k * 100.0 for k in range(6, 15)], [r[0] for r in rows]
     # a tenant at 300 Mbit/s with a burst at the start
     lines, x = [], 0
     for k in range(31):
