@@ -439,12 +439,11 @@ static void charge(struct r2_sched *s, struct r2_sched_item *it)
 
 static void ring_add(struct r2_sched_rail *rl, int cls, uint16_t t)
 {
-	if (!rl->nring[cls]) {
+	if (!rl->nring[cls])
 		rl->cur[cls] = 0;
-		rl->fresh[cls] = true;
-	}
 	rl->ring[cls][rl->nring[cls]++] = t;
 	rl->q[t].active = true;
+	rl->q[t].credited = false;
 }
 
 static void ring_del(struct r2_sched_rail *rl, int cls, int pos)
@@ -456,13 +455,11 @@ static void ring_del(struct r2_sched_rail *rl, int cls, int pos)
 	rl->nring[cls]--;
 	rl->q[t].active = false;
 	rl->q[t].deficit = 0;
-	if (pos < rl->cur[cls]) {
+	rl->q[t].credited = false;
+	if (pos < rl->cur[cls])
 		rl->cur[cls]--;
-	} else if (pos == rl->cur[cls]) {
-		rl->fresh[cls] = true;
-		if (rl->cur[cls] >= rl->nring[cls])
-			rl->cur[cls] = 0;
-	}
+	else if (pos == rl->cur[cls] && rl->cur[cls] >= rl->nring[cls])
+		rl->cur[cls] = 0;
 }
 
 /* A tenant whose class changed: its waiting queues move to the other
@@ -536,7 +533,18 @@ static bool may_send(const struct r2_sched *s, const struct r2_sched_item *it)
 }
 
 /* Deficit round robin over the class's ring: the next chunk, or NULL when
- * every tenant of the class waits for tokens (or may not send). */
+ * every tenant of the class waits for tokens (or may not send).
+ *
+ * A tenant's visit begins with its quantum (weight x quantum bytes of
+ * credit) and ends when its head chunk needs more credit than it has left;
+ * the credit left stays for its next visit while it has chunks queued. A
+ * tenant over its rate loses its turn and banks no credit. A tenant whose
+ * head chunk may not go (its peer's window is full: may_send) is passed
+ * over but keeps its visit and its credit: when the windows are full for
+ * every tenant, each chunk that a window lets go is the one the round robin
+ * owes (without this the turn fell, at every opening, to whichever tenant
+ * the ring's cursor had wrapped to: one tenant could take a whole window's
+ * worth of openings while the other's chunks waited). */
 static struct r2_sched_item *drr(struct r2_sched *s, struct r2_sched_rail *rl, int cls,
 				 uint64_t now_us)
 {
@@ -552,17 +560,23 @@ static struct r2_sched_item *drr(struct r2_sched *s, struct r2_sched_rail *rl, i
 			ring_del(rl, cls, pos);
 			continue;
 		}
-		if (!may_send(s, q->head) || !cap_ok(s, t, q->head->len, now_us)) {
-			/* throttled: no credit banked while it cannot send */
-			q->deficit = R2_MIN(q->deficit, 0);
+		if (!may_send(s, q->head)) {
+			/* blocked by its peer's window: its visit waits */
 			rl->cur[cls] = (pos + 1) % rl->nring[cls];
-			rl->fresh[cls] = true;
 			skipped++;
 			continue;
 		}
-		if (rl->fresh[cls]) {
+		if (!cap_ok(s, t, q->head->len, now_us)) {
+			/* throttled: no credit banked while it cannot send */
+			q->deficit = R2_MIN(q->deficit, 0);
+			q->credited = false;
+			rl->cur[cls] = (pos + 1) % rl->nring[cls];
+			skipped++;
+			continue;
+		}
+		if (!q->credited) {
 			q->deficit += (int64_t)s->t[t].pol.weight * s->quantum;
-			rl->fresh[cls] = false;
+			q->credited = true;
 		}
 		if (q->deficit >= (int64_t)q->head->len) {
 			struct r2_sched_item *it = q_pop(q);
@@ -571,10 +585,10 @@ static struct r2_sched_item *drr(struct r2_sched *s, struct r2_sched_rail *rl, i
 				ring_del(rl, cls, pos);
 			return dequeued(s, rl, it, now_us);
 		}
-		/* not enough credit: the next tenant (this one gains a quantum
-		 * per round until its chunk fits) */
+		/* not enough credit: its visit ends, the next tenant's begins
+		 * (this one gains a quantum per round until its chunk fits) */
+		q->credited = false;
 		rl->cur[cls] = (pos + 1) % rl->nring[cls];
-		rl->fresh[cls] = true;
 		skipped = 0;
 	}
 	return NULL;

@@ -86,7 +86,8 @@ struct r2_sched_tenant {
 struct r2_sched_q {
 	struct r2_sched_item *head, **tail;
 	int64_t deficit;
-	bool active; /* in its rail's round-robin ring */
+	bool active;   /* in its rail's round-robin ring */
+	bool credited; /* given its quantum on this visit of the round robin */
 	uint16_t next_active;
 };
 
@@ -95,7 +96,6 @@ struct r2_sched_rail {
 	/* round-robin rings per class: tenant indices, cur first */
 	uint16_t ring[2][R2_SCHED_MAX_TENANTS];
 	int nring[2], cur[2];
-	bool fresh[2];         /* cur has not been given its quantum on this visit */
 	uint64_t lat_run;      /* latency bytes in a row while bulk waited */
 	uint32_t queued;
 };
