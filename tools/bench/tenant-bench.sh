@@ -111,14 +111,21 @@ tenant() {
 }
 
 # bulk NAME...: each tenant's LOOPS AllReduce loops of 64 MB at once (the
-# first one's output is NAME.out, the others' NAME-K.out)
+# first one's output is NAME.out, the others' NAME-K.out; their timed
+# iterations in $OUT/trace-*.csv, made afresh, for `shares --traces`)
 bulk() {
+	local out
+	((DRY)) || rm -f "$OUT"/trace-*.csv
+	TRACES=()
 	for name in "$@"; do
 		for k in $(seq 1 "$LOOPS"); do
-			tenant "$name" 64M "$ITERS" "" "$name$( ((k > 1)) && echo "-$k")"
+			out=$name$( ((k > 1)) && echo "-$k" || true)
+			tenant "$name" 64M "$ITERS" "$OUT/trace-$out.csv" "$out"
+			TRACES+=("$OUT/trace-$out.csv")
 		done
 	done
 }
+TRACES=()
 PIDS=() LAST="" SAMPLER="" NRUN=0
 
 # Waits for the tenants started (a failed one is reported, not fatal).
@@ -190,7 +197,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = share ]; then
 	sample_end
 	((DRY)) || cp "$OUT/samples" "$OUT/samples-31"
 	((DRY)) || cp "$OUT/samples.json" "$OUT/samples-31.json"
-	run python3 $SHARES shares "$OUT/samples" a=3 b=1
+	run python3 $SHARES shares "$OUT/samples" a=3 b=1 --traces "${TRACES[@]}"
 	run python3 $SHARES throughput "$OUT/samples" a b --vs "$OUT/samples-alone" a
 	((DRY)) || echo "a+b busbw: $(busbw a) + $(busbw b) GB/s (alone: $ALONE)"
 	run $C daemons stop >/dev/null
@@ -202,7 +209,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = share ]; then
 	sample_end
 	((DRY)) || cp "$OUT/samples" "$OUT/samples-112"
 	((DRY)) || cp "$OUT/samples.json" "$OUT/samples-112.json"
-	run python3 $SHARES shares "$OUT/samples" a=1 b=1 c=2
+	run python3 $SHARES shares "$OUT/samples" a=1 b=1 c=2 --traces "${TRACES[@]}"
 	run python3 $SHARES throughput "$OUT/samples" a b c --vs "$OUT/samples-alone" a
 	((DRY)) || echo "a+b+c busbw: $(busbw a) + $(busbw b) + $(busbw c) GB/s (alone: $ALONE)"
 	run $C daemons stop >/dev/null

@@ -7,10 +7,13 @@
              --interval s for --duration s; one line per sample on stdout:
              "t_ms name bytes_total" per tenant; --raw FILE keeps each
              sample's JSON too ("t_ms [tenants...]")
-  shares   FILE NAME=WEIGHT... : per window of consecutive samples, each
-             tenant's share of the named tenants' bytes against its weight's
-             share; the windows where every named tenant sent (the first one
-             after that left out: contention starts inside it)
+  shares   FILE NAME=WEIGHT... [--traces CSV...] : per window of consecutive
+             samples, each tenant's share of the named tenants' bytes against
+             its weight's share; the windows where every named tenant sent
+             (the first and last of such a stretch left out: contention starts
+             or ends inside them); with --traces (r2ccl-bench --trace of every
+             loop of every tenant) only the windows while all of them ran
+             their timed iterations, and the figure of every window beside
   rate     FILE NAME RATE_BPS BURST_BYTES : the tenant's bytes in every window
              of 1 s (sample pairs 1 s apart or more) against rate*T + burst,
              and its mean rate against the cap
@@ -46,7 +49,35 @@ def windows(samples):
     return out
 
 
-def shares(samples, weights):
+def mono_t0(lines):
+    """the '# t0_mono_us' line of a samples file, or None"""
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and parts[:2] == ['#', 't0_mono_us']:
+            return int(parts[2])
+    return None
+
+
+def timed_span(paths, t0_us):
+    """(from_ms, to_ms) in the samples' time: from the latest first timed
+    iteration's start to the earliest last one's end over the r2ccl-bench
+    --trace files (every loop of every tenant in its timed iterations)"""
+    starts, ends = [], []
+    for p in paths:
+        rows = []
+        with open(p) as f:
+            for line in f:
+                parts = line.strip().split(',')
+                if len(parts) >= 3 and parts[0].isdigit():
+                    rows.append((float(parts[1]), float(parts[2])))
+        if not rows:
+            return None
+        starts.append(min(r[0] for r in rows))
+        ends.append(max(r[1] for r in rows))
+    return ((max(starts) - t0_us) / 1000.0, (min(ends) - t0_us) / 1000.0)
+
+
+def shares(samples, weights, span=None):
     """[(t0, t1, {name: (share, want)})] over the contended windows (every
     named tenant sent in them), the first of each contended stretch left
     out (contention began inside it) and its last where a window without
@@ -62,6 +93,8 @@ def shares(samples, weights):
         tot = sum(sent.values())
         run.append((t0, t1, {n: (sent[n] / tot, weights[n] / total_w) for n in weights}))
     rows.extend(run[1:])  # still contended when the samples end
+    if span:
+        rows = [r for r in rows if r[0] >= span[0] and r[1] <= span[1]]
     return rows
 
 
@@ -134,6 +167,8 @@ def cmd_sample(argv):
         argv = argv[2:]
     t_start = time.monotonic()
     nxt = t_start
+    # the samples' time base on CLOCK_MONOTONIC, that of r2ccl-bench --trace
+    print('# t0_mono_us %d' % int(t_start * 1e6), flush=True)
     while time.monotonic() - t_start < duration:
         now = time.monotonic()
         try:
@@ -152,22 +187,47 @@ def cmd_sample(argv):
     return 0
 
 
+def summary(rows):
+    """(largest distance, windows within 2 points) of shares() rows"""
+    worst, ok = 0.0, 0
+    for _, _, d in rows:
+        dist = max(abs(s - w) for s, w in d.values())
+        worst = max(worst, dist)
+        ok += dist <= 0.02 + 1e-9
+    return worst, ok
+
+
 def cmd_shares(argv):
+    traces = argv[argv.index('--traces') + 1:] if '--traces' in argv else []
+    argv = argv[:argv.index('--traces')] if '--traces' in argv else argv
     path, weights = argv[0], {}
     for a in argv[1:]:
         n, w = a.split('=')
         weights[n] = float(w)
     with open(path) as f:
-        rows = shares(parse_samples(f), weights)
+        lines = f.readlines()
+    samples = parse_samples(lines)
+    span = None
+    if traces:
+        t0 = mono_t0(lines)
+        span = timed_span(traces, t0) if t0 is not None else None
+        if not span:
+            print('# no time base or trace: every contended window counts')
+    rows = shares(samples, weights, span)
     names = list(weights)
     print('# window_ms ' + ' '.join('%s_share %s_want' % (n, n) for n in names))
-    worst = 0.0
     for t0, t1, d in rows:
         print('%.0f-%.0f ' % (t0, t1) +
               ' '.join('%.3f %.3f' % d[n] for n in names))
-        worst = max(worst, max(abs(s - w) for s, w in d.values()))
-    print('# %d windows; largest distance from the weights\' share: %.1f%% (target 2%%)'
-          % (len(rows), worst * 100))
+    if span:
+        every = shares(samples, weights)
+        w_all, ok_all = summary(every)
+        print('# every contended window (start-up and ends too): %d, %d within 2 points, '
+              'largest distance %.1f points' % (len(every), ok_all, w_all * 100))
+        print('# while every loop ran its timed iterations (%.0f-%.0f ms):' % span)
+    worst, ok = summary(rows)
+    print('# %d windows, %d within 2 points; largest distance from the weights\' share: '
+          '%.1f%% (target 2%%)' % (len(rows), ok, worst * 100))
     return 0
 
 
@@ -227,6 +287,11 @@ def selftest():
     lines += ['%.1f b %d' % (k * 100.0, 3125000 * 10 + 100) for k in range(16, 21)]
     rows = shares(parse_samples(lines), {'a': 3, 'b': 1})
     assert [r[0] for r in rows] == [k * 100.0 for k in range(6, 15)], [r[0] for r in rows]
+    # only the windows inside the timed iterations' span
+    lines.insert(0, '# t0_mono_us 1000000')
+    assert mono_t0(lines) == 1000000
+    rows = shares(parse_samples(lines), {'a': 3, 'b': 1}, (750.0, 1200.0))
+    assert [r[0] for r in rows] == [800.0, 900.0, 1000.0, 1100.0], [r[0] for r in rows]
     # a tenant at 300 Mbit/s with a burst at the start
     lines, x = [], 0
     for k in range(31):
