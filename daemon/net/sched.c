@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The tenants' scheduler (sched.h): tenant table, per-rail queues, deficit
- * round robin, token buckets, the latency class's bounded priority.
+ * The tenants' scheduler (sched.h): tenant table, per-rail queues, fair
+ * queueing across the rails, token buckets, the latency class's bounded priority.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -443,7 +443,6 @@ static void ring_add(struct r2_sched_rail *rl, int cls, uint16_t t)
 		rl->cur[cls] = 0;
 	rl->ring[cls][rl->nring[cls]++] = t;
 	rl->q[t].active = true;
-	rl->q[t].credited = false;
 }
 
 static void ring_del(struct r2_sched_rail *rl, int cls, int pos)
@@ -454,8 +453,6 @@ static void ring_del(struct r2_sched_rail *rl, int cls, int pos)
 		(size_t)(rl->nring[cls] - pos - 1) * sizeof(rl->ring[cls][0]));
 	rl->nring[cls]--;
 	rl->q[t].active = false;
-	rl->q[t].deficit = 0;
-	rl->q[t].credited = false;
 	if (pos < rl->cur[cls])
 		rl->cur[cls]--;
 	else if (pos == rl->cur[cls] && rl->cur[cls] >= rl->nring[cls])
@@ -482,6 +479,27 @@ static void reclass(struct r2_sched *s, int t, enum r2_tclass from, enum r2_tcla
 	}
 }
 
+/* A tenant with nothing queued on any rail gets chunks again: it starts
+ * level with the least advanced tenant of its class that has chunks queued
+ * (its idle time earns it nothing), never behind where it was. */
+static void level(struct r2_sched *s, int t)
+{
+	struct r2_sched_tenant *x = &s->t[t];
+	double least = -1.0;
+
+	for (int k = 0; k < R2_SCHED_MAX_TENANTS; k++) {
+		const struct r2_sched_tenant *y = &s->t[k];
+		if (k == t || !y->used || !y->queued || y->pol.cls != x->pol.cls)
+			continue;
+		if (least < 0 || y->vtime < least)
+			least = y->vtime;
+	}
+	if (least < 0)
+		least = s->vlast[x->pol.cls == R2_TCLASS_LATENCY];
+	if (x->vtime < least)
+		x->vtime = least;
+}
+
 static struct r2_sched_item *q_pop(struct r2_sched_q *q)
 {
 	struct r2_sched_item *it = q->head;
@@ -500,6 +518,8 @@ void r2_sched_enqueue(struct r2_sched *s, int rail, struct r2_sched_item *it, ui
 
 	it->next = NULL;
 	it->enq_us = now_us;
+	if (!x->queued)
+		level(s, it->tenant);
 	x->queued++;
 	x->queued_bytes += it->len;
 	rl->queued++;
@@ -521,6 +541,7 @@ static struct r2_sched_item *dequeued(struct r2_sched *s, struct r2_sched_rail *
 	struct r2_sched_tenant *x = &s->t[it->tenant];
 
 	charge(s, it);
+	x->vtime += (double)it->len / (double)x->pol.weight;
 	rl->queued--;
 	if (now_us > it->enq_us && now_us - it->enq_us > x->max_wait_us)
 		x->max_wait_us = now_us - it->enq_us;
@@ -532,66 +553,59 @@ static bool may_send(const struct r2_sched *s, const struct r2_sched_item *it)
 	return !s->may_send || s->may_send(it, s->may_send_arg);
 }
 
-/* Deficit round robin over the class's ring: the next chunk, or NULL when
- * every tenant of the class waits for tokens (or may not send).
- *
- * A tenant's visit begins with its quantum (weight x quantum bytes of
- * credit) and ends when its head chunk needs more credit than it has left;
- * the credit left stays for its next visit while it has chunks queued. A
- * tenant over its rate loses its turn and banks no credit. A tenant whose
- * head chunk may not go (its peer's window is full: may_send) is passed
- * over but keeps its visit and its credit: when the windows are full for
- * every tenant, each chunk that a window lets go is the one the round robin
- * owes (without this the turn fell, at every opening, to whichever tenant
- * the ring's cursor had wrapped to: one tenant could take a whole window's
- * worth of openings while the other's chunks waited). */
-static struct r2_sched_item *drr(struct r2_sched *s, struct r2_sched_rail *rl, int cls,
-				 uint64_t now_us)
+/* Fair queueing over the class's tenants queued on this rail: the chunk of
+ * the tenant with the least virtual time (bytes sent on every rail / weight)
+ * among those that may send now; ties go in ring order from the cursor. A
+ * tenant over its rate, or whose head chunk may not go (its peer's window
+ * is full: may_send), is passed over; a tenant more than 16 quanta per unit
+ * of weight behind the most advanced one here catches up from there. NULL
+ * when none may send. */
+static struct r2_sched_item *fair(struct r2_sched *s, struct r2_sched_rail *rl, int cls,
+				  uint64_t now_us)
 {
-	int skipped = 0;
+	int n, best = -1;
+	double most = 0.0;
 
-	while (rl->nring[cls] > 0 && skipped < rl->nring[cls]) {
-		int pos = rl->cur[cls] % rl->nring[cls];
+	for (int pos = 0; pos < rl->nring[cls];) {
+		if (!rl->q[rl->ring[cls][pos]].head) {
+			ring_del(rl, cls, pos); /* removed items (r2_sched_remove) */
+			continue;
+		}
+		pos++;
+	}
+	n = rl->nring[cls];
+	for (int i = 0; i < n; i++) {
+		int pos = (rl->cur[cls] + i) % n;
 		uint16_t t = rl->ring[cls][pos];
 		struct r2_sched_q *q = &rl->q[t];
 
-		rl->cur[cls] = pos;
-		if (!q->head) {
-			ring_del(rl, cls, pos);
+		if (s->t[t].vtime > most)
+			most = s->t[t].vtime;
+		if (!may_send(s, q->head) || !cap_ok(s, t, q->head->len, now_us))
 			continue;
-		}
-		if (!may_send(s, q->head)) {
-			/* blocked by its peer's window: its visit waits */
-			rl->cur[cls] = (pos + 1) % rl->nring[cls];
-			skipped++;
-			continue;
-		}
-		if (!cap_ok(s, t, q->head->len, now_us)) {
-			/* throttled: no credit banked while it cannot send */
-			q->deficit = R2_MIN(q->deficit, 0);
-			q->credited = false;
-			rl->cur[cls] = (pos + 1) % rl->nring[cls];
-			skipped++;
-			continue;
-		}
-		if (!q->credited) {
-			q->deficit += (int64_t)s->t[t].pol.weight * s->quantum;
-			q->credited = true;
-		}
-		if (q->deficit >= (int64_t)q->head->len) {
-			struct r2_sched_item *it = q_pop(q);
-			q->deficit -= it->len;
-			if (!q->head)
-				ring_del(rl, cls, pos);
-			return dequeued(s, rl, it, now_us);
-		}
-		/* not enough credit: its visit ends, the next tenant's begins
-		 * (this one gains a quantum per round until its chunk fits) */
-		q->credited = false;
-		rl->cur[cls] = (pos + 1) % rl->nring[cls];
-		skipped = 0;
+		if (best < 0 || s->t[t].vtime < s->t[rl->ring[cls][best]].vtime)
+			best = pos;
 	}
-	return NULL;
+	if (best < 0)
+		return NULL;
+	uint16_t t = rl->ring[cls][best];
+	struct r2_sched_tenant *x = &s->t[t];
+	struct r2_sched_q *q = &rl->q[t];
+	double lag = 16.0 * (double)s->quantum;
+
+	if (x->vtime < most - lag)
+		x->vtime = most - lag;
+	s->vlast[cls] = x->vtime;
+	struct r2_sched_item *it = q_pop(q);
+	rl->cur[cls] = n > 1 ? (best + 1) % n : 0;
+	if (!q->head) {
+		ring_del(rl, cls, best);
+		if (rl->nring[cls])
+			rl->cur[cls] %= rl->nring[cls];
+		else
+			rl->cur[cls] = 0;
+	}
+	return dequeued(s, rl, it, now_us);
 }
 
 /* A reserved tenant's chunk within its reservation goes first. */
@@ -637,17 +651,17 @@ struct r2_sched_item *r2_sched_next(struct r2_sched *s, int rail, uint64_t now_u
 		return it;
 	bool bulk_waits = rl->nring[R2_TCLASS_BULK] > 0;
 	if (bulk_waits && rl->lat_run >= s->prio_run) {
-		if ((it = drr(s, rl, R2_TCLASS_BULK, now_us))) {
+		if ((it = fair(s, rl, R2_TCLASS_BULK, now_us))) {
 			rl->lat_run = 0;
 			return it;
 		}
 	}
-	if ((it = drr(s, rl, R2_TCLASS_LATENCY, now_us))) {
+	if ((it = fair(s, rl, R2_TCLASS_LATENCY, now_us))) {
 		if (bulk_waits)
 			rl->lat_run += it->len;
 		return it;
 	}
-	if ((it = drr(s, rl, R2_TCLASS_BULK, now_us)))
+	if ((it = fair(s, rl, R2_TCLASS_BULK, now_us)))
 		rl->lat_run = 0;
 	return it;
 }
@@ -677,11 +691,14 @@ void r2_sched_requeue(struct r2_sched *s, int rail, struct r2_sched_item *it)
 	q->head = it;
 	if (!it->next)
 		q->tail = &it->next;
-	if (!q->active) {
-		int cls = x->pol.cls == R2_TCLASS_LATENCY;
+	int cls = x->pol.cls == R2_TCLASS_LATENCY;
+	if (!q->active)
 		ring_add(rl, cls, it->tenant);
-	}
-	q->deficit += it->len;
+	x->vtime -= (double)it->len / (double)x->pol.weight;
+	/* its turn again: the cursor on it, for ties */
+	for (int pos = 0; pos < rl->nring[cls]; pos++)
+		if (rl->ring[cls][pos] == it->tenant)
+			rl->cur[cls] = pos;
 }
 
 static int remove_list(struct r2_sched *s, struct r2_sched_rail *rl, struct r2_sched_item **pp,

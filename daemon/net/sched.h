@@ -13,9 +13,16 @@
  *  1. latency-class tenants first (strict priority), except that after
  *     `prio_run` bytes of latency chunks in a row while bulk chunks waited,
  *     one bulk chunk goes (bulk is never starved);
- *  2. within a class, deficit round robin by bytes: each visit adds
- *     weight * quantum to a tenant's deficit, a chunk goes when the deficit
- *     holds its length; shares follow the weights per rail;
+ *  2. within a class, fair queueing by bytes across the host's rails: each
+ *     tenant has a virtual time, its bytes sent on every rail divided by
+ *     its weight, and each rail sends the chunk of the tenant furthest
+ *     behind (the least virtual time; ties in round-robin order). Shares
+ *     follow the weights per rail when the tenants queue alike on every
+ *     rail, and over the rails together when they do not: a tenant with no
+ *     chunk for one rail gets more of the others. A tenant that had nothing
+ *     queued starts level with those that did (no credit for idle time),
+ *     and one that falls further behind (its peer's window full) catches
+ *     up at most 16 x quantum bytes per unit of weight;
  *  3. a tenant with a rate (bits/s, per host: one token bucket shared by the
  *     rails) sends a chunk only when its bucket holds the chunk's bytes; the
  *     bucket holds at most max(burst, the chunk), burst = 2% of one second's
@@ -81,13 +88,12 @@ struct r2_sched_tenant {
 	uint64_t throttled_us;    /* time with chunks waiting on its bucket */
 	uint64_t throttled_since; /* 0: not throttled now */
 	uint64_t max_wait_us;     /* longest a chunk waited in its queue */
+	double vtime;             /* fair queueing: bytes sent / weight (r2_sched_next) */
 };
 
 struct r2_sched_q {
 	struct r2_sched_item *head, **tail;
-	int64_t deficit;
-	bool active;   /* in its rail's round-robin ring */
-	bool credited; /* given its quantum on this visit of the round robin */
+	bool active; /* in its rail's ring */
 	uint16_t next_active;
 };
 
@@ -102,8 +108,9 @@ struct r2_sched_rail {
 
 struct r2_sched {
 	bool enabled;          /* off: FIFO over all tenants (sched = 0) */
-	uint32_t quantum;      /* bytes per unit of weight per DRR visit */
+	uint32_t quantum;      /* fair queueing's grain: the catch-up bound is 16 quanta */
 	uint64_t prio_run;     /* latency bytes before a waiting bulk chunk goes */
+	double vlast[2];       /* per class: the virtual time of the last chunk sent */
 	int ntenants;
 	struct r2_sched_tenant t[R2_SCHED_MAX_TENANTS];
 	struct r2_sched_rail rail[R2_SCHED_MAX_RAILS];

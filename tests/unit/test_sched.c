@@ -500,6 +500,37 @@ START_TEST(test_share_behind_window)
 }
 END_TEST
 
+/* The weights hold over the rails together: b has chunks for rail 0 only,
+ * a for both rails; b gets a quarter of all the bytes (half of rail 0), not
+ * a quarter of rail 0 alone (an eighth: per-rail round robin). */
+START_TEST(test_share_across_rails)
+{
+	struct sim *m = sim_new(256 * KB, 0, 125e6);
+	int a = tenant(m, "a", "weight=3"), b = tenant(m, "b", "weight=1");
+	uint64_t by[2][2] = { { 0 } }; /* [tenant a|b][rail] */
+
+	for (int i = 0; i < 800; i++) {
+		int rail = i % 2;
+		while (!m->s->rail[0].q[a].head || !m->s->rail[1].q[a].head) {
+			push(m, 0, a, 256 * KB);
+			push(m, 1, a, 256 * KB);
+		}
+		while (m->s->t[b].queued < 4)
+			push(m, 0, b, 256 * KB);
+		struct r2_sched_item *it = r2_sched_next(m->s, rail, m->now);
+		ck_assert_ptr_nonnull(it);
+		by[it->tenant == b][rail] += it->len;
+		/* every prefix: within two chunks of the weights */
+		double lag = (double)(by[0][0] + by[0][1]) / 3.0 - (double)(by[1][0] + by[1][1]);
+		ck_assert_msg(lag < 2.0 * 256 * KB && lag > -2.0 * 256 * KB, "chunk %d: lag %.0f", i,
+			      lag);
+	}
+	ck_assert_uint_eq(by[1][1], 0);
+	ck_assert_uint_eq(by[0][0] + by[0][1], 3 * (by[1][0] + by[1][1]));
+	sim_free(m);
+}
+END_TEST
+
 static bool drop_b(struct r2_sched_item *it, void *arg)
 {
 	return it->tenant == *(int *)arg;
@@ -621,6 +652,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_class_change);
 	tcase_add_test(tc, test_may_send);
 	tcase_add_test(tc, test_share_behind_window);
+	tcase_add_test(tc, test_share_across_rails);
 	tcase_add_test(tc, test_policy_syntax_and_match);
 	suite_add_tcase(s, tc);
 	return s;
