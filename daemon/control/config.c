@@ -348,7 +348,8 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			     "chunk waits less, larger: more in flight)" },
 	[P_SCHED_QUANTUM] = { "sched_quantum", "R2CCL_SCHED_QUANTUM", "--sched-quantum",
 			      R2_PT_INT, "1M", 4096, 1ll << 30, NULL, "bytes", true,
-			      "bytes per unit of weight per round of the deficit round robin" },
+			      "the fair queueing's grain: a tenant behind its weight's share "
+			      "catches up at most 16 x this many bytes per unit of weight" },
 	[P_SCHED_PRIO_RUN] = { "sched_prio_run", "R2CCL_SCHED_PRIO_RUN", "--sched-prio-run",
 			       R2_PT_INT, "4M", 4096, 1ll << 34, NULL, "bytes", true,
 			       "latency-class bytes sent in a row on a rail while bulk chunks "

@@ -197,7 +197,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = share ]; then
 	sample_end
 	((DRY)) || cp "$OUT/samples" "$OUT/samples-31"
 	((DRY)) || cp "$OUT/samples.json" "$OUT/samples-31.json"
-	run python3 $SHARES shares "$OUT/samples" a=3 b=1 --traces "${TRACES[@]}"
+	run python3 $SHARES shares "$OUT/samples" a=3 b=1 --queued "$OUT/samples.json" --traces "${TRACES[@]}"
 	run python3 $SHARES throughput "$OUT/samples" a b --vs "$OUT/samples-alone" a
 	((DRY)) || echo "a+b busbw: $(busbw a) + $(busbw b) GB/s (alone: $ALONE)"
 	run $C daemons stop >/dev/null
@@ -209,7 +209,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = share ]; then
 	sample_end
 	((DRY)) || cp "$OUT/samples" "$OUT/samples-112"
 	((DRY)) || cp "$OUT/samples.json" "$OUT/samples-112.json"
-	run python3 $SHARES shares "$OUT/samples" a=1 b=1 c=2 --traces "${TRACES[@]}"
+	run python3 $SHARES shares "$OUT/samples" a=1 b=1 c=2 --queued "$OUT/samples.json" --traces "${TRACES[@]}"
 	run python3 $SHARES throughput "$OUT/samples" a b c --vs "$OUT/samples-alone" a
 	((DRY)) || echo "a+b+c busbw: $(busbw a) + $(busbw b) + $(busbw c) GB/s (alone: $ALONE)"
 	run $C daemons stop >/dev/null

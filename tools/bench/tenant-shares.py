@@ -7,13 +7,15 @@
              --interval s for --duration s; one line per sample on stdout:
              "t_ms name bytes_total" per tenant; --raw FILE keeps each
              sample's JSON too ("t_ms [tenants...]")
-  shares   FILE NAME=WEIGHT... [--traces CSV...] : per window of consecutive
+  shares   FILE NAME=WEIGHT... [--queued RAW] [--traces CSV...] : per window of consecutive
              samples, each tenant's share of the named tenants' bytes against
              its weight's share; the windows where every named tenant sent
              (the first and last of such a stretch left out: contention starts
              or ends inside them); with --traces (r2ccl-bench --trace of every
              loop of every tenant) only the windows while all of them ran
-             their timed iterations, and the figure of every window beside
+             their timed iterations, and the figure of every window beside;
+             with --queued (sample --raw's file) also the windows where every
+             tenant had chunks queued at both ends
   rate     FILE NAME RATE_BPS BURST_BYTES : the tenant's bytes in every window
              of 1 s (sample pairs 1 s apart or more) against rate*T + burst,
              and its mean rate against the cap
@@ -197,7 +199,35 @@ def summary(rows):
     return worst, ok
 
 
+def queued_at(path):
+    """sample --raw FILE -> {t_ms: {name: queued_bytes}}"""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            t, _, js = line.partition(' ')
+            try:
+                out[float(t)] = {x['name']: x.get('queued_bytes', 0) for x in json.loads(js)}
+            except ValueError:
+                continue
+    return out
+
+
+def backlogged(rows, queued, names):
+    """the rows whose every named tenant had chunks queued at both ends of
+    the window (contention in the daemon's queues, where the scheduler
+    decides; a window without it shows what the tenants offered)"""
+    def full(t):
+        q = queued.get(t)
+        return q is not None and all(q.get(n, 0) > 0 for n in names)
+    return [r for r in rows if full(r[0]) and full(r[1])]
+
+
 def cmd_shares(argv):
+    queued = None
+    if '--queued' in argv:
+        i = argv.index('--queued')
+        queued = queued_at(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     traces = argv[argv.index('--traces') + 1:] if '--traces' in argv else []
     argv = argv[:argv.index('--traces')] if '--traces' in argv else argv
     path, weights = argv[0], {}
@@ -226,6 +256,12 @@ def cmd_shares(argv):
               'largest distance %.1f points' % (len(every), ok_all, w_all * 100))
         print('# while every loop ran its timed iterations (%.0f-%.0f ms):' % span)
     worst, ok = summary(rows)
+    if queued is not None:
+        full = backlogged(rows, queued, names)
+        w_full, ok_full = summary(full)
+        print('# of these, with every tenant\'s chunks queued at both ends: %d windows, %d '
+              'within 2 points, largest distance %.1f points' % (len(full), ok_full,
+                                                                  w_full * 100))
     print('# %d windows, %d within 2 points; largest distance from the weights\' share: '
           '%.1f%% (target 2%%)' % (len(rows), ok, worst * 100))
     return 0
@@ -292,6 +328,8 @@ def selftest():
     assert mono_t0(lines) == 1000000
     rows = shares(parse_samples(lines), {'a': 3, 'b': 1}, (750.0, 1200.0))
     assert [r[0] for r in rows] == [800.0, 900.0, 1000.0, 1100.0], [r[0] for r in rows]
+    q = {t: {'a': 1, 'b': 0 if t == 1000.0 else 5} for t in (800.0, 900.0, 1000.0, 1100.0, 1200.0)}
+    assert [r[0] for r in backlogged(rows, q, ['a', 'b'])] == [800.0, 1100.0]
     # a tenant at 300 Mbit/s with a burst at the start
     lines, x = [], 0
     for k in range(31):
