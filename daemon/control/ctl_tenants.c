@@ -89,6 +89,7 @@ int r2d_ctl_tenants(struct r2_session *s, struct r2_frame *f)
 	tenants_use(d, b);
 	pthread_mutex_unlock(&d->lock);
 	n = r2d_tenants_rows(d, b->rows, MAXROWS);
+	uint64_t snap = r2_now_us(); /* the counters' time, for samplers */
 	if (!r2d_tenants_policy_at(d, s->tenant_idx, &mine))
 		mine.name[0] = 0;
 	rep.caller_tenant = mine.name;
@@ -136,6 +137,7 @@ int r2d_ctl_tenants(struct r2_session *s, struct r2_frame *f)
 		ti->max_regs = w->pol.max_regs;
 		ti->max_mem = w->pol.max_mem;
 		ti->changed_ago_us = w->changed_us && now > w->changed_us ? now - w->changed_us : 0;
+		ti->snapshot_mono_us = snap;
 		b->infop[k] = ti;
 		k++;
 	}

@@ -179,6 +179,11 @@ def cmd_sample(argv):
         except (subprocess.SubprocessError, ValueError):
             tenants = []
         t_ms = (now - t_start) * 1000.0
+        # the daemon's own time of the counters where it says (the command
+        # runs a few to a few hundred ms after `now` on a busy machine)
+        snap = tenants[0].get('snapshot_mono_us') if tenants else None
+        if snap:
+            t_ms = snap / 1000.0 - t_start * 1000.0
         for t in tenants:
             print('%.1f %s %d' % (t_ms, t['name'], t.get('bytes_total', 0)), flush=True)
         if raw:  # every sample whole, for a look at queues and rails

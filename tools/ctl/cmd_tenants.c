@@ -170,6 +170,7 @@ static const struct col tenant_cols[] = {
 	{ "max_mem", NULL, 0, COL_U64, TI(max_mem) },
 	{ "dynamic", NULL, 0, COL_BOOL, TI(dynamic) },
 	{ "changed_ago_us", NULL, 0, COL_U64, TI(changed_ago_us) },
+	{ "snapshot_mono_us", NULL, 0, COL_U64, TI(snapshot_mono_us) },
 };
 static const struct section tenants = { "tenants", COLS(tenant_cols) };
 
