@@ -479,9 +479,12 @@ static void reclass(struct r2_sched *s, int t, enum r2_tclass from, enum r2_tcla
 	}
 }
 
-/* A tenant with nothing queued on any rail gets chunks again: it starts
- * level with the least advanced tenant of its class that has chunks queued
- * (its idle time earns it nothing), never behind where it was. */
+/* A tenant with nothing queued on any rail gets chunks again: it starts at
+ * most the catch-up bound (16 quanta per unit of weight) behind the least
+ * advanced tenant of its class that has chunks queued, never behind where
+ * it was. A tenant whose queues ran dry for a moment (its next step's
+ * chunks not yet final) keeps what it was owed, within that bound; a long
+ * idle time earns no more than the bound. */
 static void level(struct r2_sched *s, int t)
 {
 	struct r2_sched_tenant *x = &s->t[t];
@@ -496,6 +499,7 @@ static void level(struct r2_sched *s, int t)
 	}
 	if (least < 0)
 		least = s->vlast[x->pol.cls == R2_TCLASS_LATENCY];
+	least -= 16.0 * (double)s->quantum;
 	if (x->vtime < least)
 		x->vtime = least;
 }

@@ -531,6 +531,42 @@ START_TEST(test_share_across_rails)
 }
 END_TEST
 
+/* Tenants 1:1 with 256 KiB chunks, quantum 256 KiB (catch-up bound 16
+ * chunks); b's queue runs dry for `gap` chunks of a, then both are
+ * backlogged for 64 more: returns how many of those 64 went to b. */
+static int after_gap(int gap)
+{
+	struct sim *m = sim_new(256 * KB, 0, 125e6);
+	int a = tenant(m, "a", "weight=1"), b = tenant(m, "b", "weight=1");
+	int ts[] = { a, b }, nb = 0;
+
+	run_backlogged(m, ts, 2, 256 * KB, 40);
+	/* b's queue drains (a kept backlogged), then a alone for gap chunks */
+	while (m->s->t[b].queued)
+		run_backlogged(m, ts, 1, 256 * KB, 1);
+	run_backlogged(m, ts, 1, 256 * KB, gap);
+	int from = m->nsent;
+	run_backlogged(m, ts, 2, 256 * KB, 64);
+	for (int i = from; i < m->nsent; i++)
+		nb += m->tenant[i] == b;
+	sim_free(m);
+	return nb;
+}
+
+/* A tenant whose queues ran dry for a moment (the next step's chunks not
+ * yet final) gets back what it was owed, up to 16 quanta per unit of
+ * weight; a long idle time earns no more than that bound. */
+START_TEST(test_catch_up_bounded)
+{
+	int nb = after_gap(8);
+	/* owed: half of the 8 chunks a sent while b was dry */
+	ck_assert_msg(nb >= 32 + 3 && nb <= 32 + 5, "short gap: b got %d of 64", nb);
+	nb = after_gap(200);
+	/* at most the bound (16 chunks of lag: 8 more for b of 64) */
+	ck_assert_msg(nb >= 32 + 7 && nb <= 32 + 9, "long gap: b got %d of 64", nb);
+}
+END_TEST
+
 static bool drop_b(struct r2_sched_item *it, void *arg)
 {
 	return it->tenant == *(int *)arg;
@@ -653,6 +689,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_may_send);
 	tcase_add_test(tc, test_share_behind_window);
 	tcase_add_test(tc, test_share_across_rails);
+	tcase_add_test(tc, test_catch_up_bounded);
 	tcase_add_test(tc, test_policy_syntax_and_match);
 	suite_add_tcase(s, tc);
 	return s;
