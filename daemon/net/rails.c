@@ -232,27 +232,14 @@ static void *ctrl_copy_new(struct r2_rails *rs, const void *buf, uint32_t len)
 	return c->payload;
 }
 
-void *r2d_rails_ctrl_copy(struct r2d *d, const void *buf, uint32_t len)
-{
-	return d->rails ? ctrl_copy_new(d->rails, buf, len) : NULL;
-}
-
-static void ctrl_copy_free(struct r2_rails *rs, void *payload);
-
-void r2d_rails_ctrl_free(struct r2d *d, void *copy)
-{
-	if (d->rails)
-		ctrl_copy_free(d->rails, copy);
-}
-
 /* its SEND completion, a post that failed, or the stop */
 static void ctrl_copy_free(struct r2_rails *rs, void *payload)
 {
-	struct ctrl_copy *c =
-		(struct ctrl_copy *)((uint8_t *)payload - offsetof(struct ctrl_copy, payload));
+	struct ctrl_copy *c;
 
 	if (!payload)
 		return;
+	c = (struct ctrl_copy *)((uint8_t *)payload - offsetof(struct ctrl_copy, payload));
 	pthread_mutex_lock(&rs->ctrl_lock);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -262,6 +249,17 @@ static void ctrl_copy_free(struct r2_rails *rs, void *payload)
 		c->next->prev = c->prev;
 	pthread_mutex_unlock(&rs->ctrl_lock);
 	free(c);
+}
+
+void *r2d_rails_ctrl_copy(struct r2d *d, const void *buf, uint32_t len)
+{
+	return d->rails ? ctrl_copy_new(d->rails, buf, len) : NULL;
+}
+
+void r2d_rails_ctrl_free(struct r2d *d, void *copy)
+{
+	if (d->rails)
+		ctrl_copy_free(d->rails, copy);
 }
 
 /* A control message for a peer with no rail left to it goes through the

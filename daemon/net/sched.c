@@ -479,6 +479,13 @@ static void reclass(struct r2_sched *s, int t, enum r2_tclass from, enum r2_tcla
 	}
 }
 
+/* How far (virtual time: bytes per unit of weight) a tenant may be behind
+ * and still catch up: 16 quanta. */
+static double catch_up(const struct r2_sched *s)
+{
+	return 16.0 * (double)s->quantum;
+}
+
 /* A tenant with nothing queued on any rail gets chunks again: it starts at
  * most the catch-up bound (16 quanta per unit of weight) behind the least
  * advanced tenant of its class that has chunks queued, never behind where
@@ -499,7 +506,7 @@ static void level(struct r2_sched *s, int t)
 	}
 	if (least < 0)
 		least = s->vlast[x->pol.cls == R2_TCLASS_LATENCY];
-	least -= 16.0 * (double)s->quantum;
+	least -= catch_up(s);
 	if (x->vtime < least)
 		x->vtime = least;
 }
@@ -595,20 +602,14 @@ static struct r2_sched_item *fair(struct r2_sched *s, struct r2_sched_rail *rl, 
 	uint16_t t = rl->ring[cls][best];
 	struct r2_sched_tenant *x = &s->t[t];
 	struct r2_sched_q *q = &rl->q[t];
-	double lag = 16.0 * (double)s->quantum;
 
-	if (x->vtime < most - lag)
-		x->vtime = most - lag;
+	if (x->vtime < most - catch_up(s))
+		x->vtime = most - catch_up(s);
 	s->vlast[cls] = x->vtime;
 	struct r2_sched_item *it = q_pop(q);
-	rl->cur[cls] = n > 1 ? (best + 1) % n : 0;
-	if (!q->head) {
+	rl->cur[cls] = (best + 1) % n; /* the next in turn (ring_del keeps it) */
+	if (!q->head)
 		ring_del(rl, cls, best);
-		if (rl->nring[cls])
-			rl->cur[cls] %= rl->nring[cls];
-		else
-			rl->cur[cls] = 0;
-	}
 	return dequeued(s, rl, it, now_us);
 }
 

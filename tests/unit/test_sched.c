@@ -124,6 +124,15 @@ static uint64_t bytes_of(struct sim *m, int t, int from, int to)
 	return b;
 }
 
+/* every round of 4 chunks of the first n sent: exactly 3 of a, 1 of b */
+static void assert_rounds_3_1(struct sim *m, int a, int b, int n)
+{
+	for (int k = 0; k + 4 <= n; k += 4) {
+		ck_assert_uint_eq(bytes_of(m, a, k, k + 4), 3 * MB);
+		ck_assert_uint_eq(bytes_of(m, b, k, k + 4), 1 * MB);
+	}
+}
+
 START_TEST(test_share_3_1)
 {
 	struct sim *m = sim_new(1 * MB, 0, 125e6);
@@ -131,11 +140,7 @@ START_TEST(test_share_3_1)
 	int ts[] = { a, b };
 
 	run_backlogged(m, ts, 2, 1 * MB, 400);
-	/* every round of 4 chunks: exactly 3 of a, 1 of b */
-	for (int w = 0; w + 4 <= m->nsent; w += 4) {
-		ck_assert_uint_eq(bytes_of(m, a, w, w + 4), 3 * MB);
-		ck_assert_uint_eq(bytes_of(m, b, w, w + 4), 1 * MB);
-	}
+	assert_rounds_3_1(m, a, b, m->nsent);
 	sim_free(m);
 }
 END_TEST
@@ -491,10 +496,7 @@ START_TEST(test_share_behind_window)
 			ck_assert_int_eq(w.held, room);
 			w.held--;
 		}
-		for (int k = 0; k + 4 <= n; k += 4) {
-			ck_assert_uint_eq(bytes_of(m, a, k, k + 4), 3 * MB);
-			ck_assert_uint_eq(bytes_of(m, b, k, k + 4), 1 * MB);
-		}
+		assert_rounds_3_1(m, a, b, n);
 		sim_free(m);
 	}
 }
