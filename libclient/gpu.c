@@ -21,11 +21,14 @@
 #if HAVE_CUDA
 
 #include <cuda.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "gpu_abi.h"
+#include "nvdev.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
 
@@ -49,6 +52,7 @@ static struct {
 	/* optional: both of an operation's memory operations in one call */
 	CUresult (*streamBatchMemOp)(CUstream, unsigned int, CUstreamBatchMemOpParams *,
 				     unsigned int);
+	CUresult (*deviceGetPCIBusId)(char *, int, CUdevice);
 } cu = { .once = PTHREAD_ONCE_INIT };
 
 static void cu_load(void)
@@ -75,8 +79,14 @@ static void cu_load(void)
 		const struct r2c_cu_sym opt[] = {
 			{ "cuStreamBatchMemOp", (void **)&cu.streamBatchMemOp },
 		};
+		/* optional: the device file passed with a legacy IPC handle */
+		const struct r2c_cu_sym bus[] = {
+			{ "cuDeviceGetPCIBusId", (void **)&cu.deviceGetPCIBusId },
+		};
 		if (r2c_cu_resolve(opt, 1) < 0)
 			cu.streamBatchMemOp = NULL;
+		if (r2c_cu_resolve(bus, 1) < 0)
+			cu.deviceGetPCIBusId = NULL;
 	}
 }
 
@@ -84,6 +94,24 @@ static int cu_ready(void)
 {
 	pthread_once(&cu.once, cu_load);
 	return cu.err;
+}
+
+/* The device file of GPU dev, opened here: the proof r2ccld's
+ * gpu_legacy_ipc=gpu-access takes with a legacy IPC handle that this process
+ * can use the GPU, so could open the handle itself (docs/security.md). -1
+ * where it cannot be found or opened: the handle goes without it. */
+static int dev_file_open(CUdevice dev)
+{
+	char bus[32], path[32];
+	int minor;
+
+	if (!cu.deviceGetPCIBusId || cu.deviceGetPCIBusId(bus, sizeof(bus), dev) != CUDA_SUCCESS)
+		return -1;
+	minor = r2_nvidia_minor(bus);
+	if (minor < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/dev/nvidia%d", minor);
+	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
 /* ---- per-client state ---- */
@@ -408,7 +436,9 @@ int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 		req.kind = R2_GPU_MEM_IPC;
 		req.ipc_handle.data = (uint8_t *)ipc.reserved;
 		req.ipc_handle.len = sizeof(ipc.reserved);
-		type = R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU;
+		fd = dev_file_open(dev);
+		type = fd >= 0 ? R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD
+			       : R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU;
 	}
 	r = r2c_rpc(c, type, &req, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_REPLY, (void **)&rep, unpack_reg,
 		    fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, NULL, 0);

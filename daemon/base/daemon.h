@@ -210,6 +210,7 @@ struct r2_session {
 	 * CUDA IPC handles (daemon/gpu/owner.h). */
 	int pidfd;
 	pid_t nspid;
+	int nslevels; /* pid namespaces below the daemon's /proc's, plus 1 */
 	char tenant[256];
 	int tenant_idx; /* its tenant in the scheduler's table (net/tenants.h) */
 	char name[64];

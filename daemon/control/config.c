@@ -244,10 +244,14 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 				 "stage a large AllReduce of one local rank in 4 MiB slices, the "
 				 "rail phase overlapping the copies (0: one copy each way)" },
 	[P_GPU_LEGACY_IPC] = { "gpu_legacy_ipc", "R2CCL_GPU_LEGACY_IPC", "--gpu-legacy-ipc",
-			       R2_PT_ENUM, "same-pid", 0, 0, "allow|same-pid|deny", NULL, true,
+			       R2_PT_ENUM, "gpu-access", 0, 0, "allow|same-pid|gpu-access|deny",
+			       NULL, true,
 			       "legacy CUDA IPC handles (cudaMalloc memory) a client registers: "
-			       "same-pid (only a handle its own process exported), deny (cuMem "
-			       "fds only; libnccl stages the rest) or allow (any; docs/security.md)" },
+			       "gpu-access (a handle from a client that passed the GPU's device "
+			       "file with it, so could open the handle itself, or one same-pid "
+			       "opens), same-pid (only a handle its own process exported), deny "
+			       "(cuMem fds only; libnccl stages the rest) or allow (any; "
+			       "docs/security.md)" },
 	/* caps (docs/security.md); "0" is sized to the host at start-up */
 	[P_MAX_SESSIONS_PER_UID] = { "max_sessions_per_uid", "R2CCL_MAX_SESSIONS_PER_UID",
 				     "--max-sessions-per-uid", R2_PT_INT, "0", 0, 1 << 20, NULL,

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "base/daemon.h"
 #include "gpu/gpu.h"
+#include "gpu_abi.h"
 #include "net/tenants.h"
 #include "gpu/owner.h"
 #include "log.h"
@@ -343,7 +344,9 @@ static void pin_peer(struct r2_session *s)
 	    r2_gpu_pidfd_alive(s->pidfd) != 1) {
 		r2_closep(&s->pidfd);
 		s->nspid = 0;
+		return;
 	}
+	s->nslevels = r2_gpu_status_nslevels(buf);
 }
 
 /* ---- the ring ---- */
@@ -543,7 +546,8 @@ static int handle_mem_deregister(struct r2_session *s, struct r2_frame *f)
 	return 0;
 }
 
-/* MSG_MEM_REGISTER_GPU (IPC handle, no fd) and _GPU_FD (cuMem fd). */
+/* MSG_MEM_REGISTER_GPU (IPC handle, no fd) and _GPU_FD: a cuMem fd, or an
+ * IPC handle with the GPU's device file (gpu_legacy_ipc=gpu-access). */
 static int handle_mem_register_gpu(struct r2_session *s, struct r2_frame *f)
 {
 	R2ccl__MemRegisterGpu *m = r2ccl__mem_register_gpu__unpack(NULL, f->len, f->payload);
@@ -568,9 +572,10 @@ static int handle_mem_register_gpu(struct r2_session *s, struct r2_frame *f)
 	req.alloc_size = m->alloc_size;
 	req.offset = m->offset;
 	req.size = m->size;
-	req.fd = f->nfds ? f->fds[0] : -1;
-	if ((f->type == R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD) !=
-	    (m->kind == 2 /* R2_GPU_MEM_CUMEM_FD */)) {
+	req.fd = f->nfds && m->kind == R2_GPU_MEM_CUMEM_FD ? f->fds[0] : -1;
+	req.dev_fd = f->nfds && m->kind == R2_GPU_MEM_IPC ? f->fds[0] : -1;
+	if (f->type != R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD &&
+	    m->kind == R2_GPU_MEM_CUMEM_FD) {
 		snprintf(err, sizeof(err), "GPU memory kind %u does not fit message type %u",
 			 m->kind, f->type);
 		r = -EINVAL;
@@ -579,8 +584,8 @@ static int handle_mem_register_gpu(struct r2_session *s, struct r2_frame *f)
 		r = r2d_mem_register_gpu(s, &req, &id, err, sizeof(err));
 		pthread_mutex_unlock(&s->d->lock);
 	}
-	if (r == 0 && f->nfds)
-		f->fds[0] = -1; /* taken */
+	if (r == 0 && req.fd >= 0)
+		f->fds[0] = -1; /* taken; a device file is closed with the frame */
 	uint64_t req_id = m->req_id;
 	r2ccl__mem_register_gpu__free_unpacked(m, NULL);
 	return mem_register_reply(s, req_id, r, err, id, "GPU ");

@@ -21,6 +21,7 @@
 #include "base/op_record.h"
 #include "gpu_priv.h"
 #include "log.h"
+#include "nvdev.h"
 #include "util.h"
 
 struct r2g_state r2g;
@@ -39,6 +40,23 @@ static void *entry(const char *name)
 
 /* Every GPU: its properties and a non-blocking stream; then peer access
  * between every pair that allows it. The number of GPUs, or -1 (r2g.err). */
+/* GPU ord's /dev/nvidiaN (gpu_legacy_ipc=gpu-access); 0 if the driver's
+ * /proc files do not say */
+static dev_t dev_file(int ord)
+{
+	char bus[32];
+	int minor = -ENODEV;
+
+	if (cudaDeviceGetPCIBusId(bus, sizeof(bus), ord) == cudaSuccess)
+		minor = r2_nvidia_minor(bus);
+	if (minor < 0) {
+		log_warn("gpu: GPU %d: no device file found (%s): gpu_legacy_ipc=gpu-access "
+			 "opens no legacy handle of it", ord, strerror(-minor));
+		return 0;
+	}
+	return r2_nvidia_rdev(minor);
+}
+
 static int devices_open(void)
 {
 	cudaError_t e;
@@ -68,6 +86,7 @@ static int devices_open(void)
 			return -1;
 		}
 		memcpy(g->uuid, p.uuid.bytes, 16);
+		g->rdev = dev_file(i);
 		g->sms = p.multiProcessorCount;
 		log_info("gpu: GPU %d: %s, %d SMs, PCI %04x:%02x:%02x", i, p.name, p.multiProcessorCount,
 			 p.pciDomainID, p.pciBusID, p.pciDeviceID);

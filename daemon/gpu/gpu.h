@@ -36,6 +36,7 @@ struct r2_gpu_reg_req {
 	size_t uuid_len;
 	uint64_t alloc_base, alloc_size, offset, size;
 	int fd;                   /* cuMem: the POSIX fd (taken on success) */
+	int dev_fd;               /* IPC: the GPU's device file, if passed (-1) */
 };
 
 /* Opens (or finds in the session's cache) the allocation and makes a region

@@ -26,6 +26,7 @@ struct r2_exec;
 struct gpu_dev {
 	int ord;
 	uint8_t uuid[16];
+	dev_t rdev; /* its /dev/nvidiaN (0: not found; owner.h, gpu-access) */
 	int sms;
 	cudaStream_t st;
 	cudaEvent_t *evfree; /* worker only */

@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,20 +107,48 @@ static int ipc_pid_offset(int dev)
 	return off;
 }
 
+/* r2ccld's own depth in pid namespaces, from its /proc (owner.h) */
+static int self_nslevels(void)
+{
+	static int levels;
+	char buf[4096];
+	ssize_t n;
+	int fd;
+
+	if (levels)
+		return levels;
+	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	levels = n > 0 ? (buf[n] = 0, r2_gpu_status_nslevels(buf)) : -EIO;
+	return levels;
+}
+
 /* Whether s may have the legacy IPC handle of req opened (gpu_legacy_ipc);
- * under alloc_lock. */
+ * under alloc_lock. gpu-access: the client's device file, else same-pid. */
 static int ipc_owner_check(struct r2_session *s, const struct r2_gpu_reg_req *req, int dev,
 			   char *err, size_t errlen)
 {
 	int pol = r2_gpu_legacy_parse(r2_param_str(&s->d->params, P_GPU_LEGACY_IPC));
-	int off = -ENOENT;
+	char why[192], pidwhy[384];
+	int off = -ENOENT, r;
 
 	if (pol < 0)
 		pol = R2_GPU_LEGACY_DENY;
-	if (pol == R2_GPU_LEGACY_SAME_PID)
+	if (pol == R2_GPU_LEGACY_GPU_ACCESS &&
+	    r2_gpu_access_check(req->dev_fd, r2g.dev[dev].rdev, s->nslevels, self_nslevels(), why,
+				sizeof(why)) == 0)
+		return 0;
+	if (pol == R2_GPU_LEGACY_SAME_PID || pol == R2_GPU_LEGACY_GPU_ACCESS)
 		off = ipc_pid_offset(dev);
-	return r2_gpu_ipc_owner_check((enum r2_gpu_legacy)pol, req->ipc_handle, req->ipc_handle_len,
-				      off, s->pidfd, s->nspid, err, errlen);
+	r = r2_gpu_ipc_owner_check((enum r2_gpu_legacy)pol, req->ipc_handle, req->ipc_handle_len,
+				   off, s->pidfd, s->nspid, pidwhy, sizeof(pidwhy));
+	if (r < 0 && pol == R2_GPU_LEGACY_GPU_ACCESS)
+		snprintf(err, errlen, "gpu_legacy_ipc=gpu-access: %s; nor does %s", why, pidwhy);
+	else if (r < 0)
+		snprintf(err, errlen, "%s", pidwhy);
+	return r;
 }
 
 /* cudaMalloc memory: the IPC handle opened in the context of its GPU, and
@@ -141,6 +170,16 @@ static int open_ipc(struct gpu_alloc *a, const struct r2_gpu_reg_req *req, char 
 		log_warn("gpu: cudaIpcOpenMemHandle: %s", cudaGetErrorString(e));
 		snprintf(err, errlen, "cudaIpcOpenMemHandle: %s", cudaGetErrorString(e));
 		return -EINVAL;
+	}
+	/* the client's word for the GPU is not trusted: the owner check was
+	 * of the GPU the request named */
+	struct cudaPointerAttributes pa;
+	if (cudaPointerGetAttributes(&pa, p) != cudaSuccess || pa.device != r2g.dev[a->dev].ord) {
+		cudaGetLastError();
+		snprintf(err, errlen, "the IPC handle's memory is not on the GPU the request names "
+			 "(GPU %d)", r2g.dev[a->dev].ord);
+		cudaIpcCloseMemHandle(p);
+		return -EPERM;
 	}
 	/* the client's word for the size is not trusted */
 	cr = r2g.memGetAddressRange(&base, &sz, (CUdeviceptr)p);

@@ -4,10 +4,13 @@
  * exporter's pid in a handle, the client's pid as it sees it.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "gpu/owner.h"
 
@@ -21,6 +24,8 @@ int r2_gpu_legacy_parse(const char *s)
 		return R2_GPU_LEGACY_SAME_PID;
 	if (!strcmp(s, "deny"))
 		return R2_GPU_LEGACY_DENY;
+	if (!strcmp(s, "gpu-access"))
+		return R2_GPU_LEGACY_GPU_ACCESS;
 	return -EINVAL;
 }
 
@@ -100,6 +105,60 @@ int r2_gpu_status_nspid(const char *status, pid_t *nspid)
 	return 0;
 }
 
+int r2_gpu_status_nslevels(const char *status)
+{
+	bool pid = false;
+
+	for (const char *line = status; line && *line;
+	     line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+		int n = 0;
+
+		if (!strncmp(line, "Pid:", 4))
+			pid = true;
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		for (const char *p = line + 6;;) {
+			char *end;
+
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (*p < '0' || *p > '9' || strtol(p, &end, 10) <= 0)
+				break;
+			n++;
+			p = end;
+		}
+		return n > 0 ? n : -EPROTO;
+	}
+	return pid ? 1 : -ENOENT;
+}
+
+int r2_gpu_access_check(int dev_fd, dev_t gpu_rdev, int client_levels, int self_levels,
+			char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (dev_fd < 0) {
+		snprintf(err, errlen, "no device file of the GPU came with the handle");
+		return -EPERM;
+	}
+	if (gpu_rdev == 0) {
+		snprintf(err, errlen, "r2ccld found no device file for this GPU "
+			 "(/proc/driver/nvidia/gpus/*/information)");
+		return -EPERM;
+	}
+	if (fstat(dev_fd, &st) < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != gpu_rdev) {
+		snprintf(err, errlen, "the file passed is not this GPU's device file (%u:%u)",
+			 major(gpu_rdev), minor(gpu_rdev));
+		return -EPERM;
+	}
+	if (self_levels != 1 || client_levels != 1) {
+		snprintf(err, errlen, "the client is not in r2ccld's pid namespace (a driver may "
+			 "not let it open handles of processes it cannot see)");
+		return -EPERM;
+	}
+	return 0;
+}
+
 int r2_gpu_pidfd_alive(int pidfd)
 {
 	struct pollfd p = { pidfd, POLLIN, 0 };
@@ -129,6 +188,7 @@ int r2_gpu_ipc_owner_check(enum r2_gpu_legacy policy, const uint8_t *h, size_t l
 			 "refused; allocate with cuMem and a POSIX fd handle type");
 		return -EPERM;
 	case R2_GPU_LEGACY_SAME_PID:
+	case R2_GPU_LEGACY_GPU_ACCESS: /* its own test first (memory.c), then this */
 		break;
 	default:
 		snprintf(err, errlen, "gpu_legacy_ipc: unknown policy %d", (int)policy);

@@ -9,6 +9,11 @@
  *   same-pid  opens a handle only if the pid the driver wrote into it is the
  *             client's own (SO_PEERCRED, held by a pidfd since accept)
  *   deny      opens none
+ *   gpu-access  opens a handle for a client in r2ccld's pid namespace that
+ *             passed the GPU's device file (/dev/nvidiaN) with it, or one
+ *             same-pid opens. Such a client can open the handle itself
+ *             (cudaIpcOpenMemHandle checks no importer), so r2ccld opening it
+ *             gives the client nothing it does not have.
  * No CUDA here: the decision is tested without a GPU (tests/unit).
  */
 #ifndef R2CCL_DAEMON_GPU_OWNER_H
@@ -22,9 +27,11 @@ enum r2_gpu_legacy {
 	R2_GPU_LEGACY_ALLOW,
 	R2_GPU_LEGACY_SAME_PID,
 	R2_GPU_LEGACY_DENY,
+	R2_GPU_LEGACY_GPU_ACCESS,
 };
 
-/* "allow", "same-pid" or "deny" (the gpu_legacy_ipc parameter); -EINVAL. */
+/* "allow", "same-pid", "deny" or "gpu-access" (the gpu_legacy_ipc
+ * parameter); -EINVAL. */
 int r2_gpu_legacy_parse(const char *s);
 
 /* Where this driver puts the exporter's pid in a legacy IPC handle of len
@@ -43,6 +50,20 @@ int r2_gpu_ipc_handle_pid(const uint8_t *h, size_t len, int off, pid_t *pid);
  * line of a /proc/<pid>/status text (the pid itself where the kernel has no
  * NSpid line: no pid namespaces). -ENOENT if there is no Pid line. */
 int r2_gpu_status_nspid(const char *status, pid_t *nspid);
+
+/* How many pid namespaces deep the process of a /proc/<pid>/status text is,
+ * seen from the namespace of that /proc: the fields of its NSpid line (1
+ * without one: no pid namespaces). -ENOENT if there is no Pid line. */
+int r2_gpu_status_nslevels(const char *status);
+
+/* gpu_legacy_ipc=gpu-access's own test: dev_fd (the file the client passed
+ * with the handle; -1 if none) is the device file gpu_rdev of the GPU the
+ * handle's memory is on (0: not known), and the client (client_levels, from
+ * r2_gpu_status_nslevels) and r2ccld (self_levels) are both in the pid
+ * namespace of the daemon's /proc (1 level each). 0, or -EPERM with the
+ * reason in err. */
+int r2_gpu_access_check(int dev_fd, dev_t gpu_rdev, int client_levels, int self_levels,
+			char *err, size_t errlen);
 
 /* 1 while the process of pidfd runs, 0 once it exited, -errno. */
 int r2_gpu_pidfd_alive(int pidfd);

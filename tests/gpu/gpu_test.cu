@@ -15,6 +15,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -826,7 +827,7 @@ static void test_ipc_owner(const char *self)
 	CK(cudaMalloc(&p, 2u << 20));
 	CK(cudaIpcGetMemHandle(&own, p));
 	st = ipc_raw_register(sock, (const uint8_t *)own.reserved, (const uint8_t *)prop.uuid.bytes,
-			      (uint64_t)(uintptr_t)p, 2u << 20, err, sizeof(err));
+			      (uint64_t)(uintptr_t)p, 2u << 20, -1, err, sizeof(err));
 	bool unbound = st == -EPERM && strstr(err, "pid was rewritten");
 	EXPECT(st == 0 || unbound, "ipc owner (c): our own handle refused: %d %s", st, err);
 	printf("our own legacy handle: %s%s%s\n", st ? r2ccl_strerror(st) : "accepted",
@@ -856,23 +857,49 @@ static void test_ipc_owner(const char *self)
 	EXPECT(got == sizeof(e), "ipc owner: the exporter sent no handle");
 	if (got == sizeof(e)) {
 		st = ipc_raw_register(sock, (const uint8_t *)e.h.reserved, e.uuid, e.base, e.size,
-				      err, sizeof(err));
+				      -1, err, sizeof(err));
 		EXPECT(st == -EPERM && strstr(err, "same-pid"),
-		       "ipc owner (b): another process's handle: %d (%s), want -EPERM naming "
-		       "same-pid", st, err);
+		       "ipc owner (b): another process's handle, no device file: %d (%s), want "
+		       "-EPERM naming same-pid", st, err);
 		printf("another process's handle: %s (%s)\n", r2ccl_strerror(st), err);
 		if (off >= 0) {
 			uint32_t me = (uint32_t)getpid();
 			t = e;
 			memcpy(t.h.reserved + off, &me, 4);
 			st = ipc_raw_register(sock, (const uint8_t *)t.h.reserved, t.uuid, t.base,
-					      t.size, err, sizeof(err));
+					      t.size, -1, err, sizeof(err));
 			EXPECT(st < 0, "ipc owner (b): a handle with our pid written over the "
 				       "exporter's was opened: same-pid proves nothing on this "
 				       "driver, and r2ccld's own check did not see it");
 			printf("the same with our pid written in: %s (%s)\n", r2ccl_strerror(st),
 			       err);
 		}
+		// (d) gpu-access (the default): the same handle with this process's
+		// device file of the GPU, the proof that it could open the handle
+		// itself (it does so below): accepted. /dev/null in its place, or no
+		// file (above): refused, naming the policy.
+		char bus[32];
+		CK(cudaDeviceGetPCIBusId(bus, sizeof(bus), dev));
+		int dfd = ipc_raw_dev_file(bus);
+		EXPECT(dfd >= 0, "ipc owner (d): no device file of GPU %s: %d", bus, dfd);
+		if (dfd >= 0) {
+			st = ipc_raw_register(sock, (const uint8_t *)e.h.reserved, e.uuid, e.base,
+					      e.size, dfd, err, sizeof(err));
+			EXPECT(st == 0, "ipc owner (d): another process's handle with our device "
+					"file: %d (%s), want accepted (gpu-access)", st, err);
+			printf("another process's handle with our device file: %s%s%s\n",
+			       st ? r2ccl_strerror(st) : "accepted", st ? " " : "", st ? err : "");
+			close(dfd);
+		}
+		int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		st = ipc_raw_register(sock, (const uint8_t *)e.h.reserved, e.uuid, e.base, e.size,
+				      nfd, err, sizeof(err));
+		close(nfd);
+		EXPECT(st == -EPERM && strstr(err, "gpu-access"),
+		       "ipc owner (d): /dev/null for the device file: %d (%s), want -EPERM "
+		       "naming gpu-access", st, err);
+		printf("the same with /dev/null for the device file: %s (%s)\n", r2ccl_strerror(st),
+		       err);
 		// through the library: the handle opened here, that pointer registered.
 		// Not a pass/fail check: a process that opened the memory itself
 		// already has it, so whatever the answer the daemon gives it nothing

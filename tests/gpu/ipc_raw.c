@@ -3,6 +3,7 @@
  * A GPU memory registration on a raw control connection (ipc_raw.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,9 +12,10 @@
 #include "gpu_abi.h"
 #include "harness.h"
 #include "ipc_raw.h"
+#include "nvdev.h"
 #include "r2ccl.pb-c.h"
 
-static int send_msg(int fd, uint16_t type, const ProtobufCMessage *m)
+static int send_msg(int fd, uint16_t type, const ProtobufCMessage *m, const int *fds, int nfds)
 {
 	uint8_t buf[512];
 	size_t len = protobuf_c_message_get_packed_size(m);
@@ -21,7 +23,7 @@ static int send_msg(int fd, uint16_t type, const ProtobufCMessage *m)
 	if (len > sizeof(buf))
 		return -EMSGSIZE;
 	protobuf_c_message_pack(m, buf);
-	return r2_frame_send(fd, type, buf, (uint32_t)len, NULL, 0, 5000);
+	return r2_frame_send(fd, type, buf, (uint32_t)len, fds, nfds, 5000);
 }
 
 /* the next frame of type want (1), else negative */
@@ -39,7 +41,8 @@ static int recv_msg(int fd, struct r2_frame_reader *rd, struct r2_frame *f, uint
 }
 
 int ipc_raw_register(const char *socket, const uint8_t *handle, const uint8_t *uuid,
-		     uint64_t alloc_base, uint64_t alloc_size, char *err, size_t errlen)
+		     uint64_t alloc_base, uint64_t alloc_size, int dev_fd, char *err,
+		     size_t errlen)
 {
 	R2ccl__Hello h = R2CCL__HELLO__INIT;
 	R2ccl__MemRegisterGpu m = R2CCL__MEM_REGISTER_GPU__INIT;
@@ -56,7 +59,7 @@ int ipc_raw_register(const char *socket, const uint8_t *handle, const uint8_t *u
 	r2_frame_reader_init(&rd, 1 << 20);
 	h.proto_version = R2CCL__PROTO_VERSION__PROTO_VERSION_CURRENT;
 	h.client_name = (char *)"ipc-attacker";
-	r = send_msg(fd, R2CCL__MSG_TYPE__MSG_HELLO, &h.base);
+	r = send_msg(fd, R2CCL__MSG_TYPE__MSG_HELLO, &h.base, NULL, 0);
 	if (r == 0)
 		r = recv_msg(fd, &rd, &f, R2CCL__MSG_TYPE__MSG_HELLO_REPLY);
 	if (r < 0)
@@ -78,7 +81,10 @@ int ipc_raw_register(const char *socket, const uint8_t *handle, const uint8_t *u
 	m.alloc_size = alloc_size;
 	m.offset = 0;
 	m.size = alloc_size;
-	r = send_msg(fd, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU, &m.base);
+	if (dev_fd >= 0)
+		r = send_msg(fd, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD, &m.base, &dev_fd, 1);
+	else
+		r = send_msg(fd, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU, &m.base, NULL, 0);
 	if (r == 0)
 		r = recv_msg(fd, &rd, &f, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_REPLY);
 	if (r < 0)
@@ -99,4 +105,16 @@ out:
 	r2_frame_reader_reset(&rd);
 	close(fd);
 	return r;
+}
+
+int ipc_raw_dev_file(const char *bus)
+{
+	char path[32];
+	int minor = r2_nvidia_minor(bus), fd;
+
+	if (minor < 0)
+		return minor;
+	snprintf(path, sizeof(path), "/dev/nvidia%d", minor);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
 }

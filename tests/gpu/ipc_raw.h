@@ -17,10 +17,16 @@ extern "C" {
 
 /* Says hello on the daemon's socket and registers the legacy IPC handle
  * (64 bytes) of an allocation of alloc_size bytes on the GPU of uuid (16
- * bytes), all of it. The reply's status (0 or negative, its error in err), or
- * a negative errno when no reply came. */
+ * bytes), all of it; with dev_fd (>= 0) passed as the GPU's device file
+ * (gpu_legacy_ipc=gpu-access). The reply's status (0 or negative, its error
+ * in err), or a negative errno when no reply came. */
 int ipc_raw_register(const char *socket, const uint8_t *handle, const uint8_t *uuid,
-		     uint64_t alloc_base, uint64_t alloc_size, char *err, size_t errlen);
+		     uint64_t alloc_base, uint64_t alloc_size, int dev_fd, char *err,
+		     size_t errlen);
+
+/* The device file of the GPU at PCI bus id bus (cudaDeviceGetPCIBusId's
+ * text), opened read-only as libr2ccl opens it; -errno. */
+int ipc_raw_dev_file(const char *bus);
 
 #ifdef __cplusplus
 }

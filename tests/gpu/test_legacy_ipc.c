@@ -3,14 +3,17 @@
  * gpu_legacy_ipc end to end, without a GPU (integration suite, every build):
  * a daemon started with --gpu-legacy-ipc deny answers a legacy CUDA IPC
  * registration with -EPERM, naming the parameter in its reply and its log;
- * one on the default (same-pid) never accepts a handle that is not the
- * client's (here: 64 bytes no driver made). The GPU cases are the gpu
+ * one on the default (gpu-access) never accepts a handle that is not the
+ * client's (here: 64 bytes no driver made), nor with /dev/null passed as the
+ * GPU's device file. The GPU cases are the gpu
  * suite's test_ipc_owner.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "ipc_raw.h"
@@ -40,9 +43,18 @@ static int run(const char *const *args, const char *want_err, const char *want_l
 		fprintf(stderr, "r2ccld did not start\n");
 		return 1;
 	}
-	st = ipc_raw_register(d.socket, h, uuid, 0x7f0000000000ull, 2u << 20, err, sizeof(err));
+	st = ipc_raw_register(d.socket, h, uuid, 0x7f0000000000ull, 2u << 20, -1, err,
+			      sizeof(err));
 	printf("%s: %d (%s)\n", args[1] ? args[1] : "default", st, err);
 	EXPECT(st < 0, "a handle that is not the client's was accepted");
+	/* with a file that is no GPU's passed as the device file */
+	int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	st = ipc_raw_register(d.socket, h, uuid, 0x7f0000000000ull, 2u << 20, null_fd, err,
+			      sizeof(err));
+	close(null_fd);
+	printf("%s, /dev/null as the device file: %d (%s)\n", args[1] ? args[1] : "default", st,
+	       err);
+	EXPECT(st < 0, "a handle with /dev/null for the GPU's device file was accepted");
 	if (want_err) {
 		EXPECT(st == -EPERM, "status %d, want -EPERM", st);
 		EXPECT(strstr(err, want_err), "reason '%s' does not name '%s'", err, want_err);

@@ -7,15 +7,18 @@
  * Handles are synthetic 64-byte arrays: no GPU. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "gpu/owner.h"
+#include "nvdev.h"
 
 #define HB 64
 
@@ -65,6 +68,7 @@ START_TEST(test_policy_parse)
 	ck_assert_int_eq(r2_gpu_legacy_parse("allow"), R2_GPU_LEGACY_ALLOW);
 	ck_assert_int_eq(r2_gpu_legacy_parse("same-pid"), R2_GPU_LEGACY_SAME_PID);
 	ck_assert_int_eq(r2_gpu_legacy_parse("deny"), R2_GPU_LEGACY_DENY);
+	ck_assert_int_eq(r2_gpu_legacy_parse("gpu-access"), R2_GPU_LEGACY_GPU_ACCESS);
 	ck_assert_int_eq(r2_gpu_legacy_parse("same_pid"), -EINVAL);
 	ck_assert_int_eq(r2_gpu_legacy_parse(""), -EINVAL);
 	ck_assert_int_eq(r2_gpu_legacy_parse(NULL), -EINVAL);
@@ -245,6 +249,74 @@ START_TEST(test_check_same_pid)
 }
 END_TEST
 
+/* the pid namespace depth from a status text */
+START_TEST(test_status_nslevels)
+{
+	ck_assert_int_eq(r2_gpu_status_nslevels("Name:\tx\nPid:\t42\nNSpid:\t42\n"), 1);
+	ck_assert_int_eq(r2_gpu_status_nslevels("Pid:\t42\nNSpid:\t42\t7\n"), 2);
+	ck_assert_int_eq(r2_gpu_status_nslevels("Pid:\t42\nNSpid:\t42 7 1\n"), 3);
+	ck_assert_int_eq(r2_gpu_status_nslevels("Pid:\t42\n"), 1); /* no pid namespaces */
+	ck_assert_int_eq(r2_gpu_status_nslevels("NSpid:\t\n"), -EPROTO);
+	ck_assert_int_eq(r2_gpu_status_nslevels("Name:\tx\n"), -ENOENT);
+}
+END_TEST
+
+/* gpu-access: the device file passed is the GPU's, in the daemon's pid
+ * namespace. /dev/null and /dev/zero stand in for two GPUs' files. */
+START_TEST(test_check_gpu_access)
+{
+	struct stat null_st, zero_st;
+	char err[256];
+	int null_fd = open("/dev/null", O_RDONLY), zero_fd = open("/dev/zero", O_RDONLY);
+	int file_fd = open("/proc/self/status", O_RDONLY);
+
+	ck_assert_int_ge(null_fd, 0);
+	ck_assert_int_ge(zero_fd, 0);
+	ck_assert_int_ge(file_fd, 0);
+	ck_assert_int_eq(fstat(null_fd, &null_st), 0);
+	ck_assert_int_eq(fstat(zero_fd, &zero_st), 0);
+	ck_assert_int_eq(r2_gpu_access_check(null_fd, null_st.st_rdev, 1, 1, err, sizeof(err)), 0);
+	/* another device's file */
+	ck_assert_int_eq(r2_gpu_access_check(zero_fd, null_st.st_rdev, 1, 1, err, sizeof(err)),
+			 -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "not this GPU's device file"));
+	/* a regular file: no st_rdev to match, whatever it holds */
+	ck_assert_int_eq(r2_gpu_access_check(file_fd, null_st.st_rdev, 1, 1, err, sizeof(err)),
+			 -EPERM);
+	/* no file, or the GPU's own not known */
+	ck_assert_int_eq(r2_gpu_access_check(-1, null_st.st_rdev, 1, 1, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "no device file"));
+	ck_assert_int_eq(r2_gpu_access_check(null_fd, 0, 1, 1, err, sizeof(err)), -EPERM);
+	/* a client in a child pid namespace, or a daemon in one, or not read */
+	ck_assert_int_eq(r2_gpu_access_check(null_fd, null_st.st_rdev, 2, 1, err, sizeof(err)),
+			 -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "pid namespace"));
+	ck_assert_int_eq(r2_gpu_access_check(null_fd, null_st.st_rdev, 1, 2, err, sizeof(err)),
+			 -EPERM);
+	ck_assert_int_eq(r2_gpu_access_check(null_fd, null_st.st_rdev, 0, 1, err, sizeof(err)),
+			 -EPERM);
+	close(null_fd);
+	close(zero_fd);
+	close(file_fd);
+}
+END_TEST
+
+/* the N of /dev/nvidiaN in the driver's information file */
+START_TEST(test_nvidia_minor)
+{
+	ck_assert_int_eq(r2_nvidia_minor_parse("Model: \t\t NVIDIA H200\nIRQ:   \t\t 35\n"
+					       "GPU UUID: \t GPU-x\nDevice Minor: \t 3\n"
+					       "Bus Type: \t PCIe\n"), 3);
+	ck_assert_int_eq(r2_nvidia_minor_parse("Device Minor: 0\n"), 0);
+	ck_assert_int_eq(r2_nvidia_minor_parse("Model: x\n"), -ENOENT);
+	ck_assert_int_eq(r2_nvidia_minor_parse("Device Minor: x\n"), -EPROTO);
+	ck_assert_int_eq(r2_nvidia_minor_parse("Device Minor: 300\n"), -EPROTO);
+	ck_assert_int_eq(r2_nvidia_minor("0000:zz:00.0"), -ENOENT); /* no such GPU */
+	ck_assert_int_eq(r2_nvidia_minor("../../x"), -EINVAL);
+	ck_assert_uint_eq(r2_nvidia_rdev(-1), 0);
+}
+END_TEST
+
 static Suite *owner_suite(void)
 {
 	Suite *s = suite_create("gpu-owner");
@@ -257,6 +329,9 @@ static Suite *owner_suite(void)
 	tcase_add_test(t, test_pidfd_alive);
 	tcase_add_test(t, test_check_allow_deny);
 	tcase_add_test(t, test_check_same_pid);
+	tcase_add_test(t, test_status_nslevels);
+	tcase_add_test(t, test_check_gpu_access);
+	tcase_add_test(t, test_nvidia_minor);
 	suite_add_tcase(s, t);
 	return s;
 }
