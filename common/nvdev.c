@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* An NVIDIA GPU's device file from its PCI bus id (nvdev.h). */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -52,6 +53,31 @@ int r2_nvidia_minor(const char *bus)
 		return -EIO;
 	buf[n] = 0;
 	return r2_nvidia_minor_parse(buf);
+}
+
+int r2_nvidia_mig_dir_in_use(const char *migdir)
+{
+	struct dirent *e;
+	DIR *d = opendir(migdir);
+	int in_use = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "gi", 2)) {
+			in_use = 1;
+			break;
+		}
+	closedir(d);
+	return in_use;
+}
+
+int r2_nvidia_mig_in_use(int minor)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "/proc/driver/nvidia/capabilities/gpu%d/mig", minor);
+	return r2_nvidia_mig_dir_in_use(path);
 }
 
 dev_t r2_nvidia_rdev(int minor)

@@ -22,6 +22,15 @@ int r2_nvidia_minor_parse(const char *info);
  * lower case); -errno. */
 int r2_nvidia_minor(const char *bus);
 
+/* Whether the MIG folder of a GPU's capabilities
+ * (/proc/driver/nvidia/capabilities/gpuN/mig) holds a GPU instance ("gi*"):
+ * 1, else 0 (no such folder: MIG off or not supported). Under MIG the
+ * instances share /dev/nvidiaN, and access to one is granted by
+ * /dev/nvidia-caps, so the device file proves nothing about an instance. */
+int r2_nvidia_mig_dir_in_use(const char *migdir);
+/* The same for /dev/nvidiaN's GPU. */
+int r2_nvidia_mig_in_use(int minor);
+
 /* The device number of /dev/nvidiaN (stat of the file, else the driver's
  * major with minor N); 0 if minor is negative. */
 dev_t r2_nvidia_rdev(int minor);

@@ -111,7 +111,7 @@ static int dev_file_open(CUdevice dev)
 	if (minor < 0)
 		return -1;
 	snprintf(path, sizeof(path), "/dev/nvidia%d", minor);
-	return open(path, O_RDONLY | O_CLOEXEC);
+	return open(path, O_RDWR | O_CLOEXEC);
 }
 
 /* ---- per-client state ---- */
@@ -444,6 +444,16 @@ int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 		    fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, NULL, 0);
 	if (fd >= 0)
 		close(fd);
+	if (r == 0 && rep->status == -EINVAL && req.kind == R2_GPU_MEM_IPC && fd >= 0) {
+		/* an r2ccld older than the device file ("GPU memory kind 1 does not
+		 * fit message type"): the handle alone, as it knows it */
+		r2ccl__mem_register_reply__free_unpacked(rep, NULL);
+		rep = NULL;
+		req.req_id = c->next_req++;
+		r = r2c_rpc(c, R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU, &req,
+			    R2CCL__MSG_TYPE__MSG_MEM_REGISTER_REPLY, (void **)&rep, unpack_reg, NULL, 0,
+			    NULL, 0);
+	}
 	if (r < 0)
 		return r;
 	r = rep->status;

@@ -248,8 +248,8 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			       NULL, true,
 			       "legacy CUDA IPC handles (cudaMalloc memory) a client registers: "
 			       "gpu-access (a handle from a client that passed the GPU's device "
-			       "file with it, so could open the handle itself, or one same-pid "
-			       "opens), same-pid (only a handle its own process exported), deny "
+			       "file with it, on a GPU only the client's user has processes on; "
+			       "or one same-pid opens), same-pid (only a handle its own process exported), deny "
 			       "(cuMem fds only; libnccl stages the rest) or allow (any; "
 			       "docs/security.md)" },
 	/* caps (docs/security.md); "0" is sized to the host at start-up */

@@ -552,7 +552,7 @@ static int handle_mem_register_gpu(struct r2_session *s, struct r2_frame *f)
 {
 	R2ccl__MemRegisterGpu *m = r2ccl__mem_register_gpu__unpack(NULL, f->len, f->payload);
 	struct r2_gpu_reg_req req;
-	char err[256] = "";
+	char err[512] = "";
 	uint32_t id = 0;
 	int r;
 

@@ -38,25 +38,31 @@ static void *entry(const char *name)
 	return fn;
 }
 
-/* Every GPU: its properties and a non-blocking stream; then peer access
- * between every pair that allows it. The number of GPUs, or -1 (r2g.err). */
 /* GPU ord's /dev/nvidiaN (gpu_legacy_ipc=gpu-access); 0 if the driver's
- * /proc files do not say */
-static dev_t dev_file(int ord)
+ * /proc files do not say, or if the GPU is split into MIG instances (they
+ * share the file) */
+static dev_t dev_file(int ord, char *bus, size_t buslen)
 {
-	char bus[32];
 	int minor = -ENODEV;
 
-	if (cudaDeviceGetPCIBusId(bus, sizeof(bus), ord) == cudaSuccess)
+	bus[0] = 0;
+	if (cudaDeviceGetPCIBusId(bus, (int)buslen, ord) == cudaSuccess)
 		minor = r2_nvidia_minor(bus);
 	if (minor < 0) {
 		log_warn("gpu: GPU %d: no device file found (%s): gpu_legacy_ipc=gpu-access "
 			 "opens no legacy handle of it", ord, strerror(-minor));
 		return 0;
 	}
+	if (r2_nvidia_mig_in_use(minor)) {
+		log_info("gpu: GPU %d is split into MIG instances, which share /dev/nvidia%d: "
+			 "gpu_legacy_ipc=gpu-access checks its handles as same-pid does", ord, minor);
+		return 0;
+	}
 	return r2_nvidia_rdev(minor);
 }
 
+/* Every GPU: its properties and a non-blocking stream; then peer access
+ * between every pair that allows it. The number of GPUs, or -1 (r2g.err). */
 static int devices_open(void)
 {
 	cudaError_t e;
@@ -86,7 +92,7 @@ static int devices_open(void)
 			return -1;
 		}
 		memcpy(g->uuid, p.uuid.bytes, 16);
-		g->rdev = dev_file(i);
+		g->rdev = dev_file(i, g->bus, sizeof(g->bus));
 		g->sms = p.multiProcessorCount;
 		log_info("gpu: GPU %d: %s, %d SMs, PCI %04x:%02x:%02x", i, p.name, p.multiProcessorCount,
 			 p.pciDomainID, p.pciBusID, p.pciDeviceID);

@@ -28,6 +28,7 @@
 #include "base/comm_record.h"
 #include "base/op_record.h"
 #include "gpu/owner.h"
+#include "nvml.h"
 #include "gpu_priv.h"
 #include "log.h"
 #include "util.h"
@@ -125,6 +126,24 @@ static int self_nslevels(void)
 	return levels;
 }
 
+/* gpu-access's tests (owner.h): the client's device file of GPU dev, and no
+ * other user's process on that GPU, whose memory a handle could be */
+static int gpu_access(struct r2_session *s, const struct r2_gpu_reg_req *req, int dev, char *why,
+		      size_t whylen)
+{
+	pid_t pids[R2G_NVML_MAX_PIDS];
+	size_t n = 0;
+	int r;
+
+	r = r2_gpu_access_check(req->dev_fd, r2g.dev[dev].rdev, s->nslevels, self_nslevels(), why,
+				whylen);
+	if (r == 0)
+		r = r2g_nvml_gpu_pids(r2g.dev[dev].bus, pids, R2G_NVML_MAX_PIDS, &n, why, whylen);
+	if (r == 0)
+		r = r2_gpu_sole_user_check(pids, n, getpid(), s->uid, r2_gpu_proc_uid, why, whylen);
+	return r;
+}
+
 /* Whether s may have the legacy IPC handle of req opened (gpu_legacy_ipc);
  * under alloc_lock. gpu-access: the client's device file, else same-pid. */
 static int ipc_owner_check(struct r2_session *s, const struct r2_gpu_reg_req *req, int dev,
@@ -136,9 +155,7 @@ static int ipc_owner_check(struct r2_session *s, const struct r2_gpu_reg_req *re
 
 	if (pol < 0)
 		pol = R2_GPU_LEGACY_DENY;
-	if (pol == R2_GPU_LEGACY_GPU_ACCESS &&
-	    r2_gpu_access_check(req->dev_fd, r2g.dev[dev].rdev, s->nslevels, self_nslevels(), why,
-				sizeof(why)) == 0)
+	if (pol == R2_GPU_LEGACY_GPU_ACCESS && gpu_access(s, req, dev, why, sizeof(why)) == 0)
 		return 0;
 	if (pol == R2_GPU_LEGACY_SAME_PID || pol == R2_GPU_LEGACY_GPU_ACCESS)
 		off = ipc_pid_offset(dev);

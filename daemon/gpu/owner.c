@@ -4,6 +4,7 @@
  * exporter's pid in a handle, the client's pid as it sees it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <poll.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "gpu/owner.h"
 
@@ -136,6 +138,7 @@ int r2_gpu_access_check(int dev_fd, dev_t gpu_rdev, int client_levels, int self_
 			char *err, size_t errlen)
 {
 	struct stat st;
+	int fl;
 
 	if (dev_fd < 0) {
 		snprintf(err, errlen, "no device file of the GPU came with the handle");
@@ -143,7 +146,17 @@ int r2_gpu_access_check(int dev_fd, dev_t gpu_rdev, int client_levels, int self_
 	}
 	if (gpu_rdev == 0) {
 		snprintf(err, errlen, "r2ccld found no device file for this GPU "
-			 "(/proc/driver/nvidia/gpus/*/information)");
+			 "(/proc/driver/nvidia/gpus/*/information), or it is split into MIG "
+			 "instances");
+		return -EPERM;
+	}
+	/* opened for reading and writing, as the driver's own users open it:
+	 * an O_PATH fd (which open() gives without the file's mode or the
+	 * device cgroup allowing anything) or a read-only one proves nothing */
+	fl = fcntl(dev_fd, F_GETFL);
+	if (fl < 0 || (fl & O_PATH) || (fl & O_ACCMODE) != O_RDWR) {
+		snprintf(err, errlen, "the device file passed was not opened for reading and "
+			 "writing");
 		return -EPERM;
 	}
 	if (fstat(dev_fd, &st) < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != gpu_rdev) {
@@ -155,6 +168,65 @@ int r2_gpu_access_check(int dev_fd, dev_t gpu_rdev, int client_levels, int self_
 		snprintf(err, errlen, "the client is not in r2ccld's pid namespace (a driver may "
 			 "not let it open handles of processes it cannot see)");
 		return -EPERM;
+	}
+	return 0;
+}
+
+int r2_gpu_status_uid(const char *status, uid_t *uid)
+{
+	for (const char *line = status; line && *line;
+	     line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+		char *end;
+		long v;
+
+		if (strncmp(line, "Uid:", 4))
+			continue;
+		strtol(line + 4, &end, 10); /* real */
+		v = strtol(end, &end, 10);  /* effective */
+		if (v < 0 || end == line + 4)
+			return -EPROTO;
+		*uid = (uid_t)v;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int r2_gpu_proc_uid(pid_t pid, uid_t *uid)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = 0;
+	return r2_gpu_status_uid(buf, uid);
+}
+
+int r2_gpu_sole_user_check(const pid_t *pids, size_t n, pid_t self, uid_t uid,
+			   int (*uid_of)(pid_t, uid_t *), char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		uid_t u;
+
+		if (pids[i] == self)
+			continue;
+		if (pids[i] <= 0 || uid_of(pids[i], &u) < 0) {
+			snprintf(err, errlen, "process %d on this GPU is not known (its user cannot "
+				 "be read)", (int)pids[i]);
+			return -EPERM;
+		}
+		if (u != uid) {
+			snprintf(err, errlen, "process %d on this GPU runs as uid %u, not the "
+				 "client's %u", (int)pids[i], (unsigned)u, (unsigned)uid);
+			return -EPERM;
+		}
 	}
 	return 0;
 }

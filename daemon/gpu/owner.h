@@ -10,10 +10,10 @@
  *             client's own (SO_PEERCRED, held by a pidfd since accept)
  *   deny      opens none
  *   gpu-access  opens a handle for a client in r2ccld's pid namespace that
- *             passed the GPU's device file (/dev/nvidiaN) with it, or one
- *             same-pid opens. Such a client can open the handle itself
- *             (cudaIpcOpenMemHandle checks no importer), so r2ccld opening it
- *             gives the client nothing it does not have.
+ *             passed the GPU's device file (/dev/nvidiaN) with it, while
+ *             every process with a context on that GPU runs as the client's
+ *             user; or one same-pid opens. The handle's memory is then the
+ *             client's user's own, on a GPU the client can use.
  * No CUDA here: the decision is tested without a GPU (tests/unit).
  */
 #ifndef R2CCL_DAEMON_GPU_OWNER_H
@@ -57,13 +57,28 @@ int r2_gpu_status_nspid(const char *status, pid_t *nspid);
 int r2_gpu_status_nslevels(const char *status);
 
 /* gpu_legacy_ipc=gpu-access's own test: dev_fd (the file the client passed
- * with the handle; -1 if none) is the device file gpu_rdev of the GPU the
+ * with the handle; -1 if none), opened for reading and writing (not
+ * O_PATH), is the device file gpu_rdev of the GPU the
  * handle's memory is on (0: not known), and the client (client_levels, from
  * r2_gpu_status_nslevels) and r2ccld (self_levels) are both in the pid
  * namespace of the daemon's /proc (1 level each). 0, or -EPERM with the
  * reason in err. */
 int r2_gpu_access_check(int dev_fd, dev_t gpu_rdev, int client_levels, int self_levels,
 			char *err, size_t errlen);
+
+/* The effective uid in a /proc/<pid>/status text (the second field of its
+ * Uid line); -ENOENT without one. */
+int r2_gpu_status_uid(const char *status, uid_t *uid);
+
+/* The effective uid of process pid, from /proc; -errno. */
+int r2_gpu_proc_uid(pid_t pid, uid_t *uid);
+
+/* gpu-access's second test: every process with a context on the GPU (pids[0..n),
+ * r2ccld's own, self, aside) runs as uid, the client's; uid_of gives a
+ * process's uid (r2_gpu_proc_uid). A process whose uid cannot be read counts
+ * as another user's. 0, or -EPERM with the first other process in err. */
+int r2_gpu_sole_user_check(const pid_t *pids, size_t n, pid_t self, uid_t uid,
+			   int (*uid_of)(pid_t, uid_t *), char *err, size_t errlen);
 
 /* 1 while the process of pidfd runs, 0 once it exited, -errno. */
 int r2_gpu_pidfd_alive(int pidfd);

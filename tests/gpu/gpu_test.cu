@@ -891,7 +891,7 @@ static void test_ipc_owner(const char *self)
 			       st ? r2ccl_strerror(st) : "accepted", st ? " " : "", st ? err : "");
 			close(dfd);
 		}
-		int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		int nfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 		st = ipc_raw_register(sock, (const uint8_t *)e.h.reserved, e.uuid, e.base, e.size,
 				      nfd, err, sizeof(err));
 		close(nfd);

@@ -115,6 +115,6 @@ int ipc_raw_dev_file(const char *bus)
 	if (minor < 0)
 		return minor;
 	snprintf(path, sizeof(path), "/dev/nvidia%d", minor);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDWR | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }

@@ -25,7 +25,7 @@ int ipc_raw_register(const char *socket, const uint8_t *handle, const uint8_t *u
 		     size_t errlen);
 
 /* The device file of the GPU at PCI bus id bus (cudaDeviceGetPCIBusId's
- * text), opened read-only as libr2ccl opens it; -errno. */
+ * text), opened for reading and writing as libr2ccl opens it; -errno. */
 int ipc_raw_dev_file(const char *bus);
 
 #ifdef __cplusplus

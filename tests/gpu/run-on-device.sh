@@ -70,6 +70,8 @@ has() { [ "$what" = all ] || [ "$what" = "$1" ]; }
 
 if has suite; then
 	step gpu-suite 300 env R2CCL_GPU_TEST_LOG="$OUT/daemon-suite.log" "$T"
+	# gpu_legacy_ipc=gpu-access's premise: another user opens a handle
+	step ipc-cross-uid 60 python3 "$ROOT/tests/gpu/ipc_cross_uid.py"
 fi
 if has ar; then
 	step r2-allreduce 240 env R2CCL_GPU_TEST_LOG="$OUT/daemon-bench.log" "$T" --bench -c allreduce -g "$ngpu"
@@ -273,6 +275,7 @@ fi
 	echo "== steps"; cat "$summary"
 	[ -f "$OUT/gpu-suite.log" ] && echo "== gpu suite" &&
 		grep -E "^(matrix|count 0|order|cuMem|client killed|legacy IPC|our own legacy|another process|the same with|its memory|PASSED|FAILED|FAIL )" "$OUT/gpu-suite.log" | head -40
+	[ -f "$OUT/ipc-cross-uid.log" ] && echo "== ipc_cross_uid.py" && cat "$OUT/ipc-cross-uid.log"
 	[ -f "$OUT/nccl-allreduce.log" ] && cmp "$OUT/r2-allreduce.log" "$OUT/nccl-allreduce.log" "AllReduce 2 GPUs"
 	for c in allgather reducescatter broadcast; do
 		[ -f "$OUT/nccl-$c.log" ] && cmp "$OUT/r2-$c.log" "$OUT/nccl-$c.log" "$c 2 GPUs"

@@ -53,6 +53,7 @@ static int region_new(struct r2_memreg **m, char *err, size_t len)
 		.offset = 0,
 		.size = 1 << 20,
 		.fd = -1,
+		.dev_fd = -1,
 	};
 
 	err[0] = 0;

@@ -48,7 +48,7 @@ static int run(const char *const *args, const char *want_err, const char *want_l
 	printf("%s: %d (%s)\n", args[1] ? args[1] : "default", st, err);
 	EXPECT(st < 0, "a handle that is not the client's was accepted");
 	/* with a file that is no GPU's passed as the device file */
-	int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	st = ipc_raw_register(d.socket, h, uuid, 0x7f0000000000ull, 2u << 20, null_fd, err,
 			      sizeof(err));
 	close(null_fd);

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -267,12 +268,15 @@ START_TEST(test_check_gpu_access)
 {
 	struct stat null_st, zero_st;
 	char err[256];
-	int null_fd = open("/dev/null", O_RDONLY), zero_fd = open("/dev/zero", O_RDONLY);
+	int null_fd = open("/dev/null", O_RDWR), zero_fd = open("/dev/zero", O_RDWR);
 	int file_fd = open("/proc/self/status", O_RDONLY);
+	int path_fd = open("/dev/null", O_PATH), ro_fd = open("/dev/null", O_RDONLY);
 
 	ck_assert_int_ge(null_fd, 0);
 	ck_assert_int_ge(zero_fd, 0);
 	ck_assert_int_ge(file_fd, 0);
+	ck_assert_int_ge(path_fd, 0);
+	ck_assert_int_ge(ro_fd, 0);
 	ck_assert_int_eq(fstat(null_fd, &null_st), 0);
 	ck_assert_int_eq(fstat(zero_fd, &zero_st), 0);
 	ck_assert_int_eq(r2_gpu_access_check(null_fd, null_st.st_rdev, 1, 1, err, sizeof(err)), 0);
@@ -280,6 +284,13 @@ START_TEST(test_check_gpu_access)
 	ck_assert_int_eq(r2_gpu_access_check(zero_fd, null_st.st_rdev, 1, 1, err, sizeof(err)),
 			 -EPERM);
 	ck_assert_ptr_nonnull(strstr(err, "not this GPU's device file"));
+	/* the right device, but an O_PATH fd (open() checks no access for it) or
+	 * one opened read-only: no proof */
+	ck_assert_int_eq(r2_gpu_access_check(path_fd, null_st.st_rdev, 1, 1, err, sizeof(err)),
+			 -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "reading and writing"));
+	ck_assert_int_eq(r2_gpu_access_check(ro_fd, null_st.st_rdev, 1, 1, err, sizeof(err)),
+			 -EPERM);
 	/* a regular file: no st_rdev to match, whatever it holds */
 	ck_assert_int_eq(r2_gpu_access_check(file_fd, null_st.st_rdev, 1, 1, err, sizeof(err)),
 			 -EPERM);
@@ -298,6 +309,63 @@ START_TEST(test_check_gpu_access)
 	close(null_fd);
 	close(zero_fd);
 	close(file_fd);
+	close(path_fd);
+	close(ro_fd);
+}
+END_TEST
+
+/* the effective uid of a status text, and of a live process */
+START_TEST(test_status_uid)
+{
+	uid_t u = 99;
+
+	ck_assert_int_eq(r2_gpu_status_uid("Name:\tx\nUid:\t1000\t1001\t1000\t1000\n", &u), 0);
+	ck_assert_uint_eq(u, 1001);
+	ck_assert_int_eq(r2_gpu_status_uid("Name:\tx\n", &u), -ENOENT);
+	ck_assert_int_eq(r2_gpu_proc_uid(getpid(), &u), 0);
+	ck_assert_uint_eq(u, geteuid());
+	ck_assert_int_lt(r2_gpu_proc_uid(0x3fffff, &u), 0); /* no such process */
+}
+END_TEST
+
+/* uids of the fake processes 100.. of test_sole_user: 100 + i -> uids[i] */
+static const uid_t fake_uids[] = { 1000, 1000, 0, 1001 };
+static int fake_uid_of(pid_t pid, uid_t *uid)
+{
+	if (pid < 100 || pid >= 100 + (pid_t)(sizeof(fake_uids) / sizeof(fake_uids[0])))
+		return -ESRCH;
+	*uid = fake_uids[pid - 100];
+	return 0;
+}
+
+/* gpu-access's second test: only the client's user on the GPU, r2ccld aside */
+START_TEST(test_sole_user)
+{
+	char err[256];
+	pid_t two[] = { 100, 101 }, with_daemon[] = { 100, 102, 101 }, other[] = { 100, 103 };
+	pid_t gone[] = { 100, 555 }, zero[] = { 0 };
+
+	ck_assert_int_eq(r2_gpu_sole_user_check(NULL, 0, 102, 1000, fake_uid_of, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(r2_gpu_sole_user_check(two, 2, 102, 1000, fake_uid_of, err, sizeof(err)), 0);
+	/* r2ccld (102, root) itself does not count */
+	ck_assert_int_eq(r2_gpu_sole_user_check(with_daemon, 3, 102, 1000, fake_uid_of, err,
+						sizeof(err)), 0);
+	/* a root process that is not r2ccld does */
+	ck_assert_int_eq(r2_gpu_sole_user_check(with_daemon, 3, 999, 1000, fake_uid_of, err,
+						sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "process 102"));
+	/* another user's process, one not known, a pid NVML could not see */
+	ck_assert_int_eq(r2_gpu_sole_user_check(other, 2, 102, 1000, fake_uid_of, err, sizeof(err)),
+			 -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "uid 1001"));
+	ck_assert_int_eq(r2_gpu_sole_user_check(gone, 2, 102, 1000, fake_uid_of, err, sizeof(err)),
+			 -EPERM);
+	ck_assert_int_eq(r2_gpu_sole_user_check(zero, 1, 102, 1000, fake_uid_of, err, sizeof(err)),
+			 -EPERM);
+	/* the client is the other user */
+	ck_assert_int_eq(r2_gpu_sole_user_check(two, 2, 102, 1001, fake_uid_of, err, sizeof(err)),
+			 -EPERM);
 }
 END_TEST
 
@@ -317,6 +385,27 @@ START_TEST(test_nvidia_minor)
 }
 END_TEST
 
+/* MIG: a GPU instance folder ("gi1") in the GPU's capabilities */
+START_TEST(test_nvidia_mig)
+{
+	char dir[] = "/tmp/r2-mig-XXXXXX", sub[64];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(r2_nvidia_mig_dir_in_use(dir), 0); /* MIG on, no instance */
+	snprintf(sub, sizeof(sub), "%s/config", dir);
+	ck_assert_int_eq(mkdir(sub, 0700), 0);
+	ck_assert_int_eq(r2_nvidia_mig_dir_in_use(dir), 0);
+	snprintf(sub, sizeof(sub), "%s/gi1", dir);
+	ck_assert_int_eq(mkdir(sub, 0700), 0);
+	ck_assert_int_eq(r2_nvidia_mig_dir_in_use(dir), 1);
+	rmdir(sub);
+	snprintf(sub, sizeof(sub), "%s/config", dir);
+	rmdir(sub);
+	rmdir(dir);
+	ck_assert_int_eq(r2_nvidia_mig_dir_in_use(dir), 0); /* no folder */
+}
+END_TEST
+
 static Suite *owner_suite(void)
 {
 	Suite *s = suite_create("gpu-owner");
@@ -332,6 +421,9 @@ static Suite *owner_suite(void)
 	tcase_add_test(t, test_status_nslevels);
 	tcase_add_test(t, test_check_gpu_access);
 	tcase_add_test(t, test_nvidia_minor);
+	tcase_add_test(t, test_nvidia_mig);
+	tcase_add_test(t, test_status_uid);
+	tcase_add_test(t, test_sole_user);
 	suite_add_tcase(s, t);
 	return s;
 }
