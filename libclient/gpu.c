@@ -444,7 +444,8 @@ int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 		    fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, NULL, 0);
 	if (fd >= 0)
 		close(fd);
-	if (r == 0 && rep->status == -EINVAL && req.kind == R2_GPU_MEM_IPC && fd >= 0) {
+	if (r == 0 && rep->status == -EINVAL && req.kind == R2_GPU_MEM_IPC && fd >= 0 &&
+	    rep->error && strstr(rep->error, "does not fit message type")) {
 		/* an r2ccld older than the device file ("GPU memory kind 1 does not
 		 * fit message type"): the handle alone, as it knows it */
 		r2ccl__mem_register_reply__free_unpacked(rep, NULL);

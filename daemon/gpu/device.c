@@ -41,9 +41,11 @@ static void *entry(const char *name)
 /* GPU ord's /dev/nvidiaN (gpu_legacy_ipc=gpu-access); 0 if the driver's
  * /proc files do not say, or if the GPU is split into MIG instances (they
  * share the file) */
-static dev_t dev_file(int ord, char *bus, size_t buslen)
+static dev_t dev_file(int ord, char *bus, size_t buslen, int *minorp)
 {
 	int minor = -ENODEV;
+
+	*minorp = -1;
 
 	bus[0] = 0;
 	if (cudaDeviceGetPCIBusId(bus, (int)buslen, ord) == cudaSuccess)
@@ -53,6 +55,7 @@ static dev_t dev_file(int ord, char *bus, size_t buslen)
 			 "opens no legacy handle of it", ord, strerror(-minor));
 		return 0;
 	}
+	*minorp = minor;
 	if (r2_nvidia_mig_in_use(minor)) {
 		log_info("gpu: GPU %d is split into MIG instances, which share /dev/nvidia%d: "
 			 "gpu_legacy_ipc=gpu-access checks its handles as same-pid does", ord, minor);
@@ -92,7 +95,7 @@ static int devices_open(void)
 			return -1;
 		}
 		memcpy(g->uuid, p.uuid.bytes, 16);
-		g->rdev = dev_file(i, g->bus, sizeof(g->bus));
+		g->rdev = dev_file(i, g->bus, sizeof(g->bus), &g->minor);
 		g->sms = p.multiProcessorCount;
 		log_info("gpu: GPU %d: %s, %d SMs, PCI %04x:%02x:%02x", i, p.name, p.multiProcessorCount,
 			 p.pciDomainID, p.pciBusID, p.pciDeviceID);

@@ -28,6 +28,7 @@ struct gpu_dev {
 	uint8_t uuid[16];
 	dev_t rdev; /* its /dev/nvidiaN (0: not found; owner.h, gpu-access) */
 	char bus[32]; /* its PCI bus id ("" not known) */
+	int minor;    /* the N of /dev/nvidiaN, -1 not known */
 	int sms;
 	cudaStream_t st;
 	cudaEvent_t *evfree; /* worker only */

@@ -23,11 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/comm_record.h"
 #include "base/op_record.h"
 #include "gpu/owner.h"
+#include "nvdev.h"
 #include "nvml.h"
 #include "gpu_priv.h"
 #include "log.h"
@@ -108,16 +110,25 @@ static int ipc_pid_offset(int dev)
 	return off;
 }
 
-/* r2ccld's own depth in pid namespaces, from its /proc (owner.h) */
+/* r2ccld's own depth in pid namespaces, from its /proc (owner.h); 2 when it
+ * is not in the host's (initial) pid namespace, where NVML would hide the
+ * processes it cannot see, whatever its /proc says */
 static int self_nslevels(void)
 {
 	static int levels;
+	struct stat st;
 	char buf[4096];
 	ssize_t n;
 	int fd;
 
 	if (levels)
 		return levels;
+	if (stat("/proc/self/ns/pid", &st) < 0 || st.st_ino != R2_PROC_PID_INIT_INO) {
+		levels = 2;
+		log_info("gpu: r2ccld is not in the host's pid namespace: gpu_legacy_ipc=gpu-access "
+			 "checks legacy handles as same-pid does");
+		return levels;
+	}
 	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 	if (fd >= 0)
@@ -126,26 +137,40 @@ static int self_nslevels(void)
 	return levels;
 }
 
-/* gpu-access's tests (owner.h): the client's device file of GPU dev, and no
- * other user's process on that GPU, whose memory a handle could be */
+/* gpu-access's tests (owner.h): the client's device file of GPU dev, the GPU
+ * not split into MIG instances, and no other user's process on it, whose
+ * memory a handle could be */
 static int gpu_access(struct r2_session *s, const struct r2_gpu_reg_req *req, int dev, char *why,
 		      size_t whylen)
 {
+	static bool nvml_said;
 	pid_t pids[R2G_NVML_MAX_PIDS];
 	size_t n = 0;
 	int r;
 
 	r = r2_gpu_access_check(req->dev_fd, r2g.dev[dev].rdev, s->nslevels, self_nslevels(), why,
 				whylen);
-	if (r == 0)
+	if (r == 0 && r2_nvidia_mig_in_use(r2g.dev[dev].minor)) { /* instances made since */
+		snprintf(why, whylen, "the GPU is split into MIG instances, which share its "
+			 "device file");
+		r = -EPERM;
+	}
+	if (r == 0) {
 		r = r2g_nvml_gpu_pids(r2g.dev[dev].bus, pids, R2G_NVML_MAX_PIDS, &n, why, whylen);
+		if (r < 0 && !nvml_said) {
+			nvml_said = true;
+			log_warn("gpu: %s: gpu_legacy_ipc=gpu-access checks legacy handles as "
+				 "same-pid does", why);
+		}
+	}
 	if (r == 0)
 		r = r2_gpu_sole_user_check(pids, n, getpid(), s->uid, r2_gpu_proc_uid, why, whylen);
-	return r;
+	return r < 0 ? r : 0;
 }
 
-/* Whether s may have the legacy IPC handle of req opened (gpu_legacy_ipc);
- * under alloc_lock. gpu-access: the client's device file, else same-pid. */
+/* Whether s may have the legacy IPC handle of req opened (gpu_legacy_ipc):
+ * 1 (gpu-access's tests passed), 0 (another policy's), or -EPERM; under
+ * alloc_lock. gpu-access: its own tests, else same-pid's. */
 static int ipc_owner_check(struct r2_session *s, const struct r2_gpu_reg_req *req, int dev,
 			   char *err, size_t errlen)
 {
@@ -156,7 +181,7 @@ static int ipc_owner_check(struct r2_session *s, const struct r2_gpu_reg_req *re
 	if (pol < 0)
 		pol = R2_GPU_LEGACY_DENY;
 	if (pol == R2_GPU_LEGACY_GPU_ACCESS && gpu_access(s, req, dev, why, sizeof(why)) == 0)
-		return 0;
+		return 1; /* checked again once opened (r2_gpu_region_new) */
 	if (pol == R2_GPU_LEGACY_SAME_PID || pol == R2_GPU_LEGACY_GPU_ACCESS)
 		off = ipc_pid_offset(dev);
 	r = r2_gpu_ipc_owner_check((enum r2_gpu_legacy)pol, req->ipc_handle, req->ipc_handle_len,
@@ -406,7 +431,7 @@ int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
 {
 	struct gpu_alloc *a = NULL;
 	struct r2_gpu_region *g;
-	int dev = -1, r;
+	int dev = -1, by_access = 0, r;
 
 	if ((r = r2g_init(&s->d->params)) < 0) {
 		snprintf(err, errlen, "%s", r2g.errmsg);
@@ -420,11 +445,16 @@ int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
 	pthread_mutex_lock(&alloc_lock);
 	r = 0;
 	if (req->kind == R2_GPU_MEM_IPC)
-		r = ipc_owner_check(s, req, dev, err, errlen);
-	if (r == 0)
+		r = by_access = ipc_owner_check(s, req, dev, err, errlen);
+	if (r >= 0)
 		r = alloc_ref(s, req, dev, &a, err, errlen);
+	/* gpu-access again, now that the memory exists for certain: a process
+	 * of another user that came to the GPU since the first look (its
+	 * handle's exporter) refuses it */
+	if (r == 0 && by_access == 1 && gpu_access(s, req, dev, err, errlen) < 0)
+		r = -EAGAIN;
 	pthread_mutex_unlock(&alloc_lock);
-	if (r < 0) {
+	if (r < 0 && r != -EAGAIN) {
 		free(g);
 		return r;
 	}
@@ -434,6 +464,14 @@ int r2_gpu_region_new(struct r2_session *s, const struct r2_gpu_reg_req *req,
 	g->m.size = req->size;
 	g->m.addr = a->dptr + req->offset;
 	atomic_init(&g->m.refs, 1);
+	if (r == -EAGAIN) {
+		char why[256];
+		snprintf(why, sizeof(why), "%s", err);
+		snprintf(err, errlen, "gpu_legacy_ipc=gpu-access, checked again after the open: %s",
+			 why);
+		r2_gpu_region_free(&g->m); /* the reference taken, the handle closed if last */
+		return -EPERM;
+	}
 	*out = &g->m;
 	return 0;
 }

@@ -176,16 +176,24 @@ int r2_gpu_status_uid(const char *status, uid_t *uid)
 {
 	for (const char *line = status; line && *line;
 	     line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
-		char *end;
-		long v;
+		const char *p = line + 4;
+		unsigned long v[4];
 
 		if (strncmp(line, "Uid:", 4))
 			continue;
-		strtol(line + 4, &end, 10); /* real */
-		v = strtol(end, &end, 10);  /* effective */
-		if (v < 0 || end == line + 4)
+		for (int i = 0; i < 4; i++) {
+			char *end;
+
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (*p < '0' || *p > '9')
+				return -EPROTO;
+			v[i] = strtoul(p, &end, 10);
+			p = end;
+		}
+		if (v[1] != v[0] || v[2] != v[0] || v[3] != v[0])
 			return -EPROTO;
-		*uid = (uid_t)v;
+		*uid = (uid_t)v[0];
 		return 0;
 	}
 	return -ENOENT;
@@ -212,6 +220,8 @@ int r2_gpu_proc_uid(pid_t pid, uid_t *uid)
 int r2_gpu_sole_user_check(const pid_t *pids, size_t n, pid_t self, uid_t uid,
 			   int (*uid_of)(pid_t, uid_t *), char *err, size_t errlen)
 {
+	size_t mine = 0;
+
 	for (size_t i = 0; i < n; i++) {
 		uid_t u;
 
@@ -227,6 +237,12 @@ int r2_gpu_sole_user_check(const pid_t *pids, size_t n, pid_t self, uid_t uid,
 				 "client's %u", (int)pids[i], (unsigned)u, (unsigned)uid);
 			return -EPERM;
 		}
+		mine++;
+	}
+	if (!mine) {
+		snprintf(err, errlen, "no process of the client's user is on this GPU (the "
+			 "handle's exporter must be)");
+		return -EPERM;
 	}
 	return 0;
 }

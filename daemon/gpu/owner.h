@@ -23,6 +23,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The inode of the host's (initial) pid namespace (/proc/self/ns/pid),
+ * the kernel's PROC_PID_INIT_INO */
+#define R2_PROC_PID_INIT_INO 0xEFFFFFFCu
+
 enum r2_gpu_legacy {
 	R2_GPU_LEGACY_ALLOW,
 	R2_GPU_LEGACY_SAME_PID,
@@ -61,22 +65,25 @@ int r2_gpu_status_nslevels(const char *status);
  * O_PATH), is the device file gpu_rdev of the GPU the
  * handle's memory is on (0: not known), and the client (client_levels, from
  * r2_gpu_status_nslevels) and r2ccld (self_levels) are both in the pid
- * namespace of the daemon's /proc (1 level each). 0, or -EPERM with the
- * reason in err. */
+ * namespace of the daemon's /proc (1 level each; memory.c gives the daemon 2
+ * when it is not in the host's pid namespace). 0, or -EPERM with the reason
+ * in err. */
 int r2_gpu_access_check(int dev_fd, dev_t gpu_rdev, int client_levels, int self_levels,
 			char *err, size_t errlen);
 
-/* The effective uid in a /proc/<pid>/status text (the second field of its
- * Uid line); -ENOENT without one. */
+/* The uid in a /proc/<pid>/status text: its Uid line's four (real,
+ * effective, saved, file system) when they are one uid; -EPROTO when they
+ * differ or are not four, -ENOENT without the line. */
 int r2_gpu_status_uid(const char *status, uid_t *uid);
 
 /* The effective uid of process pid, from /proc; -errno. */
 int r2_gpu_proc_uid(pid_t pid, uid_t *uid);
 
 /* gpu-access's second test: every process with a context on the GPU (pids[0..n),
- * r2ccld's own, self, aside) runs as uid, the client's; uid_of gives a
- * process's uid (r2_gpu_proc_uid). A process whose uid cannot be read counts
- * as another user's. 0, or -EPERM with the first other process in err. */
+ * r2ccld's own, self, aside) runs as uid, the client's, and there is at least
+ * one (the exporter must be among them); uid_of gives a process's uid
+ * (r2_gpu_proc_uid). A process whose uid cannot be read counts as another
+ * user's. 0, or -EPERM with the first other process in err. */
 int r2_gpu_sole_user_check(const pid_t *pids, size_t n, pid_t self, uid_t uid,
 			   int (*uid_of)(pid_t, uid_t *), char *err, size_t errlen);
 

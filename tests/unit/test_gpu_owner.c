@@ -319,8 +319,12 @@ START_TEST(test_status_uid)
 {
 	uid_t u = 99;
 
-	ck_assert_int_eq(r2_gpu_status_uid("Name:\tx\nUid:\t1000\t1001\t1000\t1000\n", &u), 0);
-	ck_assert_uint_eq(u, 1001);
+	ck_assert_int_eq(r2_gpu_status_uid("Name:\tx\nUid:\t1000\t1000\t1000\t1000\n", &u), 0);
+	ck_assert_uint_eq(u, 1000);
+	/* real, effective, saved or fs uid of another user: not one user's */
+	ck_assert_int_eq(r2_gpu_status_uid("Uid:\t1000\t1001\t1000\t1000\n", &u), -EPROTO);
+	ck_assert_int_eq(r2_gpu_status_uid("Uid:\t1000\t1000\t1000\t0\n", &u), -EPROTO);
+	ck_assert_int_eq(r2_gpu_status_uid("Uid:\t1000\t1000\n", &u), -EPROTO);
 	ck_assert_int_eq(r2_gpu_status_uid("Name:\tx\n", &u), -ENOENT);
 	ck_assert_int_eq(r2_gpu_proc_uid(getpid(), &u), 0);
 	ck_assert_uint_eq(u, geteuid());
@@ -345,8 +349,13 @@ START_TEST(test_sole_user)
 	pid_t two[] = { 100, 101 }, with_daemon[] = { 100, 102, 101 }, other[] = { 100, 103 };
 	pid_t gone[] = { 100, 555 }, zero[] = { 0 };
 
+	/* nobody on the GPU, or only r2ccld: the exporter is not there */
 	ck_assert_int_eq(r2_gpu_sole_user_check(NULL, 0, 102, 1000, fake_uid_of, err, sizeof(err)),
-			 0);
+			 -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "exporter"));
+	pid_t only_daemon[] = { 102 };
+	ck_assert_int_eq(r2_gpu_sole_user_check(only_daemon, 1, 102, 1000, fake_uid_of, err,
+						sizeof(err)), -EPERM);
 	ck_assert_int_eq(r2_gpu_sole_user_check(two, 2, 102, 1000, fake_uid_of, err, sizeof(err)), 0);
 	/* r2ccld (102, root) itself does not count */
 	ck_assert_int_eq(r2_gpu_sole_user_check(with_daemon, 3, 102, 1000, fake_uid_of, err,
