@@ -88,11 +88,12 @@ wait_iters() {
 }
 
 # gap stats of the trace: "median_ms max_gap_ms iterations fault_gap_ms
-# healthy_p99_ms". Gaps are between consecutive completions of one pass
+# healthy_p99_ms pre_fault_ms". Gaps are between consecutive completions of one pass
 # (r2ccl-bench runs out-of-place then in-place, with checks and warm-up in
 # between: that pause is not an interruption). fault_gap: the longest gap
 # ending in the 1.5 s after T_INJ (monotonic s); healthy_p99: the 99th
-# percentile iteration time before T_INJ.
+# percentile iteration time before T_INJ; pre_fault: the iteration (gap)
+# that ended last before T_INJ, what the fault's gap is compared with.
 gaps() {
 	awk -F, -v ti="${T_INJ:-0}" '
 	NR > 1 { n++; d[n] = $3 - $2; if ($3 / 1e6 < ti) h[++nh] = $3 - $2
@@ -101,18 +102,19 @@ gaps() {
 		for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
 	END {
 		sortnum(d, n); sortnum(h, nh)
-		mx = 0; fg = 0
+		mx = 0; fg = 0; pre = 0; last = 0
 		for (p in e) {
 			k = split(e[p], v, " "); sortnum(v, k)
 			for (i = 2; i <= k; i++) {
 				g = v[i] - v[i - 1]
 				if (g > mx) mx = g
 				if (ti > 0 && v[i] / 1e6 >= ti && v[i] / 1e6 <= ti + 1.5 && g > fg) fg = g
+				if (ti > 0 && v[i] / 1e6 < ti && v[i] > last) { last = v[i]; pre = g }
 			}
 		}
 		p99 = nh ? h[int(nh * 0.99 + 0.999)] : 0
-		printf "%.1f %.1f %d %.1f %.1f\n", n ? d[int((n + 1) / 2)] / 1000 : 0, mx / 1000, n,
-			fg / 1000, p99 / 1000 }' "$TRACE"
+		printf "%.1f %.1f %d %.1f %.1f %.1f\n", n ? d[int((n + 1) / 2)] / 1000 : 0, mx / 1000, n,
+			fg / 1000, p99 / 1000, pre / 1000 }' "$TRACE"
 }
 
 SUMMARY=$(mktemp /tmp/r2-faults.XXXXXX)
@@ -127,12 +129,14 @@ report() {
 summary() {
 	awk '{ delete v; for (i = 1; i < NF; i++) v[$i] = $(i + 1); s = $1
 		if (!("fault_gap_ms" in v)) next
-		n[s]++; g[s, n[s]] = v["fault_gap_ms"]; m[s, n[s]] = v["median_ms"]; q[s, n[s]] = v["healthy_p99_ms"] }
+		n[s]++; g[s, n[s]] = v["fault_gap_ms"]; m[s, n[s]] = v["median_ms"]; q[s, n[s]] = v["healthy_p99_ms"]
+		c[s, n[s]] = v["fault_gap_ms"] - v["pre_fault_ms"]; if (c[s, n[s]] <= 50) w[s]++ }
 	function pct(a, s, k, p,   i, j, t, x) { for (i = 1; i <= k; i++) x[i] = a[s, i]
 		for (i = 2; i <= k; i++) { t = x[i]; for (j = i - 1; j >= 1 && x[j] > t; j--) x[j + 1] = x[j]; x[j + 1] = t }
 		return x[int(k * p + 0.999) < 1 ? 1 : int(k * p + 0.999)] }
-	END { for (s in n) printf "summary %s %d injections: fault gap ms median %s p99 %s max %s; healthy iteration ms median %s, p99 %s (median over runs)\n",
-		s, n[s], pct(g, s, n[s], 0.5), pct(g, s, n[s], 0.99), pct(g, s, n[s], 1), pct(m, s, n[s], 0.5), pct(q, s, n[s], 0.5) }' "$SUMMARY"
+	END { for (s in n) printf "summary %s %d injections: fault gap ms median %s p99 %s max %s; healthy iteration ms median %s, p99 %s (median over runs); the fault gap over the iteration before it: median %s, max %s ms, within 50 ms in %d of %d\n",
+		s, n[s], pct(g, s, n[s], 0.5), pct(g, s, n[s], 0.99), pct(g, s, n[s], 1), pct(m, s, n[s], 0.5), pct(q, s, n[s], 0.5),
+		pct(c, s, n[s], 0.5), pct(c, s, n[s], 1), w[s], n[s] }' "$SUMMARY"
 }
 
 # CLOCK_MONOTONIC in seconds (the trace's clock)
@@ -181,10 +185,10 @@ run_ok() {
 	"inject_$name"
 	wait "$BPID"
 	rc=$?
-	read -r med mx n fg p99 < <(gaps)
+	read -r med mx n fg p99 pre < <(gaps)
 	if ((rc == 0)) && grep -q "Out of bounds values : 0 OK" "$DIR"/h0/out.log; then
 		ok "$name: $n iterations exact; median ${med} ms, longest gap ${mx} ms, after the fault ${fg} ms (healthy p99 ${p99} ms)"
-		report "$name: hosts $H rails 2 rate $RATE size $SIZE: median_ms $med max_gap_ms $mx fault_gap_ms $fg healthy_p99_ms $p99 iterations $n"
+		report "$name: hosts $H rails 2 rate $RATE size $SIZE: median_ms $med max_gap_ms $mx fault_gap_ms $fg pre_fault_ms $pre healthy_p99_ms $p99 iterations $n"
 		if declare -F "check_$name" >/dev/null; then "check_$name"; fi
 	else
 		fail "$name: the loop failed (exit $rc)"
