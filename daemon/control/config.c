@@ -249,9 +249,9 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			       "legacy CUDA IPC handles (cudaMalloc memory) a client registers: "
 			       "gpu-access (a handle from a client that passed the GPU's device "
 			       "file with it, on a GPU only the client's user has processes on; "
-			       "or one same-pid opens), same-pid (only a handle its own process exported), deny "
-			       "(cuMem fds only; libnccl stages the rest) or allow (any; "
-			       "docs/security.md)" },
+			       "or one same-pid opens), same-pid (only a handle its own process "
+			       "exported), deny (cuMem fds only; libnccl stages the rest) or allow "
+			       "(any; docs/security.md)" },
 	/* caps (docs/security.md); "0" is sized to the host at start-up */
 	[P_MAX_SESSIONS_PER_UID] = { "max_sessions_per_uid", "R2CCL_MAX_SESSIONS_PER_UID",
 				     "--max-sessions-per-uid", R2_PT_INT, "0", 0, 1 << 20, NULL,

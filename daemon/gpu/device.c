@@ -38,15 +38,13 @@ static void *entry(const char *name)
 	return fn;
 }
 
-/* GPU ord's /dev/nvidiaN (gpu_legacy_ipc=gpu-access); 0 if the driver's
- * /proc files do not say, or if the GPU is split into MIG instances (they
- * share the file) */
+/* GPU ord's /dev/nvidiaN (gpu_legacy_ipc=gpu-access; MIG is checked at each
+ * registration, memory.c); 0 if the driver's /proc files do not say */
 static dev_t dev_file(int ord, char *bus, size_t buslen, int *minorp)
 {
 	int minor = -ENODEV;
 
 	*minorp = -1;
-
 	bus[0] = 0;
 	if (cudaDeviceGetPCIBusId(bus, (int)buslen, ord) == cudaSuccess)
 		minor = r2_nvidia_minor(bus);
@@ -56,11 +54,6 @@ static dev_t dev_file(int ord, char *bus, size_t buslen, int *minorp)
 		return 0;
 	}
 	*minorp = minor;
-	if (r2_nvidia_mig_in_use(minor)) {
-		log_info("gpu: GPU %d is split into MIG instances, which share /dev/nvidia%d: "
-			 "gpu_legacy_ipc=gpu-access checks its handles as same-pid does", ord, minor);
-		return 0;
-	}
 	return r2_nvidia_rdev(minor);
 }
 

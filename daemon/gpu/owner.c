@@ -146,8 +146,7 @@ int r2_gpu_access_check(int dev_fd, dev_t gpu_rdev, int client_levels, int self_
 	}
 	if (gpu_rdev == 0) {
 		snprintf(err, errlen, "r2ccld found no device file for this GPU "
-			 "(/proc/driver/nvidia/gpus/*/information), or it is split into MIG "
-			 "instances");
+			 "(/proc/driver/nvidia/gpus/*/information)");
 		return -EPERM;
 	}
 	/* opened for reading and writing, as the driver's own users open it:
