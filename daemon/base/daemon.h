@@ -139,6 +139,7 @@ enum r2d_param {
 	P_SCHED_WINDOW,
 	P_SCHED_QUANTUM,
 	P_SCHED_PRIO_RUN,
+	P_SCHED_MOVE,
 	P_COUNT
 };
 

@@ -350,6 +350,12 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			     "bytes per rail and peer handed to the transport and not yet "
 			     "written; the rest waits in the tenants' queues (smaller: a latency "
 			     "chunk waits less, larger: more in flight)" },
+	[P_SCHED_MOVE] = { "sched_move", "R2CCL_SCHED_MOVE", "--sched-move", R2_PT_BOOL, "1", 0, 0,
+			   NULL, NULL, true,
+			   "a rail with nothing owed queued takes a waiting chunk to the same "
+			   "peer from another healthy rail of the same transport (tcp), so a "
+			   "tenant whose chunks for one rail ran out keeps its weight's share "
+			   "(0: every chunk leaves on the rail its plan gave it)" },
 	[P_SCHED_QUANTUM] = { "sched_quantum", "R2CCL_SCHED_QUANTUM", "--sched-quantum",
 			      R2_PT_INT, "1M", 4096, 1ll << 30, NULL, "bytes", true,
 			      "the fair queueing's grain: a tenant behind its weight's share "
@@ -415,7 +421,8 @@ static void tenants_configure(struct r2d *d)
 	r2d_tenants_configure(d, r2_param_bool(&d->params, P_SCHED),
 			      (uint32_t)r2_param_int(&d->params, P_SCHED_QUANTUM),
 			      (uint64_t)r2_param_int(&d->params, P_SCHED_PRIO_RUN),
-			      (uint64_t)r2_param_int(&d->params, P_SCHED_WINDOW));
+			      (uint64_t)r2_param_int(&d->params, P_SCHED_WINDOW),
+			      r2_param_bool(&d->params, P_SCHED_MOVE));
 }
 
 /* Parses the [tenants] section of path into pols (check only), then sets

@@ -56,7 +56,9 @@ struct sendrec {
 	struct sendrec *next;
 	struct r2_chunk_hdr hdr;
 	void *buf;
-	int rail;
+	/* the rail it went on: planned, or the one the tenants' scheduler
+	 * moved it to while it was queued (the rails' threads write it then) */
+	_Atomic int rail;
 	uint64_t peer;
 	uint64_t via; /* 0, or the bridge it went to (detour.h): no rail to peer */
 	bool posted, sent, acked;

@@ -109,7 +109,7 @@ int rl_post_any(struct r2d *d, struct sendrec *s)
 		if (s->borrowed && !r2d_rails_zero_copy(d, s->rail) && rl_unborrow(d, s) < 0)
 			return -ENOMEM;
 		r = r2d_rails_send_tenant(d, s->rail, s->peer, &s->hdr, s->buf,
-					  (uint64_t)(uintptr_t)s, s->tenant);
+					  (uint64_t)(uintptr_t)s, s->tenant, &s->rail);
 	}
 	if (r == 0 || r == -EAGAIN) {
 		if (r == 0)
@@ -127,13 +127,15 @@ int rl_post_any(struct r2d *d, struct sendrec *s)
 				continue;
 			if (s->borrowed && !r2d_rails_zero_copy(d, i) && rl_unborrow(d, s) < 0)
 				return -ENOMEM;
+			int was = s->rail;
+			s->rail = i; /* before: the scheduler may move it on at once */
 			int q = r2d_rails_send_tenant(d, i, s->peer, &s->hdr, s->buf,
-						      (uint64_t)(uintptr_t)s, s->tenant);
+						      (uint64_t)(uintptr_t)s, s->tenant, &s->rail);
 			if (q == 0) {
-				s->rail = i;
 				s->posted = true;
 				return 0;
 			}
+			s->rail = was;
 			if (q != -ENOTCONN)
 				r = q;
 		}

@@ -240,3 +240,21 @@ uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer)
 	return p ? atomic_load_explicit(&p->bad_mask, memory_order_relaxed) : 0;
 }
 
+bool r2d_rails_movable(struct r2d *d, int from, int to, uint64_t peer)
+{
+	struct r2_rails *rs = d->rails;
+	struct r2_peer *p;
+
+	if (!rs || from < 0 || to < 0 || from >= rs->n || to >= rs->n || from == to)
+		return false;
+	if (rs->rail[from].ops != rs->rail[to].ops || !(rs->rail[to].ops->caps & R2_TP_CAP_ZERO_COPY))
+		return false;
+	if (__atomic_load_n(&rs->rail[to].h.state, __ATOMIC_RELAXED) != R2_RS_HEALTHY)
+		return false;
+	p = r2d_rails_peer_find(d, peer);
+	if (!p || !(__atomic_load_n(&p->conn_mask, __ATOMIC_RELAXED) & (1u << to)) ||
+	    (atomic_load_explicit(&p->bad_mask, memory_order_relaxed) & (1u << to)))
+		return false;
+	return __atomic_load_n(&p->link[to].state, __ATOMIC_RELAXED) == R2_RS_HEALTHY;
+}
+

@@ -679,7 +679,8 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 	r2d_tenants_configure(d, r2_param_bool(&d->params, P_SCHED),
 			      (uint32_t)r2_param_int(&d->params, P_SCHED_QUANTUM),
 			      (uint64_t)r2_param_int(&d->params, P_SCHED_PRIO_RUN),
-			      (uint64_t)r2_param_int(&d->params, P_SCHED_WINDOW));
+			      (uint64_t)r2_param_int(&d->params, P_SCHED_WINDOW),
+			      r2_param_bool(&d->params, P_SCHED_MOVE));
 	pthread_mutex_init(&rs->qlock, NULL);
 	rs->epfd = epoll_create1(EPOLL_CLOEXEC);
 	rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

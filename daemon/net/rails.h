@@ -209,6 +209,13 @@ int r2d_rails_take_usage(struct r2d *d, int rail, uint64_t *keys, int max);
 void r2d_rails_note_resend(struct r2d *d, int rail, uint64_t peer, uint32_t n);
 /* Rails the engine should not use to this peer (health), any thread. */
 uint32_t r2d_rails_bad(struct r2d *d, uint64_t peer);
+/* May a data chunk queued for the peer on rail `from` go on rail `to`
+ * instead (the tenants' scheduler, net/tenants.c)? Both rails of one
+ * transport that sends from any host memory (tcp, loopback: a buffer
+ * registered with one NIC would not do), `to` connected to the peer, and
+ * both the rail and the path to the peer healthy there (not degraded: a
+ * slower rail keeps the smaller share the planner gave it). Any thread. */
+bool r2d_rails_movable(struct r2d *d, int from, int to, uint64_t peer);
 /* Sends a control message to a peer on every healthy connected rail (at least
  * one attempt on any connected rail; with no rail connected to it, through
  * another connected peer, detour.h); 0 if at least one accepted it. */

@@ -564,6 +564,63 @@ static bool may_send(const struct r2_sched *s, const struct r2_sched_item *it)
 	return !s->may_send || s->may_send(it, s->may_send_arg);
 }
 
+/* The head chunk of tenant t on another rail than `rail` that may go on
+ * `rail` instead (may_move, and its bucket), or NULL; *from: its rail. */
+static struct r2_sched_item *movable(struct r2_sched *s, int rail, int t, int *from,
+				     uint64_t now_us)
+{
+	for (int r = 0; r < R2_SCHED_MAX_RAILS; r++) {
+		struct r2_sched_item *h = s->rail[r].q[t].head;
+		if (r == rail || !h || !s->may_move(h, rail, s->may_send_arg))
+			continue;
+		if (!cap_ok(s, t, h->len, now_us))
+			return NULL;
+		*from = r;
+		return h;
+	}
+	return NULL;
+}
+
+/* A chunk owed more than this rail's best (virtual time below `below`, or
+ * any when the rail has none) but queued on another rail only: the tenant
+ * of the class furthest behind with a head chunk that may move here. Taken
+ * from that rail's queue; NULL when none. */
+static struct r2_sched_item *steal(struct r2_sched *s, int rail, int cls, bool any, double below,
+				   uint64_t now_us)
+{
+	int bt = -1, bfrom = -1;
+
+	if (!s->may_move)
+		return NULL;
+	for (int t = 0; t < R2_SCHED_MAX_TENANTS; t++) {
+		const struct r2_sched_tenant *x = &s->t[t];
+		int from;
+		if (!x->used || !x->queued || (x->pol.cls == R2_TCLASS_LATENCY) != cls ||
+		    (!any && x->vtime >= below) || (bt >= 0 && x->vtime >= s->t[bt].vtime))
+			continue;
+		if (s->rail[rail].q[t].head && may_send(s, s->rail[rail].q[t].head))
+			continue; /* it has a chunk here: fair() weighed it */
+		if (movable(s, rail, t, &from, now_us)) {
+			bt = t;
+			bfrom = from;
+		}
+	}
+	if (bt < 0)
+		return NULL;
+	struct r2_sched_rail *src = &s->rail[bfrom];
+	struct r2_sched_q *q = &src->q[bt];
+	struct r2_sched_item *it = q_pop(q);
+	if (!q->head) {
+		for (int pos = 0; pos < src->nring[cls]; pos++)
+			if (src->ring[cls][pos] == bt) {
+				ring_del(src, cls, pos);
+				break;
+			}
+	}
+	s->vlast[cls] = s->t[bt].vtime;
+	return dequeued(s, src, it, now_us);
+}
+
 /* Fair queueing over the class's tenants queued on this rail: the chunk of
  * the tenant with the least virtual time (bytes sent on every rail / weight)
  * among those that may send now; ties go in ring order from the cursor. A
@@ -598,10 +655,14 @@ static struct r2_sched_item *fair(struct r2_sched *s, struct r2_sched_rail *rl, 
 			best = pos;
 	}
 	if (best < 0)
-		return NULL;
+		return steal(s, (int)(rl - s->rail), cls, true, 0.0, now_us);
 	uint16_t t = rl->ring[cls][best];
 	struct r2_sched_tenant *x = &s->t[t];
 	struct r2_sched_q *q = &rl->q[t];
+	struct r2_sched_item *moved = steal(s, (int)(rl - s->rail), cls, false, x->vtime, now_us);
+
+	if (moved)
+		return moved;
 
 	if (x->vtime < most - catch_up(s))
 		x->vtime = most - catch_up(s);
@@ -640,7 +701,7 @@ struct r2_sched_item *r2_sched_next(struct r2_sched *s, int rail, uint64_t now_u
 	struct r2_sched_rail *rl = &s->rail[rail];
 	struct r2_sched_item *it;
 
-	if (!rl->queued)
+	if (!rl->queued && (!s->may_move || !s->enabled))
 		return NULL;
 	if (!s->enabled) {
 		it = s->fifo_head[rail];

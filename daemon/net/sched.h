@@ -22,7 +22,13 @@
  *     chunk for one rail gets more of the others. A tenant that had nothing
  *     queued starts level with those that did (no credit for idle time),
  *     and one that falls further behind (its peer's window full) catches
- *     up at most 16 x quantum bytes per unit of weight;
+ *     up at most 16 x quantum bytes per unit of weight. A chunk is queued
+ *     on the rail its plan gave it, but where may_move allows, a rail
+ *     whose queues hold no chunk of the tenant furthest behind takes that
+ *     tenant's chunk from another rail's queue: a tenant whose chunks for
+ *     one rail ran out (its step's share of that rail already sent) keeps
+ *     its share on the others' bytes, and a rail with nothing queued takes
+ *     work from a busy one;
  *  3. a tenant with a rate (bits/s, per host: one token bucket shared by the
  *     rails) sends a chunk only when its bucket holds the chunk's bytes; the
  *     bucket holds at most max(burst, the chunk), burst = 2% of one second's
@@ -121,6 +127,13 @@ struct r2_sched {
 	 * on the rail is full) */
 	bool (*may_send)(const struct r2_sched_item *it, void *arg);
 	void *may_send_arg;
+	/* may the item, queued on another rail, go on rail `to` instead? (NULL:
+	 * never; net/tenants.c: the same peer, reachable and healthy there, a
+	 * transport that sends from any memory, its window open). With it a
+	 * rail whose own queues hold nothing owed takes the chunk of the tenant
+	 * furthest behind from another rail's queue (see 2. above); its arg
+	 * is may_send_arg */
+	bool (*may_move)(const struct r2_sched_item *it, int to, void *arg);
 };
 
 /* Defaults of a policy (weight 1, bulk, no cap, quotas 0). */
@@ -167,7 +180,8 @@ uint64_t r2_sched_burst(const struct r2_sched *s, int t);
 void r2_sched_enqueue(struct r2_sched *s, int rail, struct r2_sched_item *it, uint64_t now_us);
 /* The next chunk of the rail (dequeued; its tenant's bucket charged), or
  * NULL: nothing queued, or every queued chunk waits for tokens or may not
- * go (may_send). */
+ * go (may_send). The chunk may come from another rail's queue (may_move):
+ * the caller sends it on this rail. */
 struct r2_sched_item *r2_sched_next(struct r2_sched *s, int rail, uint64_t now_us);
 /* A chunk r2_sched_next gave that the transport could not take: back at
  * the head of its queue, its bytes given back to its bucket and deficit. */

@@ -25,6 +25,7 @@
 struct tq_item {
 	struct r2_sched_item it; /* first: the scheduler hands back this */
 	int rail;
+	_Atomic int *railp; /* the engine's record of its rail: set when it moves */
 	uint64_t peer;
 	struct r2_chunk_hdr hdr;
 	const void *buf;
@@ -34,6 +35,7 @@ struct tq_item {
 
 struct r2_tenants {
 	pthread_mutex_t lock;
+	struct r2d *d;
 	struct r2_sched s;
 	bool on;
 	uint64_t window; /* sched_window: bytes per rail and peer not yet written */
@@ -60,6 +62,7 @@ struct r2_tenants {
 
 static void wake_rails(struct r2d *d);
 static bool peer_window_open(const struct r2_sched_item *it, void *arg);
+static bool may_move(const struct r2_sched_item *it, int to, void *arg);
 
 int r2d_tenants_init(struct r2d *d)
 {
@@ -73,7 +76,9 @@ int r2d_tenants_init(struct r2d *d)
 	pthread_mutex_init(&ts->lock, NULL);
 	r2_sched_init(&ts->s, 1 << 20, 4 << 20);
 	ts->s.may_send = peer_window_open;
+	ts->s.may_move = may_move;
 	ts->s.may_send_arg = ts;
+	ts->d = d;
 	ts->on = true;
 	ts->window = 4 << 20;
 	d->tenants = ts;
@@ -106,7 +111,7 @@ void r2d_tenants_free(struct r2d *d)
 }
 
 void r2d_tenants_configure(struct r2d *d, bool on, uint32_t quantum, uint64_t prio_run,
-			   uint64_t window)
+			   uint64_t window, bool move)
 {
 	struct r2_tenants *ts = d->tenants;
 
@@ -117,6 +122,7 @@ void r2d_tenants_configure(struct r2d *d, bool on, uint32_t quantum, uint64_t pr
 	ts->s.quantum = quantum ? quantum : ts->s.quantum;
 	ts->s.prio_run = prio_run ? prio_run : ts->s.prio_run;
 	ts->window = window ? window : ts->window;
+	ts->s.may_move = move ? may_move : NULL;
 	pthread_mutex_unlock(&ts->lock);
 }
 
@@ -366,15 +372,31 @@ static _Atomic int64_t *peer_slot(struct r2_tenants *ts, int rail, uint64_t peer
  * sched_window: bulk chunks fill one window, the latency class has one
  * more, so it never waits for bulk bytes to be written (its own bytes stay
  * bounded). */
+static bool window_open(struct r2_tenants *ts, const struct tq_item *q, int rail)
+{
+	int64_t limit = (int64_t)ts->window;
+
+	if (ts->s.t[q->it.tenant].pol.cls == R2_TCLASS_LATENCY)
+		limit *= 2;
+	return atomic_load(peer_slot(ts, rail, q->peer)) < limit;
+}
+
 static bool peer_window_open(const struct r2_sched_item *it, void *arg)
+{
+	const struct tq_item *q = (const struct tq_item *)it;
+
+	return window_open(arg, q, q->rail);
+}
+
+/* A data chunk of the engine's (it gave its record's rail) may go to its
+ * peer on another rail (r2d_rails_movable) whose window to the peer is open. */
+static bool may_move(const struct r2_sched_item *it, int to, void *arg)
 {
 	struct r2_tenants *ts = arg;
 	const struct tq_item *q = (const struct tq_item *)it;
-	int64_t limit = (int64_t)ts->window;
 
-	if (ts->s.t[it->tenant].pol.cls == R2_TCLASS_LATENCY)
-		limit *= 2;
-	return atomic_load(peer_slot(ts, q->rail, q->peer)) < limit;
+	return q->railp && !is_down(ts, to, q->peer) &&
+	       r2d_rails_movable(ts->d, q->rail, to, q->peer) && window_open(ts, q, to);
 }
 
 /* Hands the rail's chunks on while their peers' windows are open (ts->lock held). A
@@ -389,6 +411,12 @@ static bool pump(struct r2d *d, struct r2_tenants *ts, int rail, uint64_t now)
 		int r;
 		if (!q)
 			break;
+		if (q->rail != rail) {
+			/* taken from another rail's queue (may_move): the engine's
+			 * record follows before the transport can complete it */
+			q->rail = rail;
+			atomic_store(q->railp, rail);
+		}
 		if (ts->s.t[q->it.tenant].pol.cls == R2_TCLASS_LATENCY)
 			q->hdr.flags |= R2_CHUNK_URGENT; /* the transport's latency lane */
 		r = r2d_rails_send(d, rail, q->peer, &q->hdr, q->buf, q->ctx);
@@ -419,7 +447,7 @@ static void wake_rails(struct r2d *d)
 }
 
 int r2d_rails_send_tenant(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr,
-			  const void *buf, uint64_t ctx, int t)
+			  const void *buf, uint64_t ctx, int t, _Atomic int *railp)
 {
 	struct r2_tenants *ts = d->tenants;
 	struct r2_peer *p;
@@ -455,6 +483,7 @@ int r2d_rails_send_tenant(struct r2d *d, int rail, uint64_t peer, const struct r
 	q->it.len = hdr->len;
 	q->it.tenant = (uint16_t)t;
 	q->rail = rail;
+	q->railp = railp;
 	q->peer = peer;
 	q->hdr = *hdr;
 	q->buf = buf;
@@ -467,6 +496,12 @@ int r2d_rails_send_tenant(struct r2d *d, int rail, uint64_t peer, const struct r
 	}
 	r2_sched_enqueue(&ts->s, rail, &q->it, r2_now_us());
 	failed = pump(d, ts, rail, r2_now_us());
+	/* the chunk waits (its window full): another rail may take it */
+	for (int o = 0; railp && r2_sched_queued(&ts->s, rail) &&
+			o < R2_MIN(d->rails->n, R2_SCHED_MAX_RAILS);
+	     o++)
+		if (o != rail)
+			failed |= pump(d, ts, o, r2_now_us());
 	pthread_mutex_unlock(&ts->lock);
 	if (failed)
 		wake_rails(d); /* the rails thread completes them */
@@ -534,9 +569,11 @@ int r2d_tenants_pump_all(struct r2d *d, int max_ms)
 	if (!ts)
 		return max_ms;
 	pthread_mutex_lock(&ts->lock);
+	bool any = false;
 	for (int r = 0; r < n; r++)
-		if (r2_sched_queued(&ts->s, r))
-			pump(d, ts, r, now);
+		any |= r2_sched_queued(&ts->s, r) != 0;
+	for (int r = 0; any && r < n; r++) /* an empty rail may take others' chunks */
+		pump(d, ts, r, now);
 	if (now - ts->snap_us >= 1000000) /* bytes per second now, once a second */
 		take_rates(ts, now);
 	failed = ts->failed;

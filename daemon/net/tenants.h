@@ -46,9 +46,10 @@ struct r2_tenant_row {
  * rails (chunks still queued are dropped: their operations are gone). */
 int r2d_tenants_init(struct r2d *d);
 void r2d_tenants_free(struct r2d *d);
-/* sched = on|off, quantum, prio_run, window (from the parameters). */
+/* sched = on|off, quantum, prio_run, window, sched_move (from the
+ * parameters). */
 void r2d_tenants_configure(struct r2d *d, bool on, uint32_t quantum, uint64_t prio_run,
-			   uint64_t window);
+			   uint64_t window, bool move);
 bool r2d_tenants_on(struct r2d *d);
 int r2d_tenants_policy_set(struct r2d *d, const struct r2_tenant_policy *p);
 /* The policy of the entry named name (false: none). */
@@ -67,9 +68,14 @@ int r2d_tenants_set_limit(struct r2d *d, int t, uint64_t limit_bps, uint64_t res
 /* Copies up to max rows; returns how many. */
 int r2d_tenants_rows(struct r2d *d, struct r2_tenant_row *rows, int max);
 
-/* The rail phase's data chunk of tenant t (ctx as for r2d_rails_send). */
+/* The rail phase's data chunk of tenant t (ctx as for r2d_rails_send).
+ * railp: the engine's record of the chunk's rail, or NULL. With it, the
+ * chunk may leave on another rail to the same peer (r2d_rails_movable),
+ * taken there by the scheduler while it waits; *railp is set to that rail
+ * before the transport has it, so its R2_TPC_SEND and a failure of that
+ * connection find the chunk by its rail. */
 int r2d_rails_send_tenant(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr,
-			  const void *buf, uint64_t ctx, int t);
+			  const void *buf, uint64_t ctx, int t, _Atomic int *railp);
 /* The rails thread: a data send completed (the window opens), and the
  * chunks it can hand on now; returns the ms until a throttled chunk may go
  * (or max_ms). */

@@ -118,7 +118,7 @@ START_TEST(test_tenant_cap)
 		ck_assert_uint_eq(w.queued, 0);
 		b0[i] = w.bytes;
 		thr[i] = w.throttled_us;
-		r2d_tenants_configure(&hs[i]->d, false, 0, 0, 0);
+		r2d_tenants_configure(&hs[i]->d, false, 0, 0, 0, false);
 	}
 	/* scheduler off: straight to the transports, not throttled. Not timed
 	 * against the capped run (a loaded machine can make an uncapped run

@@ -222,7 +222,7 @@ START_TEST(test_render)
 	int tb = r2d_tenants_policy_set(d, &pol);
 	ck_assert_int_gt(tb, 0);
 	d->rails->peer[1].conn_mask = 0x3;
-	ck_assert_int_eq(r2d_rails_send_tenant(d, 1, 0xb, &h, NULL, 0, tb), 0);
+	ck_assert_int_eq(r2d_rails_send_tenant(d, 1, 0xb, &h, NULL, 0, tb, NULL), 0);
 
 	ck_assert_int_eq(r2d_metrics_render(d, &text, &len), 0);
 	text = realloc(text, len + 1);

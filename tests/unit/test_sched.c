@@ -6,7 +6,9 @@
  * token bucket's bound rate*T + burst in every window (and 95% of the rate
  * reached), the latency class's priority and its bound, the scheduler off
  * (FIFO), a reservation, a weight change taking effect on the next chunk,
- * requeue and removal; the policy syntax and the longest-prefix match. */
+ * requeue and removal; chunks taken by another rail (may_move): the
+ * weights over both rails, an idle rail's work; the policy syntax and the
+ * longest-prefix match. */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -533,6 +535,94 @@ START_TEST(test_share_across_rails)
 }
 END_TEST
 
+static bool move_ok(const struct r2_sched_item *it, int to, void *arg)
+{
+	(void)it;
+	(void)to;
+	return *(bool *)arg;
+}
+
+/* At a given moment a's chunks are all planned for rail 0 (its step's
+ * share of rail 1 already sent) and b's for rail 1. Where chunks may move
+ * (may_move), rail 1 takes a's chunks from rail 0's queue while a is owed,
+ * so the weights hold over both rails in every prefix (3:1); where they
+ * may not, b has rail 1 to itself: half of all the bytes. */
+static void run_split(bool allow, uint64_t by[2][2])
+{
+	struct sim *m = sim_new(256 * KB, 0, 125e6);
+	int a = tenant(m, "a", "weight=3"), b = tenant(m, "b", "weight=1");
+
+	m->s->may_move = move_ok;
+	m->s->may_send_arg = &allow;
+	for (int i = 0; i < 800; i++) {
+		int rail = i % 2;
+		while (m->s->t[a].queued < 8)
+			push(m, 0, a, 256 * KB);
+		while (m->s->t[b].queued < 8)
+			push(m, 1, b, 256 * KB);
+		uint32_t q0 = r2_sched_queued(m->s, 0), q1 = r2_sched_queued(m->s, 1);
+		struct r2_sched_item *it = r2_sched_next(m->s, rail, m->now);
+		ck_assert_ptr_nonnull(it);
+		/* the chunk leaves the queue it was in, whichever rail takes it */
+		ck_assert_uint_eq(q0 + q1 - 1, r2_sched_queued(m->s, 0) + r2_sched_queued(m->s, 1));
+		ck_assert_uint_eq(r2_sched_queued(m->s, it->tenant == a ? 0 : 1),
+				  (it->tenant == a ? q0 : q1) - 1);
+		by[it->tenant == b][rail] += it->len;
+		if (allow) {
+			double lag = (double)(by[0][0] + by[0][1]) / 3.0 -
+				     (double)(by[1][0] + by[1][1]);
+			ck_assert_msg(lag < 2.0 * 256 * KB && lag > -2.0 * 256 * KB,
+				      "chunk %d: lag %.0f", i, lag);
+		}
+	}
+	sim_free(m);
+}
+
+START_TEST(test_move_keeps_share)
+{
+	uint64_t by[2][2] = { { 0 } }, off[2][2] = { { 0 } }; /* [a|b][rail] */
+
+	run_split(true, by);
+	ck_assert_uint_eq(by[0][0] + by[0][1], 3 * (by[1][0] + by[1][1]));
+	ck_assert_uint_gt(by[0][1], 0); /* a's chunks left on rail 1 too */
+	run_split(false, off);
+	ck_assert_uint_eq(off[0][1], 0);
+	ck_assert_uint_eq(off[1][0], 0);
+	ck_assert_uint_eq(off[0][0], off[1][1]); /* 1:1, not 3:1 */
+}
+END_TEST
+
+/* One tenant, chunks queued on rail 0 only: an idle rail 1 takes them
+ * where they may move, takes nothing where they may not, and a tenant with
+ * chunks on both rails is never moved (its own rail's chunk goes). */
+START_TEST(test_move_idle_rail)
+{
+	struct sim *m = sim_new(256 * KB, 0, 125e6);
+	int a = tenant(m, "a", "weight=1");
+	bool allow = false;
+
+	m->s->may_move = move_ok;
+	m->s->may_send_arg = &allow;
+	struct r2_sched_item *x = push(m, 0, a, 256 * KB);
+	push(m, 0, a, 256 * KB);
+	ck_assert_ptr_null(r2_sched_next(m->s, 1, m->now));
+	allow = true;
+	ck_assert_ptr_eq(r2_sched_next(m->s, 1, m->now), x);
+	ck_assert_uint_eq(r2_sched_queued(m->s, 0), 1);
+	ck_assert_uint_eq(m->s->t[a].queued, 1);
+	struct r2_sched_item *y = push(m, 1, a, 256 * KB);
+	ck_assert_ptr_eq(r2_sched_next(m->s, 1, m->now), y);
+	ck_assert_uint_eq(r2_sched_queued(m->s, 0), 1);
+	ck_assert_ptr_nonnull(r2_sched_next(m->s, 1, m->now)); /* rail 0's last */
+	ck_assert_uint_eq(r2_sched_queued(m->s, 0), 0);
+	ck_assert_ptr_null(r2_sched_next(m->s, 0, m->now));
+	ck_assert_ptr_null(r2_sched_next(m->s, 1, m->now));
+	ck_assert_uint_eq(m->s->t[a].queued, 0);
+	ck_assert_uint_eq(m->s->t[a].bytes, 3 * 256 * KB);
+	sim_free(m);
+}
+END_TEST
+
 /* Tenants 1:1 with 256 KiB chunks, quantum 256 KiB (catch-up bound 16
  * chunks); b's queue runs dry for `gap` chunks of a, then both are
  * backlogged for 64 more: returns how many of those 64 went to b. */
@@ -691,6 +781,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_may_send);
 	tcase_add_test(tc, test_share_behind_window);
 	tcase_add_test(tc, test_share_across_rails);
+	tcase_add_test(tc, test_move_keeps_share);
+	tcase_add_test(tc, test_move_idle_rail);
 	tcase_add_test(tc, test_catch_up_bounded);
 	tcase_add_test(tc, test_policy_syntax_and_match);
 	suite_add_tcase(s, tc);

@@ -27,6 +27,12 @@
 #   --loops N  the weighted-share part: N AllReduce loops per tenant at once
 #            (N r2ccl-bench runs in its cgroup, each its own communicator;
 #            default 1)
+#   --stagger  the weighted-share part: a tenant's loops start one after
+#            another, 1/N of its loop's expected iteration apart (from a
+#            alone's busbw and the tenant's weight), not all at once: loops
+#            that start together stay in step, and their iterations' ends
+#            (the last ring steps, the next call) leave the tenant with
+#            nothing queued at the same moments
 #   --share-args "ARGS"  more r2ccld options for the weighted-share part
 #            (e.g. "--chunk-size 256K --sched-window 1M")
 # Environment: BUILD (build directory, default build), R2C_PREFIX (cluster
@@ -36,7 +42,7 @@
 # and the commands instead of running them (no root needed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-H=4 R=2 RATE=1gbit ITERS=20 ONLY="" DRY=0 BUILD=${BUILD:-build} LANE=auto LOOPS=1 SHARE_ARGS=""
+H=4 R=2 RATE=1gbit ITERS=20 ONLY="" DRY=0 BUILD=${BUILD:-build} LANE=auto LOOPS=1 SHARE_ARGS="" STAGGER=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	-H) H=$2; shift 2 ;;
@@ -48,6 +54,7 @@ while [ $# -gt 0 ]; do
 	--qdisc) export R2C_TBF_QDISC=$2; shift 2 ;;
 	--loops) LOOPS=$2; shift 2 ;;
 	--share-args) SHARE_ARGS=$2; shift 2 ;;
+	--stagger) STAGGER=1; shift ;;
 	--dry-run) DRY=1; shift ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
@@ -88,13 +95,13 @@ EOF
 
 run() { if ((DRY)); then echo "+ $*"; else "$@"; fi; }
 
-# tenant NAME SIZE ITERS [TRACE] [OUTNAME]: the tenant's r2ccl-bench on every
-# host, in its cgroup, in the background; its output in
-# /tmp/PREFIX/h0/OUTNAME.out (host 0; OUTNAME defaults to NAME).
+# tenant NAME SIZE ITERS [TRACE] [OUTNAME] [DELAY]: the tenant's r2ccl-bench on
+# every host, in its cgroup, in the background, after DELAY seconds; its
+# output in /tmp/PREFIX/h0/OUTNAME.out (host 0; OUTNAME defaults to NAME).
 tenant() {
-	local name=$1 size=$2 iters=$3 trace=${4:-} out=${5:-$1}
+	local name=$1 size=$2 iters=$3 trace=${4:-} out=${5:-$1} delay=${6:-0}
 	NRUN=$((NRUN + 1)) # the unique id's file: one per run, the same on every host
-	local cmd="LD_LIBRARY_PATH=$BUILD/libclient $BENCH allreduce -b $size -e $size -n $iters \
+	local cmd="sleep $delay; LD_LIBRARY_PATH=$BUILD/libclient $BENCH allreduce -b $size -e $size -n $iters \
 -w 1 -c 0 --nranks $H --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 \
 --uid-file \$R2CCL_CLUSTER_DIR/uid-$name-$$-$NRUN ${trace:+--trace $trace} \
 >\$R2CCL_CLUSTER_DIR/h\$R2CCL_HOST_INDEX/$out.out 2>&1"
@@ -110,17 +117,28 @@ tenant() {
 	LAST=$!
 }
 
-# bulk NAME...: each tenant's LOOPS AllReduce loops of 64 MB at once (the
+# bulk NAME[=WEIGHT]...: each tenant's LOOPS AllReduce loops of 64 MB (the
 # first one's output is NAME.out, the others' NAME-K.out; their timed
-# iterations in $OUT/trace-*.csv, made afresh, for `shares --traces`)
+# iterations in $OUT/trace-*.csv, made afresh, for `shares --traces`); at
+# once, or with --stagger loop K after (K-1)/LOOPS of the loop's expected
+# iteration: a alone's ($ALONE GB/s busbw per loop) over the weight's share
 bulk() {
-	local out
+	local out name w wsum=0 delay
 	((DRY)) || rm -f "$OUT"/trace-*.csv
 	TRACES=()
 	for name in "$@"; do
+		[ "${name#*=}" != "$name" ] && wsum=$((wsum + ${name#*=}))
+	done
+	for name in "$@"; do
+		w=${name#*=} name=${name%%=*}
 		for k in $(seq 1 "$LOOPS"); do
 			out=$name$( ((k > 1)) && echo "-$k" || true)
-			tenant "$name" 64M "$ITERS" "$OUT/trace-$out.csv" "$out"
+			delay=0
+			if ((STAGGER)) && [ -n "${ALONE:-}" ] && [ "$w" != "$name" ]; then
+				delay=$(awk -v b="$ALONE" -v h="$H" -v W="$wsum" -v w="$w" -v L="$LOOPS" -v k="$k" \
+					'BEGIN { t = 64 * 2^20 * 2 * (h - 1) / h / (b * 1e9); printf "%.2f", (k - 1) * t * W / w / L }')
+			fi
+			tenant "$name" 64M "$ITERS" "$OUT/trace-$out.csv" "$out" "$delay"
 			TRACES+=("$OUT/trace-$out.csv")
 		done
 	done
@@ -186,14 +204,14 @@ if [ -z "$ONLY" ] || [ "$ONLY" = share ]; then
 	# shellcheck disable=SC2086 # SHARE_ARGS: words
 	daemons $SHARE_ARGS
 	echo "## weighted share: a alone, then a:b = 3:1, then a:b:c = 1:1:2 (64 MB AllReduces," \
-		"$LOOPS loop(s) per tenant${SHARE_ARGS:+, r2ccld $SHARE_ARGS})"
+		"$LOOPS loop(s) per tenant$( ((STAGGER)) && echo ", staggered" || true)${SHARE_ARGS:+, r2ccld $SHARE_ARGS})"
 	sample 300
 	bulk a; wait_tenants
 	sample_end
 	((DRY)) || mv "$OUT/samples" "$OUT/samples-alone"
 	ALONE=$( ((DRY)) || busbw a); echo "a alone: busbw ${ALONE:-?} GB/s"
 	sample 300
-	bulk a b; wait_tenants
+	bulk a=3 b=1; wait_tenants
 	sample_end
 	((DRY)) || cp "$OUT/samples" "$OUT/samples-31"
 	((DRY)) || cp "$OUT/samples.json" "$OUT/samples-31.json"
@@ -205,7 +223,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = share ]; then
 	# shellcheck disable=SC2086
 	daemons $SHARE_ARGS
 	sample 300
-	bulk a b c; wait_tenants
+	bulk a=1 b=1 c=2; wait_tenants
 	sample_end
 	((DRY)) || cp "$OUT/samples" "$OUT/samples-112"
 	((DRY)) || cp "$OUT/samples.json" "$OUT/samples-112.json"
