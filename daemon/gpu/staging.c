@@ -8,7 +8,11 @@
  * GPU's NUMA node (device-to-host copy of the inputs, the host path with its
  * planner, chunk protocol and failover unchanged, host-to-device copy of the
  * outputs). Staging buffers are pinned once (cudaHostRegister) and reused,
- * up to gpu_stage_cache bytes.
+ * up to gpu_stage_cache bytes. A buffer last used for another cgroup's
+ * communicator (so another tenant's, or another cgroup of the same one) has
+ * the bytes that use may have written cleared before it is handed out, so
+ * no byte of one tenant's GPU buffers stays where another tenant's
+ * operation could send it from (as the proxy buffers, net/bufpool.h).
  */
 #include "config.h"
 
@@ -34,7 +38,19 @@ struct pinned {
 	char *p;
 	size_t size;
 	int node; /* -1: not from libnuma */
+	uint64_t owner; /* its last user's cgroup (owner_of); 0: none yet */
+	size_t dirty;   /* bytes from p that may hold data (cleared for another owner) */
 };
+
+/* A communicator's cgroup as a key (FNV-1a, never 0). */
+static uint64_t owner_of(const struct r2_comm *c)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const char *s = c->tenant; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h | 1;
+}
 
 struct stage_op {
 	char *gsend, *grecv; /* the op's buffers as the client gave them */
@@ -134,8 +150,22 @@ static void pinned_free(struct pinned *b)
 	free(b);
 }
 
-/* A pinned buffer of at least size bytes on node (cached ones first). */
-static struct pinned *pinned_get(size_t size, int node)
+/* The buffer for owner: what another owner's use may have written is
+ * cleared. */
+static struct pinned *pinned_own(struct pinned *b, size_t size, uint64_t owner)
+{
+	if (b->owner != owner && b->dirty)
+		memset(b->p, 0, R2_MIN(b->dirty, b->size));
+	if (b->owner != owner)
+		b->dirty = 0;
+	b->owner = owner;
+	b->dirty = R2_MAX(b->dirty, size);
+	return b;
+}
+
+/* A pinned buffer of at least size bytes on node (cached ones first), for
+ * owner (owner_of). */
+static struct pinned *pinned_get(size_t size, int node, uint64_t owner)
 {
 	struct pinned **pp, **best = NULL, *b;
 	size_t sz = STAGE_MIN;
@@ -150,7 +180,7 @@ static struct pinned *pinned_get(size_t size, int node)
 		*best = b->next;
 		S.cached -= b->size;
 		pthread_mutex_unlock(&S.lock);
-		return b;
+		return pinned_own(b, size, owner);
 	}
 	pthread_mutex_unlock(&S.lock);
 	while (sz < size)
@@ -164,6 +194,7 @@ static struct pinned *pinned_get(size_t size, int node)
 		b->node = -1;
 		if (posix_memalign((void **)&b->p, 4096, sz))
 			b->p = NULL;
+		b->dirty = sz; /* the heap's: may hold anything (numa_alloc_onnode's are zero pages) */
 	}
 	if (!b->p) {
 		free(b);
@@ -175,7 +206,7 @@ static struct pinned *pinned_get(size_t size, int node)
 		pinned_free(b); /* its unregister fails harmlessly */
 		return NULL;
 	}
-	return b;
+	return pinned_own(b, size, owner);
 }
 
 static void pinned_put(struct pinned *b)
@@ -226,6 +257,7 @@ static int stage_in(struct r2_exec *x, struct stage *st, int i, bool *used)
 {
 	struct r2_op *op = x->ops[i];
 	struct stage_op *so = &st->op[i];
+	uint64_t own = owner_of(x->c);
 	char *hs, *hr;
 
 	so->gsend = op->sendbuf;
@@ -243,25 +275,25 @@ static int stage_in(struct r2_exec *x, struct stage *st, int i, bool *used)
 	if (so->rdev >= 0 && so->sdev >= 0 && op->sendref == op->recvref &&
 	    so->gsend >= so->grecv && so->gsend + so->slen <= so->grecv + so->rlen) {
 		/* input inside the output (in place) */
-		if (!(so->hr = pinned_get(so->rlen, S.node[so->rdev])))
+		if (!(so->hr = pinned_get(so->rlen, S.node[so->rdev], own)))
 			return -ENOMEM;
 		hr = so->hr->p;
 		hs = hr + (so->gsend - so->grecv);
 	} else if (so->rdev >= 0 && so->sdev >= 0 && op->sendref == op->recvref &&
 		   so->grecv >= so->gsend && so->grecv + so->rlen <= so->gsend + so->slen) {
 		/* output inside the input (in-place reduce-scatter) */
-		if (!(so->hs = pinned_get(so->slen, S.node[so->sdev])))
+		if (!(so->hs = pinned_get(so->slen, S.node[so->sdev], own)))
 			return -ENOMEM;
 		hs = so->hs->p;
 		hr = hs + (so->grecv - so->gsend);
 	} else {
 		if (so->sdev >= 0) {
-			if (!(so->hs = pinned_get(so->slen, S.node[so->sdev])))
+			if (!(so->hs = pinned_get(so->slen, S.node[so->sdev], own)))
 				return -ENOMEM;
 			hs = so->hs->p;
 		}
 		if (so->rdev >= 0) {
-			if (!(so->hr = pinned_get(so->rlen, S.node[so->rdev])))
+			if (!(so->hr = pinned_get(so->rlen, S.node[so->rdev], own)))
 				return -ENOMEM;
 			hr = so->hr->p;
 		}
