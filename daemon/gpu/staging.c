@@ -154,11 +154,11 @@ static void pinned_free(struct pinned *b)
  * cleared. */
 static struct pinned *pinned_own(struct pinned *b, size_t size, uint64_t owner)
 {
-	if (b->owner != owner && b->dirty)
+	if (b->owner != owner) {
 		memset(b->p, 0, R2_MIN(b->dirty, b->size));
-	if (b->owner != owner)
+		b->owner = owner;
 		b->dirty = 0;
-	b->owner = owner;
+	}
 	b->dirty = R2_MAX(b->dirty, size);
 	return b;
 }

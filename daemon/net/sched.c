@@ -459,6 +459,16 @@ static void ring_del(struct r2_sched_rail *rl, int cls, int pos)
 		rl->cur[cls] = 0;
 }
 
+/* Tenant t out of the rail's ring of class cls (where it is). */
+static void ring_remove(struct r2_sched_rail *rl, int cls, uint16_t t)
+{
+	for (int pos = 0; pos < rl->nring[cls]; pos++)
+		if (rl->ring[cls][pos] == t) {
+			ring_del(rl, cls, pos);
+			return;
+		}
+}
+
 /* A tenant whose class changed: its waiting queues move to the other
  * class's rings now (its next chunk is served as its new class). */
 static void reclass(struct r2_sched *s, int t, enum r2_tclass from, enum r2_tclass to)
@@ -469,12 +479,7 @@ static void reclass(struct r2_sched *s, int t, enum r2_tclass from, enum r2_tcla
 		struct r2_sched_rail *rl = &s->rail[r];
 		if (!rl->q[t].active)
 			continue;
-		for (int pos = 0; pos < rl->nring[from]; pos++) {
-			if (rl->ring[from][pos] != t)
-				continue;
-			ring_del(rl, from, pos);
-			break;
-		}
+		ring_remove(rl, from, (uint16_t)t);
 		ring_add(rl, to, (uint16_t)t);
 	}
 }
@@ -610,13 +615,8 @@ static struct r2_sched_item *steal(struct r2_sched *s, int rail, int cls, bool a
 	struct r2_sched_rail *src = &s->rail[bfrom];
 	struct r2_sched_q *q = &src->q[bt];
 	struct r2_sched_item *it = q_pop(q);
-	if (!q->head) {
-		for (int pos = 0; pos < src->nring[cls]; pos++)
-			if (src->ring[cls][pos] == bt) {
-				ring_del(src, cls, pos);
-				break;
-			}
-	}
+	if (!q->head)
+		ring_remove(src, cls, (uint16_t)bt);
 	s->vlast[cls] = s->t[bt].vtime;
 	return dequeued(s, src, it, now_us);
 }
@@ -631,7 +631,7 @@ static struct r2_sched_item *steal(struct r2_sched *s, int rail, int cls, bool a
 static struct r2_sched_item *fair(struct r2_sched *s, struct r2_sched_rail *rl, int cls,
 				  uint64_t now_us)
 {
-	int n, best = -1;
+	int n, best = -1, rail = (int)(rl - s->rail);
 	double most = 0.0;
 
 	for (int pos = 0; pos < rl->nring[cls];) {
@@ -655,11 +655,11 @@ static struct r2_sched_item *fair(struct r2_sched *s, struct r2_sched_rail *rl, 
 			best = pos;
 	}
 	if (best < 0)
-		return steal(s, (int)(rl - s->rail), cls, true, 0.0, now_us);
+		return steal(s, rail, cls, true, 0.0, now_us);
 	uint16_t t = rl->ring[cls][best];
 	struct r2_sched_tenant *x = &s->t[t];
 	struct r2_sched_q *q = &rl->q[t];
-	struct r2_sched_item *moved = steal(s, (int)(rl - s->rail), cls, false, x->vtime, now_us);
+	struct r2_sched_item *moved = steal(s, rail, cls, false, x->vtime, now_us);
 
 	if (moved)
 		return moved;
