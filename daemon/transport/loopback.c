@@ -83,7 +83,9 @@ struct lbrule {
 	bool used, hold;
 	uint64_t peer;
 	uint32_t drop, dup, reorder, delay_us;
-	uint32_t drop_ctrl, drop_ctrl_type; /* r2_lb_drop_ctrl */
+	uint32_t drop_ctrl_type;  /* r2_lb_drop_ctrl */
+	r2_lb_match_fn drop_match;
+	void *drop_arg;
 };
 
 struct r2_tp {
@@ -371,11 +373,12 @@ static void transmit(struct lbpeer *p, struct lbmsg *m)
 	if (!status)
 		r2_tp_count(&tp->b.ctr.tx_bytes, sz);
 	r2_tp_cq_push(&tp->b.cmpl, &e);
-	bool ctrl = r && r->drop_ctrl && m->hdr.kind == R2_MSG_CTRL &&
-		    m->hdr.aux == r->drop_ctrl_type;
+	bool ctrl = r && r->drop_match && m->hdr.kind == R2_MSG_CTRL &&
+		    m->hdr.aux == r->drop_ctrl_type && m->copy &&
+		    r->drop_match(m->copy, m->hdr.len, r->drop_arg);
 	if (status || (r && r->drop) || ctrl) {
-		if (!status)
-			count_down(r->drop ? &r->drop : &r->drop_ctrl);
+		if (!status && r->drop)
+			count_down(&r->drop);
 		msg_free(m);
 		return;
 	}
@@ -776,21 +779,34 @@ static void set_drop(struct lbrule *r, uint64_t v) { r->drop = (uint32_t)v; }
 static void set_delay(struct lbrule *r, uint64_t v) { r->delay_us = (uint32_t)v; }
 static void set_reorder(struct lbrule *r, uint64_t v) { r->reorder = (uint32_t)v; }
 static void set_dup(struct lbrule *r, uint64_t v) { r->dup = (uint32_t)v; }
-/* v: the PeerMsg type in the high half, the count in the low one */
-static void set_drop_ctrl(struct lbrule *r, uint64_t v)
-{
-	r->drop_ctrl_type = (uint32_t)(v >> 32);
-	r->drop_ctrl = (uint32_t)v;
-}
 
 int r2_lb_drop(struct r2_tp *tp, uint64_t peer, uint32_t n)
 {
 	return with_rule(tp, peer, set_drop, n);
 }
 
-int r2_lb_drop_ctrl(struct r2_tp *tp, uint64_t peer, uint32_t type, uint32_t n)
+struct drop_ctrl {
+	uint32_t type;
+	r2_lb_match_fn match;
+	void *arg;
+};
+
+/* v: a struct drop_ctrl's address */
+static void set_drop_ctrl(struct lbrule *r, uint64_t v)
 {
-	return with_rule(tp, peer, set_drop_ctrl, (uint64_t)type << 32 | n);
+	const struct drop_ctrl *x = (const struct drop_ctrl *)(uintptr_t)v;
+
+	r->drop_ctrl_type = x->type;
+	r->drop_match = x->match;
+	r->drop_arg = x->arg;
+}
+
+int r2_lb_drop_ctrl(struct r2_tp *tp, uint64_t peer, uint32_t type, r2_lb_match_fn match,
+		    void *arg)
+{
+	struct drop_ctrl x = { type, match, arg };
+
+	return with_rule(tp, peer, set_drop_ctrl, (uint64_t)(uintptr_t)&x);
 }
 
 int r2_lb_delay(struct r2_tp *tp, uint64_t peer, uint32_t delay_us)

@@ -29,10 +29,15 @@ extern const struct r2_tp_ops r2_tp_loopback_ops;
 /* The next n messages to peer vanish after their SEND completion (status
  * 0: they were handed to the "network"), as a black-holed link does. */
 int r2_lb_drop(struct r2_tp *tp, uint64_t peer, uint32_t n);
-/* The next n control messages (R2_MSG_CTRL) of PeerMsg type `type` to peer
- * vanish likewise; other messages pass (a commit lost on a failing rail
- * while the next proposal gets through). */
-int r2_lb_drop_ctrl(struct r2_tp *tp, uint64_t peer, uint32_t type, uint32_t n);
+/* Control messages (R2_MSG_CTRL) of PeerMsg type `type` to peer for which
+ * match(payload, len, arg) holds vanish likewise, from now until the rule
+ * is set again (match NULL: none); other messages pass (every copy of one
+ * view's commit lost, while the next view's gets through). match runs on
+ * the sending thread, under the provider's lock: it reads the payload and
+ * arg, nothing else of the provider. */
+typedef bool (*r2_lb_match_fn)(const void *buf, uint32_t len, void *arg);
+int r2_lb_drop_ctrl(struct r2_tp *tp, uint64_t peer, uint32_t type, r2_lb_match_fn match,
+		    void *arg);
 /* Each message to peer arrives delay_us later (0: at once). Messages of one
  * connection still arrive in the order sent (a later one never overtakes an
  * earlier one), as on one TCP stream. */
