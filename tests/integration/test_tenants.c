@@ -205,14 +205,23 @@ static void victim_main(void *arg)
 	become("victim", v->leaf, v->uid);
 	C("victim", th_victim_init(&v->l) == 0, "%s", v->l.why);
 	C("victim", write(v->id_w, &v->l.id, sizeof(v->l.id)) == sizeof(v->l.id), "id pipe");
+	/* alone for a second first: the times the neighbour's are set against */
+	C("victim", th_victim_run(&v->l) == 0, "%s", v->l.why);
+	usleep(1000000);
+	C("victim", th_victim_stop(&v->l, 20, 30) == 0, "alone: %s", v->l.why);
+	size_t n0 = v->l.nlat;
+	double p50 = v->l.p50, p99 = v->l.p99;
 	C("victim", th_victim_run(&v->l) == 0, "%s", v->l.why);
 	C("victim", write(v->ready_w, &b, 1) == 1, "ready pipe");
 	C("victim", read(v->stop_r, &b, 1) == 1, "stop pipe");
 	/* at least 20 AllReduces in all (a loaded machine is slow) */
 	C("victim", th_victim_stop(&v->l, 20, 30) == 0, "beside the neighbour: %s", v->l.why);
-	printf("victim (tenant of %s, uid %u): %zu AllReduces of 4 KiB, p50 %.0f us, p99 %.0f "
-	       "us\n",
-	       v->leaf, (unsigned)v->uid, v->l.nlat, v->l.p50, v->l.p99);
+	/* the p99's move is a figure, not a check: on a shared 2-core machine
+	 * two runs alone differ by more than the 10% of the target */
+	printf("victim (tenant of %s, uid %u), AllReduces of 4 KiB: alone %zu, p50 %.0f us, p99 "
+	       "%.0f us; beside the neighbour %zu, p50 %.0f us, p99 %.0f us (p99 %+.0f%%)\n",
+	       v->leaf, (unsigned)v->uid, n0, p50, p99, v->l.nlat, v->l.p50, v->l.p99,
+	       p99 > 0 ? 100.0 * (v->l.p99 - p99) / p99 : 0.0);
 	fflush(stdout);
 	/* its own quota: max_comms = 1 (the 2-rank one) */
 	r2ccl_unique_id_t id2;

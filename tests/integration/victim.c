@@ -90,6 +90,10 @@ int th_victim_init(struct th_victim *v)
 
 int th_victim_run(struct th_victim *v)
 {
+	atomic_store(&v->stop_at, 1L << 40);
+	atomic_store(&v->ops, 0);
+	v->nlat = 0;
+	v->p50 = v->p99 = 0;
 	return both(v, rank_loop);
 }
 

@@ -41,7 +41,8 @@ struct th_victim {
 /* Connects both ranks to the daemon of R2CCL_SOCKET and forms their
  * communicator. */
 int th_victim_init(struct th_victim *v);
-/* Starts the loop (after th_victim_init; v->id may go to others first). */
+/* Starts the loop (after th_victim_init; v->id may go to others first), or
+ * again after th_victim_stop: a new count of operations and times. */
 int th_victim_run(struct th_victim *v);
 /* Waits until min_ops AllReduces are done (wait_s at most: a loaded
  * machine is slow), stops both ranks at the same AllReduce, joins them:

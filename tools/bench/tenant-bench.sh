@@ -12,12 +12,17 @@
 #     its bytes in every 1 s window against rate*T + burst;
 #  3. latency: tenant lat (class=latency) with 256 KB AllReduces, p50/p99
 #     alone, beside bulk tenant a, and beside it with the scheduler off
-#     (sched = 0).
+#     (sched = 0);
+#  4. reaction: a and b (1:1) with 64 MB AllReduces; `r2cclctl tenants set`
+#     on every host at once: a weight=3, then b rate=8K (capped to almost
+#     nothing), then b rate=0; host 0's counters read every millisecond
+#     (r2cclctl --json -f -i 1 tenants): how long from host 0's command to
+#     the counters that show it (tenant-shares.py react).
 # The clients of each tenant run in a cgroup of their own (made under the
 # cgroup v2 hierarchy, moved into before `cluster.sh run`: the namespaces'
 # processes inherit it), which the daemons' [tenants] section maps.
 # Usage: tools/bench/tenant-bench.sh [-H 4] [-R 2] [--rate 1gbit] [-n ITERS]
-#        [--only share|limit|latency] [--lane on|off|auto] [--qdisc pfifo_fast] [--dry-run]
+#        [--only share|limit|latency|react] [--lane on|off|auto] [--qdisc pfifo_fast] [--dry-run]
 #   --lane on|off|auto  the daemons' tcp_latency_lane (default auto: on, since
 #            the configuration has a latency tenant): the latency tenant's
 #            chunks on a TCP stream of their own, marked DSCP EF / priority
@@ -272,4 +277,52 @@ if [ -z "$ONLY" ] || [ "$ONLY" = latency ]; then
 		((DRY)) || cp "/tmp/$PREFIX/h0/r2ccld.log" "$OUT/lat-$mode.h0.log" 2>/dev/null || true
 		run $C daemons stop >/dev/null
 	done
+fi
+
+# set_all SPEC...: `r2cclctl tenants set SPEC` on every host at once; host
+# 0's JSON answer (when it sent, when the reply came) appended to
+# $OUT/react-cmds.json
+set_all() {
+	local i
+	if ((DRY)); then
+		echo "+ (hosts 1-$((H - 1)) at once, in the background) $C exec HOST $CTL --json tenants set $*"
+		echo "+ $C exec 0 $CTL --json tenants set $* >>$OUT/react-cmds.json"
+	else
+		local pids=()
+		for i in $(seq 1 $((H - 1))); do
+			$C exec "$i" "$CTL" --json tenants set "$@" >/dev/null &
+			pids+=("$!")
+		done
+		$C exec 0 "$CTL" --json tenants set "$@" >>"$OUT/react-cmds.json"
+		wait "${pids[@]}"
+	fi
+}
+
+if [ -z "$ONLY" ] || [ "$ONLY" = react ]; then
+	write_conf "" 1 1 2
+	# 64 KiB chunks (0.26 ms each at 2 x 1 Gbit/s): the counters move by
+	# a chunk, and a share needs many in a few ms
+	# shellcheck disable=SC2086
+	daemons --chunk-size 64K --sched-quantum 64K $SHARE_ARGS
+	echo "## reaction: a and b at 1:1 (64 MB AllReduces, 64 KiB chunks), then on every host" \
+		"at once a weight=3, b rate=8K, b rate=0, a second apart; host 0's counters every 1 ms"
+	((DRY)) || rm -f "$OUT/react-cmds.json"
+	bulk a=1 b=1
+	((DRY)) || sleep 3 # past the first iterations: both tenants sending
+	if ((DRY)); then
+		echo "+ $C exec 0 $CTL --json -f -i 1 -n 5000 tenants >$OUT/react-follow.json &"
+	else
+		$C exec 0 "$CTL" --json -f -i 1 -n 5000 tenants >"$OUT/react-follow.json" &
+		FOLLOW=$!
+		sleep 1
+	fi
+	set_all a weight=3
+	((DRY)) || sleep 1
+	set_all b rate=8K
+	((DRY)) || sleep 1
+	set_all b rate=0
+	((DRY)) || wait "$FOLLOW" || true
+	run python3 $SHARES react "$OUT/react-follow.json" "$OUT/react-cmds.json" a=3 b=1
+	wait_tenants
+	run $C daemons stop >/dev/null
 fi

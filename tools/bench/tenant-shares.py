@@ -20,6 +20,15 @@
              of 1 s (sample pairs 1 s apart or more) against rate*T + burst,
              and its mean rate against the cap
   pct      TRACE... : p50 and p99 of r2ccl-bench --trace files (end - start)
+  react    FOLLOW CMDS NAME=WEIGHT... : how soon each `r2cclctl --json
+             tenants set` of CMDS (its sent_mono_us) shows in the counters of
+             FOLLOW (`r2cclctl --json -f -i 1 tenants`, snapshot_mono_us):
+             rate=0 (uncapped): the first byte counted after it; rate=R
+             (capped to almost nothing): the last one; weight=W: the first
+             snapshot at which the tenant's share of the last 512 KiB that
+             the named tenants sent since it, while all had chunks queued,
+             is past the midpoint between its share before and the new
+             weights' share (NAME=WEIGHT: the weights after it)
   throughput FILE NAME... [--vs FILE2 NAME2...] : the named tenants' bytes
              together per second, from the first sample where they grew to the
              last (host 0: what left it on every rail); with --vs, the ratio to
@@ -305,6 +314,161 @@ def cmd_throughput(argv):
     return 0
 
 
+def json_stream(text):
+    """the JSON objects of text, one after another (r2cclctl --follow)"""
+    dec, i, out = json.JSONDecoder(), 0, []
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            return out
+        try:
+            obj, i = dec.raw_decode(text, i)
+        except ValueError:
+            return out  # a last object cut short (the follower stopped)
+        out.append(obj)
+
+
+def snapshots(objs):
+    """tenants objects -> sorted [(t_us, {name: bytes_total})]"""
+    out = []
+    for o in objs:
+        ts = o.get('tenants') or []
+        if ts and ts[0].get('snapshot_mono_us') is not None:
+            out.append((ts[0]['snapshot_mono_us'], {t['name']: t.get('bytes_total', 0) for t in ts}))
+    return sorted(out, key=lambda x: x[0])
+
+
+def at(snaps, t_us, name):
+    """name's bytes at the last snapshot at or before t_us (0 before any)"""
+    v = 0
+    for t, b in snaps:
+        if t > t_us:
+            break
+        v = b.get(name, 0)
+    return v
+
+
+def share_in(snaps, name, names, t0, t1):
+    """name's share of names' bytes counted in [t0, t1] (None: none)"""
+    d = {n: at(snaps, t1, n) - at(snaps, t0, n) for n in names}
+    tot = sum(d.values())
+    return d[name] / tot if tot > 0 else None
+
+
+def contended(snaps, queued, names, t0, t1):
+    """[(t, {name: bytes counted since the snapshot before})] of the
+    snapshots in (t0, t1] that followed one where every one of names had
+    chunks queued (queued: {t: {name: chunks}}; None: every snapshot)"""
+    out = []
+    for (ta, a), (tb, b) in zip(snaps, snaps[1:]):
+        if tb <= t0 or tb > t1:
+            continue
+        if queued is not None and not all(queued.get(ta, {}).get(n, 0) > 0 for n in names):
+            continue
+        out.append((tb, {n: b.get(n, 0) - a.get(n, 0) for n in names}))
+    return out
+
+
+def crossing(steps, name, names, mid, up, span):
+    """the first step's time at which name's share of the last span bytes
+    (of names together, counted in steps) is past mid (above it when up):
+    None if never. An upper bound of when the share changed: the bytes
+    before it are in the window too."""
+    win = []
+    for i, (t, d) in enumerate(steps):
+        win.append(d)
+        while len(win) > 1 and sum(sum(x.values()) for x in win[1:]) >= span:
+            win.pop(0)
+        tot = sum(sum(x.values()) for x in win)
+        if tot >= span:
+            x = sum(w[name] for w in win) / float(tot)
+            if (x >= mid) == up:
+                return t
+    return None
+
+
+def policy(spec):
+    return dict(kv.split('=', 1) for kv in spec.split() if '=' in kv)
+
+
+def react(snaps, cmds, weights, queued=None, span=512 << 10):
+    """one result per command: (tenant, spec, kind, ms, detail); a weight's
+    is the first time at which the tenant's share of the last span bytes
+    counted since the command while every named tenant had chunks queued is
+    past the midpoint between its share before and the new weights' share"""
+    out = []
+    for k, c in enumerate(cmds):
+        name, sent = c['tenant'], c['sent_mono_us']
+        end = cmds[k + 1]['sent_mono_us'] if k + 1 < len(cmds) else snaps[-1][0]
+        pol = policy(c['policy'])
+        win = [(t, b.get(name, 0)) for t, b in snaps if sent < t <= end]
+        before = at(snaps, sent, name)
+        if not win:
+            out.append((name, c['policy'], 'none', None, 'no snapshot after the command'))
+            continue
+        if pol.get('rate') == '0':
+            first = next((t for t, v in win if v > before), None)
+            out.append((name, c['policy'], 'first byte',
+                        None if first is None else (first - sent) / 1000.0, ''))
+        elif 'rate' in pol:
+            final = win[-1][1]
+            stop = next(t for t, v in win if v == final)
+            moved = final - before
+            out.append((name, c['policy'], 'last byte', (stop - sent) / 1000.0,
+                        '%d bytes counted after the command' % moved))
+        elif 'weight' in pol:
+            names = list(weights)
+
+            def share(steps):
+                tot = sum(sum(d.values()) for _, d in steps)
+                return sum(d[name] for _, d in steps) / float(tot) if tot else None
+            old = share(contended(snaps, queued, names, sent - 1000000, sent))
+            new = weights[name] / float(sum(weights.values()))
+            steps = contended(snaps, queued, names, sent, end)
+            t = None
+            if old is not None:
+                t = crossing(steps, name, names, (old + new) / 2.0, new > old, span)
+            after = share(contended(snaps, queued, names, sent + 10000, sent + 510000))
+            out.append((name, c['policy'], 'share past midpoint',
+                        None if t is None else max(0.0, (t - sent) / 1000.0),
+                        'share while both queued: the second before %s, 10-510 ms after '
+                        '%s, target %.3f' % ('-' if old is None else '%.3f' % old,
+                                             '-' if after is None else '%.3f' % after, new)))
+    return out
+
+
+def cmd_react(argv):
+    if len(argv) < 2:
+        raise SystemExit('react FOLLOW CMDS NAME=WEIGHT...')
+    with open(argv[0]) as f:
+        snaps = snapshots(json_stream(f.read()))
+    with open(argv[1]) as f:
+        cmds = [c for c in json_stream(f.read()) if 'sent_mono_us' in c]
+    weights = {a.split('=')[0]: float(a.split('=')[1]) for a in argv[2:]}
+    with open(argv[0]) as f:
+        queued = {}
+        for o in json_stream(f.read()):
+            ts = o.get('tenants') or []
+            if ts and ts[0].get('snapshot_mono_us') is not None:
+                queued[ts[0]['snapshot_mono_us']] = {t['name']: t.get('queued_chunks', 0)
+                                                     for t in ts}
+    if not snaps or not cmds:
+        print('react: no snapshots or no commands')
+        return 1
+    gaps = sorted(b[0] - a[0] for a, b in zip(snaps, snaps[1:]))
+    print('snapshots: %d, %.1f ms apart at the median, %.1f at p99' % (
+        len(snaps), gaps[len(gaps) // 2] / 1000.0, gaps[int(len(gaps) * 0.99)] / 1000.0))
+    for c in cmds:
+        print('command %s %s: took %.1f ms (sent to reply)' % (
+            c['tenant'], c['policy'], (c['reply_mono_us'] - c['sent_mono_us']) / 1000.0))
+    for name, spec, kind, ms, detail in react(snaps, cmds, weights, queued):
+        print('reaction %s %s: %s %s after the command was sent (target <= 10 ms)%s' % (
+            name, spec, kind, '-' if ms is None else '%.1f ms' % ms,
+            '; ' + detail if detail else ''))
+    return 0
+
+
 def selftest():
     # two tenants at exactly 3:1, 12.5 MB per 100 ms window, b starts late
     lines, a, b = [], 0, 0
@@ -350,6 +514,31 @@ def selftest():
     assert abs(throughput(s, ['b']) - 31.25e6) < 1
     assert percentile(list(range(1, 101)), 50) == 51
     assert percentile(list(range(1, 101)), 99) == 99
+    # react: snapshots every ms; a at 1:1 with b, then 3:1 from 3 ms after
+    # the weight command (t 1000 ms); b capped at 1500 ms, its last byte at
+    # 1502; uncapped at 1800 ms, its first byte at 1804
+    objs, a, b = [], 0, 0
+    for ms in range(0, 2200):
+        objs.append({'tenants': [{'name': 'a', 'bytes_total': a, 'snapshot_mono_us': ms * 1000},
+                                 {'name': 'b', 'bytes_total': b, 'snapshot_mono_us': ms * 1000}]})
+        if ms < 1003:
+            a, b = a + 100, b + 100
+        elif ms < 1502:
+            a, b = a + 150, b + 50
+        elif ms < 1804:
+            a += 150
+        else:
+            a, b = a + 150, b + 50
+    text = ''.join(json.dumps(o, indent=2) + '\n' for o in objs)
+    snaps = snapshots(json_stream(text + '{"tenants": [{"na'))
+    assert len(snaps) == 2200
+    cmds = [{'tenant': 'a', 'policy': 'weight=3', 'sent_mono_us': 1000000},
+            {'tenant': 'b', 'policy': 'rate=8K', 'sent_mono_us': 1500000},
+            {'tenant': 'b', 'policy': 'rate=0', 'sent_mono_us': 1800000}]
+    r = react(snaps, cmds, {'a': 3, 'b': 1}, span=1000)
+    assert r[0][2] == 'share past midpoint' and r[0][3] == 6.0, r[0]  # changed at 4: an upper bound
+    assert r[1][2] == 'last byte' and r[1][3] == 2.0, r[1]
+    assert r[2][2] == 'first byte' and r[2][3] == 5.0, r[2]
     print('selftest: ok')
     return 0
 
@@ -362,7 +551,7 @@ def main():
     if cmd == 'selftest':
         return selftest()
     fn = {'sample': cmd_sample, 'shares': cmd_shares, 'rate': cmd_rate, 'pct': cmd_pct,
-          'throughput': cmd_throughput}.get(cmd)
+          'throughput': cmd_throughput, 'react': cmd_react}.get(cmd)
     if not fn:
         print(__doc__)
         return 2

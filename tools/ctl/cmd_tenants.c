@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctl.h"
 
@@ -174,6 +175,17 @@ static const struct col tenant_cols[] = {
 };
 static const struct section tenants = { "tenants", COLS(tenant_cols) };
 
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* tenants set: with --json, also when the request left and the answer came
+ * (CLOCK_MONOTONIC, the daemon's clock too: a reaction is measured from
+ * them against the counters' snapshot_mono_us, tools/bench/tenant-bench.sh) */
 static int tenants_set(struct ctl *c, int argc, char **argv)
 {
 	R2ccl__TenantSet req = R2CCL__TENANT_SET__INIT;
@@ -191,8 +203,10 @@ static int tenants_set(struct ctl *c, int argc, char **argv)
 	req.req_id = CTL_REQ_ID;
 	req.name = argv[0];
 	req.spec = spec;
+	uint64_t sent = mono_us();
 	r = ctl_call(c, "tenants set", R2CCL__MSG_TYPE__MSG_TENANT_SET, &req.base,
 		     R2CCL__MSG_TYPE__MSG_RESULT, &f);
+	uint64_t done = mono_us();
 	if (r)
 		return r;
 	r2_frame_free(&f);
@@ -203,6 +217,8 @@ static int tenants_set(struct ctl *c, int argc, char **argv)
 		jw_str(&j, "tenant", argv[0]);
 		jw_str(&j, "policy", spec);
 		jw_i64(&j, "status", 0);
+		jw_u64(&j, "sent_mono_us", sent);
+		jw_u64(&j, "reply_mono_us", done);
 		jw_end(&j);
 	} else {
 		printf("tenant %s: %s\n", argv[0], spec);
@@ -225,14 +241,26 @@ int cmd_tenants(struct ctl *c, int argc, char **argv)
 				      "tenants set NAME key=value... (weight=W rate=R class=C)");
 		return tenants_set(c, argc - 1, argv + 1);
 	}
-	r = ctl_query(c, R2CCL__MSG_TYPE__MSG_TENANTS, &r2ccl__tenants_request__descriptor,
-		      R2CCL__MSG_TYPE__MSG_TENANTS_REPLY, &r2ccl__tenants_reply__descriptor,
-		      (ProtobufCMessage **)&rep);
-	if (r)
-		return r;
-	section_print(c, &tenants, (void *const *)rep->tenants, rep->n_tenants);
-	if (!c->json && !rep->sched)
-		printf("(scheduler off: sched = 0; chunks go to the rails in the order posted)\n");
-	r2ccl__tenants_reply__free_unpacked(rep, NULL);
-	return EXIT_OK;
+	for (long k = 0;; k++) {
+		r = ctl_query(c, R2CCL__MSG_TYPE__MSG_TENANTS, &r2ccl__tenants_request__descriptor,
+			      R2CCL__MSG_TYPE__MSG_TENANTS_REPLY,
+			      &r2ccl__tenants_reply__descriptor, (ProtobufCMessage **)&rep);
+		if (r)
+			return r;
+		section_print(c, &tenants, (void *const *)rep->tenants, rep->n_tenants);
+		if (!c->json && !rep->sched)
+			printf("(scheduler off: sched = 0; chunks go to the rails in the order "
+			       "posted)\n");
+		r2ccl__tenants_reply__free_unpacked(rep, NULL);
+		if (!c->follow || (c->count && k + 1 >= c->count))
+			return EXIT_OK;
+		/* --follow: JSON objects (or tables) one after another, a blank
+		 * line apart, as events --follow prints them */
+		putchar('\n');
+		if (fflush(stdout) != 0)
+			return EXIT_OK; /* the reader went away */
+		int ms = c->interval_ms ? c->interval_ms : 1000;
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 }

@@ -34,7 +34,9 @@ struct ctl {
 	int timeout_ms;
 	bool json;
 	bool verbose;
-	bool follow; /* events --follow */
+	bool follow; /* events, tenants --follow */
+	int interval_ms; /* tenants --follow: between queries (0: 1000) */
+	long count;      /* tenants --follow: queries (0: until interrupted) */
 	const char *cmd;
 	struct r2_rpc rpc;
 	char daemon_version[64];

@@ -44,8 +44,8 @@ static void usage(FILE *f)
 		"  sessions          client sessions\n"
 		"  comms             communicators\n"
 		"  nics              network interfaces and which are rails\n"
-		"  tenants           tenants: policy, bytes, operations, queues, throttling,\n"
-		"                    quota use (docs/tenancy.md)\n"
+		"  tenants [-f]      tenants: policy, bytes, operations, queues, throttling,\n"
+		"                    quota use (docs/tenancy.md); -f: again every --interval\n"
 		"  tenants set NAME key=value...\n"
 		"                    change a tenant's weight=, rate= (bit/s), class=\n"
 		"                    (bulk|latency), burst=, max_*= now (root)\n"
@@ -64,7 +64,10 @@ static void usage(FILE *f)
 		"  -j, --json          print one JSON object (\"schema_version\": %d)\n"
 		"  -t, --timeout MS    give up after MS milliseconds (default %d)\n"
 		"  -v, --verbose       more detail\n"
-		"  -f, --follow        events: go on printing new events (Ctrl-C stops)\n"
+		"  -f, --follow        events: go on printing new events; tenants: the table\n"
+		"                      (--json: objects one after another) every --interval\n"
+		"  -i, --interval MS   tenants --follow: milliseconds between queries (1000)\n"
+		"  -n, --count N       tenants --follow: stop after N queries\n"
 		"  -h, --help          this text\n"
 		"\n"
 		"Exit status: 0 ok, 1 failure, 2 usage, 3 daemon not running, "
@@ -125,13 +128,15 @@ static int parse_options(struct ctl *c, int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "follow", no_argument, NULL, 'f' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int o;
 
 	opterr = 0;
-	while ((o = getopt_long(argc, argv, "s:jt:vfh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "s:jt:vfi:n:h", opts, NULL)) != -1) {
 		uint32_t ms;
 
 		switch (o) {
@@ -155,11 +160,23 @@ static int parse_options(struct ctl *c, int argc, char **argv)
 		case 'f':
 			c->follow = true;
 			break;
+		case 'i':
+			if (parse_u32(optarg, &ms) < 0 || ms == 0 || ms > 3600000)
+				return usage_error("--interval takes milliseconds, 1 to 3600000: '%s'",
+						   optarg);
+			c->interval_ms = (int)ms;
+			break;
+		case 'n':
+			if (parse_u32(optarg, &ms) < 0 || ms == 0)
+				return usage_error("--count takes a number of queries, 1 or more: '%s'",
+						   optarg);
+			c->count = (long)ms;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
 		default:
-			if (optopt && strchr("st", optopt))
+			if (optopt && strchr("stin", optopt))
 				return usage_error("option '-%c' needs a value", optopt);
 			if (optopt)
 				return usage_error("unknown option '-%c'", optopt);
@@ -170,10 +187,12 @@ static int parse_options(struct ctl *c, int argc, char **argv)
 }
 
 /* Checks the command's arguments before connecting: 0 or EXIT_USAGE. */
-static int check_args(const struct command *cmd, int nargs, char **args, bool follow)
+static int check_args(const struct command *cmd, int nargs, char **args, const struct ctl *c)
 {
-	if (follow && cmd->fn != cmd_events)
-		return usage_error("--follow is for events only");
+	if (c->follow && cmd->fn != cmd_events && (cmd->fn != cmd_tenants || nargs > 0))
+		return usage_error("--follow is for events and tenants only");
+	if ((c->interval_ms || c->count) && (!c->follow || cmd->fn != cmd_tenants))
+		return usage_error("--interval and --count go with tenants --follow");
 	if (nargs < cmd->min_args)
 		return usage_error("%s needs %s", cmd->name,
 				   cmd->fn == cmd_nic_admin ? "a NIC name" : "an argument");
@@ -216,7 +235,7 @@ int main(int argc, char **argv)
 		return usage_error("unknown command '%s'", c.cmd);
 	args = argv + optind + 1;
 	nargs = argc - optind - 1;
-	r = check_args(cmd, nargs, args, c.follow);
+	r = check_args(cmd, nargs, args, &c);
 	if (r)
 		return r;
 
