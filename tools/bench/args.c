@@ -95,6 +95,8 @@ static void usage(FILE *f)
 "  --trace FILE           rank 0 writes one CSV line per timed iteration:\n"
 "                         iteration,start_us,end_us,size,in_place (CLOCK_MONOTONIC us)\n"
 "  --trace-all            every rank writes FILE.<rank> instead\n"
+"  --pct                  after the tables: rank 0's p50 and p99 per size (out of place),\n"
+"                         and the peer's (Gloo's) beside them; rows start with '#pct'\n"
 "peers (run on the same sizes after R2CCL, then a ratio table r2ccl/peer busbw):\n"
 "  --peer mpi|mpi-tcp|gloo  OpenMPI shared memory, OpenMPI tcp btl, Gloo over TCP\n"
 "  --peer-addr ADDR       Gloo: this host's address (default 127.0.0.1)\n"
@@ -122,6 +124,7 @@ enum {
 	OPT_UID_TIMEOUT,
 	OPT_TRACE,
 	OPT_TRACE_ALL,
+	OPT_PCT,
 	OPT_SOCKET,
 	OPT_PEER,
 	OPT_PEER_ADDR,
@@ -150,6 +153,7 @@ static const struct option longopts[] = {
 	{ "uid-timeout", required_argument, 0, OPT_UID_TIMEOUT },
 	{ "trace", required_argument, 0, OPT_TRACE },
 	{ "trace-all", no_argument, 0, OPT_TRACE_ALL },
+	{ "pct", no_argument, 0, OPT_PCT },
 	{ "socket", required_argument, 0, OPT_SOCKET },
 	{ "connect-timeout", required_argument, 0, OPT_CONNECT_TIMEOUT },
 	{ "peer", required_argument, 0, OPT_PEER },
@@ -264,6 +268,9 @@ static int parse_own_opt(int c, char **argv, struct bench_opts *o, int *have_k, 
 		break;
 	case OPT_TRACE_ALL:
 		o->trace_all = true;
+		break;
+	case OPT_PCT:
+		o->pct = true;
 		break;
 	case OPT_SOCKET:
 		o->socket_path = optarg;

@@ -49,6 +49,7 @@ struct bench_opts {
 	double uid_timeout_s;
 	const char *trace_file;
 	bool trace_all; /* every rank writes trace_file.<rank> */
+	bool pct;       /* --pct: rank 0's p50 / p99 (and the peer's) after the tables */
 	const char *socket_path;
 	const char *peer;      /* NULL, "mpi", "mpi-tcp", "gloo" */
 	const char *peer_addr; /* gloo: this host's address (default 127.0.0.1) */
@@ -65,6 +66,7 @@ struct bench_row {
 	size_t size;   /* nccl-tests' "size" column: max(send bytes, recv bytes) */
 	size_t count;  /* nccl-tests' "count" column: the count passed to the call */
 	double time_us[2]; /* [0] out-of-place, [1] in-place */
+	double p50_us[2], p99_us[2]; /* of rank 0's timed iterations */
 	double algbw[2], busbw[2];
 	long long wrong[2]; /* -1: not checked */
 };
@@ -167,6 +169,7 @@ int bench_calibrate(const struct bench_opts *o, const struct bench_row *rows, in
 struct peer_row {
 	size_t size, count;
 	double time_us, algbw, busbw;
+	double p50_us, p99_us; /* 0: the peer did not say */
 	long long wrong; /* -1: the peer did not check */
 };
 
@@ -176,6 +179,11 @@ struct peer_row {
  * that do not hold rank 0), or a negative errno; desc gets a description. */
 int peer_run(const struct bench_opts *o, const size_t *sizes, int nsizes, const char *uid_hex,
 	     struct peer_row *rows, int maxrows, char *desc, size_t desclen);
+
+/* --pct: rank 0's p50 and p99 per size, out of place, and the peer's where
+ * it said them (prow NULL: none), every line starting with '#pct'. */
+void pct_print(const struct bench_opts *o, const struct bench_row *rr, int nr,
+	       const struct peer_row *prow, int np);
 
 /* Prints the peer's table and the ratio table (every line starts with '#'). */
 void peer_print(const struct bench_opts *o, const char *desc, const struct peer_row *prow,

@@ -95,6 +95,10 @@ int peer_parse_line(const char *line, struct peer_row *row)
 		return -1;
 	if ((v = field(line, "wrong")))
 		sscanf(v, "%lld", &r.wrong);
+	if ((v = field(line, "p50_us")))
+		sscanf(v, "%lf", &r.p50_us);
+	if ((v = field(line, "p99_us")))
+		sscanf(v, "%lf", &r.p99_us);
 	*row = r;
 	return 0;
 }
@@ -494,6 +498,34 @@ void peer_print(const struct bench_opts *o, const char *desc, const struct peer_
 			snprintf(tr, sizeof(tr), "%8s", "-");
 		printf("#ratio %10zu  %11.3f  %11.3f  %8s  %11.1f  %11.1f  %8s\n", pr[i].size,
 		       r->busbw[0], pr[i].busbw, br, r->time_us[0], pr[i].time_us, tr);
+	}
+	printf("#\n");
+	fflush(stdout);
+}
+
+void pct_print(const struct bench_opts *o, const struct bench_row *rr, int nr,
+	       const struct peer_row *prow, int np)
+{
+	const char *pn = prow && o->peer ? o->peer : NULL;
+
+	printf("#\n# Per-iteration times, rank 0, out-of-place (us); rows start with '#pct'%s\n",
+	       pn ? "; ratio: r2ccl p50 / peer p50 (< 1: R2CCL is faster)" : "");
+	printf("#      %10s  %10s  %10s", "size", "r2ccl p50", "r2ccl p99");
+	if (pn)
+		printf("  %10s  %10s  %8s", "peer p50", "peer p99", "ratio");
+	printf("\n");
+	for (int i = 0; i < nr; i++) {
+		const struct peer_row *p = NULL;
+		for (int j = 0; pn && j < np; j++)
+			if (prow[j].size == rr[i].size && prow[j].p50_us > 0)
+				p = &prow[j];
+		printf("#pct   %10zu  %10.1f  %10.1f", rr[i].size, rr[i].p50_us[0], rr[i].p99_us[0]);
+		if (p)
+			printf("  %10.1f  %10.1f  %8.2f", p->p50_us, p->p99_us,
+			       rr[i].p50_us[0] / p->p50_us);
+		else if (pn)
+			printf("  %10s  %10s  %8s", "-", "-", "-");
+		printf("\n");
 	}
 	printf("#\n");
 	fflush(stdout);

@@ -259,12 +259,13 @@ static int after_ranks(const struct bench_opts *o, const struct shared_page *sh,
 	if (o->calibrate_file && o->first_rank == 0 && !rc &&
 	    bench_calibrate(o, sh->rows, sh->nrows))
 		rc = EXIT_WRONG;
+	struct peer_row prow[BENCH_MAX_SIZES];
+	int np = -1;
 	if (o->peer && uid_hex[0]) {
 		size_t sizes[BENCH_MAX_SIZES];
 		int nsizes = bench_size_list(o, sizes, BENCH_MAX_SIZES);
-		struct peer_row prow[BENCH_MAX_SIZES];
 		char desc[256];
-		int np = peer_run(o, sizes, nsizes, uid_hex, prow, BENCH_MAX_SIZES, desc, sizeof(desc));
+		np = peer_run(o, sizes, nsizes, uid_hex, prow, BENCH_MAX_SIZES, desc, sizeof(desc));
 		if (np < 0) {
 			fprintf(stderr, "r2ccl-bench: peer %s failed: %s\n", o->peer, desc);
 			rc = EXIT_WRONG;
@@ -272,6 +273,8 @@ static int after_ranks(const struct bench_opts *o, const struct shared_page *sh,
 			peer_print(o, desc, prow, np, sh->rows, sh->nrows);
 		}
 	}
+	if (o->pct && o->first_rank == 0 && !rc)
+		pct_print(o, sh->rows, sh->nrows, np >= 0 ? prow : NULL, np);
 	return rc;
 }
 

@@ -322,6 +322,30 @@ static uint64_t mono_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* p50 and p99 of the timed iterations (t_end - t_start) into row */
+static void rank_pct(const struct rank_ctx *c, int ip, struct bench_row *row)
+{
+	int n = c->o->iters;
+	double *d = n > 0 ? malloc((size_t)n * sizeof(*d)) : NULL;
+
+	row->p50_us[ip] = row->p99_us[ip] = 0;
+	if (!d)
+		return;
+	for (int it = 0; it < n; it++)
+		d[it] = (double)(c->t_end[it] - c->t_start[it]);
+	qsort(d, (size_t)n, sizeof(*d), cmp_double);
+	row->p50_us[ip] = d[n / 2];
+	row->p99_us[ip] = d[n * 99 / 100];
+	free(d);
+}
+
 /* The timed iterations of one step (after the warm-up and a barrier): the
  * average time in *us. 0 or EXIT_WRONG. */
 static int rank_time(struct rank_ctx *c, const struct bench_sizes *s, int ip, double *us)
@@ -389,6 +413,7 @@ static int rank_measure(struct rank_ctx *c, const struct pattern *pat,
 		fill_inputs(c, pat, s, ip);
 	if ((rc = rank_time(c, s, ip, &us)))
 		return rc;
+	rank_pct(c, ip, row);
 	row->time_us[ip] = us;
 	row->algbw[ip] = us > 0 ? (double)s->size / (us * 1e-6) / 1e9 : 0;
 	row->busbw[ip] = row->algbw[ip] * bench_bus_factor(o->op, c->n);

@@ -150,10 +150,15 @@ int run(const peer_args& a, std::shared_ptr<gloo::rendezvous::Context> ctx) {
     }
     for (int w = 0; w < a.warmup; w++) once();
     barrier.run();
+    std::vector<double> lat(static_cast<size_t>(a.iters > 0 ? a.iters : 1));
     double t0 = peer_now_us();
-    for (int it = 0; it < a.iters; it++) once();
+    for (int it = 0; it < a.iters; it++) {
+      double t = peer_now_us();
+      once();
+      lat[static_cast<size_t>(it)] = peer_now_us() - t;
+    }
     double us = (peer_now_us() - t0) / a.iters;
-    if (rank == 0) peer_print("gloo", &a, n, &s, us, wrong);
+    if (rank == 0) peer_print_lat("gloo", &a, n, &s, us, wrong, lat.data(), a.iters);
   }
   return 0;
 }

@@ -161,15 +161,37 @@ static inline double peer_reduced(const char *redop, int n, size_t g)
 	return acc;
 }
 
+static inline int peer_cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* lat: the n iterations' times (us), sorted here, for p50_us and p99_us;
+ * NULL: the line has the average only (time_us). */
+static inline void peer_print_lat(const char *peer, const struct peer_args *a, int n,
+				  const struct peer_sizes *s, double us, long long wrong,
+				  double *lat, int nlat)
+{
+	double algbw = us > 0 ? (double)s->size / us / 1e3 : 0;
+
+	printf("r2peer peer=%s op=%s type=%s redop=%s root=%d ranks=%d size=%zu count=%zu "
+	       "time_us=%.3f algbw=%.6f busbw=%.6f wrong=%lld",
+	       peer, peer_op_names[a->op], a->type, a->redop, a->root, n, s->size, s->count, us,
+	       algbw, algbw * peer_bus_factor(a->op, n), a->check ? wrong : -1);
+	if (lat && nlat > 0) {
+		qsort(lat, (size_t)nlat, sizeof(double), peer_cmp_double);
+		printf(" p50_us=%.3f p99_us=%.3f", lat[nlat / 2], lat[nlat * 99 / 100]);
+	}
+	printf("\n");
+	fflush(stdout);
+}
+
 static inline void peer_print(const char *peer, const struct peer_args *a, int n,
 			      const struct peer_sizes *s, double us, long long wrong)
 {
-	double algbw = us > 0 ? (double)s->size / us / 1e3 : 0;
-	printf("r2peer peer=%s op=%s type=%s redop=%s root=%d ranks=%d size=%zu count=%zu "
-	       "time_us=%.3f algbw=%.6f busbw=%.6f wrong=%lld\n",
-	       peer, peer_op_names[a->op], a->type, a->redop, a->root, n, s->size, s->count, us,
-	       algbw, algbw * peer_bus_factor(a->op, n), a->check ? wrong : -1);
-	fflush(stdout);
+	peer_print_lat(peer, a, n, s, us, wrong, NULL, 0);
 }
 
 #endif

@@ -1,0 +1,110 @@
+#!/bin/bash
+# Issue-21 benchmark: small AllReduces across hosts, on the simulated cluster
+# (network namespaces, tests/cluster/cluster.sh; H hosts x R rails, no rate
+# cap, MTU 1500), one rank per host, host buffers, float32, out of place,
+# every result checked. In one command:
+#  1. the floor: a TCP ping-pong (tools/peers/tcp_pingpong, TCP_NODELAY) over
+#     rail 0 between hosts 0 and 1, each size;
+#  2. R2CCL (r2ccl-bench, every rail) and Gloo (its ring-chunked AllReduce,
+#     rail 0) at sizes -b .. -e (x2 steps), -n timed iterations each: p50
+#     and p99 of rank 0's per-iteration times (r2ccl-bench --pct);
+#  3. the decode-like loop: --decode N AllReduces of 256 KB, R2CCL and Gloo.
+# Then one table: per size the ping-pong's p50, R2CCL's p50 / p99 and its
+# p50 against 2 x the ping-pong (issue 21: 8 B - 64 KB within 2x), Gloo's
+# p50 / p99 and R2CCL's p50 against Gloo's (no slower up to 1 MB); and the
+# decode loop's p99 / p50 (within 1.5x).
+# Usage: tools/bench/small-bench.sh [-H 2] [-R 2] [-n 500] [-b 8] [-e 1M]
+#        [--decode 1000]
+# Environment: BUILD (default build), R2C_PREFIX (default r2small), extra
+# r2ccld options in R2CCLD_OPTS. Root (namespaces).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+H=2 R=2 ITERS=500 B=8 E=1M DECODE=1000 BUILD=${BUILD:-build}
+while [ $# -gt 0 ]; do
+	case $1 in
+	-H) H=$2; shift 2 ;;
+	-R) R=$2; shift 2 ;;
+	-n) ITERS=$2; shift 2 ;;
+	-b) B=$2; shift 2 ;;
+	-e) E=$2; shift 2 ;;
+	--decode) DECODE=$2; shift 2 ;;
+	*) echo "unknown option $1" >&2; exit 2 ;;
+	esac
+done
+[ "$(id -u)" = 0 ] || { echo "root only (namespaces)" >&2; exit 2; }
+PREFIX=${R2C_PREFIX:-r2small}
+C="tests/cluster/cluster.sh --prefix $PREFIX"
+PP=$BUILD/tools/peers/tcp_pingpong
+OUT=/tmp/$PREFIX-bench
+mkdir -p "$OUT"
+trap '$C down >/dev/null 2>&1 || true' EXIT
+$C up -H "$H" -R "$R" >/dev/null
+R2CCLD="$BUILD/daemon/r2ccld" $C daemons start ${R2CCLD_OPTS:-} >/dev/null
+echo "# $(date -u '+%F %H:%M') UTC small AllReduce: $H hosts x $R rails, no cap, MTU 1500;" \
+	"$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# bytes of a size with a K/M suffix
+bytes() { numfmt --from=iec "$1"; }
+sizes() {
+	local s=$(bytes "$1") e=$(bytes "$2")
+	while [ "$s" -le "$e" ]; do echo "$s"; s=$((s * 2)); done
+}
+
+# 1. the ping-pong, host 0 -> host 1 on rail 0 (198.18.0.2)
+$C exec 1 "$PP" -s 47100 &
+SRV=$!
+$C exec 0 "$PP" -c "$($C addr 1 0)" 47100 -n "$ITERS" $(sizes "$B" "$E") $( [ "$DECODE" -gt 0 ] && bytes 256K) \
+	>"$OUT/pingpong"
+wait "$SRV"
+
+# 2, 3. R2CCL then Gloo, host 0's lines kept
+bench() { # OUTFILE R2CCL-BENCH-ARGS...
+	local out=$1
+	shift
+	mkdir -p "/tmp/$PREFIX/gloo"
+	rm -rf "/tmp/$PREFIX/gloo/"*
+	$C run --timeout 1200 -- sh -c "LD_LIBRARY_PATH=$BUILD/libclient $BUILD/tools/r2ccl-bench \
+allreduce $* -w 20 --nranks $H --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 \
+--uid-file \$R2CCL_CLUSTER_DIR/uid-$$-$out --pct --peer gloo \
+--peer-addr 198.18.0.\$((R2CCL_HOST_INDEX+1)) --peer-store \$R2CCL_CLUSTER_DIR/gloo" |
+		awk '/^\[h0\] / { sub(/^\[h0\] /, ""); print; next }
+		     /^\[h[0-9]+\] .*(gloo_peer|[Ff]ail|[Ee]rror)/ { print > "/dev/stderr" }' >"$OUT/$out"
+}
+bench sizes -b "$B" -e "$E" -f 2 -n "$ITERS"
+DFILE=()
+if ((DECODE > 0)); then
+	bench decode -b 256K -e 256K -n "$DECODE"
+	DFILE=("$OUT/decode")
+fi
+$C daemons stop >/dev/null
+
+# every result checked: the #wrong columns (R2CCL's two, Gloo's)
+awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != 0 || $13 != 0) { bad = 1 }
+     $1 == "#peer" && $NF != 0 && $NF != "N/A" { bad = 1 }
+     END { exit bad }' "$OUT/sizes" "${DFILE[@]}" ||
+	echo "WRONG RESULTS: see $OUT/sizes, $OUT/decode"
+
+# the table
+awk -v H="$H" '
+FILENAME ~ /pingpong$/ { split($2, s, "="); split($4, p, "="); pp[s[2]] = p[2]; next }
+$1 == "#pct" && NF >= 7 { k = (FILENAME ~ /decode$/) ? "decode " $2 : $2
+	r50[k] = $3; r99[k] = $4; g50[k] = $5; g99[k] = $6; z0[k] = $2
+	if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+END {
+	printf "%10s  %9s  %9s  %9s  %8s  %9s  %9s  %8s\n", "size (B)", "pp p50", "r2 p50",
+		"r2 p99", "r2/(2pp)", "gloo p50", "gloo p99", "r2/gloo"
+	for (i = 1; i <= n; i++) {
+		k = order[i]; z = z0[k]
+		printf "%10s  %9s  %9.1f  %9.1f  %8s  %9s  %9s  %8s\n", (k == z) ? z : "decode",
+			(z in pp) ? sprintf("%.1f", pp[z]) : "-", r50[k], r99[k],
+			(z in pp && pp[z] > 0) ? sprintf("%.2f", r50[k] / (2 * pp[z])) : "-",
+			g50[k], g99[k], (g50[k] > 0) ? sprintf("%.2f", r50[k] / g50[k]) : "-"
+	}
+	print "(us; pp: TCP ping-pong round trip on rail 0, host 0 <-> 1; r2: R2CCL, " H \
+		" ranks, every rail; gloo: Gloo ring-chunked, rail 0; decode: the 256 KB loop)"
+}' "$OUT/pingpong" "$OUT/sizes" "${DFILE[@]}"
+if ((DECODE > 0)); then
+	awk -v N="$DECODE" '$1 == "#pct" && NF >= 7 {
+		printf "decode loop, %d AllReduces of 256 KB: R2CCL p99/p50 %.2f (target <= 1.5), " \
+			"Gloo p99/p50 %.2f\n", N, $4 / $3, $6 / $5 }' "$OUT/decode"
+fi
