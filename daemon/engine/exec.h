@@ -27,14 +27,18 @@ void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t 
 /* A work queue: nthreads threads run submitted jobs, each whole (the rail
  * phase applies received chunks on it, several at once, while its executor
  * goes on). Jobs of one owner start in submission order; owners (tenants:
- * docs/tenancy.md) take turns, a job each, so one tenant's long backlog does
- * not hold another's jobs behind it. destroy runs what is queued, then
- * joins. */
+ * docs/tenancy.md) take turns by deficit round robin over the jobs' cost
+ * (bytes), each turn worth weight x 64 KiB, so one tenant's long backlog
+ * does not hold another's jobs behind it and a tenant of weight 3 gets
+ * three times the bytes of one of weight 1 while both wait. destroy runs
+ * what is queued, then joins. */
 struct r2_workq;
 struct r2_work {
 	struct r2_work *next;
 	void (*fn)(struct r2_work *w);
-	uint32_t owner; /* its tenant (0: none); owners share 64 FIFOs by modulo */
+	uint32_t owner;  /* its tenant (0: none); owners share 64 FIFOs by modulo */
+	uint32_t weight; /* its owner's weight (0: 1), read from the FIFO's head */
+	uint32_t cost;   /* bytes (0: one turn's worth, 64 KiB) */
 };
 int r2_workq_create(struct r2_workq **q, int nthreads, const char *name);
 void r2_workq_destroy(struct r2_workq *q); /* accepts NULL */

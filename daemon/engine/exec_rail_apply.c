@@ -164,7 +164,9 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 	o->aq.busy[o->aq.nbusy].off = h->off;
 	o->aq.busy[o->aq.nbusy].len = h->len;
 	o->aq.nbusy++;
-	*j = (struct apply_job){ .w.fn = apply_run, .w.owner = (uint32_t)rl_tenant(o) + 1, .c = o->c,
+	uint32_t owner = (uint32_t)rl_tenant(o) + 1;
+	*j = (struct apply_job){ .w.fn = apply_run, .w.owner = owner, .w.weight = o->weight,
+				 .w.cost = h->len, .c = o->c,
 				 .m = m, .dst = o->W + h->off, .a = a, .kind = kind,
 				 .dtype = o->dtype, .redop = o->redop };
 	pthread_mutex_lock(&o->c->mbox_lock);

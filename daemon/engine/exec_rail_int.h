@@ -175,6 +175,7 @@ struct railop {
 	struct r2_comm *c;
 	struct r2d *d;
 	int tenant1; /* its communicator's tenant + 1 (0: not looked up yet) */
+	uint32_t weight; /* that tenant's weight (rl_tenant), for the apply queue */
 	char *W;
 	uint64_t size;
 	uint32_t elem;
@@ -274,7 +275,8 @@ int rl_chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len
 int rl_unborrow(struct r2d *d, struct sendrec *s);
 int rl_post_any(struct r2d *d, struct sendrec *s);
 int rl_post(struct railop *o, struct sendrec *s);
-/* The operation's tenant in the scheduler (net/tenants.h), looked up once */
+/* The operation's tenant in the scheduler (net/tenants.h), looked up once
+ * (with its weight, o->weight) */
 int rl_tenant(struct railop *o);
 /* rl_post_any, or with no rail left to s's peer, through a bridge not in
  * det's refusals (rl_detour_send): 0, -EAGAIN (queue full), -ENOTCONN */

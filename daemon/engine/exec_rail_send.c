@@ -145,8 +145,11 @@ int rl_post_any(struct r2d *d, struct sendrec *s)
 
 int rl_tenant(struct railop *o)
 {
-	if (!o->tenant1) /* looked up once per operation */
+	if (!o->tenant1) { /* looked up once per operation */
+		struct r2_tenant_policy p;
 		o->tenant1 = r2d_tenants_of(o->d, o->c->tenant) + 1;
+		o->weight = r2d_tenants_policy_at(o->d, o->tenant1 - 1, &p) ? p.weight : 1;
+	}
 	return o->tenant1 - 1;
 }
 

@@ -141,10 +141,13 @@ void r2_pool_run(struct r2_pool *p, size_t nparts, void (*fn)(void *ctx, size_t 
 }
 
 /* ---- a work queue: independent jobs, each run whole by one thread ----
- * One FIFO per owner (owner modulo WQ_OWNERS): owners take turns, a job
- * each, so one tenant's hundreds of chunks do not hold another's behind. */
+ * One FIFO per owner (owner modulo WQ_OWNERS): owners take turns by deficit
+ * round robin, each turn worth weight x WQ_QUANTUM bytes of jobs, so one
+ * tenant's hundreds of chunks do not hold another's behind and the bytes
+ * follow the weights while both have jobs waiting. */
 
 #define WQ_OWNERS 64
+#define WQ_QUANTUM (64u << 10)
 
 struct r2_workq {
 	int nthreads;
@@ -154,23 +157,52 @@ struct r2_workq {
 	struct {
 		struct r2_work *head, *tail;
 	} fifo[WQ_OWNERS];
+	uint64_t deficit[WQ_OWNERS]; /* bytes the FIFO may still take this round */
 	uint32_t queued;
-	int next; /* the owner FIFO whose turn it is */
+	int next;  /* the owner FIFO whose turn it is */
+	bool turn; /* next has had its quantum for this turn */
 	bool stop;
 };
 
-/* The next job (under q->lock), round robin over the owners; NULL if none. */
+static uint64_t work_cost(const struct r2_work *w)
+{
+	return w->cost ? w->cost : WQ_QUANTUM;
+}
+
+static void workq_pass(struct r2_workq *q)
+{
+	q->next = (q->next + 1) % WQ_OWNERS;
+	q->turn = false;
+}
+
+/* The next job (under q->lock) by deficit round robin over the owners;
+ * NULL if none. Ends: while a job is queued, each round adds at least
+ * WQ_QUANTUM to a FIFO that has one. */
 static struct r2_work *workq_take(struct r2_workq *q)
 {
-	for (int i = 0; q->queued && i < WQ_OWNERS; i++) {
-		int k = (q->next + i) % WQ_OWNERS;
+	while (q->queued) {
+		int k = q->next;
 		struct r2_work *w = q->fifo[k].head;
-		if (!w)
+		if (!w) {
+			q->deficit[k] = 0; /* an idle owner saves no credit */
+			workq_pass(q);
 			continue;
+		}
+		if (!q->turn) {
+			q->deficit[k] += (uint64_t)(w->weight ? w->weight : 1) * WQ_QUANTUM;
+			q->turn = true;
+		}
+		if (work_cost(w) > q->deficit[k]) {
+			workq_pass(q);
+			continue;
+		}
+		q->deficit[k] -= work_cost(w);
 		q->fifo[k].head = w->next;
-		if (!w->next)
+		if (!w->next) {
 			q->fifo[k].tail = NULL;
-		q->next = (k + 1) % WQ_OWNERS;
+			q->deficit[k] = 0;
+			workq_pass(q);
+		}
 		q->queued--;
 		return w;
 	}

@@ -236,6 +236,66 @@ START_TEST(test_workq_owners_take_turns)
 }
 END_TEST
 
+/* Weighted turns: owner 1 (weight 3) and owner 2 (weight 1) queue 60 jobs
+ * each of 64 KiB behind a held one; while both have jobs waiting, owner 1
+ * runs three for each of owner 2's. Then jobs of 16 KiB at weight 1 against 64 KiB ones
+ * at weight 1: four of the small ones for each large one (costs in bytes,
+ * not jobs). */
+static void weighted_run(int w1, uint32_t c1, int w2, uint32_t c2, int per)
+{
+	struct r2_workq *q = NULL;
+	static struct ojob jobs[121];
+	static int order[121];
+	atomic_int seq = 0;
+	atomic_bool hold = true, started = false;
+
+	ck_assert_int_eq(r2_workq_create(&q, 1, "t-apply"), 0);
+	for (int i = 0; i < 121; i++) {
+		jobs[i] = (struct ojob){ .w.fn = ojob_run, .id = i, .seq = &seq, .order = order,
+					 .hold = &hold, .started = &started };
+		/* job 0 holds the thread; 1..60 the first owner's, 61..120 the second's */
+		bool first = i <= 60;
+		jobs[i].w.owner = first ? 1 : 2;
+		jobs[i].w.weight = (uint32_t)(first ? w1 : w2);
+		jobs[i].w.cost = first ? c1 : c2;
+	}
+	r2_workq_submit(q, &jobs[0].w);
+	for (int spins = 0; spins < 10000 && !atomic_load(&started); spins++)
+		usleep(1000);
+	ck_assert_msg(atomic_load(&started), "the thread did not take job 0 within 10 s");
+	for (int i = 1; i < 121; i++)
+		r2_workq_submit(q, &jobs[i].w);
+	atomic_store(&hold, false);
+	r2_workq_destroy(q);
+	ck_assert_int_eq(atomic_load(&seq), 121);
+	/* while the first owner has jobs left: `per` of its jobs, then one of
+	 * the second's, in turn (whichever owner's turn comes first: job 0
+	 * emptied the first owner's queue, so the second's turn comes next) */
+	int n1 = 0, n2 = 0;
+	for (int k = 1; k < 121 && n1 < 60; k++) {
+		bool first = order[k] <= 60;
+		if (first)
+			n1++;
+		else
+			n2++;
+		ck_assert_msg(n1 <= per * (n2 + 1) && n1 >= per * (n2 - 1),
+			      "served job %d: %d of the first owner, %d of the second (%d:1)", k, n1,
+			      n2, per);
+	}
+}
+
+START_TEST(test_workq_weights)
+{
+	weighted_run(3, 64 << 10, 1, 64 << 10, 3);
+}
+END_TEST
+
+START_TEST(test_workq_costs)
+{
+	weighted_run(1, 16 << 10, 1, 64 << 10, 4);
+}
+END_TEST
+
 START_TEST(test_workq_bad_args)
 {
 	struct r2_workq *q = (struct r2_workq *)1;
@@ -259,6 +319,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_workq_destroy_runs_queued);
 	tcase_add_test(tc, test_workq_bad_args);
 	tcase_add_test(tc, test_workq_owners_take_turns);
+	tcase_add_test(tc, test_workq_weights);
+	tcase_add_test(tc, test_workq_costs);
 	suite_add_tcase(s, tc);
 	return s;
 }
