@@ -164,6 +164,7 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 	o->aq.busy[o->aq.nbusy].off = h->off;
 	o->aq.busy[o->aq.nbusy].len = h->len;
 	o->aq.nbusy++;
+	/* first: rl_tenant sets o->weight, read in the initializer below */
 	uint32_t owner = (uint32_t)rl_tenant(o) + 1;
 	*j = (struct apply_job){ .w.fn = apply_run, .w.owner = owner, .w.weight = o->weight,
 				 .w.cost = h->len, .c = o->c,

@@ -238,9 +238,9 @@ END_TEST
 
 /* Weighted turns: owner 1 (weight 3) and owner 2 (weight 1) queue 60 jobs
  * each of 64 KiB behind a held one; while both have jobs waiting, owner 1
- * runs three for each of owner 2's. Then jobs of 16 KiB at weight 1 against 64 KiB ones
- * at weight 1: four of the small ones for each large one (costs in bytes,
- * not jobs). */
+ * runs three for each of owner 2's. Then jobs of 16 KiB against jobs of
+ * 64 KiB, both at weight 1: four of the small ones for each large one
+ * (costs in bytes, not jobs). */
 static void weighted_run(int w1, uint32_t c1, int w2, uint32_t c2, int per)
 {
 	struct r2_workq *q = NULL;

@@ -413,7 +413,8 @@ static int rank_measure(struct rank_ctx *c, const struct pattern *pat,
 		fill_inputs(c, pat, s, ip);
 	if ((rc = rank_time(c, s, ip, &us)))
 		return rc;
-	rank_pct(c, ip, row);
+	if (o->pct)
+		rank_pct(c, ip, row);
 	row->time_us[ip] = us;
 	row->algbw[ip] = us > 0 ? (double)s->size / (us * 1e-6) / 1e9 : 0;
 	row->busbw[ip] = row->algbw[ip] * bench_bus_factor(o->op, c->n);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "ctl.h"
+#include "util.h"
 
 /* bits/s as "300M" (decimal), "-" for 0 */
 static const char *txt_rate(const struct col *col, const void *row, size_t idx, char *buf,
@@ -175,14 +176,6 @@ static const struct col tenant_cols[] = {
 };
 static const struct section tenants = { "tenants", COLS(tenant_cols) };
 
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* tenants set: with --json, also when the request left and the answer came
  * (CLOCK_MONOTONIC, the daemon's clock too: a reaction is measured from
  * them against the counters' snapshot_mono_us, tools/bench/tenant-bench.sh) */
@@ -203,10 +196,10 @@ static int tenants_set(struct ctl *c, int argc, char **argv)
 	req.req_id = CTL_REQ_ID;
 	req.name = argv[0];
 	req.spec = spec;
-	uint64_t sent = mono_us();
+	uint64_t sent = r2_now_us();
 	r = ctl_call(c, "tenants set", R2CCL__MSG_TYPE__MSG_TENANT_SET, &req.base,
 		     R2CCL__MSG_TYPE__MSG_RESULT, &f);
-	uint64_t done = mono_us();
+	uint64_t done = r2_now_us();
 	if (r)
 		return r;
 	r2_frame_free(&f);
