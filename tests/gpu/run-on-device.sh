@@ -16,6 +16,10 @@
 #   nsdiag  host vs GPU buffers per daemon option set (NS_ARGS), perf profile
 #   nsprof2 r2ccld's per-operation debug line (idle, applying, staging...) for
 #           host then GPU buffers, NCCL beside
+#   lat     issues 20 and 21 on 16 cores: tools/bench/small-bench.sh on 2 and
+#           4 hosts (ping-pong, R2CCL, Gloo, decode loop), small AllReduces
+#           with host then GPU buffers (p50/p99), tenant-bench.sh --only
+#           react twice, and the integration test tenants (neighbour's p99)
 # Logs go to $OUT (or ./gpu-logs); the short tables come last.
 set -u
 cd "$(dirname "$0")/../.."
@@ -252,6 +256,43 @@ if [ "$what" = nsprof2 ]; then
 	  grep -iE "error|warn" "$OUT/prof-nccl.log" | head -5
 	} > "$OUT/table.txt"
 	cat "$OUT/table.txt"
+	exit 0
+fi
+if [ "$what" = lat ]; then
+	# the bench scripts run programs from a build folder ($BUILD/tools/...):
+	# a folder of links to the bundle's wrappers stands in for it
+	L=/tmp/r2bb
+	rm -rf "$L"
+	mkdir -p "$L/daemon" "$L/tools/peers"
+	ln -s "$BD/lib" "$L/libclient"
+	wrap() { printf '#!/bin/sh\nexec %s "$@"\n' "$BD/bin/$1" > "$2"; chmod +x "$2"; }
+	wrap r2ccld "$L/daemon/r2ccld"
+	for p in r2ccl-bench r2cclctl; do wrap "$p" "$L/tools/$p"; done
+	for p in tcp_pingpong gloo_peer; do wrap "$p" "$L/tools/peers/$p"; done
+	export R2CCL_PEER_DIR=$L/tools/peers
+	step small-2h 300 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=sm2 \
+		bash "$ROOT/tools/bench/small-bench.sh" -H 2 -n 1000
+	step small-4h 400 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=sm4 \
+		bash "$ROOT/tools/bench/small-bench.sh" -H 4 -n 1000
+	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	$C daemons start >> "$OUT/ns-up.log" 2>&1
+	NS_GPU=0 bench lat-host 120 -b 8 -e 1M -f 2 -n 1000 -w 50 --pct
+	bench lat-gpu 120 -b 8 -e 1M -f 2 -n 1000 -w 50 --pct
+	$C daemons stop >> "$OUT/ns-up.log" 2>&1
+	$C down >> "$OUT/ns-up.log" 2>&1
+	for k in 1 2; do
+		step "react-$k" 200 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=tr \
+			bash "$ROOT/tools/bench/tenant-bench.sh" --only react -n 12
+	done
+	step tenants-test 300 env CK_FORK=yes CK_DEFAULT_TIMEOUT=280 R2CCLD=$L/daemon/r2ccld \
+		R2CCLCTL=$L/tools/r2cclctl "$BD/bin/test_tenants"
+	{ cat "$summary"
+	  for f in small-2h small-4h react-1 react-2; do echo "== $f"; tail -40 "$OUT/$f.log"; done
+	  for f in lat-host lat-gpu; do echo "== $f"; grep -E "^\[h0\] *([0-9]|#)" "$OUT/$f.log"; done
+	  echo "== tenants-test"; grep -E "victim|[0-9]+%:|Checks|fail" "$OUT/tenants-test.log" | head -20
+	} > "$OUT/table.txt"
+	cat "$OUT/table.txt"
+	tar -C "$OUT" -czf "$OUT/../logs-${what}.tgz" --exclude=table.txt . 2>/dev/null
 	exit 0
 fi
 if [ "$what" = nstune ]; then
