@@ -209,11 +209,12 @@ again:
 	r2_plan_params_default(&prm);
 	prm.recursion_thresh = r2_param_double(&o->d->params, P_RECURSION_THRESH);
 	prm.routing_algo = (int)r2_param_int(&o->d->params, P_ROUTING_ALGO);
-	/* The log-step schedules (planner/hd.c) pass the planner's symbolic
-	 * checks and r2ccl-sim, but have not yet run across hosts on the
-	 * namespace cluster: r2ccld leaves them out of its choice until they
-	 * have (docs/planner.md). */
-	prm.no_logstep = true;
+	/* The log-step schedules (planner/hd.c) where R2CCL_LOGSTEP says so;
+	 * never recursive doubling: this engine sends lazily from the working
+	 * buffer, so a send could read a value its step's REDUCE receive
+	 * already changed (the contract's exception, docs/planner.md). */
+	prm.no_logstep = strcmp(r2_param_str(&o->d->params, P_LOGSTEP), "hd") != 0;
+	prm.no_rd = true;
 	r = r2_plan_build(&cl, &od, &prm, &o->plan);
 	if (use_view && r < 0) {
 		/* no plan for this view: every daemon falls back alike to the

@@ -91,6 +91,9 @@ struct piece {
 
 struct stage {
 	uint64_t t0;
+	/* the parts of a staged operation (--log-level debug, issue 21):
+	 * its streams reached it, its inputs on the host, the rail phase done */
+	uint64_t t_ready, t_in, t_rail;
 	struct slots sl;
 	struct piece *pc; /* NULL: staged whole */
 	struct stage_op op[MAX_OPS];
@@ -548,6 +551,7 @@ int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
 			cpu_relax();
 		}
 	}
+	st->t_ready = r2_now_us();
 	if (piece_ok(x) && !(st->pc = calloc(1, sizeof(*st->pc))))
 		return -ENOMEM;
 	for (int i = 0; i < x->nops; i++)
@@ -559,6 +563,7 @@ int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
 		r = stage_sync(used);
 	if (r < 0)
 		return r;
+	st->t_in = r2_now_us();
 	return r2g.eng->exec_hier(x, pool);
 }
 
@@ -567,6 +572,7 @@ int r2_gpu_stage_end(struct r2_exec *x, int status)
 	struct stage *st = x->gpu_stage;
 	bool used[MAX_DEV] = { false };
 
+	st->t_rail = r2_now_us();
 	x->gpu_stage = NULL;
 	x->stage_wait = NULL;
 	x->stage_out = NULL;
@@ -601,6 +607,17 @@ int r2_gpu_stage_end(struct r2_exec *x, int status)
 		}
 		pinned_put(so->hs);
 		pinned_put(so->hr);
+	}
+	if (status == 0 && st->t_in) {
+		uint64_t t_out = r2_now_us();
+		log_debug("communicator %u: GPU op of %llu bytes staged: stream wait %llu us, "
+			  "device->host %llu us, rail phase %llu us, host->device %llu us%s",
+			  x->c->id, (unsigned long long)(st->op[0].slen > st->op[0].rlen ?
+							 st->op[0].slen : st->op[0].rlen),
+			  (unsigned long long)(st->t_ready - st->t0),
+			  (unsigned long long)(st->t_in - st->t_ready),
+			  (unsigned long long)(st->t_rail - st->t_in),
+			  (unsigned long long)(t_out - st->t_rail), st->pc ? " (in slices)" : "");
 	}
 	piece_free(st->pc);
 	r2g_slots_release(x->nops, &st->sl, status);

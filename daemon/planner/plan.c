@@ -20,6 +20,7 @@ void r2_plan_params_default(struct r2_plan_params *p)
 	p->max_chunks = 64;
 	p->min_chunk = 4096;
 	p->no_logstep = false;
+	p->no_rd = false;
 }
 
 /* ---- validation, bound, driver ------------------------------------------ */
@@ -257,7 +258,7 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 	for (uint32_t si = 0; si < nseen; si++) {
 		uint32_t m = seen[si][0], L = seen[si][1];
 		const uint32_t *fac = &seen[si][2];
-		if (!rdok[si])
+		if (!rdok[si] || x->prm.no_rd)
 			continue;
 		/* recursive doubling after nh halving levels: at least
 		 * L + nh steps of alpha; a member sends (f-1)/f of its range

@@ -133,6 +133,8 @@ struct r2_plan_params {
 	uint64_t min_chunk;       /* bytes, smallest pipelined chunk, default 4096 */
 	bool no_logstep;          /* leave the log-step (HD) schedules out of the
 	                           * choice (r2ccl-sim: "today's plans"), default false */
+	bool no_rd;               /* leave recursive doubling (R2_ALGO_RD, the
+	                           * contract's exception) out, default false */
 };
 
 struct r2_opdesc {

@@ -16,6 +16,8 @@
 #   nsdiag  host vs GPU buffers per daemon option set (NS_ARGS), perf profile
 #   nsprof2 r2ccld's per-operation debug line (idle, applying, staging...) for
 #           host then GPU buffers, NCCL beside
+#   latprof a small GPU AllReduce's parts (stream wait, copies, rail phase),
+#           host buffers beside, r2ccld --log-level debug
 #   lat     issues 20 and 21 on 16 cores: tools/bench/small-bench.sh on 2 and
 #           4 hosts (ping-pong, R2CCL, Gloo, decode loop), small AllReduces
 #           with host then GPU buffers (p50/p99), tenant-bench.sh --only
@@ -270,26 +272,71 @@ if [ "$what" = lat ]; then
 	for p in r2ccl-bench r2cclctl; do wrap "$p" "$L/tools/$p"; done
 	for p in tcp_pingpong gloo_peer; do wrap "$p" "$L/tools/peers/$p"; done
 	export R2CCL_PEER_DIR=$L/tools/peers
-	step small-2h 300 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=sm2 \
+	# LAT_PARTS: which parts (default all); R2CCLD_OPTS: r2ccld options
+	# of the small-bench runs (e.g. "--logstep hd")
+	part() { [[ " ${LAT_PARTS:-small2 small4 gpu react tenants} " == *" $1 "* ]]; }
+	part small2 && step small-2h 300 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=sm2 \
 		bash "$ROOT/tools/bench/small-bench.sh" -H 2 -n 1000
-	step small-4h 400 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=sm4 \
+	part small4 && step small-4h 400 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=sm4 \
 		bash "$ROOT/tools/bench/small-bench.sh" -H 4 -n 1000
-	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
-	$C daemons start >> "$OUT/ns-up.log" 2>&1
-	NS_GPU=0 bench lat-host 120 -b 8 -e 1M -f 2 -n 1000 -w 50 --pct
-	bench lat-gpu 120 -b 8 -e 1M -f 2 -n 1000 -w 50 --pct
-	$C daemons stop >> "$OUT/ns-up.log" 2>&1
-	$C down >> "$OUT/ns-up.log" 2>&1
+	if part gpu; then
+		$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+		$C daemons start >> "$OUT/ns-up.log" 2>&1
+		NS_GPU=0 bench lat-host 120 -b 8 -e 1M -f 2 -n 1000 -w 50 --pct
+		bench lat-gpu 120 -b 8 -e 1M -f 2 -n 1000 -w 50 --pct
+		$C daemons stop >> "$OUT/ns-up.log" 2>&1
+		$C down >> "$OUT/ns-up.log" 2>&1
+	fi
 	for k in 1 2; do
-		step "react-$k" 200 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=tr \
+		part react && step "react-$k" 200 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=tr \
 			bash "$ROOT/tools/bench/tenant-bench.sh" --only react -n 12
 	done
-	step tenants-test 300 env CK_FORK=yes CK_DEFAULT_TIMEOUT=280 R2CCLD=$L/daemon/r2ccld \
-		R2CCLCTL=$L/tools/r2cclctl "$BD/bin/test_tenants"
+	part tenants && step tenants-test 300 env CK_FORK=yes CK_DEFAULT_TIMEOUT=280 \
+		R2CCLD=$L/daemon/r2ccld R2CCLCTL=$L/tools/r2cclctl "$BD/bin/test_tenants"
 	{ cat "$summary"
-	  for f in small-2h small-4h react-1 react-2; do echo "== $f"; tail -40 "$OUT/$f.log"; done
-	  for f in lat-host lat-gpu; do echo "== $f"; grep -E "^\[h0\] *([0-9]|#)" "$OUT/$f.log"; done
-	  echo "== tenants-test"; grep -E "victim|[0-9]+%:|Checks|fail" "$OUT/tenants-test.log" | head -20
+	  for f in small-2h small-4h react-1 react-2; do
+		[ -f "$OUT/$f.log" ] && echo "== $f" && tail -40 "$OUT/$f.log"
+	  done
+	  for f in lat-host lat-gpu; do
+		[ -f "$OUT/$f.log" ] && echo "== $f" && grep -E "^\[h0\] *([0-9]|#pct)" "$OUT/$f.log"
+	  done
+	  [ -f "$OUT/tenants-test.log" ] && echo "== tenants-test" &&
+		grep -E "victim|[0-9]+%:|Checks|fail" "$OUT/tenants-test.log" | head -20
+	} > "$OUT/table.txt"
+	cat "$OUT/table.txt"
+	tar -C "$OUT" -czf "$OUT/../logs-${what}.tgz" --exclude=table.txt . 2>/dev/null
+	exit 0
+fi
+if [ "$what" = latprof ]; then
+	# where a small GPU AllReduce across the two namespace hosts spends its
+	# time: r2ccld's per-operation debug lines (stream wait, device->host,
+	# rail phase, host->device; the rail phase's plan and profile), medians
+	# per size, host buffers beside (issue 21: GPU within 20 us of host)
+	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
+	$C daemons start --log-level debug >> "$OUT/ns-up.log" 2>&1
+	NS_GPU=0 bench latprof-host 120 -b 4K -e 128K -f 2 -n 300 -w 20 --pct
+	grep -E " bytes(:| staged)" /tmp/gpuns/h0/r2ccld.log > "$OUT/latprof-host-ops.txt"
+	: > /tmp/gpuns/h0/r2ccld.log
+	bench latprof-gpu 120 -b 4K -e 128K -f 2 -n 300 -w 20 --pct
+	grep -E " bytes(:| staged)" /tmp/gpuns/h0/r2ccld.log > "$OUT/latprof-gpu-ops.txt"
+	$C daemons stop >> "$OUT/ns-up.log" 2>&1
+	$C down >> "$OUT/ns-up.log" 2>&1
+	med() { sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "%.0f", v[int((NR + 1) / 2)]; else printf "-" }'; }
+	{ cat "$summary"
+	  for f in latprof-host latprof-gpu; do echo "== $f"; grep -E "^\[h0\] #pct" "$OUT/$f.log"; done
+	  echo "== GPU staging parts, host 0, medians (us): size wait d2h rail h2d"
+	  for sz in 4096 8192 16384 32768 65536 131072; do
+		l=$(grep "GPU op of $sz bytes staged" "$OUT/latprof-gpu-ops.txt")
+		printf '%8s %6s %6s %6s %6s\n' "$sz" \
+			"$(sed -n 's/.*stream wait \([0-9]*\) us.*/\1/p' <<<"$l" | med)" \
+			"$(sed -n 's/.*device->host \([0-9]*\) us.*/\1/p' <<<"$l" | med)" \
+			"$(sed -n 's/.*rail phase \([0-9]*\) us.*/\1/p' <<<"$l" | med)" \
+			"$(sed -n 's/.*host->device \([0-9]*\) us.*/\1/p' <<<"$l" | med)"
+	  done
+	  for f in host gpu; do
+		echo "== rail lines, $f buffers: a sample per size"
+		for sz in 4096 16384 32768 131072; do grep -m2 "op [0-9]*, $sz bytes:" "$OUT/latprof-$f-ops.txt" | tail -1 | sed 's/^.*op /op /'; done
+	  done
 	} > "$OUT/table.txt"
 	cat "$OUT/table.txt"
 	tar -C "$OUT" -czf "$OUT/../logs-${what}.tgz" --exclude=table.txt . 2>/dev/null
