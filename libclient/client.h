@@ -56,6 +56,7 @@ struct r2ccl_comm {
 	r2ccl_client_t *client;
 	uint32_t handle; /* the daemon's member handle */
 	int nranks, rank;
+	uint32_t nhosts; /* hosts the communicator spans (0: not told) */
 	bool broken;
 };
 

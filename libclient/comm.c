@@ -131,6 +131,7 @@ int r2ccl_comm_init_rank_config(r2ccl_client_t *c, r2ccl_comm_t **out, int nrank
 			comm->handle = rep->comm_id;
 			comm->nranks = nranks;
 			comm->rank = rank;
+			comm->nhosts = rep->nhosts;
 			*out = comm;
 		}
 	}

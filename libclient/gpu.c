@@ -29,6 +29,7 @@
 
 #include "gpu_abi.h"
 #include "nvdev.h"
+#include "params.h"
 #include "r2ccl.pb-c.h"
 #include "util.h"
 
@@ -45,6 +46,13 @@ static struct {
 	CUresult (*deviceGetUuid)(CUuuid *, CUdevice);
 	CUresult (*deviceGet)(CUdevice *, int);
 	CUresult (*memHostRegister)(void *, size_t, unsigned int);
+	/* optional: the stream's own copies through a staging area (below) */
+	CUresult (*memcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+	CUresult (*memcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+	CUresult (*eventCreate)(CUevent *, unsigned int);
+	CUresult (*eventRecord)(CUevent, CUstream);
+	CUresult (*eventQuery)(CUevent);
+	CUresult (*eventDestroy)(CUevent);
 	CUresult (*memHostUnregister)(void *);
 	CUresult (*memHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
 	CUresult (*streamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
@@ -87,6 +95,16 @@ static void cu_load(void)
 			cu.streamBatchMemOp = NULL;
 		if (r2c_cu_resolve(bus, 1) < 0)
 			cu.deviceGetPCIBusId = NULL;
+		const struct r2c_cu_sym stg[] = {
+			{ "cuMemcpyDtoHAsync", (void **)&cu.memcpyDtoHAsync },
+			{ "cuMemcpyHtoDAsync", (void **)&cu.memcpyHtoDAsync },
+			{ "cuEventCreate", (void **)&cu.eventCreate },
+			{ "cuEventRecord", (void **)&cu.eventRecord },
+			{ "cuEventQuery", (void **)&cu.eventQuery },
+			{ "cuEventDestroy", (void **)&cu.eventDestroy },
+		};
+		if (r2c_cu_resolve(stg, R2_ARRAY_SIZE(stg)) < 0)
+			cu.memcpyDtoHAsync = NULL; /* no client staging */
 	}
 }
 
@@ -123,6 +141,25 @@ struct greg {
 	uint32_t id;
 };
 
+/*
+ * Client staging (issue 21). A GPU operation across hosts has its buffers
+ * staged through host memory for the rails. r2ccld can do that itself
+ * (daemon/gpu/staging.c), but its copies are another process's CUDA
+ * context: on the 16-core H200 machine a 4-16 KiB copy back to the GPU took
+ * 147 us there (the GPU time-slices between the contexts while the
+ * client's stream waits), against 8-10 us in one context (tests/gpu/
+ * copy_lat.cu). So up to R2CCL_GPU_CLIENT_STAGE bytes (default 256 KiB;
+ * 0: off) the client's own stream does both copies, in order: the input
+ * to a staging area of shared host memory the daemon knows, "ready", the
+ * wait for "done", the output back to the GPU. The daemon sees an
+ * operation on host memory gated by the stream (R2_SQE_STREAM) and does no
+ * CUDA work for it. STAGE_AREAS areas per communicator, taken in turn; an
+ * area whose last copy back has not run yet (its event) is not waited for:
+ * that operation goes the daemon's way instead.
+ */
+#define STAGE_AREAS 8u
+#define STAGE_DEFAULT (256u << 10)
+
 struct gcomm {
 	struct gcomm *next;
 	r2ccl_comm_t *comm;
@@ -133,6 +170,13 @@ struct gcomm {
 	uint32_t next_seq;
 	int async_err;
 	uint64_t tag[R2_GPU_SLOTS];
+	/* client staging: STAGE_AREAS x (input, output) of stage_max bytes */
+	char *stage;               /* NULL: none yet */
+	bool stage_failed;         /* could not set it up: the daemon stages */
+	uint32_t stage_mem, stage_next;
+	uint64_t stage_max;
+	CUevent stage_ev[STAGE_AREAS];
+	bool stage_used[STAGE_AREAS]; /* stage_ev recorded */
 };
 
 struct gclient {
@@ -192,6 +236,78 @@ static struct gclient *gclient_get(r2ccl_client_t *c, bool create)
 	return g;
 }
 
+/* R2CCL_GPU_CLIENT_STAGE: bytes (suffixes K, M), 0 off */
+static uint64_t stage_limit(void)
+{
+	static int64_t v = -1;
+
+	if (v < 0) {
+		const char *e = getenv("R2CCL_GPU_CLIENT_STAGE");
+		int64_t x;
+		v = e && *e && r2_parse_size(e, &x) == 0 && x >= 0 ? x : STAGE_DEFAULT;
+		v = v > (64 << 20) ? (64 << 20) : v;
+	}
+	return (uint64_t)v;
+}
+
+static void stage_free(struct gcomm *m)
+{
+	if (!m->stage)
+		return;
+	for (uint32_t i = 0; i < STAGE_AREAS; i++)
+		if (m->stage_ev[i])
+			cu.eventDestroy(m->stage_ev[i]);
+	cu.memHostUnregister(m->stage); /* unmapped with the client */
+	m->stage = NULL;
+}
+
+/* The staging area for an operation of slen/rlen bytes, or NULL: the
+ * daemon stages it (one host, too large, none free, no staging here). */
+static char *stage_take(r2ccl_client_t *c, r2ccl_comm_t *comm, struct gcomm *m, uint64_t slen,
+			uint64_t rlen, uint64_t *off)
+{
+	uint64_t max = stage_limit();
+	uint32_t i;
+
+	if (comm->nhosts < 2 || !max || slen > max || rlen > max || !cu.memcpyDtoHAsync ||
+	    m->stage_failed)
+		return NULL;
+	if (!m->stage) {
+		uint64_t o;
+		void *p;
+		bool ok = r2ccl_mem_alloc(c, 2 * STAGE_AREAS * max, &p) == 0;
+		if (ok && cu.memHostRegister(p, 2 * STAGE_AREAS * max, CU_MEMHOSTREGISTER_PORTABLE) !=
+				  CUDA_SUCCESS) {
+			r2ccl_mem_free(c, p);
+			ok = false;
+		}
+		if (ok && (r2c_mem_lookup(c, p, 2 * STAGE_AREAS * max, &m->stage_mem, &o) < 0 || o)) {
+			cu.memHostUnregister(p);
+			r2ccl_mem_free(c, p);
+			ok = false;
+		}
+		if (!ok) {
+			m->stage_failed = true;
+			return NULL;
+		}
+		m->stage = p;
+		m->stage_max = max;
+		memset(m->stage_ev, 0, sizeof(m->stage_ev));
+		for (i = 0; i < STAGE_AREAS; i++)
+			if (cu.eventCreate(&m->stage_ev[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+				stage_free(m);
+				m->stage_failed = true;
+				return NULL;
+			}
+	}
+	i = m->stage_next % STAGE_AREAS;
+	if (m->stage_used[i] && cu.eventQuery(m->stage_ev[i]) != CUDA_SUCCESS)
+		return NULL; /* its last copy back is still queued */
+	m->stage_next++;
+	*off = (uint64_t)i * 2 * m->stage_max;
+	return m->stage + *off;
+}
+
 void r2c_gpu_forget(r2ccl_client_t *c)
 {
 	struct gclient **pp, *g;
@@ -210,6 +326,7 @@ void r2c_gpu_forget(r2ccl_client_t *c)
 			struct gcomm *m = g->comms;
 			g->comms = m->next;
 			cu.memHostUnregister(m->slots); /* unmapped with the client next */
+			stage_free(m);
 			free(m);
 		}
 		free(g);
@@ -578,7 +695,9 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 	struct gcomm *m;
 	struct r2_gpu_slot *s;
 	struct r2_sqe q;
-	uint32_t seq, idx;
+	uint32_t seq, idx, area = 0;
+	uint64_t soff = 0;
+	char *stage = NULL;
 	int r;
 
 	if ((r = r2c_comm_use(comm)) < 0)
@@ -610,6 +729,24 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 	m = gcomm_get(g, comm, &r);
 	if (!m)
 		goto out;
+	/* the stream's own copies through host memory (above) */
+	stage = stage_take(c, comm, m, slen, rlen, &soff);
+	if (stage) {
+		area = (uint32_t)(soff / (2 * m->stage_max));
+		if (slen && cu.memcpyDtoHAsync(stage, (CUdeviceptr)sendbuff, slen, (CUstream)stream) !=
+				    CUDA_SUCCESS) {
+			r = -EIO;
+			goto out;
+		}
+		if (slen) {
+			q.send_mem = m->stage_mem;
+			q.send_off = soff;
+		}
+		if (rlen) {
+			q.recv_mem = m->stage_mem;
+			q.recv_off = soff + m->stage_max;
+		}
+	}
 	seq = ++m->next_seq;
 	if (seq == 0)
 		seq = m->next_seq = 1;
@@ -640,6 +777,11 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 	r = post(g, &q);
 	if (r < 0) {
 		slot_release(m, seq, r); /* nothing to wait for */
+		if (stage) { /* the area is free once the input's copy has run */
+			if (cu.eventRecord(m->stage_ev[area], (CUstream)stream) != CUDA_SUCCESS)
+				m->stage_failed = true; /* not knowing when: no more */
+			m->stage_used[area] = true;
+		}
 		goto out;
 	}
 	m->tag[idx] = q.tag;
@@ -648,6 +790,14 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 		/* the daemon will time the op out; tell the caller now */
 		__atomic_store_n(&s->ready, seq, __ATOMIC_RELEASE);
 		r = -EIO;
+	} else if (stage) {
+		/* the output back to the GPU once "done"; the area is free when
+		 * this copy has run (its event) */
+		if ((rlen && cu.memcpyHtoDAsync((CUdeviceptr)recvbuff, stage + m->stage_max, rlen,
+						(CUstream)stream) != CUDA_SUCCESS) ||
+		    cu.eventRecord(m->stage_ev[area], (CUstream)stream) != CUDA_SUCCESS)
+			r = -EIO;
+		m->stage_used[area] = true;
 	}
 out:
 	pthread_mutex_unlock(&glock);

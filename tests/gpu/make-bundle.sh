@@ -17,7 +17,7 @@ B=${B:-build-gpu}
 SHARED=${SHARED:-../shared}
 [ -f "$B/build.ninja" ] || meson setup "$B" -Dcuda=enabled -Dtests=enabled >/dev/null
 ninja -C "$B" daemon/r2ccld tools/r2ccl-bench tools/r2cclctl tests/gpu/gpu_test \
-	tools/peers/tcp_pingpong tests/integration/test_tenants
+	tools/peers/tcp_pingpong tests/integration/test_tenants tests/gpu/copy_lat
 # Gloo's peer benchmark where it was built (libgloo-dev here): r2ccl-bench
 # --peer gloo on the GPU machine, with R2CCL_PEER_DIR=bundle/gpu/bin
 peers=()
@@ -32,7 +32,7 @@ extra=()
 [ "${BUNDLE_PERF:-0}" = 1 ] && command -v perf >/dev/null && extra+=("$(command -v perf)")
 bash "$SHARED/device/bundle.sh" "$O" "$B/daemon/r2ccld" "$B/tools/r2ccl-bench" \
 	"$B/tools/r2cclctl" "$B/tests/gpu/gpu_test" "$B/tools/peers/tcp_pingpong" \
-	"$B/tests/integration/test_tenants" "${peers[@]}" "${extra[@]}" >/dev/null
+	"$B/tests/integration/test_tenants" "$B/tests/gpu/copy_lat" "${peers[@]}" "${extra[@]}" >/dev/null
 NT=fetched/nccl-tests/build
 if [ -x "$NT/all_reduce_perf" ]; then
 	mkdir -p "$O/nccl-tests"

@@ -312,26 +312,39 @@ if [ "$what" = latprof ]; then
 	# time: r2ccld's per-operation debug lines (stream wait, device->host,
 	# rail phase, host->device; the rail phase's plan and profile), medians
 	# per size, host buffers beside (issue 21: GPU within 20 us of host)
+	step copy-lat 120 "$BD/bin/copy_lat" -n 500
 	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
 	$C daemons start --log-level debug >> "$OUT/ns-up.log" 2>&1
-	NS_GPU=0 bench latprof-host 120 -b 4K -e 128K -f 2 -n 300 -w 20 --pct
-	grep -E " bytes(:| staged)" /tmp/gpuns/h0/r2ccld.log > "$OUT/latprof-host-ops.txt"
+	NS_GPU=0 bench latprof-host 120 -b "${LATPROF_B:-4K}" -e "${LATPROF_E:-128K}" -f 2 -n 300 -w 20 --pct
+	grep -aE " bytes(:| staged| eager)" /tmp/gpuns/h0/r2ccld.log > "$OUT/latprof-host-ops.txt"
 	: > /tmp/gpuns/h0/r2ccld.log
-	bench latprof-gpu 120 -b 4K -e 128K -f 2 -n 300 -w 20 --pct
-	grep -E " bytes(:| staged)" /tmp/gpuns/h0/r2ccld.log > "$OUT/latprof-gpu-ops.txt"
+	bench latprof-gpu 120 -b "${LATPROF_B:-4K}" -e "${LATPROF_E:-128K}" -f 2 -n 300 -w 20 --pct
+	grep -aE " bytes(:| staged| eager)" /tmp/gpuns/h0/r2ccld.log > "$OUT/latprof-gpu-ops.txt"
 	$C daemons stop >> "$OUT/ns-up.log" 2>&1
 	$C down >> "$OUT/ns-up.log" 2>&1
 	med() { sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "%.0f", v[int((NR + 1) / 2)]; else printf "-" }'; }
 	{ cat "$summary"
+	  echo "== copy_lat"; cat "$OUT/copy-lat.log"
 	  for f in latprof-host latprof-gpu; do echo "== $f"; grep -E "^\[h0\] #pct" "$OUT/$f.log"; done
 	  echo "== GPU staging parts, host 0, medians (us): size wait d2h rail h2d"
-	  for sz in 4096 8192 16384 32768 65536 131072; do
+	  for sz in $(sed -n 's/.*GPU op of \([0-9]*\) bytes staged.*/\1/p' "$OUT/latprof-gpu-ops.txt" | sort -nu); do
 		l=$(grep "GPU op of $sz bytes staged" "$OUT/latprof-gpu-ops.txt")
 		printf '%8s %6s %6s %6s %6s\n' "$sz" \
 			"$(sed -n 's/.*stream wait \([0-9]*\) us.*/\1/p' <<<"$l" | med)" \
 			"$(sed -n 's/.*device->host \([0-9]*\) us.*/\1/p' <<<"$l" | med)" \
 			"$(sed -n 's/.*rail phase \([0-9]*\) us.*/\1/p' <<<"$l" | med)" \
 			"$(sed -n 's/.*host->device \([0-9]*\) us.*/\1/p' <<<"$l" | med)"
+	  done
+	  for f in host gpu; do
+		echo "== eager operations, $f buffers, medians (us): size queued->start posted last-in taken end"
+		for sz in $(sed -n 's/.*op [0-9]*, \([0-9]*\) bytes eager.*/\1/p' "$OUT/latprof-$f-ops.txt" | sort -nu); do
+			l=$(grep "op [0-9]*, $sz bytes eager" "$OUT/latprof-$f-ops.txt")
+			printf '%8s' "$sz"
+			for k in "queued->start" "posted +" "last in +" "taken +" "end +"; do
+				printf ' %6s' "$(sed -n "s/.*$k *\(-*[0-9]*\).*/\1/p" <<<"$l" | med)"
+			done
+			echo
+		done
 	  done
 	  for f in host gpu; do
 		echo "== rail lines, $f buffers: a sample per size"
