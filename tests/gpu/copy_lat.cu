@@ -16,7 +16,11 @@
  * The device buffer is another process's cudaMalloc opened with
  * cudaIpcOpenMemHandle, as r2ccld sees a client's buffer (ipc), or this
  * process's own (own).
- *   usage: copy_lat [-n N] [SIZE...]     exits 77 without a GPU
+ * --busy: the other process (the buffer's owner) keeps a stream of its own
+ * waiting on the GPU (a wait for a host value it sets only at the end), as
+ * a client's stream waits for "done" while r2ccld copies, or as a second
+ * rank's on a GPU the namespace hosts share.
+ *   usage: copy_lat [-n N] [--busy] [SIZE...]     exits 77 without a GPU
  * Issue 21: a staged 4-16 KiB AllReduce took 147 us host->device, 32 KiB
  * and up 13-21 us (run-on-device.sh latprof).
  */
@@ -142,13 +146,15 @@ static void measure_seq(int in, int out, char *dev, char *host, size_t sz, int n
 
 int main(int argc, char **argv)
 {
-	int n = 1000, ndev = 0;
+	int n = 1000, ndev = 0, busy = 0;
 	size_t sizes[32], nsz = 0, maxsz = 0;
 	int pfd[2], qfd[2];
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-n") && i + 1 < argc)
 			n = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--busy"))
+			busy = 1;
 		else if (nsz < 32)
 			sizes[nsz++] = strtoull(argv[i], NULL, 0);
 	}
@@ -172,7 +178,26 @@ int main(int argc, char **argv)
 			_exit(77);
 		if (write(pfd[1], &h, sizeof(h)) != (ssize_t)sizeof(h))
 			_exit(1);
+		uint32_t *bf = NULL;
+		if (busy) { /* a stream of this process waits until the end */
+			cudaStream_t bs;
+			CUdeviceptr dbf;
+			if (posix_memalign((void **)&bf, 4096, 4096))
+				_exit(1);
+			memset(bf, 0, 4096);
+			CK(cudaHostRegister(bf, 4096, cudaHostRegisterPortable | cudaHostRegisterMapped));
+			CK(cudaHostGetDevicePointer((void **)&dbf, bf, 0));
+			CK(cudaStreamCreateWithFlags(&bs, cudaStreamNonBlocking));
+			CK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void **)&waitValue32,
+							    12000, cudaEnableDefault, NULL));
+			if (waitValue32((CUstream)bs, dbf, 1, CU_STREAM_WAIT_VALUE_GEQ))
+				_exit(1);
+		}
 		(void)!read(qfd[0], &c, 1); /* until the parent is done */
+		if (bf) {
+			__atomic_store_n(bf, 1, __ATOMIC_RELEASE);
+			cudaDeviceSynchronize();
+		}
 		_exit(0);
 	}
 	close(pfd[1]);
@@ -197,7 +222,10 @@ int main(int argc, char **argv)
 	memset(host, 1, hsz);
 	CK(cudaHostRegister(host, hsz, cudaHostRegisterPortable | cudaHostRegisterMapped));
 	CK(cudaHostGetDevicePointer((void **)&hmap, host, 0));
-	printf("# copy_lat: %d copies each, queued then cudaStreamSynchronize (us)\n", n);
+	if (busy)
+		usleep(200000); /* the other process's wait is queued */
+	printf("# copy_lat: %d copies each, queued then cudaStreamSynchronize (us)%s\n", n,
+	       busy ? "; another process's stream waits on the GPU meanwhile" : "");
 	printf("%10s", "size");
 	for (int b = 0; b < 2; b++)
 		for (int k = 0; k < NKIND; k++)

@@ -97,6 +97,10 @@ ns_r2() { # ARGS...: the command each host runs (r2ccl-bench allreduce --gpu;
 	# NS_GPU=0: host buffers, to tell the rail phase from the GPU staging)
 	local g="--gpu=\$R2CCL_HOST_INDEX"
 	[ "${NS_GPU:-1}" = 0 ] && g=
+	# NS_GPU=h0: GPU buffers on host 0 only (host 1's rank on host memory:
+	# one CUDA context of a client on the shared GPU, not two)
+	[ "${NS_GPU:-1}" = h0 ] && g='$([ $R2CCL_HOST_INDEX = 0 ] && echo --gpu=0)'
+
 	echo "$BD/libexec/r2ccl-bench allreduce $g --nranks 2 \
 		--first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file /tmp/gpuns/uid $*"
 }
@@ -317,28 +321,34 @@ if [ "$what" = latprof ]; then
 	$C daemons start --log-level debug >> "$OUT/ns-up.log" 2>&1
 	NS_GPU=0 bench latprof-host 120 -b "${LATPROF_B:-4K}" -e "${LATPROF_E:-128K}" -f 2 -n 300 -w 20 --pct
 	grep -aE " bytes(:| staged| eager)" /tmp/gpuns/h0/r2ccld.log > "$OUT/latprof-host-ops.txt"
+	grep -aE " bytes(:| staged| eager)" /tmp/gpuns/h1/r2ccld.log > "$OUT/latprof-host-ops-h1.txt"
 	: > /tmp/gpuns/h0/r2ccld.log
-	bench latprof-gpu 120 -b "${LATPROF_B:-4K}" -e "${LATPROF_E:-128K}" -f 2 -n 300 -w 20 --pct
+	: > /tmp/gpuns/h1/r2ccld.log
+	NS_GPU=${LATPROF_GPU:-1} bench latprof-gpu 120 -b "${LATPROF_B:-4K}" -e "${LATPROF_E:-128K}" -f 2 -n 300 -w 20 --pct
 	grep -aE " bytes(:| staged| eager)" /tmp/gpuns/h0/r2ccld.log > "$OUT/latprof-gpu-ops.txt"
+	grep -aE " bytes(:| staged| eager)" /tmp/gpuns/h1/r2ccld.log > "$OUT/latprof-gpu-ops-h1.txt"
 	$C daemons stop >> "$OUT/ns-up.log" 2>&1
 	$C down >> "$OUT/ns-up.log" 2>&1
 	med() { sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "%.0f", v[int((NR + 1) / 2)]; else printf "-" }'; }
 	{ cat "$summary"
 	  echo "== copy_lat"; cat "$OUT/copy-lat.log"
 	  for f in latprof-host latprof-gpu; do echo "== $f"; grep -E "^\[h0\] #pct" "$OUT/$f.log"; done
-	  echo "== GPU staging parts, host 0, medians (us): size wait d2h rail h2d"
-	  for sz in $(sed -n 's/.*GPU op of \([0-9]*\) bytes staged.*/\1/p' "$OUT/latprof-gpu-ops.txt" | sort -nu); do
-		l=$(grep "GPU op of $sz bytes staged" "$OUT/latprof-gpu-ops.txt")
+	  for g in latprof-gpu-ops.txt latprof-gpu-ops-h1.txt; do
+	  echo "== GPU staging parts, $g, medians (us): size wait d2h rail h2d"
+	  for sz in $(sed -n 's/.*GPU op of \([0-9]*\) bytes staged.*/\1/p' "$OUT/$g" | sort -nu); do
+		l=$(grep "GPU op of $sz bytes staged" "$OUT/$g")
 		printf '%8s %6s %6s %6s %6s\n' "$sz" \
 			"$(sed -n 's/.*stream wait \([0-9]*\) us.*/\1/p' <<<"$l" | med)" \
 			"$(sed -n 's/.*device->host \([0-9]*\) us.*/\1/p' <<<"$l" | med)" \
 			"$(sed -n 's/.*rail phase \([0-9]*\) us.*/\1/p' <<<"$l" | med)" \
 			"$(sed -n 's/.*host->device \([0-9]*\) us.*/\1/p' <<<"$l" | med)"
 	  done
-	  for f in host gpu; do
-		echo "== eager operations, $f buffers, medians (us): size queued->start posted last-in taken end"
-		for sz in $(sed -n 's/.*op [0-9]*, \([0-9]*\) bytes eager.*/\1/p' "$OUT/latprof-$f-ops.txt" | sort -nu); do
-			l=$(grep "op [0-9]*, $sz bytes eager" "$OUT/latprof-$f-ops.txt")
+	  done
+	  for f in host gpu host-ops-h1 gpu-ops-h1; do
+		case $f in *-h1) g=latprof-$f.txt ;; *) g=latprof-$f-ops.txt ;; esac
+		echo "== eager operations, ${f%-ops-h1} buffers, host ${f##*-h}, medians (us): size queued->start posted last-in taken end"
+		for sz in $(sed -n 's/.*op [0-9]*, \([0-9]*\) bytes eager.*/\1/p' "$OUT/$g" | sort -nu); do
+			l=$(grep "op [0-9]*, $sz bytes eager" "$OUT/$g")
 			printf '%8s' "$sz"
 			for k in "queued->start" "posted +" "last in +" "taken +" "end +"; do
 				printf ' %6s' "$(sed -n "s/.*$k *\(-*[0-9]*\).*/\1/p" <<<"$l" | med)"
