@@ -92,15 +92,15 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			     "broadcast/reduce shapes: 0 auto (cheapest by the cost model), 1 chain, "
 			     "2 binary tree, 3 Steiner tree avoiding degraded hosts (still "
 			     "compared with the chain)" },
-	/* the HD plans run on the namespace cluster since 2026-12-04 (every
-	 * collective exact, tests/cluster/test_collectives.sh with logstep=hd);
-	 * recursive doubling needs an engine that keeps each send's
-	 * start-of-step value, which this one does not (docs/planner.md) */
-	[P_LOGSTEP] = { "logstep", "R2CCL_LOGSTEP", "--logstep", R2_PT_ENUM, "off", 0, 0, "off|hd",
-			NULL, true,
+	/* the log-step plans run on the namespace cluster since 2026-12-04
+	 * (every collective exact, tests/cluster/test_collectives.sh and
+	 * test_faults.sh); the planner, docs/planner.md */
+	[P_LOGSTEP] = { "logstep", "R2CCL_LOGSTEP", "--logstep", R2_PT_ENUM, "rd", 0, 0,
+			"off|hd|rd", NULL, true,
 			"log-step schedules in the planner's choice: off (rings, shards, trees), "
 			"hd (also recursive halving/doubling for AllReduce, ReduceScatter and "
-			"AllGather where the cost model prefers it); the same on every host" },
+			"AllGather where the cost model prefers it), rd (hd, and recursive "
+			"doubling by pairs for AllReduce); the same on every host" },
 	[P_PROXY_BUF_SIZE] = { "proxy_buf_size", "R2CCL_PROXY_BUF_SIZE", "--proxy-buf-size",
 			       R2_PT_INT, "4M", 4096, 1 << 30, NULL, "bytes", false,
 			       "proxy buffer chunk (registration unit)" },

@@ -209,12 +209,26 @@ again:
 	r2_plan_params_default(&prm);
 	prm.recursion_thresh = r2_param_double(&o->d->params, P_RECURSION_THRESH);
 	prm.routing_algo = (int)r2_param_int(&o->d->params, P_ROUTING_ALGO);
-	/* The log-step schedules (planner/hd.c) where R2CCL_LOGSTEP says so;
-	 * never recursive doubling: this engine sends lazily from the working
-	 * buffer, so a send could read a value its step's REDUCE receive
-	 * already changed (the contract's exception, docs/planner.md). */
-	prm.no_logstep = strcmp(r2_param_str(&o->d->params, P_LOGSTEP), "hd") != 0;
-	prm.no_rd = true;
+	/* The log-step schedules (planner/hd.c) where R2CCL_LOGSTEP says so.
+	 * Recursive doubling sends a range and REDUCEs into it in one step
+	 * (the contract's exception): every send of a step is posted before
+	 * the step takes its receives (run_step), and a chunk sent from W
+	 * itself is copied out before a receive writes there
+	 * (rl_before_write), so each send reads the start-of-step value. By
+	 * pairs only: each member sums its own values, and with one value
+	 * added per level every host gets the same bits. */
+	const char *ls = r2_param_str(&o->d->params, P_LOGSTEP);
+	prm.no_logstep = strcmp(ls, "off") == 0;
+	prm.no_rd = strcmp(ls, "rd") != 0;
+	prm.rd_pairs = true;
+	/* within 5% the pipelined plans stay: at 16 MB on 4 hosts x 2 TCP
+	 * rails at 1 Gbit/s the model put rd 0.7% ahead of the ring and it ran
+	 * 10% behind (tools/bench/plan-check.sh) */
+	prm.logstep_margin = 0.05;
+	/* and with a NIC down the shard plan, which the model puts behind rd
+	 * at 1 MB (14.1 against 13.2 ms), ran in 8.5 ms, rd in 13.2: there
+	 * the failure-aware plans keep the choice */
+	prm.logstep_healthy = true;
 	r = r2_plan_build(&cl, &od, &prm, &o->plan);
 	if (use_view && r < 0) {
 		/* no plan for this view: every daemon falls back alike to the

@@ -21,6 +21,9 @@ void r2_plan_params_default(struct r2_plan_params *p)
 	p->min_chunk = 4096;
 	p->no_logstep = false;
 	p->no_rd = false;
+	p->rd_pairs = false;
+	p->logstep_margin = 0;
+	p->logstep_healthy = false;
 }
 
 /* ---- validation, bound, driver ------------------------------------------ */
@@ -159,6 +162,7 @@ static int candidate(struct ctx *x, struct bld *b, enum r2_algo algo, int varian
 }
 
 static void keep_best(struct bld *best, struct bld *cand, bool *have);
+static void keep_logstep(const struct ctx *x, struct bld *best, struct bld *cand, bool *have);
 
 static int hd_candidate(struct ctx *x, struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m,
 			int variant)
@@ -203,6 +207,12 @@ static uint32_t hd_factor(uint32_t m, uint32_t F, uint32_t fac[R2_HD_MAX_LEVELS]
  * recursive doubling on the same radices after 0 .. L-1 halving levels. */
 static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 {
+	struct bld ls; /* the cheapest log-step candidate */
+	bool lshave = false;
+
+	/* logstep_healthy: every NIC up at one speed, no link down */
+	if (x->prm.logstep_healthy && (x->ncls > 1 || x->any_down || x->c->ndown))
+		return;
 	uint32_t n = x->n, R = x->R;
 	uint32_t caps[] = { 2, 4, 8, 16, R + 1, 2 * R + 1 };
 	enum { NLEAD = 4 };
@@ -247,7 +257,7 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 			for (int variant = lead ? 1 : 0; variant < 2; variant++) {
 				struct bld cand;
 				if (!hd_candidate(x, &cand, fac, L, m, variant))
-					keep_best(best, &cand, have);
+					keep_best(&ls, &cand, &lshave);
 				else
 					pl_bld_free(&cand);
 			}
@@ -266,6 +276,11 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 		 * (S / prod f_k, k < nh) to f-1 peers in each doubling step */
 		for (uint32_t nh = 0; nh < L; nh++) {
 			double own = (double)x->op->size, lb = (L + nh) * x->c->cost.alpha;
+			bool pairs = true;
+			for (uint32_t k = nh; k < L; k++)
+				pairs = pairs && fac[k] == 2;
+			if (x->prm.rd_pairs && !pairs)
+				continue;
 			for (uint32_t k = 0; k < L; k++)
 				if (k < nh) {
 					lb += 2 * (fac[k] - 1) * own / fac[k] / txmax;
@@ -273,18 +288,33 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 				} else {
 					lb += (fac[k] - 1) * own / txmax;
 				}
-			if (*have && lb >= best->time)
+			if (lshave ? lb >= ls.time : (*have && lb >= best->time))
 				continue;
 			for (int variant = 0; variant < 2; variant++) {
 				struct bld cand;
 				if (!hd_candidate(x, &cand, fac, L, m,
 						  variant | R2_HD_RD | R2_HD_NHALF((int)nh)))
-					keep_best(best, &cand, have);
+					keep_best(&ls, &cand, &lshave);
 				else
 					pl_bld_free(&cand);
 			}
 		}
 	}
+	if (lshave)
+		keep_logstep(x, best, &ls, have);
+}
+
+/* A log-step candidate replaces the best plan so far only when it is
+ * cheaper by more than logstep_margin: where the two are close (bandwidth-
+ * bound sizes), the pipelined plans keep the choice (r2ccld: on TCP rails
+ * the model's step costs suit them better, docs/planner.md). */
+static void keep_logstep(const struct ctx *x, struct bld *best, struct bld *cand, bool *have)
+{
+	if (*have && !(cand->time < best->time * (1 - x->prm.logstep_margin))) {
+		pl_bld_free(cand);
+		return;
+	}
+	keep_best(best, cand, have);
 }
 
 /* Keeps the cheaper of *best and *cand (frees the other). */

@@ -135,6 +135,15 @@ struct r2_plan_params {
 	                           * choice (r2ccl-sim: "today's plans"), default false */
 	bool no_rd;               /* leave recursive doubling (R2_ALGO_RD, the
 	                           * contract's exception) out, default false */
+	double logstep_margin;    /* a log-step plan must be cheaper than the best
+	                           * other by this fraction, default 0 */
+	bool logstep_healthy;     /* log-step plans only on a healthy cluster,
+	                           * default false */
+	bool rd_pairs;            /* recursive doubling only with pairs (radix 2)
+	                           * in its doubling levels, where every member
+	                           * adds its own f - 1 values in its own order
+	                           * (a + b == b + a: every host gets the same
+	                           * bits), default false */
 };
 
 struct r2_opdesc {

@@ -1,0 +1,91 @@
+#!/bin/bash
+# Issue 21: the planner's predicted time against the measured one, per plan,
+# on the simulated cluster (tests/cluster/cluster.sh: H hosts x R rails,
+# each NIC capped at RATE), for today's plans (logstep=off) and with the
+# log-step schedules (logstep=hd, and rd: recursive doubling too), in one
+# command; healthy, and with NIC
+# (host DOWN_H, rail DOWN_R) set down before the second pass (--down H R).
+# r2ccl-bench runs AllReduce float32 at each size (every element checked);
+# the figures come from host 0's r2ccld --log-level debug line of each
+# operation ("op N, S bytes: T ms ...; plan P, K steps, predicted X ms"):
+# T is the rail phase of one operation in the daemon (no client time), X the
+# cost model's time of the plan it ran. The table: per pass, logstep, size:
+# the plan, its steps, the prediction, the median and p90 of T over the
+# timed operations, and the median's error against the prediction.
+# r2ccld's cost model takes every NIC at 1 Gbit/s (125e6 B/s) unless the
+# health view has measured it slower, so --rate 1gbit (the default) is the
+# cluster the model describes; alpha is cost_alpha_us (PLAN_OPTS to change).
+# Usage: tools/bench/plan-check.sh [-H 4] [-R 2] [--rate 1gbit]
+#        [--sizes "1M 4M 16M 64M"] [-n 5] [--down H R] [--logsteps "off hd rd"]
+# Environment: BUILD (default build), R2C_PREFIX (default r2plan),
+# PLAN_OPTS (more r2ccld options). Root (namespaces).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+H=4 R=2 RATE=1gbit SIZES="1M 4M 16M 64M" ITERS=5 DOWN_H="" DOWN_R="" BUILD=${BUILD:-build}
+LOGSTEPS="off hd rd"
+while [ $# -gt 0 ]; do
+	case $1 in
+	-H) H=$2; shift 2 ;;
+	-R) R=$2; shift 2 ;;
+	--rate) RATE=$2; shift 2 ;;
+	--sizes) SIZES=$2; shift 2 ;;
+	-n) ITERS=$2; shift 2 ;;
+	--down) DOWN_H=$2; DOWN_R=$3; shift 3 ;;
+	--logsteps) LOGSTEPS=$2; shift 2 ;;
+	*) echo "unknown option $1" >&2; exit 2 ;;
+	esac
+done
+[ "$(id -u)" = 0 ] || { echo "root only (namespaces)" >&2; exit 2; }
+PREFIX=${R2C_PREFIX:-r2plan}
+C="tests/cluster/cluster.sh --prefix $PREFIX"
+export R2CCLD=${R2CCLD:-$BUILD/daemon/r2ccld}
+OUT=/tmp/$PREFIX-bench
+mkdir -p "$OUT"
+trap '$C down >/dev/null 2>&1 || true' EXIT
+echo "# $(date -u '+%F %H:%M') UTC plan check: AllReduce float32, $H hosts x $R rails at $RATE" \
+	"per NIC; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-8s %-7s %6s %-6s %5s %12s %12s %12s %7s\n' pass logstep size plan steps \
+	"predicted ms" "measured ms" "p90 ms" error
+
+# one pass: PASSNAME LOGSTEP (the cluster is up, the NIC state set)
+pass() {
+	local name=$1 ls=$2 log sz b
+	# shellcheck disable=SC2086
+	$C daemons start --log-level debug --logstep "$ls" ${PLAN_OPTS:-} >/dev/null
+	for sz in $SIZES; do
+		b=$(numfmt --from=iec "$sz")
+		$C run --quiet --timeout 600 -- sh -c "LD_LIBRARY_PATH=$BUILD/libclient \
+$BUILD/tools/r2ccl-bench allreduce -b $sz -e $sz -n $ITERS -w 2 --nranks $H \
+--first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file \$R2CCL_CLUSTER_DIR/uid-$name-$ls-$sz" \
+			>"$OUT/bench-$name-$ls-$sz.log" ||
+			{ echo "r2ccl-bench failed ($name, $ls, $sz):" >&2; tail -5 "$OUT/bench-$name-$ls-$sz.log" >&2; exit 1; }
+		log=/tmp/$PREFIX/h0/r2ccld.log
+		# the timed operations: the last 2 x ITERS of this size (out of
+		# place then in place), their plan and prediction
+		grep -a "op [0-9]*, $b bytes: " "$log" | tail -n $((2 * ITERS)) |
+			sed -n 's/.* bytes: \([0-9.]*\) ms .*plan \([a-z]*\), \([0-9]*\) steps, predicted \([0-9.]*\) ms.*/\1 \2 \3 \4/p' |
+			sort -n | awk -v p="$name" -v l="$ls" -v s="$sz" '
+				{ t[NR] = $1; plan[$2 " " $3]++; pred = $4 }
+				END {
+					if (!NR) { printf "%-8s %-7s %6s (no debug lines)\n", p, l, s; exit }
+					for (k in plan) if (plan[k] > best) { best = plan[k]; pk = k }
+					split(pk, a, " ")
+					m = t[int((NR + 1) / 2)]; q = t[int(NR * 0.9 + 0.5)]
+					printf "%-8s %-7s %6s %-6s %5d %12.1f %12.1f %12.1f %+6.0f%%\n",
+					       p, l, s, a[1], a[2], pred, m, q, 100 * (m - pred) / pred
+				}'
+	done
+	$C daemons stop >/dev/null
+}
+
+$C up -H "$H" -R "$R" --rate "$RATE" >/dev/null
+for ls in $LOGSTEPS; do
+	pass healthy "$ls"
+done
+if [ -n "$DOWN_H" ]; then
+	$C link "$DOWN_H" "$DOWN_R" down >/dev/null
+	for ls in $LOGSTEPS; do
+		pass "down$DOWN_H.$DOWN_R" "$ls"
+	done
+fi
+echo "(measured: host 0's rail phase per operation, r2ccld's debug line; predicted: its plan's cost-model time)"
