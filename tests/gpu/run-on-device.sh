@@ -291,14 +291,17 @@ if [ "$what" = lat ]; then
 		$C daemons stop >> "$OUT/ns-up.log" 2>&1
 		$C down >> "$OUT/ns-up.log" 2>&1
 	fi
-	for k in 1 2; do
+	# REACT_RUNS runs (default 2), REACT_ARGS more tenant-bench options
+	# (e.g. "--loops 4": every tenant backlogged)
+	for k in $(seq 1 "${REACT_RUNS:-2}"); do
+		# shellcheck disable=SC2086
 		part react && step "react-$k" 200 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=tr \
-			bash "$ROOT/tools/bench/tenant-bench.sh" --only react -n 12
+			bash "$ROOT/tools/bench/tenant-bench.sh" --only react -n 12 ${REACT_ARGS:-}
 	done
 	part tenants && step tenants-test 300 env CK_FORK=yes CK_DEFAULT_TIMEOUT=280 \
 		R2CCLD=$L/daemon/r2ccld R2CCLCTL=$L/tools/r2cclctl "$BD/bin/test_tenants"
 	{ cat "$summary"
-	  for f in small-2h small-4h react-1 react-2; do
+	  for f in small-2h small-4h react-1 react-2 react-3 react-4; do
 		[ -f "$OUT/$f.log" ] && echo "== $f" && tail -40 "$OUT/$f.log"
 	  done
 	  for f in lat-host lat-gpu; do
