@@ -25,7 +25,7 @@ static void *rank_loop(void *a)
 {
 	struct th_vrank *k = a;
 	struct th_victim *v = k->v;
-	const size_t n = 1024;
+	const size_t n = v->n;
 	float *buf;
 
 	if (r2ccl_mem_alloc(v->cl[k->rank], n * sizeof(float), (void **)&buf) != 0) {
@@ -70,7 +70,13 @@ static int both(struct th_victim *v, void *(*fn)(void *))
 
 int th_victim_init(struct th_victim *v)
 {
+	return th_victim_init_size(v, 4096);
+}
+
+int th_victim_init_size(struct th_victim *v, size_t bytes)
+{
 	memset(v, 0, sizeof(*v));
+	v->n = bytes / sizeof(float);
 	atomic_store(&v->stop_at, 1L << 40);
 	for (int r = 0; r < 2; r++)
 		if (r2ccl_connect(NULL, &v->cl[r]) != 0) {

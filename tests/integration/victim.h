@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The victim of the adversary and tenant tests: a 2-rank AllReduce loop of
- * 4 KiB (two clients of this process), each result checked exactly, rank
+ * 4 KiB or another size (two clients of this process), each result checked exactly, rank
  * 0's times kept for the figures printed beside the attack or neighbour.
  * The calls return 0 or -1 with v->why set, so that a forked child (which
  * has no Check context) uses them too.
@@ -32,6 +32,7 @@ struct th_victim {
 	atomic_long iter[2];
 	atomic_long ops;     /* AllReduces done (rank 0's count) */
 	atomic_long failed;
+	size_t n;            /* floats per AllReduce */
 	char why[256];
 	double lat[1 << 15]; /* rank 0's AllReduce times (us) */
 	size_t nlat;
@@ -39,8 +40,10 @@ struct th_victim {
 };
 
 /* Connects both ranks to the daemon of R2CCL_SOCKET and forms their
- * communicator. */
+ * communicator; AllReduces of 4 KiB. */
 int th_victim_init(struct th_victim *v);
+/* The same with AllReduces of bytes (a multiple of 4). */
+int th_victim_init_size(struct th_victim *v, size_t bytes);
 /* Starts the loop (after th_victim_init; v->id may go to others first), or
  * again after th_victim_stop: a new count of operations and times. */
 int th_victim_run(struct th_victim *v);
