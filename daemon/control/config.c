@@ -166,6 +166,12 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	 * (1 ms overestimated them by 6-9% and picked fewer, longer steps;
 	 * docs/planner.md, "With alpha set to what a step costs"); RDMA rails
 	 * want less */
+	/* the speed the model gives a healthy NIC; the health view's degraded
+	 * bandwidths are fractions of it (health.h: R2_PLAN_NOMINAL_BPS) */
+	[P_COST_NIC_BW] = { "cost_nic_bw", "R2CCL_COST_NIC_BW", "--cost-nic-bw", R2_PT_INT,
+			    "125000000", 1000000, 100000000000000LL, NULL, "bytes/s", true,
+			    "cost model: a healthy NIC's bandwidth per direction (125000000 = "
+			    "1 Gbit/s); the same on every host" },
 	[P_COST_ALPHA_US] = { "cost_alpha_us", "R2CCL_COST_ALPHA_US", "--cost-alpha-us", R2_PT_INT,
 			      "200", 0, 100000000, NULL, "us", true,
 			      "cost model: time per message on a rail (alpha), for the planner" },

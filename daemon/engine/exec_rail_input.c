@@ -175,10 +175,13 @@ int rl_build_plan(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_t 
 	nics = calloc((size_t)c->nhosts * (size_t)nrails, sizeof(*nics));
 	if (!nics)
 		return -ENOMEM;
+	/* a healthy NIC at cost_nic_bw; a degraded one at its fraction of
+	 * the nominal speed the health view counts in */
+	const double nic_bw = (double)r2_param_int(&o->d->params, P_COST_NIC_BW);
 again:
 	for (int i = 0; i < c->nhosts * nrails; i++) {
 		nics[i].state = R2_NIC_UP;
-		nics[i].bw_tx = nics[i].bw_rx = 125e6;
+		nics[i].bw_tx = nics[i].bw_rx = nic_bw;
 		nics[i].lat = 20e-6;
 		if (!use_view)
 			continue;
@@ -187,9 +190,10 @@ again:
 		if (v->down[i]) {
 			nics[i].state = R2_NIC_DOWN;
 			nics[i].bw_tx = nics[i].bw_rx = 0;
-		} else if (v->bw[i] && (double)v->bw[i] < 125e6) {
+		} else if (v->bw[i] && v->bw[i] < R2_PLAN_NOMINAL_BPS) {
 			nics[i].state = R2_NIC_DEGRADED;
-			nics[i].bw_tx = nics[i].bw_rx = (double)v->bw[i];
+			nics[i].bw_tx = nics[i].bw_rx =
+				nic_bw * (double)v->bw[i] / (double)R2_PLAN_NOMINAL_BPS;
 		}
 	}
 	cl.nhosts = (uint32_t)c->nhosts;
