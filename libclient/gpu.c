@@ -296,6 +296,7 @@ static char *stage_take(r2ccl_client_t *c, r2ccl_comm_t *comm, struct gcomm *m, 
 		for (i = 0; i < STAGE_AREAS; i++)
 			if (cu.eventCreate(&m->stage_ev[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
 				stage_free(m);
+				r2ccl_mem_free(c, p);
 				m->stage_failed = true;
 				return NULL;
 			}
@@ -729,24 +730,6 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 	m = gcomm_get(g, comm, &r);
 	if (!m)
 		goto out;
-	/* the stream's own copies through host memory (above) */
-	stage = stage_take(c, comm, m, slen, rlen, &soff);
-	if (stage) {
-		area = (uint32_t)(soff / (2 * m->stage_max));
-		if (slen && cu.memcpyDtoHAsync(stage, (CUdeviceptr)sendbuff, slen, (CUstream)stream) !=
-				    CUDA_SUCCESS) {
-			r = -EIO;
-			goto out;
-		}
-		if (slen) {
-			q.send_mem = m->stage_mem;
-			q.send_off = soff;
-		}
-		if (rlen) {
-			q.recv_mem = m->stage_mem;
-			q.recv_off = soff + m->stage_max;
-		}
-	}
 	seq = ++m->next_seq;
 	if (seq == 0)
 		seq = m->next_seq = 1;
@@ -766,6 +749,28 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 				goto out;
 			}
 			wait_cq(c, 1);
+		}
+	}
+	/* the stream's own copies through host memory (above) */
+	stage = stage_take(c, comm, m, slen, rlen, &soff);
+	if (stage) {
+		area = (uint32_t)(soff / (2 * m->stage_max));
+		if (slen && cu.memcpyDtoHAsync(stage, (CUdeviceptr)sendbuff, slen, (CUstream)stream) !=
+				    CUDA_SUCCESS) {
+			/* a copy the driver refuses on this stream: this
+			 * communicator's operations go the daemon's way */
+			m->stage_failed = true;
+			stage = NULL;
+		}
+	}
+	if (stage) {
+		if (slen) {
+			q.send_mem = m->stage_mem;
+			q.send_off = soff;
+		}
+		if (rlen) {
+			q.recv_mem = m->stage_mem;
+			q.recv_off = soff + m->stage_max;
 		}
 	}
 	s->seq = seq;
@@ -790,13 +795,18 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 		/* the daemon will time the op out; tell the caller now */
 		__atomic_store_n(&s->ready, seq, __ATOMIC_RELEASE);
 		r = -EIO;
+		if (stage) /* its input copy may still be queued: no more staging */
+			m->stage_failed = true;
 	} else if (stage) {
 		/* the output back to the GPU once "done"; the area is free when
 		 * this copy has run (its event) */
-		if ((rlen && cu.memcpyHtoDAsync((CUdeviceptr)recvbuff, stage + m->stage_max, rlen,
-						(CUstream)stream) != CUDA_SUCCESS) ||
-		    cu.eventRecord(m->stage_ev[area], (CUstream)stream) != CUDA_SUCCESS)
-			r = -EIO;
+		if (rlen && cu.memcpyHtoDAsync((CUdeviceptr)recvbuff, stage + m->stage_max, rlen,
+					       (CUstream)stream) != CUDA_SUCCESS)
+			r = -EIO; /* the output will not reach the caller's buffer */
+		/* without the event the area's end is unknown: no more staging
+		 * here (the operation itself is fine) */
+		if (cu.eventRecord(m->stage_ev[area], (CUstream)stream) != CUDA_SUCCESS)
+			m->stage_failed = true;
 		m->stage_used[area] = true;
 	}
 out:
