@@ -95,6 +95,11 @@ int r2c_comm_failed(r2ccl_comm_t *comm, int err);
 
 /* Drops the GPU state (gpu.c) kept for c; at disconnect. */
 void r2c_gpu_forget(r2ccl_client_t *c);
+/* One stream-ordered operation of slen/rlen bytes on comm (gpu.c): 0 once
+ * queued on the stream, else the error (set as the thread's last). */
+int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uint64_t slen,
+		   void *recvbuff, uint64_t rlen, size_t count, r2ccl_dtype_t dtype,
+		   r2ccl_redop_t op, int root, void *stream);
 
 /* One request/reply exchange on the control socket. reply is unpacked with
  * unpack (a protobuf-c *_unpack function) and must be freed by the caller;
