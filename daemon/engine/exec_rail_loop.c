@@ -471,7 +471,8 @@ static int run_step(struct railop *o, uint32_t k)
 static void log_profile(const struct railop *o)
 {
 	log_debug("communicator %u: op %llu, %llu bytes: %.1f ms (chunks in %.1f..%.1f ms); "
-		  "plan %s, %u steps, predicted %.1f ms; idle %.1f ms, applying %.1f ms, settle %.1f ms, staging %.1f ms; "
+		  "plan %s, %u steps, predicted %.1f ms; idle %.1f ms, applying %.1f ms, "
+		  "settle %.1f ms, staging %.1f ms; "
 		  "%llu data (%llu queued), %llu acks, %llu send completions; %llu reposts, "
 		  "%llu tries, %llu full", o->c->id, (unsigned long long)o->opseq,
 		  (unsigned long long)o->size,
@@ -479,7 +480,8 @@ static void log_profile(const struct railop *o)
 		  o->prof.first_rx ? ((double)o->prof.first_rx - (double)o->prof.t0) / 1e3 : 0.0,
 		  o->prof.last_rx ? ((double)o->prof.last_rx - (double)o->prof.t0) / 1e3 : 0.0,
 		  o->plan ? r2_algo_name(o->plan->algo) : "eager", o->plan ? o->plan->nsteps : 1,
-		  o->plan ? o->plan->time * 1e3 : 0.0, (double)o->prof.idle_us / 1e3, (double)o->prof.apply_us / 1e3,
+		  o->plan ? o->plan->time * 1e3 : 0.0, (double)o->prof.idle_us / 1e3,
+		  (double)o->prof.apply_us / 1e3,
 		  (double)o->prof.settle_us / 1e3, (double)o->prof.stage_us / 1e3,
 		  (unsigned long long)o->prof.data, (unsigned long long)o->prof.queued,
 		  (unsigned long long)o->prof.acks,
