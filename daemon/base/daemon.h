@@ -200,7 +200,7 @@ struct r2_session {
 	bool hello_done;
 	bool control_only;
 	bool closing;  /* loop side: being torn down */
-	bool dead;     /* engine side: no more completions */
+	atomic_bool dead; /* engine side: no more completions (set under d->lock, read without) */
 	atomic_int refs;
 
 	/* identity */

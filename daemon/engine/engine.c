@@ -453,8 +453,6 @@ void r2d_exec_complete(struct r2_exec *x, int status)
 		status = r2_gpu_stage_end(x, status);
 	pthread_mutex_lock(&d->lock);
 	op_stats_add(d, x, status);
-	for (int i = 0; i < x->nops; i++)
-		r2d_op_free(x->ops[i], status);
 	c->ops_total++;
 	if (status == 0 && c->nhosts > 1 && x->opcode != R2_OP_SEND && x->opcode != R2_OP_RECV)
 		c->coll_done_us = r2_now_us();
@@ -462,6 +460,14 @@ void r2d_exec_complete(struct r2_exec *x, int status)
 	if (status < 0)
 		d->op_errors_total += (uint64_t)x->nops;
 	pthread_mutex_unlock(&d->lock);
+	/* The completions after the counters, and outside d->lock: each writes
+	 * a CQE (the session's cq_lock), may wake its client (a syscall, and on
+	 * a small host the woken client takes this CPU) and drops memory
+	 * references (a GPU handle's close). The ops left every queue when x
+	 * was made, so nothing else reaches them; the dispatcher, which takes
+	 * d->lock for every submission, does not wait behind any of this. */
+	for (int i = 0; i < x->nops; i++)
+		r2d_op_free(x->ops[i], status);
 	atomic_fetch_sub(&d->engine->busy, 1);
 	free(x);
 }

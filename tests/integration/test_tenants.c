@@ -217,15 +217,23 @@ static void victim_main(void *arg)
 	double p50 = v->l.p50, p99 = v->l.p99;
 	C("victim", th_victim_run(&v->l) == 0, "%s", v->l.why);
 	C("victim", write(v->ready_w, &b, 1) == 1, "ready pipe");
-	C("victim", read(v->stop_r, &b, 1) == 1, "stop pipe");
+	/* the neighbour's attack: from its first try to its last (th_now_ms) */
+	double win[2];
+	C("victim", read(v->stop_r, win, sizeof(win)) == sizeof(win), "stop pipe");
 	/* at least 20 AllReduces in all (a loaded machine is slow) */
 	C("victim", th_victim_stop(&v->l, 20, 30) == 0, "beside the neighbour: %s", v->l.why);
+	/* the times of the AllReduces begun while the neighbour tried, not of
+	 * the set-up around it (r2cclctl, the neighbour's fork and connect) */
+	size_t n1 = th_victim_window(&v->l, win[0], win[1]);
+	C("victim", n1 >= 20, "only %zu AllReduces during the %.0f ms of the neighbour", n1,
+	  win[1] - win[0]);
 	/* the p99's move is a figure, not a check: on a shared 2-core machine
 	 * two runs alone differ by more than the 10% of the target */
 	printf("victim (tenant of %s, uid %u), AllReduces of %zu KiB: alone %zu, p50 %.0f us, p99 "
-	       "%.0f us; beside the neighbour %zu, p50 %.0f us, p99 %.0f us (p99 %+.0f%%)\n",
-	       v->leaf, (unsigned)v->uid, (size_t)VICTIM_BYTES >> 10, n0, p50, p99, v->l.nlat,
-	       v->l.p50, v->l.p99,
+	       "%.0f us; beside the neighbour (%.0f ms of tries) %zu, p50 %.0f us, p99 %.0f us "
+	       "(p99 %+.0f%%)\n",
+	       v->leaf, (unsigned)v->uid, (size_t)VICTIM_BYTES >> 10, n0, p50, p99,
+	       win[1] - win[0], n1, v->l.p50, v->l.p99,
 	       p99 > 0 ? 100.0 * (v->l.p99 - p99) / p99 : 0.0);
 	fflush(stdout);
 	/* its own quota: max_comms = 1 (the 2-rank one) */
@@ -244,8 +252,13 @@ struct neighbour {
 	const char *leaf, *tenant;
 	uid_t uid;
 	int id_r;
+	int win_w; /* the attack's first and last th_now_ms go out here */
 	uint32_t victim_comm; /* the victim's communicator id (r2cclctl comms) */
 };
+
+/* How long the neighbour keeps trying: as long as the victim's time alone,
+ * so that both p99s are of some thousands of AllReduces. */
+#define ATTACK_MS 1000.0
 
 /* A raw session: hello, then requests whose Result status is returned. */
 struct raw {
@@ -305,34 +318,29 @@ static void raw_close(struct raw *w)
 	close(w->fd);
 }
 
-static void neighbour_main(void *arg)
+/* One round of tries at the victim's communicator, memory and unique id,
+ * each refused with a clear error, and of this tenant's registration quota
+ * (max_regs=2). c and w stay open over the rounds (max_sessions=2). */
+static void neighbour_round(struct neighbour *n, r2ccl_client_t *c, struct raw *w,
+			    const r2ccl_unique_id_t *id)
 {
-	struct neighbour *n = arg;
-	r2ccl_unique_id_t id;
-	r2ccl_client_t *c, *c2 = NULL, *c3 = NULL;
-	r2ccl_comm_t *comm = NULL, *mine = NULL, *mine2 = NULL;
-	struct raw w;
+	r2ccl_comm_t *comm = NULL;
 	char err[256], q[128];
 	void *p[3] = { NULL, NULL, NULL };
 	int r;
 
-	become("neighbour", n->leaf, n->uid);
-	C("neighbour", read(n->id_r, &id, sizeof(id)) == sizeof(id), "id pipe");
-	C("neighbour", r2ccl_connect(NULL, &c) == 0, "connect: %s", r2ccl_last_error());
-
 	/* the victim's unique id, replayed: a free rank is taken by neither */
-	r = r2ccl_comm_init_rank(c, &comm, 2, &id, 1);
+	r = r2ccl_comm_init_rank(c, &comm, 2, id, 1);
 	C("neighbour", r == -EACCES, "joining the victim's communicator: %s (%s), not -EACCES",
 	  r2ccl_strerror(r), r2ccl_last_error());
 	C("neighbour", strstr(r2ccl_last_error(), "may not join"), "unclear error: %s",
 	  r2ccl_last_error());
 
 	/* the victim's communicator id and memory ids, on a raw session */
-	raw_open(&w);
 	R2ccl__Rebalance rb = R2CCL__REBALANCE__INIT;
 	rb.req_id = 1;
 	rb.comm_id = n->victim_comm;
-	r = raw_result(&w, R2CCL__MSG_TYPE__MSG_REBALANCE, &rb, err, sizeof(err));
+	r = raw_result(w, R2CCL__MSG_TYPE__MSG_REBALANCE, &rb, err, sizeof(err));
 	C("neighbour", r == -ENOENT && err[0], "rebalance of the victim's communicator: %d (%s)",
 	  r, err);
 	for (uint32_t rank = 0; rank < 2; rank++) {
@@ -340,7 +348,7 @@ static void neighbour_main(void *arg)
 		cd.req_id = 2;
 		cd.comm_id = n->victim_comm << 16 | rank;
 		cd.abort = true;
-		r = raw_result(&w, R2CCL__MSG_TYPE__MSG_COMM_DESTROY, &cd, err, sizeof(err));
+		r = raw_result(w, R2CCL__MSG_TYPE__MSG_COMM_DESTROY, &cd, err, sizeof(err));
 		C("neighbour", r == -ENOENT && strstr(err, "no such communicator"),
 		  "abort of the victim's rank %u: %d (%s)", rank, r, err);
 	}
@@ -348,13 +356,47 @@ static void neighbour_main(void *arg)
 		R2ccl__MemDeregister md = R2CCL__MEM_DEREGISTER__INIT;
 		md.req_id = 3;
 		md.mem_id = m;
-		r = raw_result(&w, R2CCL__MSG_TYPE__MSG_MEM_DEREGISTER, &md, err, sizeof(err));
+		r = raw_result(w, R2CCL__MSG_TYPE__MSG_MEM_DEREGISTER, &md, err, sizeof(err));
 		C("neighbour", r == R2CCL_E_BAD_BUFFER && strstr(err, "no such memory"),
 		  "deregistering memory id %u: %d (%s)", m, r, err);
 	}
-	raw_close(&w);
 
-	/* its own quotas: max_comms=1, max_regs=2, max_sessions=2 */
+	snprintf(q, sizeof(q), "quota max_regs of tenant %s", n->tenant);
+	C("neighbour", r2ccl_mem_alloc(c, 4096, &p[0]) == 0 && r2ccl_mem_alloc(c, 4096, &p[1]) == 0,
+	  "two registrations: %s", r2ccl_last_error());
+	expect_quota("neighbour", r2ccl_mem_alloc(c, 4096, &p[2]), q);
+	r2ccl_mem_free(c, p[0]);
+	r2ccl_mem_free(c, p[1]);
+}
+
+static void neighbour_main(void *arg)
+{
+	struct neighbour *n = arg;
+	r2ccl_unique_id_t id;
+	r2ccl_client_t *c, *c2 = NULL, *c3 = NULL;
+	r2ccl_comm_t *mine = NULL, *mine2 = NULL;
+	struct raw w;
+	char q[128];
+	double win[2];
+	int rounds = 0;
+
+	become("neighbour", n->leaf, n->uid);
+	C("neighbour", read(n->id_r, &id, sizeof(id)) == sizeof(id), "id pipe");
+	C("neighbour", r2ccl_connect(NULL, &c) == 0, "connect: %s", r2ccl_last_error());
+	raw_open(&w);
+	win[0] = th_now_ms();
+	do {
+		neighbour_round(n, c, &w, &id);
+		rounds++;
+	} while (th_now_ms() - win[0] < ATTACK_MS);
+	win[1] = th_now_ms();
+	raw_close(&w);
+	C("neighbour", write(n->win_w, win, sizeof(win)) == sizeof(win), "window pipe");
+	printf("neighbour (tenant of %s, uid %u): %d rounds of tries in %.0f ms, each refused\n",
+	       n->leaf, (unsigned)n->uid, rounds, win[1] - win[0]);
+	fflush(stdout);
+
+	/* its own quotas: max_comms=1, max_sessions=2 (max_regs: each round) */
 	snprintf(q, sizeof(q), "quota max_comms of tenant %s", n->tenant);
 	r2ccl_unique_id_t u1, u2;
 	C("neighbour", r2ccl_get_unique_id(c, &u1) == 0 && r2ccl_get_unique_id(c, &u2) == 0,
@@ -362,16 +404,10 @@ static void neighbour_main(void *arg)
 	C("neighbour", r2ccl_comm_init_rank(c, &mine, 1, &u1, 0) == 0, "its first communicator: %s",
 	  r2ccl_last_error());
 	expect_quota("neighbour", r2ccl_comm_init_rank(c, &mine2, 1, &u2, 0), q);
-	snprintf(q, sizeof(q), "quota max_regs of tenant %s", n->tenant);
-	C("neighbour", r2ccl_mem_alloc(c, 4096, &p[0]) == 0 && r2ccl_mem_alloc(c, 4096, &p[1]) == 0,
-	  "two registrations: %s", r2ccl_last_error());
-	expect_quota("neighbour", r2ccl_mem_alloc(c, 4096, &p[2]), q);
 	snprintf(q, sizeof(q), "quota max_sessions of tenant %s", n->tenant);
 	C("neighbour", r2ccl_connect(NULL, &c2) == 0, "a second session: %s", r2ccl_last_error());
 	expect_quota("neighbour", r2ccl_connect(NULL, &c3), q);
 	C("neighbour", r2ccl_comm_destroy(mine) == 0, "destroy");
-	r2ccl_mem_free(c, p[0]);
-	r2ccl_mem_free(c, p[1]);
 	r2ccl_disconnect(c2);
 	r2ccl_disconnect(c);
 }
@@ -430,8 +466,9 @@ static void isolation(const char *vleaf, const char *vtenant, uid_t vuid, const 
 {
 	static struct victim v;
 	struct neighbour n = { .leaf = nleaf, .tenant = ntenant, .uid = nuid };
-	int idp[2], readyp[2], stopp[2];
+	int idp[2], readyp[2], stopp[2], winp[2];
 	pid_t vp, np;
+	double win[2];
 	char b = 1;
 
 	start();
@@ -449,9 +486,18 @@ static void isolation(const char *vleaf, const char *vtenant, uid_t vuid, const 
 	vp = fork_child(victim_main, &v);
 	ck_assert_int_eq(read(readyp[0], &b, 1), 1);
 	n.victim_comm = only_comm_id();
+	ck_assert_int_eq(pipe(winp), 0); /* after the victim's fork: only the neighbour has it */
+	n.win_w = winp[1];
 	np = fork_child(neighbour_main, &n);
+	close(winp[1]);
+	/* the neighbour's window goes on to the victim, which stops then; a
+	 * neighbour that died stops it too (an empty window fails its check) */
+	ssize_t got = read(winp[0], win, sizeof(win));
+	if (got != (ssize_t)sizeof(win))
+		win[0] = win[1] = 0;
+	ck_assert_int_eq(write(stopp[1], win, sizeof(win)), sizeof(win));
+	close(winp[0]);
 	wait_ok(np, "the neighbour");
-	ck_assert_int_eq(write(stopp[1], &b, 1), 1);
 	wait_ok(vp, "the victim");
 	th_expect_log(&D, "may not join it", 1);
 	th_stop_ok(&D);

@@ -47,8 +47,10 @@ static void *rank_loop(void *a)
 			break;
 		}
 		if (k->rank == 0) {
-			if (v->nlat < sizeof(v->lat) / sizeof(v->lat[0]))
+			if (v->nlat < sizeof(v->lat) / sizeof(v->lat[0])) {
+				v->lat_at[v->nlat] = t0;
 				v->lat[v->nlat++] = (th_now_ms() - t0) * 1000;
+			}
 			atomic_fetch_add(&v->ops, 1);
 		}
 	}
@@ -121,11 +123,7 @@ int th_victim_stop(struct th_victim *v, long min_ops, int wait_s)
 	atomic_store(&v->stop_at, (i0 > i1 ? i0 : i1) + 2);
 	for (int r = 0; r < 2; r++)
 		pthread_join(v->t[r], NULL);
-	if (v->nlat) {
-		qsort(v->lat, v->nlat, sizeof(v->lat[0]), cmp_double);
-		v->p50 = v->lat[v->nlat / 2];
-		v->p99 = v->lat[v->nlat * 99 / 100];
-	}
+	th_victim_window(v, 0, 1e300);
 	if (atomic_load(&v->failed))
 		return -1;
 	if (atomic_load(&v->ops) < min_ops) {
@@ -134,6 +132,23 @@ int th_victim_stop(struct th_victim *v, long min_ops, int wait_s)
 		return -1;
 	}
 	return 0;
+}
+
+size_t th_victim_window(struct th_victim *v, double from_ms, double to_ms)
+{
+	static double w[sizeof(v->lat) / sizeof(v->lat[0])];
+	size_t n = 0;
+
+	for (size_t i = 0; i < v->nlat; i++)
+		if (v->lat_at[i] >= from_ms && v->lat_at[i] <= to_ms)
+			w[n++] = v->lat[i];
+	v->p50 = v->p99 = 0;
+	if (n) {
+		qsort(w, n, sizeof(w[0]), cmp_double);
+		v->p50 = w[n / 2];
+		v->p99 = w[n * 99 / 100];
+	}
+	return n;
 }
 
 int th_victim_fini(struct th_victim *v)

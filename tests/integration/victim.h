@@ -35,6 +35,7 @@ struct th_victim {
 	size_t n;            /* floats per AllReduce */
 	char why[256];
 	double lat[1 << 15]; /* rank 0's AllReduce times (us) */
+	double lat_at[1 << 15]; /* when each began (th_now_ms) */
 	size_t nlat;
 	double p50, p99;     /* of lat, after th_victim_stop */
 };
@@ -51,6 +52,9 @@ int th_victim_run(struct th_victim *v);
  * machine is slow), stops both ranks at the same AllReduce, joins them:
  * -1 when one failed or fewer than min_ops ran. Sets p50 and p99. */
 int th_victim_stop(struct th_victim *v, long min_ops, int wait_s);
+/* After th_victim_stop: p50 and p99 of the AllReduces begun within
+ * [from_ms, to_ms] (th_now_ms, one clock for every process); their count. */
+size_t th_victim_window(struct th_victim *v, double from_ms, double to_ms);
 /* Destroys the communicator and disconnects: -1 when a destroy failed. */
 int th_victim_fini(struct th_victim *v);
 
