@@ -20,6 +20,14 @@ static inline uint64_t r2_now_ns(void)
 
 static inline uint64_t r2_now_us(void) { return r2_now_ns() / 1000; }
 
+/* One pass of a busy-poll loop: tells the core (and a sibling thread) so. */
+static inline void r2_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 
 /* Makes room for one more element in a growable array (*arr holding n of
  * *cap elements of elem bytes): doubles it, first to `first` elements.

@@ -11,6 +11,7 @@
 #define R2CCL_COMM_RECORD_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -97,6 +98,9 @@ struct r2_comm {
 	pthread_mutex_t mbox_lock;
 	pthread_cond_t mbox_cond;
 	struct r2_rmsg *mbox_head, *mbox_tail;
+	/* bumped with every message put in and every operation queued: what a
+	 * busy-polling executor watches (rl_mbox_spin), without the locks */
+	atomic_uint mbox_gen;
 	int apply_inflight; /* chunks on the apply queue (exec_rail.c); mbox_lock */
 	enum r2_comm_state state;
 	int broken_err;

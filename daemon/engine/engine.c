@@ -224,6 +224,7 @@ static void queue_exec(struct r2_comm *c, struct r2_exec *x)
 	/* an executor pumping its mailbox (transfers or acknowledgements in
 	 * flight, r2_p2p_pending) looks up at once instead of at its timeout */
 	pthread_mutex_lock(&c->mbox_lock);
+	atomic_fetch_add_explicit(&c->mbox_gen, 1, memory_order_release); /* rl_mbox_spin */
 	pthread_cond_signal(&c->mbox_cond);
 	pthread_mutex_unlock(&c->mbox_lock);
 }
@@ -488,6 +489,7 @@ void *r2d_comm_executor(void *arg)
 {
 	struct r2_comm *c = arg;
 	struct r2d *d = c->d;
+	bool ran = false; /* an operation ended: busy-poll for the next first */
 
 	pthread_mutex_lock(&d->lock);
 	for (;;) {
@@ -498,6 +500,16 @@ void *r2d_comm_executor(void *arg)
 				/* transfers across hosts in flight: pump the mailbox */
 				pthread_mutex_unlock(&d->lock);
 				r2_p2p_pump(c, 20);
+				pthread_mutex_lock(&d->lock);
+				continue;
+			}
+			if (ran && c->nhosts > 1) {
+				/* a loop of small operations across hosts (decode)
+				 * submits the next at once: no wake-up for it */
+				unsigned gen = atomic_load(&c->mbox_gen);
+				ran = false;
+				pthread_mutex_unlock(&d->lock);
+				r2_exec_spin(c, gen);
 				pthread_mutex_lock(&d->lock);
 				continue;
 			}
@@ -514,6 +526,7 @@ void *r2d_comm_executor(void *arg)
 		exec_one(x);
 		pthread_mutex_lock(&d->lock);
 		c->executing = false;
+		ran = true;
 	}
 	/* stopping: transfers in flight and operations not run fail */
 	pthread_mutex_unlock(&d->lock);

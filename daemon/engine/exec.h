@@ -53,6 +53,9 @@ void r2d_exec_complete(struct r2_exec *x, int status);
 bool r2_p2p_pending(struct r2_comm *c);
 /* Handles mailbox messages for up to timeout_ms; completes transfers. */
 void r2_p2p_pump(struct r2_comm *c, int timeout_ms);
+/* The executor between operations: busy-polls up to exec_spin_us until
+ * c->mbox_gen moves from gen (exec_rail_mbox.c). */
+void r2_exec_spin(struct r2_comm *c, unsigned gen);
 /* For an operation of c that waits on the executor (a client stream to
  * reach it): the transfers in flight go on meanwhile (mailbox, completions),
  * as the executor's loop would run them; true if there were any. */

@@ -289,6 +289,7 @@ static bool all_posted(const struct eager *e)
 static int run(struct eager *e, uint64_t deadline)
 {
 	struct r2_comm *c = e->c;
+	uint64_t spin_us = rl_exec_spin_us(c->d); /* the peers' messages are microseconds away */
 
 	while (e->ngot < c->nhosts - 1 || !all_posted(e)) {
 		struct r2_rmsg *m;
@@ -300,7 +301,7 @@ static int run(struct eager *e, uint64_t deadline)
 			return R2CCL_E_PEER_GONE;
 		if (e->repost && (r = repost(e)) < 0)
 			return r;
-		m = rl_mbox_take(c, e->repost ? 1 : 100);
+		m = rl_mbox_take_spin(c, e->repost ? 1 : 100, spin_us);
 		if (!m) {
 			if (c->stop)
 				return R2CCL_E_SHUTDOWN;

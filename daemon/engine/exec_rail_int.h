@@ -238,6 +238,13 @@ struct railop {
 void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied);
 /* The oldest message, waiting up to timeout_ms for one (NULL: none). */
 struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms);
+/* exec_spin_us as this host takes it: -1 resolved by its CPUs (config.c) */
+uint64_t rl_exec_spin_us(struct r2d *d);
+/* Busy-polls up to spin_us (0: returns at once) until c->mbox_gen moves
+ * from gen: a message came or an operation was queued. */
+void rl_mbox_spin(struct r2_comm *c, unsigned gen, uint64_t spin_us);
+/* rl_mbox_take, busy-polling up to spin_us first where it would sleep. */
+struct r2_rmsg *rl_mbox_take_spin(struct r2_comm *c, int timeout_ms, uint64_t spin_us);
 /* Puts messages back at the head of the mailbox, in their order. */
 void rl_mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail);
 /* Frees m and gives a received chunk's buffer back to its rail. */

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "net/detour.h"
 #include "net/rails.h"
@@ -28,6 +29,7 @@ void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied)
 	c->mbox_tail = m;
 	if (applied)
 		c->apply_inflight--;
+	atomic_fetch_add_explicit(&c->mbox_gen, 1, memory_order_release);
 	pthread_cond_signal(&c->mbox_cond);
 	pthread_mutex_unlock(&c->mbox_lock);
 }
@@ -166,8 +168,6 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		return; /* a chunk this host forwards as a bridge, or its ACK */
 	if (cqe->type == R2_TPC_ERROR)
 		r2d_detour_failed(d, rail, cqe->peer);
-	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA)
-		ack_chunk(d, rail, cqe);
 	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
 	    cqe->hdr.kind != R2_MSG_ACK) {
 		r2d_rails_release(d, rail, cqe->buf);
@@ -175,6 +175,8 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
+		/* not acknowledged: the sender still has it (an operation that
+		 * cannot finish fails at its timeout, none loses data) */
 		if (cqe->type == R2_TPC_RECV)
 			r2d_rails_release(d, rail, cqe->buf);
 		return;
@@ -191,6 +193,11 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	}
 	deliver_one(d, m);
 	pthread_mutex_unlock(&d->lock);
+	/* the acknowledgement after the chunk is in the mailbox: its write (a
+	 * syscall) is not between the wire and the executor; cqe is the
+	 * caller's copy, m may be taken already */
+	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA)
+		ack_chunk(d, rail, cqe);
 }
 
 /* Moves early data for c into its mailbox (under d->lock). */
@@ -251,7 +258,53 @@ void rl_mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail
 	c->mbox_head = head;
 	if (!c->mbox_tail)
 		c->mbox_tail = tail;
+	atomic_fetch_add_explicit(&c->mbox_gen, 1, memory_order_release);
 	pthread_mutex_unlock(&c->mbox_lock);
+}
+
+uint64_t rl_exec_spin_us(struct r2d *d)
+{
+	static long ncpu;
+	int64_t v = r2_param_int(&d->params, P_EXEC_SPIN_US);
+
+	if (v >= 0)
+		return (uint64_t)v;
+	if (!ncpu)
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	/* on a small host a spinning executor takes the CPU the threads it
+	 * waits for need (tried on 2 cores: no faster, docs/benchmarks.md 3c) */
+	return ncpu >= 8 ? 50 : 0;
+}
+
+void r2_exec_spin(struct r2_comm *c, unsigned gen)
+{
+	rl_mbox_spin(c, gen, rl_exec_spin_us(c->d));
+}
+
+void rl_mbox_spin(struct r2_comm *c, unsigned gen, uint64_t spin_us)
+{
+	uint64_t until;
+
+	if (!spin_us)
+		return;
+	until = r2_now_us() + spin_us;
+	while (atomic_load_explicit(&c->mbox_gen, memory_order_acquire) == gen &&
+	       !__atomic_load_n(&c->stop, __ATOMIC_RELAXED) && r2_now_us() < until)
+		r2_cpu_relax();
+}
+
+struct r2_rmsg *rl_mbox_take_spin(struct r2_comm *c, int timeout_ms, uint64_t spin_us)
+{
+	unsigned gen;
+	struct r2_rmsg *m;
+
+	if (!spin_us || timeout_ms <= 0)
+		return rl_mbox_take(c, timeout_ms);
+	gen = atomic_load_explicit(&c->mbox_gen, memory_order_acquire);
+	if ((m = rl_mbox_take(c, 0)))
+		return m;
+	rl_mbox_spin(c, gen, spin_us);
+	return rl_mbox_take(c, timeout_ms);
 }
 
 struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms)

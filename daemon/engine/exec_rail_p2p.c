@@ -556,7 +556,8 @@ int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n,
 
 void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 {
-	struct r2_rmsg *m = rl_mbox_take(c, timeout_ms);
+	/* acknowledgements of a small operation come a round trip after it */
+	struct r2_rmsg *m = rl_mbox_take_spin(c, timeout_ms, rl_exec_spin_us(c->d));
 	uint64_t now;
 
 	for (int i = 0; m && i < 1024; i++) {

@@ -116,13 +116,6 @@ void r2g_slots_release(int n, struct slots *sl, int status);
  * a rank's session gone, the communicator broken, the operation timeout. */
 int r2g_op_aborted(struct r2_exec *x, uint64_t t0, uint64_t now);
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 /* ---- memory.c ---- */
 
 /* The GPU (index) holding region m. */

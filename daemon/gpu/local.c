@@ -355,7 +355,7 @@ static bool take_queued(struct gjob **list, struct gjob ***tail)
 		while (!__atomic_load_n(&Q.head, __ATOMIC_ACQUIRE) &&
 		       !__atomic_load_n(&r2g.stop, __ATOMIC_RELAXED) && r2_now_us() - t < 200)
 			for (int i = 0; i < 16; i++)
-				cpu_relax();
+				r2_cpu_relax();
 	}
 	if (!*list || __atomic_load_n(&Q.head, __ATOMIC_RELAXED)) {
 		pthread_mutex_lock(&Q.lock);
@@ -456,7 +456,7 @@ static void *worker(void *arg)
 				sched_yield();
 			} else {
 				for (int i = 0; i < 32; i++)
-					cpu_relax();
+					r2_cpu_relax();
 			}
 		}
 	}

@@ -548,7 +548,7 @@ int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool)
 				sched_yield();
 			}
 		} else {
-			cpu_relax();
+			r2_cpu_relax();
 		}
 	}
 	st->t_ready = r2_now_us();
