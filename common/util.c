@@ -32,3 +32,14 @@ int r2_grow(void *arr, size_t *cap, size_t n, size_t elem, size_t first)
 	*cap = c;
 	return 0;
 }
+
+uint64_t r2_spin_budget_us(int64_t v)
+{
+	static long ncpu;
+
+	if (v >= 0)
+		return (uint64_t)v;
+	if (!ncpu)
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	return ncpu >= 8 ? 50 : 0;
+}

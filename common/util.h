@@ -20,6 +20,11 @@ static inline uint64_t r2_now_ns(void)
 
 static inline uint64_t r2_now_us(void) { return r2_now_ns() / 1000; }
 
+/* A busy-poll budget as configured: v >= 0 as is; -1 (auto) 50 us on
+ * hosts of 8 or more CPUs and 0 on smaller ones, where a spinning thread
+ * takes the CPU that the thread it waits for needs. */
+uint64_t r2_spin_budget_us(int64_t v);
+
 /* One pass of a busy-poll loop: tells the core (and a sibling thread) so. */
 static inline void r2_cpu_relax(void)
 {

@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "net/detour.h"
 #include "net/rails.h"
@@ -264,16 +263,9 @@ void rl_mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail
 
 uint64_t rl_exec_spin_us(struct r2d *d)
 {
-	static long ncpu;
-	int64_t v = r2_param_int(&d->params, P_EXEC_SPIN_US);
-
-	if (v >= 0)
-		return (uint64_t)v;
-	if (!ncpu)
-		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	/* on a small host a spinning executor takes the CPU the threads it
-	 * waits for need (tried on 2 cores: no faster, docs/benchmarks.md 3c) */
-	return ncpu >= 8 ? 50 : 0;
+	/* auto is 0 on a small host: tried on 2 cores, a busy-polling executor
+	 * was no faster (docs/benchmarks.md 3c) */
+	return r2_spin_budget_us(r2_param_int(&d->params, P_EXEC_SPIN_US));
 }
 
 void r2_exec_spin(struct r2_comm *c, unsigned gen)

@@ -110,6 +110,7 @@ struct r2_rails {
 	struct r2_rail rail[R2_MAX_RAILS];
 	pthread_t thread;
 	int epfd, wake_fd;
+	uint64_t spin_us; /* exec_spin_us: polled this long after traffic */
 	atomic_bool stop;
 	bool started;
 	/* peers (loop thread only) */

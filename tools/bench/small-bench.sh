@@ -16,7 +16,8 @@
 # Usage: tools/bench/small-bench.sh [-H 2] [-R 2] [-n 500] [-b 8] [-e 1M]
 #        [--decode 1000]
 # Environment: BUILD (default build), R2C_PREFIX (default r2small), extra
-# r2ccld options in R2CCLD_OPTS. Root (namespaces).
+# r2ccld options in R2CCLD_OPTS, another r2ccld in R2CCLD (an A/B). Root
+# (namespaces).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 H=2 R=2 ITERS=500 B=8 E=1M DECODE=1000 BUILD=${BUILD:-build}
@@ -39,7 +40,7 @@ OUT=/tmp/$PREFIX-bench
 mkdir -p "$OUT"
 trap '$C down >/dev/null 2>&1 || true' EXIT
 $C up -H "$H" -R "$R" >/dev/null
-R2CCLD="$BUILD/daemon/r2ccld" $C daemons start ${R2CCLD_OPTS:-} >/dev/null
+R2CCLD="${R2CCLD:-$BUILD/daemon/r2ccld}" $C daemons start ${R2CCLD_OPTS:-} >/dev/null
 echo "# $(date -u '+%F %H:%M') UTC small AllReduce: $H hosts x $R rails, no cap, MTU 1500;" \
 	"$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
