@@ -753,6 +753,7 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		cfg.bind_device = true;
 		cfg.max_msg = (uint32_t)r2_param_int(&d->params, P_CHUNK_SIZE) + (1u << 20);
 		cfg.progress_threads = rs->tcp_threads;
+		cfg.spin_us = (uint32_t)rs->spin_us;
 		snprintf(cfg.ib_hca, sizeof(cfg.ib_hca), "%s", r2_param_str(&d->params, P_IB_HCA));
 		cfg.ib_timeout = (int)r2_param_int(&d->params, P_IB_TIMEOUT);
 		cfg.ib_retry_cnt = (int)r2_param_int(&d->params, P_IB_RETRY_CNT);

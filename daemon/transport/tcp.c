@@ -84,6 +84,7 @@
  * Wire format: headers little-endian (converted with htole/letoh).
  */
 #include "tcp_int.h"
+#include "util.h"
 
 /* ---- progress ---- */
 
@@ -151,10 +152,16 @@ static void *progress_main(void *arg)
 	struct tcp_thread *th = arg;
 	struct r2_tp *tp = th->tp;
 	struct epoll_event evs[64];
+	uint64_t spin_until = 0; /* after traffic: epoll polled, not slept in */
 
 	th->last_tick = r2_tp_now_ns();
 	while (!atomic_load(&tp->stop)) {
-		int n = epoll_wait(th->epfd, evs, 64, 250);
+		bool spinning = spin_until && r2_now_us() < spin_until;
+		int n = epoll_wait(th->epfd, evs, 64, spinning ? 0 : 250);
+		if (n > 0 && tp->cfg.spin_us)
+			spin_until = r2_now_us() + tp->cfg.spin_us;
+		else if (spinning && n == 0)
+			r2_cpu_relax();
 		if (n < 0 && errno != EINTR) {
 			log_err("tcp %s: epoll_wait: %s", tp->cfg.ifname, strerror(errno));
 			break;

@@ -105,6 +105,8 @@ struct r2_tp_config {
 	bool bind_device;         /* SO_BINDTODEVICE where permitted */
 	uint32_t max_msg;         /* largest payload accepted (chunk size cap) */
 	int progress_threads;     /* per rail */
+	uint32_t spin_us;         /* tcp: a progress thread polls its sockets this long
+				   * after traffic before it sleeps (exec_spin_us) */
 	uint32_t user_timeout_ms; /* TCP_USER_TIMEOUT and connect/hello timeout base (0: 5000) */
 	uint64_t max_queued;      /* per-peer queued send bytes before -EAGAIN (0: 64 MiB) */
 	/* verbs provider (0 / empty: the default; the daemon fills them from its
