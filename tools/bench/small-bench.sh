@@ -40,9 +40,17 @@ OUT=/tmp/$PREFIX-bench
 mkdir -p "$OUT"
 trap '$C down >/dev/null 2>&1 || true' EXIT
 $C up -H "$H" -R "$R" >/dev/null
-R2CCLD="${R2CCLD:-$BUILD/daemon/r2ccld}" $C daemons start ${R2CCLD_OPTS:-} >/dev/null
+# The H daemons share this machine's cores: each busy-polls as a host of
+# nproc/H cores would (exec_spin_us's auto: 0 below 8 cores), unless
+# R2CCLD_OPTS says otherwise; a real host runs one daemon.
+SPIN=""
+if [ $(($(nproc) / H)) -lt 8 ] && [[ " ${R2CCLD_OPTS:-} " != *" --exec-spin-us "* ]]; then
+	SPIN="--exec-spin-us 0"
+fi
+# shellcheck disable=SC2086
+R2CCLD="${R2CCLD:-$BUILD/daemon/r2ccld}" $C daemons start ${R2CCLD_OPTS:-} $SPIN >/dev/null
 echo "# $(date -u '+%F %H:%M') UTC small AllReduce: $H hosts x $R rails, no cap, MTU 1500;" \
-	"$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+	"$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); r2ccld ${R2CCLD_OPTS:-} $SPIN"
 
 # bytes of a size with a K/M suffix
 bytes() { numfmt --from=iec "$1"; }
