@@ -58,7 +58,12 @@ pass() {
 $BUILD/tools/r2ccl-bench allreduce -b $sz -e $sz -n $ITERS -w 2 --nranks $H \
 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file \$R2CCL_CLUSTER_DIR/uid-$name-$ls-$sz" \
 			>"$OUT/bench-$name-$ls-$sz.log" ||
-			{ echo "r2ccl-bench failed ($name, $ls, $sz):" >&2; tail -5 "$OUT/bench-$name-$ls-$sz.log" >&2; exit 1; }
+			{ echo "r2ccl-bench failed ($name, $ls, $sz):" >&2
+			  grep -v '^\[h[0-9]*\] #' "$OUT/bench-$name-$ls-$sz.log" | tail -20 >&2
+			  for f in /tmp/"$PREFIX"/h*/r2ccld.log; do
+				echo "== $f (warnings)" >&2; grep -aE "warn|err" "$f" | tail -8 >&2
+			  done
+			  exit 1; }
 		log=/tmp/$PREFIX/h0/r2ccld.log
 		# the timed operations: the last 2 x ITERS of this size (out of
 		# place then in place), their plan and prediction
