@@ -168,11 +168,11 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			     "waits for its peers, and after each operation), and the rails "
 			     "thread its rails' completions after traffic (-1: 50 us on hosts "
 			     "of 8 or more CPUs, 0 below; 0: never)" },
-	/* 60 us since 2026-12-04 (was 200, and 1 ms before): with it the model
-	 * predicts the healthy plans of 256 KB-16 MB on 1 Gbit/s TCP rails here
-	 * within 15% (+11% to -4%; 200 us: -27% at 256 KB) and the NIC-down
-	 * shard plans closer than 200 did (docs/planner.md, "Predicted and
-	 * measured"); RDMA rails want less */
+	/* 200 us: with it the step model predicts the measured steady-state
+	 * times of the failure plans on 1 Gbit/s TCP rails here within 1-7%
+	 * (1 ms overestimated them by 6-9% and picked fewer, longer steps;
+	 * docs/planner.md, "With alpha set to what a step costs"); RDMA rails
+	 * want less */
 	/* the speed the model gives a healthy NIC; the health view's degraded
 	 * bandwidths are fractions of it (health.h: R2_PLAN_NOMINAL_BPS) */
 	[P_COST_NIC_BW] = { "cost_nic_bw", "R2CCL_COST_NIC_BW", "--cost-nic-bw", R2_PT_INT,
@@ -180,7 +180,7 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			    "cost model: a healthy NIC's bandwidth per direction (125000000 = "
 			    "1 Gbit/s); the same on every host" },
 	[P_COST_ALPHA_US] = { "cost_alpha_us", "R2CCL_COST_ALPHA_US", "--cost-alpha-us", R2_PT_INT,
-			      "60", 0, 100000000, NULL, "us", true,
+			      "200", 0, 100000000, NULL, "us", true,
 			      "cost model: time per message on a rail (alpha), for the planner" },
 	[P_INJECT_DUP] = { "inject_dup", "R2CCL_INJECT_DUP", "--inject-dup", R2_PT_INT, "0", 0,
 			   1000000, NULL, NULL, true,

@@ -48,7 +48,7 @@ say() { echo "# $*"; echo "$*" >>"$REPORT"; }
 planner() {
 	local f w
 	f=$(mktemp) w=$(mktemp)
-	{ echo "hosts $H"; echo "rails 2"; echo "bw $PAYLOAD"; echo "alpha ${STEADY_ALPHA:-0.00006}"
+	{ echo "hosts $H"; echo "rails 2"; echo "bw $PAYLOAD"; echo "alpha ${STEADY_ALPHA:-0.0002}"
 	  for l in "$@"; do echo "$l"; done; } >"$f"
 	echo "op allreduce $S" >"$w"
 	"$SIM" --policy ours "$f" "$w" | awk '$4 == "ours" { printf "%.1f %.1f\n", $6 / 1000, $6 / $9 / 1000 }'
