@@ -24,6 +24,7 @@ void r2_plan_params_default(struct r2_plan_params *p)
 	p->rd_pairs = false;
 	p->logstep_margin = 0;
 	p->logstep_healthy = false;
+	p->logstep_max_hosts = 0;
 }
 
 /* ---- validation, bound, driver ------------------------------------------ */
@@ -212,6 +213,8 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 
 	/* logstep_healthy: every NIC up at one speed, no link down */
 	if (x->prm.logstep_healthy && (x->ncls > 1 || x->any_down || x->c->ndown))
+		return;
+	if (x->prm.logstep_max_hosts && x->n > x->prm.logstep_max_hosts)
 		return;
 	uint32_t n = x->n, R = x->R;
 	uint32_t caps[] = { 2, 4, 8, 16, R + 1, 2 * R + 1 };
