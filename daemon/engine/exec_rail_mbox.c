@@ -167,6 +167,13 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		return; /* a chunk this host forwards as a bridge, or its ACK */
 	if (cqe->type == R2_TPC_ERROR)
 		r2d_detour_failed(d, rail, cqe->peer);
+	/* Acknowledged before it goes to the mailbox. (After it, to keep the
+	 * ACK's write off the executor's path, was tried on 2026-12-04: on 8
+	 * hosts with apply threads, 1 MB ring AllReduces then came out wrong on
+	 * some hosts, on the 16-core machine and on 2 cores with
+	 * --apply-threads 4; a race that this order hides, not found yet.) */
+	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA)
+		ack_chunk(d, rail, cqe);
 	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
 	    cqe->hdr.kind != R2_MSG_ACK) {
 		r2d_rails_release(d, rail, cqe->buf);
@@ -174,8 +181,6 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
-		/* not acknowledged: the sender still has it (an operation that
-		 * cannot finish fails at its timeout, none loses data) */
 		if (cqe->type == R2_TPC_RECV)
 			r2d_rails_release(d, rail, cqe->buf);
 		return;
@@ -192,11 +197,6 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	}
 	deliver_one(d, m);
 	pthread_mutex_unlock(&d->lock);
-	/* the acknowledgement after the chunk is in the mailbox: its write (a
-	 * syscall) is not between the wire and the executor; cqe is the
-	 * caller's copy, m may be taken already */
-	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA)
-		ack_chunk(d, rail, cqe);
 }
 
 /* Moves early data for c into its mailbox (under d->lock). */
