@@ -277,7 +277,9 @@ static int submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uin
 	return r < 0 ? r2c_comm_failed(comm, r) : r;
 }
 
-static int bytes(size_t count, r2ccl_dtype_t dtype, uint64_t mult, uint64_t *out)
+/* count elements of dtype, times mult, in bytes: -EINVAL for an unknown
+ * dtype, -EOVERFLOW past 64 bits. */
+static int r2c_bytes(size_t count, r2ccl_dtype_t dtype, uint64_t mult, uint64_t *out)
 {
 	uint64_t es = r2ccl_dtype_size(dtype);
 
@@ -289,92 +291,97 @@ static int bytes(size_t count, r2ccl_dtype_t dtype, uint64_t mult, uint64_t *out
 	return 0;
 }
 
+int r2c_op_lengths(r2ccl_comm_t *comm, uint32_t opcode, size_t count, r2ccl_dtype_t dtype,
+		   int root, uint64_t *slen, uint64_t *rlen)
+{
+	uint64_t n, t = 0;
+	int r;
+
+	if (opcode != R2_OP_ALLREDUCE) /* the others read comm's ranks */
+		R2C_COMM_USE(comm);
+	if ((opcode == R2_OP_BROADCAST || opcode == R2_OP_REDUCE) &&
+	    (root < 0 || root >= comm->nranks))
+		return -EINVAL;
+	if ((opcode == R2_OP_SEND || opcode == R2_OP_RECV) &&
+	    (root < 0 || root >= comm->nranks || root == comm->rank))
+		return -EINVAL;
+	r = r2c_bytes(count, dtype, 1, &n);
+	if (!r && (opcode == R2_OP_ALLGATHER || opcode == R2_OP_REDUCESCATTER))
+		r = r2c_bytes(count, dtype, (uint64_t)comm->nranks, &t);
+	if (r)
+		return r;
+	switch (opcode) {
+	case R2_OP_ALLGATHER: /* count is what each rank sends */
+		*slen = n, *rlen = t;
+		break;
+	case R2_OP_REDUCESCATTER: /* count is what each rank receives */
+		*slen = t, *rlen = n;
+		break;
+	case R2_OP_BROADCAST:
+		*slen = comm->rank == root ? n : 0, *rlen = n;
+		break;
+	case R2_OP_REDUCE:
+		*slen = n, *rlen = comm->rank == root ? n : 0;
+		break;
+	case R2_OP_SEND:
+		*slen = n, *rlen = 0;
+		break;
+	case R2_OP_RECV:
+		*slen = 0, *rlen = n;
+		break;
+	default:
+		*slen = *rlen = n;
+	}
+	return 0;
+}
+
+/* A blocking collective: its lengths checked (r2c_op_lengths), then submitted. */
+static int blocking(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, void *recvbuff,
+		    size_t count, r2ccl_dtype_t dtype, r2ccl_redop_t op, int root)
+{
+	uint64_t slen, rlen;
+	int r = r2c_op_lengths(comm, opcode, count, dtype, root, &slen, &rlen);
+
+	return r ? r : submit(comm, opcode, sendbuff, slen, recvbuff, rlen, count, dtype, op, root);
+}
+
 int r2ccl_allreduce(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
 		    r2ccl_dtype_t dtype, r2ccl_redop_t op)
 {
-	uint64_t n;
-	int r = bytes(count, dtype, 1, &n);
-
-	return r ? r : submit(comm, R2_OP_ALLREDUCE, sendbuff, n, recvbuff, n, count, dtype, op, 0);
+	return blocking(comm, R2_OP_ALLREDUCE, sendbuff, recvbuff, count, dtype, op, 0);
 }
 
 int r2ccl_allgather(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t sendcount,
 		    r2ccl_dtype_t dtype)
 {
-	uint64_t n, t;
-	int r;
-
-	R2C_COMM_USE(comm);
-	r = bytes(sendcount, dtype, 1, &n);
-	if (!r)
-		r = bytes(sendcount, dtype, (uint64_t)comm->nranks, &t);
-	return r ? r : submit(comm, R2_OP_ALLGATHER, sendbuff, n, recvbuff, t, sendcount, dtype,
-			      R2CCL_SUM, 0);
+	return blocking(comm, R2_OP_ALLGATHER, sendbuff, recvbuff, sendcount, dtype, R2CCL_SUM, 0);
 }
 
 int r2ccl_reducescatter(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
 			size_t recvcount, r2ccl_dtype_t dtype, r2ccl_redop_t op)
 {
-	uint64_t n, t;
-	int r;
-
-	R2C_COMM_USE(comm);
-	r = bytes(recvcount, dtype, 1, &n);
-	if (!r)
-		r = bytes(recvcount, dtype, (uint64_t)comm->nranks, &t);
-	return r ? r : submit(comm, R2_OP_REDUCESCATTER, sendbuff, t, recvbuff, n, recvcount,
-			      dtype, op, 0);
+	return blocking(comm, R2_OP_REDUCESCATTER, sendbuff, recvbuff, recvcount, dtype, op, 0);
 }
 
 int r2ccl_broadcast(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
 		    r2ccl_dtype_t dtype, int root)
 {
-	uint64_t n;
-	int r;
-
-	R2C_COMM_USE(comm);
-	if (root < 0 || root >= comm->nranks)
-		return -EINVAL;
-	r = bytes(count, dtype, 1, &n);
-	return r ? r : submit(comm, R2_OP_BROADCAST, sendbuff, comm->rank == root ? n : 0,
-			      recvbuff, n, count, dtype, R2CCL_SUM, root);
+	return blocking(comm, R2_OP_BROADCAST, sendbuff, recvbuff, count, dtype, R2CCL_SUM, root);
 }
 
 int r2ccl_reduce(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
 		 r2ccl_dtype_t dtype, r2ccl_redop_t op, int root)
 {
-	uint64_t n;
-	int r;
-
-	R2C_COMM_USE(comm);
-	if (root < 0 || root >= comm->nranks)
-		return -EINVAL;
-	r = bytes(count, dtype, 1, &n);
-	return r ? r : submit(comm, R2_OP_REDUCE, sendbuff, n, recvbuff,
-			      comm->rank == root ? n : 0, count, dtype, op, root);
+	return blocking(comm, R2_OP_REDUCE, sendbuff, recvbuff, count, dtype, op, root);
 }
 
 int r2ccl_send(r2ccl_comm_t *comm, const void *sendbuff, size_t count, r2ccl_dtype_t dtype,
 	       int peer)
 {
-	uint64_t n;
-	int r;
-
-	R2C_COMM_USE(comm);
-	if (peer < 0 || peer >= comm->nranks || peer == comm->rank)
-		return -EINVAL;
-	r = bytes(count, dtype, 1, &n);
-	return r ? r : submit(comm, R2_OP_SEND, sendbuff, n, NULL, 0, count, dtype, R2CCL_SUM, peer);
+	return blocking(comm, R2_OP_SEND, sendbuff, NULL, count, dtype, R2CCL_SUM, peer);
 }
 
 int r2ccl_recv(r2ccl_comm_t *comm, void *recvbuff, size_t count, r2ccl_dtype_t dtype, int peer)
 {
-	uint64_t n;
-	int r;
-
-	R2C_COMM_USE(comm);
-	if (peer < 0 || peer >= comm->nranks || peer == comm->rank)
-		return -EINVAL;
-	r = bytes(count, dtype, 1, &n);
-	return r ? r : submit(comm, R2_OP_RECV, NULL, 0, recvbuff, n, count, dtype, R2CCL_SUM, peer);
+	return blocking(comm, R2_OP_RECV, NULL, recvbuff, count, dtype, R2CCL_SUM, peer);
 }

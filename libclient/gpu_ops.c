@@ -10,109 +10,60 @@
 #include "client.h"
 #include "r2ccl.h"
 
-static int bytes(size_t count, r2ccl_dtype_t dtype, uint64_t mult, uint64_t *out)
+/* A stream-ordered collective: its lengths checked as the blocking ones'
+ * (r2c_op_lengths), then queued on the stream. */
+static int stream_op(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, void *recvbuff,
+		     size_t count, r2ccl_dtype_t dtype, r2ccl_redop_t op, int root, void *stream)
 {
-	uint64_t es = r2ccl_dtype_size(dtype);
+	uint64_t slen, rlen;
+	int r = r2c_op_lengths(comm, opcode, count, dtype, root, &slen, &rlen);
 
-	if (!es)
-		return -EINVAL;
-	if (count && (uint64_t)count > UINT64_MAX / es / mult)
-		return -EOVERFLOW;
-	*out = (uint64_t)count * es * mult;
-	return 0;
+	return r ? r : r2c_gpu_submit(comm, opcode, sendbuff, slen, recvbuff, rlen, count, dtype, op,
+				      root, stream);
 }
 
 int r2ccl_allreduce_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
 			   size_t count, r2ccl_dtype_t dtype, r2ccl_redop_t op, void *stream)
 {
-	uint64_t n;
-	int r = bytes(count, dtype, 1, &n);
-
-	return r ? r : r2c_gpu_submit(comm, R2_OP_ALLREDUCE, sendbuff, n, recvbuff, n, count, dtype, op, 0,
-			      stream);
+	return stream_op(comm, R2_OP_ALLREDUCE, sendbuff, recvbuff, count, dtype, op, 0, stream);
 }
 
 int r2ccl_allgather_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
 			   size_t sendcount, r2ccl_dtype_t dtype, void *stream)
 {
-	uint64_t n, t;
-	int r;
-
-	R2C_COMM_USE(comm);
-	r = bytes(sendcount, dtype, 1, &n);
-	if (!r)
-		r = bytes(sendcount, dtype, (uint64_t)comm->nranks, &t);
-	return r ? r : r2c_gpu_submit(comm, R2_OP_ALLGATHER, sendbuff, n, recvbuff, t, sendcount, dtype,
-			      R2CCL_SUM, 0, stream);
+	return stream_op(comm, R2_OP_ALLGATHER, sendbuff, recvbuff, sendcount, dtype, R2CCL_SUM, 0,
+			 stream);
 }
 
 int r2ccl_reducescatter_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
 			       size_t recvcount, r2ccl_dtype_t dtype, r2ccl_redop_t op,
 			       void *stream)
 {
-	uint64_t n, t;
-	int r;
-
-	R2C_COMM_USE(comm);
-	r = bytes(recvcount, dtype, 1, &n);
-	if (!r)
-		r = bytes(recvcount, dtype, (uint64_t)comm->nranks, &t);
-	return r ? r : r2c_gpu_submit(comm, R2_OP_REDUCESCATTER, sendbuff, t, recvbuff, n, recvcount,
-			      dtype, op, 0, stream);
+	return stream_op(comm, R2_OP_REDUCESCATTER, sendbuff, recvbuff, recvcount, dtype, op, 0,
+			 stream);
 }
 
 int r2ccl_broadcast_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff,
 			   size_t count, r2ccl_dtype_t dtype, int root, void *stream)
 {
-	uint64_t n;
-	int r;
-
-	R2C_COMM_USE(comm);
-	if (root < 0 || root >= comm->nranks)
-		return -EINVAL;
-	r = bytes(count, dtype, 1, &n);
-	return r ? r : r2c_gpu_submit(comm, R2_OP_BROADCAST, sendbuff, comm->rank == root ? n : 0,
-			      recvbuff, n, count, dtype, R2CCL_SUM, root, stream);
+	return stream_op(comm, R2_OP_BROADCAST, sendbuff, recvbuff, count, dtype, R2CCL_SUM, root,
+			 stream);
 }
 
 int r2ccl_reduce_stream(r2ccl_comm_t *comm, const void *sendbuff, void *recvbuff, size_t count,
 			r2ccl_dtype_t dtype, r2ccl_redop_t op, int root, void *stream)
 {
-	uint64_t n;
-	int r;
-
-	R2C_COMM_USE(comm);
-	if (root < 0 || root >= comm->nranks)
-		return -EINVAL;
-	r = bytes(count, dtype, 1, &n);
-	return r ? r : r2c_gpu_submit(comm, R2_OP_REDUCE, sendbuff, n, recvbuff,
-			      comm->rank == root ? n : 0, count, dtype, op, root, stream);
+	return stream_op(comm, R2_OP_REDUCE, sendbuff, recvbuff, count, dtype, op, root, stream);
 }
 
 int r2ccl_send_stream(r2ccl_comm_t *comm, const void *sendbuff, size_t count,
 		      r2ccl_dtype_t dtype, int peer, void *stream)
 {
-	uint64_t n;
-	int r;
-
-	R2C_COMM_USE(comm);
-	if (peer < 0 || peer >= comm->nranks || peer == comm->rank)
-		return -EINVAL;
-	r = bytes(count, dtype, 1, &n);
-	return r ? r : r2c_gpu_submit(comm, R2_OP_SEND, sendbuff, n, NULL, 0, count, dtype, R2CCL_SUM,
-			      peer, stream);
+	return stream_op(comm, R2_OP_SEND, sendbuff, NULL, count, dtype, R2CCL_SUM, peer, stream);
 }
 
 int r2ccl_recv_stream(r2ccl_comm_t *comm, void *recvbuff, size_t count, r2ccl_dtype_t dtype,
 		      int peer, void *stream)
 {
-	uint64_t n;
-	int r;
-
-	R2C_COMM_USE(comm);
-	if (peer < 0 || peer >= comm->nranks || peer == comm->rank)
-		return -EINVAL;
-	r = bytes(count, dtype, 1, &n);
-	return r ? r : r2c_gpu_submit(comm, R2_OP_RECV, NULL, 0, recvbuff, n, count, dtype, R2CCL_SUM,
-			      peer, stream);
+	return stream_op(comm, R2_OP_RECV, NULL, recvbuff, count, dtype, R2CCL_SUM, peer, stream);
 }
