@@ -65,12 +65,9 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			       R2_PT_INT, "0", 0, 256, NULL, NULL, false,
 			       "threads that share a large reduction (0: one per CPU)" },
 	/* on 16 cores the executor spent 250 of a 1 GB AllReduce's 300 ms
-	 * applying received chunks one after the other (docs/benchmarks.md);
-	 * off by default since 2026-12-04: with it and two or more TCP
-	 * progress threads per rail, 1 MB ring AllReduces on 8 hosts came out
-	 * wrong on some hosts (docs/resilience.md, Known problems) */
+	 * applying received chunks one after the other (docs/benchmarks.md) */
 	[P_APPLY_THREADS] = { "apply_threads", "R2CCL_APPLY_THREADS", "--apply-threads", R2_PT_INT,
-			      "0", -1, 64, NULL, NULL, false,
+			      "-1", -1, 64, NULL, NULL, false,
 			      "threads that apply received chunks of the rail phase (reduce or "
 			      "copy them into the working buffer) while the executor goes on "
 			      "(0: the executor applies them itself; -1: by the cores, 0 below 8, "
@@ -189,6 +186,12 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			   1000000, NULL, NULL, true,
 			   "testing: send every Nth chunk twice and each transfer's chunks in "
 			   "reverse order (0: off)" },
+	[P_INJECT_APPLY_DELAY_US] = { "inject_apply_delay_us", "R2CCL_INJECT_APPLY_DELAY_US",
+				      "--inject-apply-delay-us", R2_PT_INT, "0", 0, 1000000, NULL,
+				      "us", true,
+				      "testing: the apply queue (apply_threads) waits this long "
+				      "before it applies each chunk, so that what overlaps it "
+				      "arrives meanwhile (0: off)" },
 	[P_HB_MISSES] = { "hb_misses", "R2CCL_HB_MISSES", "--hb-misses", R2_PT_INT, "3", 1, 1000,
 			  NULL, NULL, true,
 			  "a rail to a peer silent (no traffic, no heartbeat) for this many "

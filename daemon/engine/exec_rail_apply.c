@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "net/tenants.h"
@@ -79,6 +80,7 @@ struct apply_job {
 	int kind;
 	r2ccl_dtype_t dtype;
 	r2ccl_redop_t redop;
+	uint32_t delay_us; /* testing: inject_apply_delay_us */
 };
 
 static void apply_run(struct r2_work *w)
@@ -87,6 +89,8 @@ static void apply_run(struct r2_work *w)
 	struct r2_comm *c = j->c;
 	struct r2_rmsg *m = j->m;
 
+	if (j->delay_us)
+		usleep(j->delay_us);
 	apply_bytes(NULL, j->kind, j->dst, j->a, m->cqe.buf, m->cqe.hdr.len, j->dtype, j->redop);
 	free(j);
 	m->cqe.type = R2_RMSG_APPLIED;
@@ -157,8 +161,6 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 
 	if (!q || h->len < APPLY_ASYNC_MIN)
 		return false;
-	if (busy_overlaps(&o->aq, h->off, h->len))
-		rl_apply_drain(o); /* two chunks into one region: one after the other */
 	if (R2_GROW(o->aq.busy, o->aq.capbusy, o->aq.nbusy, 64) < 0 || !(j = calloc(1, sizeof(*j))))
 		return false;
 	o->aq.busy[o->aq.nbusy].off = h->off;
@@ -169,7 +171,9 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 	*j = (struct apply_job){ .w.fn = apply_run, .w.owner = owner, .w.weight = o->weight,
 				 .w.cost = h->len, .c = o->c,
 				 .m = m, .dst = o->W + h->off, .a = a, .kind = kind,
-				 .dtype = o->dtype, .redop = o->redop };
+				 .dtype = o->dtype, .redop = o->redop,
+				 .delay_us = (uint32_t)r2_param_int(&o->d->params,
+								    P_INJECT_APPLY_DELAY_US) };
 	pthread_mutex_lock(&o->c->mbox_lock);
 	o->c->apply_inflight++;
 	pthread_mutex_unlock(&o->c->mbox_lock);
@@ -229,6 +233,12 @@ uint64_t rl_apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
 	}
 	/* lazy input: the first reduction into a region reads S */
 	const void *a = x->kind == R2_XFER_REDUCE && cov == 0 ? o->in.S + h->off : NULL;
+	/* two chunks into one region (a plan where several peers reduce into
+	 * it in one step, chunks cut unequally by the fault-aware shares): the
+	 * second waits until the queue has applied the first, queued or not;
+	 * else both read W[off] and one sum is lost */
+	if (busy_overlaps(&o->aq, h->off, h->len))
+		rl_apply_drain(o);
 	if (apply_queue(o, m, x->kind, a)) {
 		*taken = true;
 		return 0;

@@ -446,6 +446,34 @@ START_TEST(test_detour_through_third_host)
 }
 END_TEST
 
+/* Three hosts, host 0's rail 1 down: the fault-aware shard plan, where the
+ * peers' chunks REDUCE into the same bytes in one step (host 1 gets host
+ * 0's 128 KB of a region on rail 0 and host 2's 32 KB and 96 KB of it),
+ * with the apply queue, each queued chunk held 20 ms
+ * (inject_apply_delay_us): a chunk that overlaps a queued one waits for it,
+ * whether it is queued too or applied inline (under 64 KB). The inline one
+ * did not (2026-12-04): the queued one, the region's first (lazy input:
+ * W = S + chunk), then overwrote its sum, and 8-host AllReduces on a busy
+ * machine, re-planned around a path falsely failed, came out wrong. */
+START_TEST(test_overlapping_reduces_applyq)
+{
+	static const char *const p[] = { "apply_threads=1", "inject_apply_delay_us=20000", NULL };
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+
+	ar_cluster(hs, ss, &a, 3, p, 256 * 1024); /* 1 MB */
+	ar_run(&a);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	for (int h = 1; h < 3; h++)
+		ck_assert(wait_path(hs[h], ID(0), 1, R2_RS_FAILED, 2000));
+	for (int i = 0; i < 3; i++)
+		ar_run(&a);
+	ck_assert_uint_gt(committed(hs[1]), 0); /* the view without (0, rail 1) */
+	th_free_all(hs, 3);
+}
+END_TEST
+
 /* The same two NICs down, and the AllReduces go on for about three peer
  * timeouts (1.5 s each; an AllReduce takes some 20 ms): hosts 0 and 2 have had no path to each other all that time, and
  * once the view is re-planned around the missing paths no chunk of theirs
@@ -1004,6 +1032,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_peer_silent);
 	TH_ADD(s, test_detour_through_third_host);
 	TH_ADD(s, test_routed_around_outlives_peer_timeout);
+	TH_ADD(s, test_overlapping_reduces_applyq);
 	TH_ADD(s, test_peer_check_clock_before_completion);
 	TH_ADD(s, test_eager_detour_before_view);
 	TH_ADD(s, test_detour_refused);

@@ -61,8 +61,10 @@ $BUILD/tools/r2ccl-bench allreduce -b $sz -e $sz -n $ITERS -w 2 --nranks $H \
 			{ echo "r2ccl-bench failed ($name, $ls, $sz):" >&2
 			  grep -v '^\[h[0-9]*\] #' "$OUT/bench-$name-$ls-$sz.log" | tail -20 >&2
 			  for f in /tmp/"$PREFIX"/h*/r2ccld.log; do
-				echo "== $f (warnings)" >&2; grep -aE "warn|err" "$f" | tail -8 >&2
+				echo "== $f (warnings)" >&2; { grep -aE "warn|err" "$f" || true; } | tail -8 >&2
+				h=${f%/r2ccld.log}; cp "$f" "$OUT/r2ccld-${h##*/}.log"
 			  done
+			  echo "(the daemons' logs: $OUT/r2ccld-h*.log)" >&2
 			  exit 1; }
 		log=/tmp/$PREFIX/h0/r2ccld.log
 		# the timed operations: the last 2 x ITERS of this size (out of
