@@ -270,6 +270,24 @@ static void comm_drop(struct fsess *f)
 	f->init_done = false;
 }
 
+/* A communicator of A and B that an input broke (A or B dropped it: a
+ * forged ABORT, a peer declared gone) is made again; A and B must be able to
+ * form one: what a peer sent must not keep two healthy daemons apart. */
+static void comm_again(void)
+{
+	if (comm_ready(ha) && comm_ready(hb))
+		return;
+	comm_drop(sa);
+	comm_drop(sb);
+	if (!comm_form()) {
+		fprintf(stderr, "fuzz_peer: A and B cannot form a communicator again "
+				"(A: %s, status %d; B: %s, status %d)\n",
+			sa->init_done ? "answered" : "no answer in 5 s", sa->init_status,
+			sb->init_done ? "answered" : "no answer in 5 s", sb->init_status);
+		abort();
+	}
+}
+
 /* Rank 1 of a 2-rank communicator rooted at C, joined from A: C never sees
  * rank 0, so A's communicator waits for its MEMBERSHIP (which the input may
  * bring, from C) until the bootstrap timeout. */
@@ -511,14 +529,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		tcp_input(data, size);
 		return 0;
 	}
-	if (!comm_ready(ha) || !comm_ready(hb)) {
-		comm_drop(sa);
-		comm_drop(sb);
-		if (!comm_form()) {
-			fprintf(stderr, "fuzz_peer: A and B cannot form a communicator again\n");
-			abort();
-		}
-	}
+	comm_again();
 	if (mode & 2)
 		comm_join_c();
 	run_op = mode & 1;
@@ -554,5 +565,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	}
 	check_orphans();
+	/* here, so that the input that broke A and B is the one kept */
+	comm_again();
 	return 0;
 }
