@@ -109,6 +109,9 @@ struct r2_comm {
 	char tenant[256];
 	int mode;           /* enum r2_mode (planner.h) every host agreed on; -1: not known yet */
 	uint32_t owner_uid; /* uid of the first local rank's process */
+	/* root: the peer whose JOIN made it here (no local rank had joined
+	 * yet); 0: a local rank made it (bootstrap.c caps these per peer) */
+	uint64_t begun_by;
 	uint32_t share;     /* r2ccl_share_t the owner chose (who else may join) */
 	int nranks;
 	int joined;

@@ -443,7 +443,38 @@ static void handle_leave(struct r2d *d, uint64_t from, const R2peer__Leave *l)
 	}
 }
 
-static void handle_join(struct r2d *d, const R2peer__Join *j)
+/* Communicators a peer's JOIN makes at their root before any local rank
+ * joins (a member's JOIN may come first): each holds a table of nranks
+ * members until it forms or bootstrap_timeout_ms fails it, so a peer may
+ * have at most R2_MAX(16, max_comms / 8) of them and 2^18 ranks in them at
+ * a time here; beyond that its JOIN is refused (JOIN_FAIL, quota). Found by
+ * tests/fuzz/fuzz_peer: JOINs of made-up ids filled the communicator table
+ * and this host's own ranks were refused. */
+#define BEGUN_RANKS_MAX (1u << 18)
+
+static bool begun_ok(struct r2d *d, uint64_t from, uint32_t nranks, char *why, size_t len)
+{
+	uint32_t n = 0, cap = R2_MAX(16u, d->caps.comms / 8);
+	uint64_t ranks = nranks;
+
+	for (struct r2_comm *c = d->comms; c; c = c->next) {
+		if (c->begun_by != from || c->state != R2_COMM_JOINING ||
+		    c->owner_uid != (uint32_t)-1)
+			continue;
+		n++;
+		ranks += (uint64_t)c->nranks;
+	}
+	if (n < cap && ranks <= BEGUN_RANKS_MAX)
+		return true;
+	snprintf(why, len,
+		 "quota: peer %016llx has begun %u communicators on this root that no local "
+		 "rank joined yet (%llu ranks; at most %u and %u)",
+		 (unsigned long long)from, n, (unsigned long long)ranks, cap, BEGUN_RANKS_MAX);
+	d->quota_refusals++;
+	return false;
+}
+
+static void handle_join(struct r2d *d, uint64_t from, const R2peer__Join *j)
 {
 	struct r2_uid u;
 	struct r2_comm *c;
@@ -468,10 +499,16 @@ static void handle_join(struct r2d *d, const R2peer__Join *j)
 		}
 		if (j->nranks < 1 || j->nranks > 65536)
 			return;
+		if (!begun_ok(d, from, j->nranks, why, sizeof(why))) {
+			log_warn_rl("JOIN from %016llx refused: %s", (unsigned long long)from, why);
+			join_fail_to(d, from, j->uid, R2CCL_E_QUOTA, why);
+			return;
+		}
 		c = r2d_comm_new(d, &u, (int)j->nranks, "");
 		if (!c)
 			return;
 		c->root_local = true;
+		c->begun_by = from;
 	}
 	if (c->state != R2_COMM_JOINING) {
 		/* A member's JOIN sent again (one per rail that came up) is
@@ -662,7 +699,7 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev)
 		case R2PEER__PEER_MSG__PEER_JOIN: {
 			R2peer__Join *j = r2peer__join__unpack(NULL, len, p);
 			if (j) {
-				handle_join(d, j);
+				handle_join(d, q->peer, j);
 				r2peer__join__free_unpacked(j, NULL);
 			}
 			break;

@@ -409,7 +409,11 @@ int r2d_comm_quota(struct r2_session *s, char *err, size_t errlen)
 	if (!s->uid || !r2d_tenants_policy_at(s->d, s->tenant_idx, &pol))
 		pol.max_comms = 0;
 	for (struct r2_comm *c = s->d->comms; c; c = c->next) {
-		if (c->state == R2_COMM_DEAD)
+		/* one a peer's JOIN made, no local rank in it yet, counts against
+		 * that peer's cap (bootstrap.c), not against local ranks: a peer
+		 * that JOINs junk must not lock this host's ranks out */
+		if (c->state == R2_COMM_DEAD ||
+		    (c->state == R2_COMM_JOINING && c->begun_by && c->owner_uid == (uint32_t)-1))
 			continue;
 		n++;
 		mine += c->owner_uid == s->uid;

@@ -501,6 +501,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	sa = sess_new(ha);
 	sb = sess_new(hb);
 	sj = sess_new(ha);
+	/* another uid: the communicators sj leaves waiting (one per input with
+	 * mode bit 1, each until the 500 ms bootstrap timeout) count against
+	 * its own max_comms_per_uid, not against A and B's ranks' */
+	sj->s.uid = getuid() + 4242;
 	FZ_CHECK(comm_form());
 	seed_uid = uid;
 	make_uid(&seed_juid, hc, jnonce);
