@@ -398,6 +398,30 @@ struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks
 	return c;
 }
 
+/* A communicator that failed with no local rank in it has nobody to
+ * destroy it: one a peer's JOIN began here whose local ranks never came
+ * (a job that died, or a peer's junk). Freed here; its tombstone answers a
+ * late JOIN or CommInit. Before, each stayed until the daemon stopped and
+ * counted against max_comms: fuzz_peer's JOINs of made-up ids filled the
+ * table within a minute and this host's own ranks were refused. Under
+ * d->lock. */
+static void reap_unowned(struct r2d *d)
+{
+again:
+	for (struct r2_comm *c = d->comms; c; c = c->next) {
+		bool local = false;
+		if (c->state != R2_COMM_BROKEN || c->refs != 1 || c->thread_started)
+			continue;
+		for (int r = 0; r < c->nranks && !local; r++)
+			local = c->m[r].s != NULL;
+		if (local)
+			continue;
+		c->state = R2_COMM_DEAD;
+		r2d_comm_put(c); /* no executor: d->lock stays held */
+		goto again;
+	}
+}
+
 /* max_comms and max_comms_per_uid before s creates a communicator (each
  * has an executor thread). Under d->lock. */
 int r2d_comm_quota(struct r2_session *s, char *err, size_t errlen)
@@ -408,6 +432,7 @@ int r2d_comm_quota(struct r2_session *s, char *err, size_t errlen)
 
 	if (!s->uid || !r2d_tenants_policy_at(s->d, s->tenant_idx, &pol))
 		pol.max_comms = 0;
+	reap_unowned(s->d); /* not only at the next tick */
 	for (struct r2_comm *c = s->d->comms; c; c = c->next) {
 		/* one a peer's JOIN made, no local rank in it yet, counts against
 		 * that peer's cap (bootstrap.c), not against local ranks: a peer
@@ -777,6 +802,7 @@ void r2d_comm_tick(struct r2d *d)
 			break;
 		}
 	}
+	reap_unowned(d);
 	pthread_mutex_unlock(&d->lock);
 }
 

@@ -78,6 +78,7 @@ struct fsess {
 	pthread_mutex_t lock;
 	bool init_done;
 	int init_status;
+	char init_error[192];
 	uint32_t comm_id;
 	uint64_t done_tag;
 	int ndone;
@@ -104,6 +105,7 @@ static int src_reply(struct r2_session *s, uint16_t type, const void *msg)
 		pthread_mutex_lock(&f->lock);
 		f->init_done = true;
 		f->init_status = r->status;
+		snprintf(f->init_error, sizeof(f->init_error), "%s", r->error ? r->error : "");
 		f->comm_id = r->comm_id;
 		pthread_mutex_unlock(&f->lock);
 	}
@@ -281,9 +283,10 @@ static void comm_again(void)
 	comm_drop(sb);
 	if (!comm_form()) {
 		fprintf(stderr, "fuzz_peer: A and B cannot form a communicator again "
-				"(A: %s, status %d; B: %s, status %d)\n",
+				"(A: %s, status %d: %s; B: %s, status %d: %s)\n",
 			sa->init_done ? "answered" : "no answer in 5 s", sa->init_status,
-			sb->init_done ? "answered" : "no answer in 5 s", sb->init_status);
+			sa->init_error, sb->init_done ? "answered" : "no answer in 5 s",
+			sb->init_status, sb->init_error);
 		abort();
 	}
 }
