@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -198,6 +199,11 @@ struct victim {
 };
 
 #define VICTIM_BYTES (256u << 10)
+/* The neighbour alternates: quiet for WIN_MS, trying for WIN_MS, WIN_PAIRS
+ * times; the victim's p99 in the trying windows is set against its p99 in
+ * the quiet ones (each of some thousands of AllReduces). */
+#define WIN_PAIRS 4
+#define WIN_MS 250.0
 
 static void victim_main(void *arg)
 {
@@ -209,32 +215,30 @@ static void victim_main(void *arg)
 	 * neighbour must not slow; test_adversary's victim keeps 4 KiB */
 	C("victim", th_victim_init_size(&v->l, VICTIM_BYTES) == 0, "%s", v->l.why);
 	C("victim", write(v->id_w, &v->l.id, sizeof(v->l.id)) == sizeof(v->l.id), "id pipe");
-	/* alone for a second first: the times the neighbour's are set against */
-	C("victim", th_victim_run(&v->l) == 0, "%s", v->l.why);
-	usleep(1000000);
-	C("victim", th_victim_stop(&v->l, 20, 30) == 0, "alone: %s", v->l.why);
-	size_t n0 = v->l.nlat;
-	double p50 = v->l.p50, p99 = v->l.p99;
 	C("victim", th_victim_run(&v->l) == 0, "%s", v->l.why);
 	C("victim", write(v->ready_w, &b, 1) == 1, "ready pipe");
-	/* the neighbour's attack: from its first try to its last (th_now_ms) */
-	double win[2];
+	/* the neighbour's windows: quiet, trying, quiet, trying, ... */
+	double win[4 * WIN_PAIRS], quiet[2 * WIN_PAIRS], busy[2 * WIN_PAIRS];
 	C("victim", read(v->stop_r, win, sizeof(win)) == sizeof(win), "stop pipe");
 	/* at least 20 AllReduces in all (a loaded machine is slow) */
 	C("victim", th_victim_stop(&v->l, 20, 30) == 0, "beside the neighbour: %s", v->l.why);
-	/* the times of the AllReduces begun while the neighbour tried, not of
-	 * the set-up around it (r2cclctl, the neighbour's fork and connect) */
-	size_t n1 = th_victim_window(&v->l, win[0], win[1]);
-	C("victim", n1 >= 20, "only %zu AllReduces during the %.0f ms of the neighbour", n1,
-	  win[1] - win[0]);
-	/* the p99's move is a figure, not a check: on a shared 2-core machine
-	 * two runs alone differ by more than the 10% of the target */
-	printf("victim (tenant of %s, uid %u), AllReduces of %zu KiB: alone %zu, p50 %.0f us, p99 "
-	       "%.0f us; beside the neighbour (%.0f ms of tries) %zu, p50 %.0f us, p99 %.0f us "
-	       "(p99 %+.0f%%)\n",
-	       v->leaf, (unsigned)v->uid, (size_t)VICTIM_BYTES >> 10, n0, p50, p99,
-	       win[1] - win[0], n1, v->l.p50, v->l.p99,
-	       p99 > 0 ? 100.0 * (v->l.p99 - p99) / p99 : 0.0);
+	for (int k = 0; k < WIN_PAIRS; k++) {
+		memcpy(&quiet[2 * k], &win[4 * k], 2 * sizeof(double));
+		memcpy(&busy[2 * k], &win[4 * k + 2], 2 * sizeof(double));
+	}
+	/* the AllReduces begun in the quiet windows, then in the busy ones:
+	 * interleaved, so that a drift of the machine's speed (two seconds
+	 * alone differed by 20% on 2 cores) falls on both alike */
+	size_t n0 = th_victim_windows(&v->l, quiet, WIN_PAIRS);
+	double p50 = v->l.p50, p99 = v->l.p99;
+	size_t n1 = th_victim_windows(&v->l, busy, WIN_PAIRS);
+	C("victim", n0 >= 20 && n1 >= 20, "only %zu and %zu AllReduces in the windows", n0, n1);
+	double move = p99 > 0 ? 100.0 * (v->l.p99 - p99) / p99 : 0.0;
+	printf("victim (tenant of %s, uid %u), AllReduces of %zu KiB, %d x %.0f ms windows each: "
+	       "neighbour quiet %zu, p50 %.0f us, p99 %.0f us; neighbour trying %zu, p50 %.0f us, "
+	       "p99 %.0f us (p99 %+.1f%%)\n",
+	       v->leaf, (unsigned)v->uid, (size_t)VICTIM_BYTES >> 10, WIN_PAIRS, WIN_MS, n0, p50,
+	       p99, n1, v->l.p50, v->l.p99, move);
 	fflush(stdout);
 	/* its own quota: max_comms = 1 (the 2-rank one) */
 	r2ccl_unique_id_t id2;
@@ -252,13 +256,9 @@ struct neighbour {
 	const char *leaf, *tenant;
 	uid_t uid;
 	int id_r;
-	int win_w; /* the attack's first and last th_now_ms go out here */
+	int win_w; /* its windows' first and last th_now_ms go out here */
 	uint32_t victim_comm; /* the victim's communicator id (r2cclctl comms) */
 };
-
-/* How long the neighbour keeps trying: as long as the victim's time alone,
- * so that both p99s are of some thousands of AllReduces. */
-#define ATTACK_MS 1000.0
 
 /* A raw session: hello, then requests whose Result status is returned. */
 struct raw {
@@ -377,23 +377,37 @@ static void neighbour_main(void *arg)
 	r2ccl_comm_t *mine = NULL, *mine2 = NULL;
 	struct raw w;
 	char q[128];
-	double win[2];
+	double win[4 * WIN_PAIRS];
 	int rounds = 0;
 
+	/* Its own processing runs at nice 19: on a 2-core host the victim's
+	 * ranks, the daemon and a neighbour that never sleeps share the cores,
+	 * and what the victim would measure is the kernel's CPU share (which
+	 * an operator sets per tenant cgroup, cpu.weight), not the daemon's
+	 * isolation. The daemon's work for the neighbour runs at its own
+	 * priority: that is what the figure measures. */
+	C("neighbour", setpriority(PRIO_PROCESS, 0, 19) == 0, "nice: %s", strerror(errno));
 	become("neighbour", n->leaf, n->uid);
 	C("neighbour", read(n->id_r, &id, sizeof(id)) == sizeof(id), "id pipe");
 	C("neighbour", r2ccl_connect(NULL, &c) == 0, "connect: %s", r2ccl_last_error());
 	raw_open(&w);
-	win[0] = th_now_ms();
-	do {
-		neighbour_round(n, c, &w, &id);
-		rounds++;
-	} while (th_now_ms() - win[0] < ATTACK_MS);
-	win[1] = th_now_ms();
+	for (int k = 0; k < 2 * WIN_PAIRS; k++) {
+		double t0 = th_now_ms();
+		if (k % 2 == 0) {
+			usleep((useconds_t)(WIN_MS * 1000));
+		} else {
+			do {
+				neighbour_round(n, c, &w, &id);
+				rounds++;
+			} while (th_now_ms() - t0 < WIN_MS);
+		}
+		win[2 * k] = t0;
+		win[2 * k + 1] = th_now_ms();
+	}
 	raw_close(&w);
 	C("neighbour", write(n->win_w, win, sizeof(win)) == sizeof(win), "window pipe");
-	printf("neighbour (tenant of %s, uid %u): %d rounds of tries in %.0f ms, each refused\n",
-	       n->leaf, (unsigned)n->uid, rounds, win[1] - win[0]);
+	printf("neighbour (tenant of %s, uid %u): %d rounds of tries in %d windows of %.0f ms, "
+	       "each refused\n", n->leaf, (unsigned)n->uid, rounds, WIN_PAIRS, WIN_MS);
 	fflush(stdout);
 
 	/* its own quotas: max_comms=1, max_sessions=2 (max_regs: each round) */
@@ -468,7 +482,7 @@ static void isolation(const char *vleaf, const char *vtenant, uid_t vuid, const 
 	struct neighbour n = { .leaf = nleaf, .tenant = ntenant, .uid = nuid };
 	int idp[2], readyp[2], stopp[2], winp[2];
 	pid_t vp, np;
-	double win[2];
+	double win[4 * WIN_PAIRS];
 	char b = 1;
 
 	start();
@@ -494,7 +508,7 @@ static void isolation(const char *vleaf, const char *vtenant, uid_t vuid, const 
 	 * neighbour that died stops it too (an empty window fails its check) */
 	ssize_t got = read(winp[0], win, sizeof(win));
 	if (got != (ssize_t)sizeof(win))
-		win[0] = win[1] = 0;
+		memset(win, 0, sizeof(win));
 	ck_assert_int_eq(write(stopp[1], win, sizeof(win)), sizeof(win));
 	close(winp[0]);
 	wait_ok(np, "the neighbour");

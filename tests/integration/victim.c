@@ -136,17 +136,27 @@ int th_victim_stop(struct th_victim *v, long min_ops, int wait_s)
 
 size_t th_victim_window(struct th_victim *v, double from_ms, double to_ms)
 {
-	static double w[sizeof(v->lat) / sizeof(v->lat[0])];
+	const double w[2] = { from_ms, to_ms };
+
+	return th_victim_windows(v, w, 1);
+}
+
+size_t th_victim_windows(struct th_victim *v, const double *w, size_t nw)
+{
+	static double got[sizeof(v->lat) / sizeof(v->lat[0])];
 	size_t n = 0;
 
 	for (size_t i = 0; i < v->nlat; i++)
-		if (v->lat_at[i] >= from_ms && v->lat_at[i] <= to_ms)
-			w[n++] = v->lat[i];
+		for (size_t k = 0; k < nw; k++)
+			if (v->lat_at[i] >= w[2 * k] && v->lat_at[i] <= w[2 * k + 1]) {
+				got[n++] = v->lat[i];
+				break;
+			}
 	v->p50 = v->p99 = 0;
 	if (n) {
-		qsort(w, n, sizeof(w[0]), cmp_double);
-		v->p50 = w[n / 2];
-		v->p99 = w[n * 99 / 100];
+		qsort(got, n, sizeof(got[0]), cmp_double);
+		v->p50 = got[n / 2];
+		v->p99 = got[n * 99 / 100];
 	}
 	return n;
 }

@@ -34,8 +34,8 @@ struct th_victim {
 	atomic_long failed;
 	size_t n;            /* floats per AllReduce */
 	char why[256];
-	double lat[1 << 15]; /* rank 0's AllReduce times (us) */
-	double lat_at[1 << 15]; /* when each began (th_now_ms) */
+	double lat[1 << 17]; /* rank 0's AllReduce times (us) */
+	double lat_at[1 << 17]; /* when each began (th_now_ms) */
 	size_t nlat;
 	double p50, p99;     /* of lat, after th_victim_stop */
 };
@@ -55,6 +55,9 @@ int th_victim_stop(struct th_victim *v, long min_ops, int wait_s);
 /* After th_victim_stop: p50 and p99 of the AllReduces begun within
  * [from_ms, to_ms] (th_now_ms, one clock for every process); their count. */
 size_t th_victim_window(struct th_victim *v, double from_ms, double to_ms);
+/* The same over the AllReduces begun within any of nw windows, w[2i] to
+ * w[2i+1], pooled. */
+size_t th_victim_windows(struct th_victim *v, const double *w, size_t nw);
 /* Destroys the communicator and disconnects: -1 when a destroy failed. */
 int th_victim_fini(struct th_victim *v);
 
