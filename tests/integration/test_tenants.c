@@ -201,9 +201,20 @@ struct victim {
 #define VICTIM_BYTES (256u << 10)
 /* The neighbour alternates: quiet for WIN_MS, trying for WIN_MS, WIN_PAIRS
  * times; the victim's p99 in the trying windows is set against its p99 in
- * the quiet ones (each of some thousands of AllReduces). */
-#define WIN_PAIRS 4
-#define WIN_MS 250.0
+ * the quiet ones (each of some thousands of AllReduces), pooled, and pair
+ * by pair (the median of the ten ratios: a burst of the machine that falls
+ * in one window moves the pooled p99 by up to 15% either way on 2 cores,
+ * the median by 0-3%). R2C_TENANTS_IDLE_NEIGHBOUR=1 keeps the neighbour
+ * quiet in its trying windows too: the noise floor. */
+#define WIN_PAIRS 10
+#define WIN_MS 200.0
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
 
 static void victim_main(void *arg)
 {
@@ -233,12 +244,25 @@ static void victim_main(void *arg)
 	double p50 = v->l.p50, p99 = v->l.p99;
 	size_t n1 = th_victim_windows(&v->l, busy, WIN_PAIRS);
 	C("victim", n0 >= 20 && n1 >= 20, "only %zu and %zu AllReduces in the windows", n0, n1);
+	/* pair by pair: the median of the trying / quiet p99 ratios */
+	double ratio[WIN_PAIRS];
+	for (int k = 0; k < WIN_PAIRS; k++) {
+		th_victim_windows(&v->l, &quiet[2 * k], 1);
+		double q99 = v->l.p99;
+		th_victim_windows(&v->l, &busy[2 * k], 1);
+		ratio[k] = q99 > 0 ? v->l.p99 / q99 : 1.0;
+	}
+	qsort(ratio, WIN_PAIRS, sizeof(ratio[0]), cmp_dbl);
+	double pair_move = 100.0 * (ratio[WIN_PAIRS / 2] - 1.0);
+	th_victim_windows(&v->l, busy, WIN_PAIRS);
 	double move = p99 > 0 ? 100.0 * (v->l.p99 - p99) / p99 : 0.0;
+	/* figures against issue 20's 10%, not checks: on 2 cores the machine's
+	 * own bursts move them more than that now and then (docs/tenancy.md) */
 	printf("victim (tenant of %s, uid %u), AllReduces of %zu KiB, %d x %.0f ms windows each: "
 	       "neighbour quiet %zu, p50 %.0f us, p99 %.0f us; neighbour trying %zu, p50 %.0f us, "
-	       "p99 %.0f us (p99 %+.1f%%)\n",
+	       "p99 %.0f us (p99 %+.1f%%; median of the %d pairs' p99 ratios %+.1f%%)\n",
 	       v->leaf, (unsigned)v->uid, (size_t)VICTIM_BYTES >> 10, WIN_PAIRS, WIN_MS, n0, p50,
-	       p99, n1, v->l.p50, v->l.p99, move);
+	       p99, n1, v->l.p50, v->l.p99, move, WIN_PAIRS, pair_move);
 	fflush(stdout);
 	/* its own quota: max_comms = 1 (the 2-rank one) */
 	r2ccl_unique_id_t id2;
@@ -393,7 +417,7 @@ static void neighbour_main(void *arg)
 	raw_open(&w);
 	for (int k = 0; k < 2 * WIN_PAIRS; k++) {
 		double t0 = th_now_ms();
-		if (k % 2 == 0) {
+		if (k % 2 == 0 || getenv("R2C_TENANTS_IDLE_NEIGHBOUR")) {
 			usleep((useconds_t)(WIN_MS * 1000));
 		} else {
 			do {
