@@ -47,7 +47,7 @@ static void *rank_loop(void *a)
 			break;
 		}
 		if (k->rank == 0) {
-			if (v->nlat < sizeof(v->lat) / sizeof(v->lat[0])) {
+			if (v->nlat < TH_VICTIM_SAMPLES) {
 				v->lat_at[v->nlat] = t0;
 				v->lat[v->nlat++] = (th_now_ms() - t0) * 1000;
 			}
@@ -78,6 +78,12 @@ int th_victim_init(struct th_victim *v)
 int th_victim_init_size(struct th_victim *v, size_t bytes)
 {
 	memset(v, 0, sizeof(*v));
+	v->lat = calloc(TH_VICTIM_SAMPLES, sizeof(*v->lat));
+	v->lat_at = calloc(TH_VICTIM_SAMPLES, sizeof(*v->lat_at));
+	if (!v->lat || !v->lat_at) {
+		snprintf(v->why, sizeof(v->why), "out of memory");
+		return -1;
+	}
 	v->n = bytes / sizeof(float);
 	atomic_store(&v->stop_at, 1L << 40);
 	for (int r = 0; r < 2; r++)
@@ -143,21 +149,24 @@ size_t th_victim_window(struct th_victim *v, double from_ms, double to_ms)
 
 size_t th_victim_windows(struct th_victim *v, const double *w, size_t nw)
 {
-	static double got[sizeof(v->lat) / sizeof(v->lat[0])];
+	double *got = malloc((v->nlat ? v->nlat : 1) * sizeof(*got));
 	size_t n = 0;
 
+	v->p50 = v->p99 = 0;
+	if (!got)
+		return 0;
 	for (size_t i = 0; i < v->nlat; i++)
 		for (size_t k = 0; k < nw; k++)
 			if (v->lat_at[i] >= w[2 * k] && v->lat_at[i] <= w[2 * k + 1]) {
 				got[n++] = v->lat[i];
 				break;
 			}
-	v->p50 = v->p99 = 0;
 	if (n) {
 		qsort(got, n, sizeof(got[0]), cmp_double);
 		v->p50 = got[n / 2];
 		v->p99 = got[n * 99 / 100];
 	}
+	free(got);
 	return n;
 }
 
@@ -176,5 +185,9 @@ int th_victim_fini(struct th_victim *v)
 			r2ccl_disconnect(v->cl[r]);
 		v->cl[r] = NULL;
 	}
+	free(v->lat);
+	free(v->lat_at);
+	v->lat = v->lat_at = NULL;
+	v->nlat = 0;
 	return ret;
 }

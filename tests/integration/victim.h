@@ -17,6 +17,10 @@
 
 struct th_victim;
 
+/* AllReduce times kept (the later ones are not): 256 Ki, some seconds of a
+ * fast loop */
+#define TH_VICTIM_SAMPLES (1u << 18)
+
 struct th_vrank {
 	struct th_victim *v;
 	int rank;
@@ -34,8 +38,8 @@ struct th_victim {
 	atomic_long failed;
 	size_t n;            /* floats per AllReduce */
 	char why[256];
-	double lat[1 << 17]; /* rank 0's AllReduce times (us) */
-	double lat_at[1 << 17]; /* when each began (th_now_ms) */
+	double *lat;    /* rank 0's AllReduce times (us), TH_VICTIM_SAMPLES */
+	double *lat_at; /* when each began (th_now_ms) */
 	size_t nlat;
 	double p50, p99;     /* of lat, after th_victim_stop */
 };
