@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -42,4 +44,31 @@ uint64_t r2_spin_budget_us(int64_t v)
 	if (!ncpu)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	return ncpu >= 8 ? 50 : 0;
+}
+
+int r2_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+	struct sched_param sp = { .sched_priority = 0 };
+	pthread_attr_t a;
+	int r;
+
+	if (pthread_attr_init(&a) != 0)
+		return pthread_create(thread, NULL, fn, arg);
+	if (pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED) != 0 ||
+	    pthread_attr_setschedpolicy(&a, SCHED_OTHER) != 0 ||
+	    pthread_attr_setschedparam(&a, &sp) != 0) {
+		pthread_attr_destroy(&a);
+		return pthread_create(thread, NULL, fn, arg);
+	}
+	r = pthread_create(thread, &a, fn, arg);
+	pthread_attr_destroy(&a);
+	return r;
+}
+
+int r2_sched_batch(void)
+{
+	struct sched_param sp = { .sched_priority = 0 };
+	int r = pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+
+	return -r;
 }

@@ -2,6 +2,7 @@
 #ifndef R2CCL_UTIL_H
 #define R2CCL_UTIL_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <time.h>
@@ -42,5 +43,16 @@ int r2_grow(void *arr, size_t *cap, size_t n, size_t elem, size_t first);
 
 /* Closes fd if >= 0 and sets it to -1; keeps errno. */
 void r2_closep(int *fd);
+
+/* pthread_create, the new thread in the normal policy (SCHED_OTHER) whatever
+ * its creator's: the daemon's control thread runs SCHED_BATCH
+ * (r2_sched_batch), and the data-path threads it starts later (executors,
+ * the GPU worker) must not inherit that. Returns pthread_create's result. */
+int r2_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
+
+/* The calling thread in SCHED_BATCH: same CPU share, but its wake-ups do
+ * not preempt the threads running (docs/architecture.md, Threads). 0 or
+ * -errno. */
+int r2_sched_batch(void);
 
 #endif

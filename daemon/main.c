@@ -134,6 +134,10 @@ int main(int argc, char **argv)
 	if (r < 0)
 		log_warn("rails: %s; serving local communicators only", strerror(-r));
 
+	/* after every start-up thread: they keep SCHED_OTHER; the ones this
+	 * thread starts later are made with r2_thread_create */
+	if (r2_param_bool(&d.params, P_CONTROL_BATCH) && (r = r2_sched_batch()) < 0)
+		log_warn("control thread: SCHED_BATCH: %s", strerror(-r));
 	uv_run(d.loop, UV_RUN_DEFAULT);
 
 	/* every session is closed: stop the dispatcher, then free the rest */

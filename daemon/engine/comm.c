@@ -511,7 +511,7 @@ void r2d_comm_ready(struct r2_comm *c)
 	c->local_ranks = 0;
 	for (int r = 0; r < c->nranks; r++)
 		c->local_ranks += c->m[r].local;
-	if (pthread_create(&c->thread, NULL, r2d_comm_executor, c) == 0) {
+	if (r2_thread_create(&c->thread, r2d_comm_executor, c) == 0) {
 		char tn[16];
 		snprintf(tn, sizeof(tn), "r2-exec-%u", c->id);
 		pthread_setname_np(c->thread, tn);

@@ -465,7 +465,7 @@ static void *worker(void *arg)
 
 int r2g_worker_start(void)
 {
-	if (pthread_create(&Q.thread, NULL, worker, NULL) != 0)
+	if (r2_thread_create(&Q.thread, worker, NULL) != 0)
 		return -EAGAIN;
 	pthread_setname_np(Q.thread, "r2-gpu");
 	return 0;
