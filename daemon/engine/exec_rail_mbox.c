@@ -168,10 +168,11 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	if (cqe->type == R2_TPC_ERROR)
 		r2d_detour_failed(d, rail, cqe->peer);
 	/* Acknowledged before it goes to the mailbox. (After it, to keep the
-	 * ACK's write off the executor's path, was tried on 2026-12-04: on 8
-	 * hosts with apply threads, 1 MB ring AllReduces then came out wrong on
-	 * some hosts, on the 16-core machine and on 2 cores with
-	 * --apply-threads 4; a race that this order hides, not found yet.) */
+	 * ACK's write off the executor's path, was tried on 2026-12-04 and
+	 * reverted when 8-host AllReduces with apply threads came out wrong;
+	 * the cause was elsewhere, an inline chunk that did not wait for an
+	 * overlapping queued one (docs/resilience.md, Known problems), and is
+	 * fixed; the order after the mailbox has not been measured again.) */
 	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA)
 		ack_chunk(d, rail, cqe);
 	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
