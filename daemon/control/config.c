@@ -158,15 +158,17 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_CHUNK_SIZE] = { "chunk_size", "R2CCL_CHUNK_SIZE", "--chunk-size", R2_PT_INT, "1M",
 			   4096, 64 << 20, NULL, "bytes", true,
 			   "largest chunk of the rail phase (each is acknowledged)" },
-	/* the control thread's wake-ups (a client's request, a tick) do not
-	 * preempt the dispatcher or an executor mid-operation: a neighbour
-	 * tenant's ~2,000 refused requests a second moved a victim's 256 KiB
-	 * AllReduce p99 (docs/tenancy.md) */
+	/* on: the control thread's wake-ups (a client's request, a tick) do not
+	 * preempt the dispatcher or an executor mid-operation (a neighbour
+	 * tenant's refused requests moved a victim's p99 some 3 points less);
+	 * off by default: on a loaded 2-core host `tenants set` then took 3-4
+	 * ms instead of under 1 and its effect came after 12-14 ms in 2 of 6
+	 * tries, and view agreements run on that thread too (docs/tenancy.md) */
 	[P_CONTROL_BATCH] = { "control_batch", "R2CCL_CONTROL_BATCH", "--control-batch",
-			      R2_PT_BOOL, "1", 0, 0, NULL, NULL, false,
+			      R2_PT_BOOL, "0", 0, 0, NULL, NULL, false,
 			      "the control thread (client requests, health, r2cclctl) runs "
 			      "SCHED_BATCH: the same CPU share, but its wake-ups do not preempt "
-			      "the data path's threads (0: SCHED_OTHER like them)" },
+			      "the data path's threads, and on a busy host it answers later" },
 	[P_SPIN_US] = { "spin_us", "R2CCL_SPIN_US", "--spin-us", R2_PT_INT, "50", 0, 1000000, NULL,
 			"us", true,
 			"the dispatcher busy-polls the rings this long after activity (0: never)" },
