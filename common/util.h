@@ -45,8 +45,8 @@ int r2_grow(void *arr, size_t *cap, size_t n, size_t elem, size_t first);
 void r2_closep(int *fd);
 
 /* pthread_create, the new thread in the normal policy (SCHED_OTHER) whatever
- * its creator's: the daemon's control thread runs SCHED_BATCH
- * (r2_sched_batch), and the data-path threads it starts later (executors,
+ * its creator's: the daemon's control thread may run SCHED_BATCH
+ * (r2_sched_batch, control_batch), and the data-path threads it starts later (executors,
  * the GPU worker) must not inherit that. Returns pthread_create's result. */
 int r2_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
 
