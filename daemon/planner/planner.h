@@ -21,9 +21,11 @@
  *  - The planner guarantees that within one step no host sends bytes it also
  *    receives into, and that a COPY receive overlaps no other receive. Several
  *    REDUCE receives may target the same bytes in one step (direct
- *    reduce-scatter, tree reduce): the engine stages them and applies them one
- *    at a time, in the order listed (ascending peer), which keeps float
- *    results deterministic.
+ *    reduce-scatter, tree reduce): the engine applies them one at a time
+ *    (exec_rail_apply.c waits for an overlapping one on the apply queue), in
+ *    the order they arrive, not the order listed: a float sum's rounding may
+ *    differ from run to run, while every host gets the same bits (the bytes
+ *    are reduced at one host and copied to the others).
  *  - A bridge hop is one transfer relayed inside one step: the sender's entry
  *    has via = bridge host, rail = first-hop rail, rail2 = second-hop rail;
  *    the receiver's entry has via = bridge, rail = second-hop rail, rail2 =
