@@ -446,15 +446,16 @@ static void handle_leave(struct r2d *d, uint64_t from, const R2peer__Leave *l)
 /* Communicators a peer's JOIN makes at their root before any local rank
  * joins (a member's JOIN may come first): each holds a table of nranks
  * members until it forms or bootstrap_timeout_ms fails it, so a peer may
- * have at most R2_MAX(16, max_comms / 8) of them and 2^18 ranks in them at
- * a time here; beyond that its JOIN is refused (JOIN_FAIL, quota). Found by
- * tests/fuzz/fuzz_peer: JOINs of made-up ids filled the communicator table
- * and this host's own ranks were refused. */
+ * have at most R2_MAX(64, max_comms / 4) of them and 2^18 ranks in them at
+ * a time here (a job that creates communicators back to back while this
+ * host's ranks lag stays far below); beyond that its JOIN is refused
+ * (JOIN_FAIL, quota). Found by tests/fuzz/fuzz_peer: JOINs of made-up ids
+ * filled the communicator table and this host's own ranks were refused. */
 #define BEGUN_RANKS_MAX (1u << 18)
 
 static bool begun_ok(struct r2d *d, uint64_t from, uint32_t nranks, char *why, size_t len)
 {
-	uint32_t n = 0, cap = R2_MAX(16u, d->caps.comms / 8);
+	uint32_t n = 0, cap = R2_MAX(64u, d->caps.comms / 4);
 	uint64_t ranks = nranks;
 
 	for (struct r2_comm *c = d->comms; c; c = c->next) {
