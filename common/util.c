@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -50,17 +51,15 @@ int r2_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg)
 {
 	struct sched_param sp = { .sched_priority = 0 };
 	pthread_attr_t a;
+	bool set;
 	int r;
 
 	if (pthread_attr_init(&a) != 0)
 		return pthread_create(thread, NULL, fn, arg);
-	if (pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED) != 0 ||
-	    pthread_attr_setschedpolicy(&a, SCHED_OTHER) != 0 ||
-	    pthread_attr_setschedparam(&a, &sp) != 0) {
-		pthread_attr_destroy(&a);
-		return pthread_create(thread, NULL, fn, arg);
-	}
-	r = pthread_create(thread, &a, fn, arg);
+	set = pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED) == 0 &&
+	      pthread_attr_setschedpolicy(&a, SCHED_OTHER) == 0 &&
+	      pthread_attr_setschedparam(&a, &sp) == 0;
+	r = pthread_create(thread, set ? &a : NULL, fn, arg);
 	pthread_attr_destroy(&a);
 	return r;
 }

@@ -95,13 +95,13 @@ int r2c_comm_failed(r2ccl_comm_t *comm, int err);
 
 /* Drops the GPU state (gpu.c) kept for c; at disconnect. */
 void r2c_gpu_forget(r2ccl_client_t *c);
-/* One stream-ordered operation of slen/rlen bytes on comm (gpu.c): 0 once
- * queued on the stream, else the error (set as the thread's last). */
 /* The send and receive lengths of opcode with count elements of dtype on
  * comm (root: the root, or the peer of a send/recv), after the checks every
  * entry point makes: -EINVAL, -EOVERFLOW, or comm's own error (comm.c). */
 int r2c_op_lengths(r2ccl_comm_t *comm, uint32_t opcode, size_t count, r2ccl_dtype_t dtype,
 		   int root, uint64_t *slen, uint64_t *rlen);
+/* One stream-ordered operation of slen/rlen bytes on comm (gpu.c): 0 once
+ * queued on the stream, else the error (set as the thread's last). */
 int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, uint64_t slen,
 		   void *recvbuff, uint64_t rlen, size_t count, r2ccl_dtype_t dtype,
 		   r2ccl_redop_t op, int root, void *stream);

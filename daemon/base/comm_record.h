@@ -138,4 +138,12 @@ struct r2_comm {
 	struct r2_comm *next;
 };
 
+/* Made here by a peer's JOIN and still waiting, no local rank in it yet:
+ * counted against that peer's cap (bootstrap.c), not against max_comms
+ * (comm.c). */
+static inline bool r2_comm_begun_waiting(const struct r2_comm *c)
+{
+	return c->state == R2_COMM_JOINING && c->begun_by && c->owner_uid == (uint32_t)-1;
+}
+
 #endif

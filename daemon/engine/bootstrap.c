@@ -459,8 +459,7 @@ static bool begun_ok(struct r2d *d, uint64_t from, uint32_t nranks, char *why, s
 	uint64_t ranks = nranks;
 
 	for (struct r2_comm *c = d->comms; c; c = c->next) {
-		if (c->begun_by != from || c->state != R2_COMM_JOINING ||
-		    c->owner_uid != (uint32_t)-1)
+		if (c->begun_by != from || !r2_comm_begun_waiting(c))
 			continue;
 		n++;
 		ranks += (uint64_t)c->nranks;

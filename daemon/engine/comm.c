@@ -407,9 +407,11 @@ struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks
  * d->lock. */
 static void reap_unowned(struct r2d *d)
 {
-again:
-	for (struct r2_comm *c = d->comms; c; c = c->next) {
+	struct r2_comm *next;
+
+	for (struct r2_comm *c = d->comms; c; c = next) {
 		bool local = false;
+		next = c->next;
 		if (c->state != R2_COMM_BROKEN || c->refs != 1 || c->thread_started)
 			continue;
 		for (int r = 0; r < c->nranks && !local; r++)
@@ -417,8 +419,7 @@ again:
 		if (local)
 			continue;
 		c->state = R2_COMM_DEAD;
-		r2d_comm_put(c); /* no executor: d->lock stays held */
-		goto again;
+		r2d_comm_put(c); /* no executor: unlinks c alone, d->lock stays held */
 	}
 }
 
@@ -437,8 +438,7 @@ int r2d_comm_quota(struct r2_session *s, char *err, size_t errlen)
 		/* one a peer's JOIN made, no local rank in it yet, counts against
 		 * that peer's cap (bootstrap.c), not against local ranks: a peer
 		 * that JOINs junk must not lock this host's ranks out */
-		if (c->state == R2_COMM_DEAD ||
-		    (c->state == R2_COMM_JOINING && c->begun_by && c->owner_uid == (uint32_t)-1))
+		if (c->state == R2_COMM_DEAD || r2_comm_begun_waiting(c))
 			continue;
 		n++;
 		mine += c->owner_uid == s->uid;
