@@ -158,6 +158,17 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_CHUNK_SIZE] = { "chunk_size", "R2CCL_CHUNK_SIZE", "--chunk-size", R2_PT_INT, "1M",
 			   4096, 64 << 20, NULL, "bytes", true,
 			   "largest chunk of the rail phase (each is acknowledged)" },
+	/* 64 KiB and below always; up to this where the cost model puts the
+	 * one step ahead (exec_rail_eager.c): on 2 namespace hosts of the
+	 * 16-core machine 128 KB-1 MB went from the planner's rd plan's
+	 * ... (docs/benchmarks.md, 3c) */
+	[P_EAGER_MAX] = { "eager_max", "R2CCL_EAGER_MAX", "--eager-max", R2_PT_INT, "1M", 0,
+			  64 << 20, NULL, "bytes", true,
+			  "AllReduce across 2-8 hosts: the eager path (every host's buffer to "
+			  "every other in one step, no acknowledgement awaited) up to this size "
+			  "where the cost model (cost_alpha_us, cost_nic_bw) puts it ahead of "
+			  "the planner's plans, in a piece per rail; always up to 64 KiB; the "
+			  "same on every host" },
 	/* on: the control thread's wake-ups (a client's request, a tick) do not
 	 * preempt the dispatcher or an executor mid-operation (a neighbour
 	 * tenant's refused requests moved a victim's p99 some 3 points less);

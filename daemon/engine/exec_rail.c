@@ -83,7 +83,7 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 	size_t es = r2ccl_dtype_size(dt), count = q->count, blk = count * es;
 	struct r2_host *me = &c->hosts[c->my_host];
 	void *in[256];
-	int K = x->nops, r = 0;
+	int K = x->nops, r = 0, np;
 	uint64_t seq;
 	char *W = NULL, *scratch = NULL;
 	struct r2_view *view = NULL;
@@ -106,8 +106,8 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		 * written (lazy input: no up-front copy) */
 		if (K > 1)
 			r2_local_reduce(pool, W, in, K, count, dt, op);
-		if (rl_eager_ok(c, blk, view) && !x->stage_wait)
-			r = rl_eager_allreduce(x, W, K > 1 ? NULL : in[0], blk, dt, op, seq);
+		if (!x->stage_wait && (np = rl_eager_pieces(c, blk, es, view)) > 0)
+			r = rl_eager_allreduce(x, W, K > 1 ? NULL : in[0], blk, dt, op, seq, np);
 		else
 			r = rail_phase(x, W, K > 1 ? NULL : in[0], blk, dt, op, R2_PLAN_ALLREDUCE,
 				       0, 0, seq, view);

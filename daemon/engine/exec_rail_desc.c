@@ -153,6 +153,23 @@ int rl_desc_check(struct r2_comm *c, uint64_t opseq, const struct op_desc *mine,
 	return R2CCL_E_MISMATCH;
 }
 
+int rl_path_mismatch(struct r2_comm *c, uint64_t opseq, uint32_t src, bool eager)
+{
+	char why[256];
+
+	snprintf(why, sizeof(why),
+		 "collective %llu: host %u took the %s path and this host the %s one for the same "
+		 "call: eager_max, cost_alpha_us or cost_nic_bw differ between the hosts' "
+		 "configurations (they must be alike)",
+		 (unsigned long long)opseq, src, eager ? "planner's" : "eager",
+		 eager ? "eager" : "planner's");
+	log_warn("communicator %u: %s", c->id, why);
+	pthread_mutex_lock(&c->d->lock);
+	r2d_comm_break(c, R2CCL_E_MISMATCH, why);
+	pthread_mutex_unlock(&c->d->lock);
+	return R2CCL_E_MISMATCH;
+}
+
 /* An eager message's header carries its operation's descriptor
  * (exec_rail_eager.c): its step holds the kind, type and reduction, its off
  * the count (the eager path sends the whole buffer, at offset 0). */

@@ -11,8 +11,16 @@
  * all n contributions are there reduces them in host order with one
  * r2_reduce: every host computes the same expression, so every host gets
  * the same bits. Chosen per operation from facts every daemon shares (the
- * size, the host count, the agreed view), so all hosts of a communicator
- * take the same path for the same sequence number.
+ * size, the host count, the agreed view, the cost model's configuration),
+ * so all hosts of a communicator take the same path for the same sequence
+ * number.
+ *
+ * Above R2_EAGER_MAX (64 KiB) and up to eager_max (1 MiB), where the cost
+ * model puts the one step ahead of the planner's plans (always on 2 hosts,
+ * where it sends the same bytes as recursive doubling), the message to
+ * each host goes in pieces, one per rail (R2_EAGER_MAX_PIECES at most): the
+ * rails share the bytes as the planner's plans would, and the operation
+ * still waits for no acknowledgement.
  *
  * The guarantees of the chunk protocol stay: each message is acknowledged
  * by the receiving rails thread, the sender keeps its copy until then (past
@@ -37,8 +45,10 @@
 struct eager {
 	struct r2_comm *c;
 	uint64_t opseq, size;
-	struct sendrec **send;   /* [host]: my message to it (NULL: me) */
-	struct r2_rmsg **got;    /* [host]: its message to me */
+	size_t es;               /* element size: pieces are whole elements */
+	int np;                  /* pieces per message (hdr.chunk: np << 16 | piece) */
+	struct sendrec **send;   /* [host * np + piece]: mine to it (NULL: me) */
+	struct r2_rmsg **got;    /* [host * np + piece]: its to me */
 	int nsend, nacked, ngot;
 	bool repost;             /* a send waits for a rail or queue room */
 	uint64_t t_in, t_take;   /* the last message: in the mailbox, taken (us) */
@@ -65,19 +75,70 @@ static bool pair_ok(const struct r2_view *v, uint32_t a, uint32_t b)
 	return false;
 }
 
-bool rl_eager_ok(const struct r2_comm *c, uint64_t size, const struct r2_view *v)
+/* Piece k of np of a buffer of size bytes (whole elements of es bytes). */
+static void piece(uint64_t size, size_t es, int np, int k, uint64_t *off, uint64_t *len)
 {
-	if (size == 0 || size > R2_EAGER_MAX || c->nhosts < 2 || c->nhosts > R2_EAGER_MAX_HOSTS)
-		return false;
+	uint64_t n = size / es, a = n * (uint64_t)k / (uint64_t)np,
+		 b = n * (uint64_t)(k + 1) / (uint64_t)np;
+
+	*off = a * es;
+	*len = (b - a) * es;
+}
+
+/* The cost model's time for the eager step against the planner's log-step
+ * and ring AllReduces (docs/planner.md: alpha per message on a rail, every
+ * NIC at cost_nic_bw): eager sends (n - 1) x size in one step, recursive
+ * doubling size in each of log2 n, the ring 2 (n - 1) / n x size in
+ * 2 (n - 1). */
+static bool eager_cheaper(const struct r2_comm *c, uint64_t size, int np, uint32_t nrails)
+{
+	const struct r2_params *p = &c->d->params;
+	double a = (double)r2_param_int(p, P_COST_ALPHA_US) * 1e-6;
+	double bw = (double)r2_param_int(p, P_COST_NIC_BW);
+	double n = c->nhosts, s = (double)size, best;
+	double eager = a + (n - 1) * s / ((double)np * bw);
+
+	best = 2 * (n - 1) * a + 2 * (n - 1) / n * s / ((double)nrails * bw);
+	if ((c->nhosts & (c->nhosts - 1)) == 0) {
+		int steps = 0;
+		for (int k = c->nhosts; k > 1; k >>= 1)
+			steps++;
+		best = R2_MIN(best, steps * (a + s / ((double)nrails * bw)));
+	}
+	return eager <= best;
+}
+
+int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const struct r2_view *v)
+{
+	const struct r2_rails *rs = c->d->rails;
+	uint32_t nrails = v && v->down ? v->nrails : rs ? (uint32_t)rs->n : 0;
+	int np = 1;
+
+	if (size == 0 || c->nhosts < 2 || c->nhosts > R2_EAGER_MAX_HOSTS || nrails == 0 || !es)
+		return 0;
+	if (v && v->down && v->nhosts != (uint32_t)c->nhosts)
+		return 0;
+	if (size > R2_EAGER_MAX) {
+		/* larger: where eager_max and the cost model say, on healthy
+		 * NICs (a degraded one wants the planner's shares), a piece per
+		 * rail, each one message (at most a chunk) */
+		np = (int)R2_MIN(nrails, (uint32_t)R2_EAGER_MAX_PIECES);
+		if (size > (uint64_t)r2_param_int(&c->d->params, P_EAGER_MAX) ||
+		    size / es < (uint64_t)np ||
+		    size / (uint64_t)np + es > (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE) ||
+		    !eager_cheaper(c, size, np, nrails))
+			return 0;
+		for (uint32_t i = 0; v && v->bw && v->down && i < v->nhosts * v->nrails; i++)
+			if (v->bw[i] && v->bw[i] < R2_PLAN_NOMINAL_BPS)
+				return 0;
+	}
 	if (!v || !v->down)
-		return true;
-	if (v->nhosts != (uint32_t)c->nhosts)
-		return false;
+		return np;
 	for (uint32_t a = 0; a < v->nhosts; a++)
 		for (uint32_t b = a + 1; b < v->nhosts; b++)
 			if (!pair_ok(v, a, b))
-				return false;
-	return true;
+				return 0;
+	return np;
 }
 
 /* On a rail to its host, or, with none left (two NICs on different rails
@@ -101,8 +162,8 @@ static int post(struct eager *e, struct sendrec *s)
 static int repost(struct eager *e)
 {
 	e->repost = false;
-	for (int h = 0; h < e->c->nhosts; h++) {
-		struct sendrec *s = e->send[h];
+	for (int i = 0; i < e->c->nhosts * e->np; i++) {
+		struct sendrec *s = e->send[i];
 		if (s && !s->posted && !s->acked) {
 			int r = post(e, s);
 			if (r < 0)
@@ -114,10 +175,20 @@ static int repost(struct eager *e)
 
 static struct sendrec *mine(struct eager *e, uint64_t ctx)
 {
-	for (int h = 0; h < e->c->nhosts; h++)
-		if (e->send[h] && (uint64_t)(uintptr_t)e->send[h] == ctx)
-			return e->send[h];
+	for (int i = 0; i < e->c->nhosts * e->np; i++)
+		if (e->send[i] && (uint64_t)(uintptr_t)e->send[i] == ctx)
+			return e->send[i];
 	return NULL;
+}
+
+/* My piece that an acknowledgement names (its header is the piece's). */
+static struct sendrec *acked_piece(struct eager *e, const struct r2_chunk_hdr *h)
+{
+	uint32_t k = h->chunk & 0xffffu;
+
+	if (h->dst >= (uint32_t)e->c->nhosts || k >= (uint32_t)e->np)
+		return NULL;
+	return e->send[(int)h->dst * e->np + (int)k];
 }
 
 /* A connection failed (rl_p2p_handle marked its rail in failed_rails): my
@@ -127,15 +198,15 @@ static int conn_error(struct eager *e, const struct r2_rmsg *m)
 	struct r2_rails *rs = e->c->d->rails;
 	uint32_t all = rs ? (1u << rs->n) - 1 : 0;
 
-	for (int h = 0; h < e->c->nhosts; h++) {
-		struct sendrec *s = e->send[h];
+	for (int i = 0; i < e->c->nhosts * e->np; i++) {
+		struct sendrec *s = e->send[i];
 		if (!s || (s->via ? s->via : s->peer) != m->cqe.peer || s->rail != m->rail ||
 		    !s->sent || s->acked)
 			continue;
 		s->sent = false;
 		s->posted = false;
 		r2d_rails_note_resend(e->c->d, m->rail, m->cqe.peer, 1);
-		if ((e->c->hosts[h].failed_rails & all) == all &&
+		if ((e->c->hosts[i / e->np].failed_rails & all) == all &&
 		    !rl_detour_possible_for(e->c, &e->det, s->peer))
 			return R2CCL_E_PEER_GONE;
 		e->repost = true;
@@ -168,6 +239,8 @@ static int desc_in(struct eager *e, const struct r2_rmsg *m)
 		if (h->len != sizeof(theirs))
 			return 0; /* malformed: dropped below */
 		memcpy(&theirs, m->cqe.buf, sizeof(theirs));
+		int r = rl_desc_check(e->c, e->opseq, &e->mine, &theirs, h->src);
+		return r < 0 ? r : rl_path_mismatch(e->c, e->opseq, h->src, true);
 	} else if (h->flags & R2_CHUNK_EAGER) {
 		rl_desc_from_hdr(&theirs, h);
 	} else {
@@ -176,33 +249,42 @@ static int desc_in(struct eager *e, const struct r2_rmsg *m)
 	return rl_desc_check(e->c, e->opseq, &e->mine, &theirs, h->src);
 }
 
-/* A data message: mine if it is this operation's, to this host, whole;
- * <0: the hosts disagree on the collective (R2CCL_E_MISMATCH). */
+/* A data message: mine if it is this operation's, to this host, a piece
+ * of the split this host makes; <0: the hosts disagree on the collective
+ * (R2CCL_E_MISMATCH). */
 static int data_in(struct eager *e, struct r2_rmsg *m)
 {
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
-	int r;
+	uint32_t k = h->chunk & 0xffffu, np = h->chunk >> 16;
+	uint64_t off = 0, len = 0;
+	int r, i;
 
 	if (h->src < (uint32_t)e->c->nhosts && h->src != (uint32_t)e->c->my_host &&
 	    (r = desc_in(e, m)) < 0) {
 		rl_rmsg_free(e->c->d, m);
 		return r;
 	}
+	if (np == (uint32_t)e->np && k < np)
+		piece(e->size, e->es, e->np, (int)k, &off, &len);
+	else if (np == 0 && e->np == 1) /* a daemon from before the pieces */
+		len = e->size;
 	if (h->src >= (uint32_t)e->c->nhosts || h->src == (uint32_t)e->c->my_host ||
 	    h->dst != (uint32_t)e->c->my_host || !(h->flags & R2_CHUNK_EAGER) ||
-	    h->len != e->size) {
-		log_warn("communicator %u: op %llu: eager message from host %u of %u bytes at %llu "
-			 "dropped (expected %llu bytes)", e->c->id, (unsigned long long)e->opseq,
-			 h->src, h->len, (unsigned long long)h->off, (unsigned long long)e->size);
+	    h->len != len || len == 0) {
+		log_warn("communicator %u: op %llu: eager message from host %u of %u bytes, piece "
+			 "%u of %u, dropped (expected %llu bytes in %d pieces)", e->c->id,
+			 (unsigned long long)e->opseq, h->src, h->len, k, np,
+			 (unsigned long long)e->size, e->np);
 		rl_rmsg_free(e->c->d, m);
 		return 0;
 	}
-	if (e->got[h->src]) { /* delivered twice: kept once */
+	i = (int)h->src * e->np + (int)k;
+	if (e->got[i]) { /* delivered twice: kept once */
 		atomic_fetch_add(&e->c->d->chunks_dup_dropped, 1);
 		rl_rmsg_free(e->c->d, m);
 		return 0;
 	}
-	e->got[h->src] = m;
+	e->got[i] = m;
 	e->ngot++;
 	e->t_in = R2_MAX(e->t_in, m->when_us);
 	e->t_take = r2_now_us();
@@ -235,8 +317,8 @@ static int handle(struct eager *e, struct r2_rmsg *m)
 		break;
 	}
 	case R2_TPC_RECV:
-		if (h->kind == R2_MSG_ACK && h->opseq == e->opseq && h->dst < (uint32_t)c->nhosts &&
-		    (s = e->send[h->dst]) && !s->acked && (h->flags & R2_CHUNK_NACK)) {
+		if (h->kind == R2_MSG_ACK && h->opseq == e->opseq && (s = acked_piece(e, h)) &&
+		    !s->acked && (h->flags & R2_CHUNK_NACK)) {
 			/* the bridge has no rail to its host either (or is busy) */
 			int r = s->via == m->cqe.peer ? rl_detour_refused(c, &e->det, h, m->cqe.peer) : 0;
 			if (s->via == m->cqe.peer) {
@@ -249,7 +331,7 @@ static int handle(struct eager *e, struct r2_rmsg *m)
 				return r;
 			}
 		} else if (h->kind == R2_MSG_ACK && h->opseq == e->opseq &&
-			   h->dst < (uint32_t)c->nhosts && (s = e->send[h->dst]) && !s->acked) {
+			   (s = acked_piece(e, h)) && !s->acked) {
 			s->acked = true;
 			e->nacked++;
 		} else if (h->kind == R2_MSG_DATA && h->opseq == e->opseq) {
@@ -278,8 +360,8 @@ static int broken(const struct r2_comm *c)
 
 static bool all_posted(const struct eager *e)
 {
-	for (int h = 0; h < e->c->nhosts; h++)
-		if (e->send[h] && !e->send[h]->acked && !e->send[h]->posted)
+	for (int i = 0; i < e->c->nhosts * e->np; i++)
+		if (e->send[i] && !e->send[i]->acked && !e->send[i]->posted)
 			return false;
 	return true;
 }
@@ -291,7 +373,7 @@ static int run(struct eager *e, uint64_t deadline)
 	struct r2_comm *c = e->c;
 	uint64_t spin_us = rl_exec_spin_us(c->d); /* the peers' messages are microseconds away */
 
-	while (e->ngot < c->nhosts - 1 || !all_posted(e)) {
+	while (e->ngot < (c->nhosts - 1) * e->np || !all_posted(e)) {
 		struct r2_rmsg *m;
 		int r;
 
@@ -324,21 +406,21 @@ static int run(struct eager *e, uint64_t deadline)
  * so an operation ends when its data is in, not a round trip later. */
 static void linger(struct eager *e)
 {
-	struct sendrec *keep[R2_EAGER_MAX_HOSTS];
+	struct sendrec *keep[R2_EAGER_MAX_HOSTS * R2_EAGER_MAX_PIECES];
 	int n = 0;
 
-	for (int h = 0; h < e->c->nhosts; h++)
-		if (e->send[h] && !e->send[h]->acked)
-			keep[n++] = e->send[h];
+	for (int i = 0; i < e->c->nhosts * e->np; i++)
+		if (e->send[i] && !e->send[i]->acked)
+			keep[n++] = e->send[i];
 	if (n == 0 || rl_p2p_linger(e->c, e->opseq, keep, n, &e->det) < 0)
 		return; /* none, or no memory: freed or orphaned by the caller */
-	for (int h = 0; h < e->c->nhosts; h++)
-		if (e->send[h] && !e->send[h]->acked)
-			e->send[h] = NULL; /* the linger's now */
+	for (int i = 0; i < e->c->nhosts * e->np; i++)
+		if (e->send[i] && !e->send[i]->acked)
+			e->send[i] = NULL; /* the linger's now */
 }
 
 int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
-		       r2ccl_dtype_t dtype, r2ccl_redop_t redop, uint64_t opseq)
+		       r2ccl_dtype_t dtype, r2ccl_redop_t redop, uint64_t opseq, int np)
 {
 	struct r2_comm *c = x->c;
 	struct r2_rails *rs = c->d->rails;
@@ -350,8 +432,10 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		.c = c,
 		.opseq = opseq,
 		.size = size,
-		.send = calloc((size_t)nh, sizeof(*e.send)),
-		.got = calloc((size_t)nh, sizeof(*e.got)),
+		.es = r2ccl_dtype_size(dtype),
+		.np = np,
+		.send = calloc((size_t)(nh * np), sizeof(*e.send)),
+		.got = calloc((size_t)(nh * np), sizeof(*e.got)),
 	};
 
 	if (!e.send || !e.got || !rs || rs->n == 0) {
@@ -366,7 +450,8 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		if (m->cqe.hdr.opseq == opseq) {
 			*pp = m->next;
 			m->next = NULL;
-			data_in(&e, m);
+			if ((r = data_in(&e, m)) < 0)
+				goto out;
 			continue;
 		}
 		pp = &m->next;
@@ -374,24 +459,28 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 	/* the tenant's queue on the rails: looked up once (a lock and a
 	 * lookup), not per message */
 	int tenant = r2d_tenants_of(c->d, c->tenant);
-	for (int h = 0; h < nh; h++) {
+	for (int i = 0; i < nh * np; i++) {
+		int h = i / np, k = i % np;
+		uint64_t off, len;
 		struct sendrec *s;
 		if (h == me)
 			continue;
+		piece(size, e.es, np, k, &off, &len);
 		s = calloc(1, sizeof(*s));
 		if (!s) {
 			r = -ENOMEM;
 			goto out;
 		}
-		s->rail = (me + h) % rs->n; /* pairs spread over the rails */
+		/* pairs spread over the rails, and a message's pieces too */
+		s->rail = (me + h + k) % rs->n;
 		s->tenant = tenant;
 		/* a copy: W receives the result while the transport may still
 		 * read, and a re-send after a failure needs the bytes; in a
 		 * proxy buffer (registered on every rail: verbs sends it
 		 * without another copy), the heap when the pool is full */
-		if (rl_chunk_buf(c->d, s, mybuf, size) == -ENOBUFS &&
-		    (s->buf = malloc(size)))
-			memcpy(s->buf, mybuf, size);
+		if (rl_chunk_buf(c->d, s, (const char *)mybuf + off, len) == -ENOBUFS &&
+		    (s->buf = malloc(len)))
+			memcpy(s->buf, (const char *)mybuf + off, len);
 		if (!s->buf) {
 			free(s);
 			r = -ENOMEM;
@@ -403,34 +492,39 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		s->hdr.opseq = opseq;
 		s->hdr.src = (uint32_t)me;
 		s->hdr.dst = (uint32_t)h;
-		s->hdr.len = (uint32_t)size;
+		s->hdr.len = (uint32_t)len;
 		rl_desc_to_hdr(&e.mine, &s->hdr); /* flags, step, off */
+		/* which piece: 0 of 0 from a daemon before the pieces */
+		s->hdr.chunk = np > 1 ? (uint32_t)np << 16 | (uint32_t)k : 0;
 		s->peer = c->hosts[h].id;
-		e.send[h] = s;
+		e.send[i] = s;
 		e.nsend++;
 		if ((r = post(&e, s)) < 0)
 			goto out;
 	}
 	t_posted = r2_now_us();
 	r = run(&e, t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000);
-	if (r == 0) {
+	for (int k = 0; r == 0 && k < np; k++) {
+		uint64_t off, len;
+		piece(size, e.es, np, k, &off, &len);
 		for (int h = 0; h < nh; h++)
-			in[h] = h == me ? mybuf : e.got[h]->cqe.buf;
+			in[h] = h == me ? (const char *)mybuf + off : e.got[h * np + k]->cqe.buf;
 		/* AVG sums here; exec_hier divides once, as after the rail phase */
-		r = r2_reduce(W, in, nh, size / r2ccl_dtype_size(dtype), dtype,
+		r = r2_reduce((char *)W + off, in, nh, len / e.es, dtype,
 			      redop == R2CCL_AVG ? R2CCL_SUM : redop, 1);
-		if (r == 0)
-			atomic_fetch_add(&c->d->eager_ops_total, 1);
 	}
+	if (r == 0)
+		atomic_fetch_add(&c->d->eager_ops_total, 1);
 	if (r == 0)
 		linger(&e);
 	/* where a small operation's time goes (--log-level debug): from the
 	 * dispatcher's queueing to this executor, posting (copy, and the write
 	 * when the transport does it inline), the last message in the mailbox
 	 * (the rails thread) and taken from it, the end */
-	log_debug("communicator %u: op %llu, %llu bytes eager to %d hosts: queued->start %lld us, "
+	log_debug("communicator %u: op %llu, %llu bytes eager to %d hosts (%d pieces each): "
+		  "queued->start %lld us, "
 		  "posted +%lld, last in +%lld, taken +%lld, end +%lld us (start at %llu)", c->id,
-		  (unsigned long long)opseq, (unsigned long long)size, nh - 1,
+		  (unsigned long long)opseq, (unsigned long long)size, nh - 1, np,
 		  (long long)(t0 - x->ops[0]->submitted_us), (long long)(t_posted - t0),
 		  e.t_in ? (long long)(e.t_in - t0) : -1LL,
 		  e.t_take ? (long long)(e.t_take - t0) : -1LL, (long long)(r2_now_us() - t0),
@@ -439,9 +533,9 @@ out:
 	if (r < 0 && r != R2CCL_E_SHUTDOWN)
 		log_warn("communicator %u: eager operation %llu failed: %s (%d of %d messages in, "
 			 "%d of %d acknowledged)", c->id, (unsigned long long)opseq,
-			 r2ccl_strerror(r), e.ngot, nh - 1, e.nacked, e.nsend);
-	for (int h = 0; e.send && h < nh; h++) {
-		struct sendrec *s = e.send[h];
+			 r2ccl_strerror(r), e.ngot, (nh - 1) * np, e.nacked, e.nsend);
+	for (int i = 0; e.send && i < nh * np; i++) {
+		struct sendrec *s = e.send[i];
 		if (!s)
 			continue;
 		if (s->posted && !s->sent)
@@ -449,9 +543,9 @@ out:
 		else
 			rl_sendrec_free(s);
 	}
-	for (int h = 0; e.got && h < nh; h++)
-		if (e.got[h])
-			rl_rmsg_free(c->d, e.got[h]);
+	for (int i = 0; e.got && i < nh * np; i++)
+		if (e.got[i])
+			rl_rmsg_free(c->d, e.got[i]);
 	free(e.send);
 	free(e.got);
 	free(e.det.nacked);

@@ -341,6 +341,11 @@ void rl_desc_fill(struct op_desc *dd, const struct r2_exec *x);
  * R2CCL_E_MISMATCH with the communicator broken and the reason logged. */
 int rl_desc_check(struct r2_comm *c, uint64_t opseq, const struct op_desc *mine,
 		  const struct op_desc *theirs, uint32_t src);
+/* Host src took the eager path for collective opseq where this host took
+ * the planner's (eager: false), or the other way round, and both called
+ * the same collective: their eager_max, logstep or cost model parameters
+ * differ. Breaks c with that reason; R2CCL_E_MISMATCH. */
+int rl_path_mismatch(struct r2_comm *c, uint64_t opseq, uint32_t src, bool eager);
 /* The descriptor in an eager message's header (R2_CHUNK_EAGER). */
 void rl_desc_to_hdr(const struct op_desc *d, struct r2_chunk_hdr *h);
 void rl_desc_from_hdr(struct op_desc *d, const struct r2_chunk_hdr *h);
@@ -356,13 +361,17 @@ void rl_desc_end(struct railop *o);
  * before the buffer: found by fuzz_peer, 2026-12-03). exec_rail_apply.c */
 bool rl_in_range(uint64_t off, uint64_t len, uint64_t base, uint64_t size);
 
-#define R2_EAGER_MAX (64u << 10)  /* bytes: the eager path up to this size */
+#define R2_EAGER_MAX (64u << 10)  /* bytes: the eager path always up to this size */
 #define R2_EAGER_MAX_HOSTS 8      /* n - 1 messages per host: few hosts only */
-/* The same answer on every host for the same operation (size, hosts and
- * the agreed view v, NULL: nothing known failed). */
-bool rl_eager_ok(const struct r2_comm *c, uint64_t size, const struct r2_view *v);
+#define R2_EAGER_MAX_PIECES 8     /* above R2_EAGER_MAX: a message per rail, at most */
+/* How many pieces each eager message has for an AllReduce of size bytes
+ * (elements of es bytes), 0: not eager. The same answer on every host for
+ * the same operation (size, hosts, the agreed view v, NULL: nothing known
+ * failed, and eager_max and the cost model's parameters, which every host
+ * must have alike: rl_path_mismatch says so when they do not). */
+int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const struct r2_view *v);
 int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
-		       r2ccl_dtype_t dtype, r2ccl_redop_t redop, uint64_t opseq);
+		       r2ccl_dtype_t dtype, r2ccl_redop_t redop, uint64_t opseq, int np);
 
 /* ---- exec_rail_loop.c: the rail phase ---- */
 

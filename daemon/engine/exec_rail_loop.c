@@ -98,6 +98,8 @@ int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 
 		rl_desc_from_hdr(&theirs, h);
 		r = rl_desc_check(o->c, o->opseq, &o->desc.mine, &theirs, h->src);
+		if (r == 0) /* the same call: the hosts chose differently */
+			r = rl_path_mismatch(o->c, o->opseq, h->src, false);
 		rl_rmsg_free(o->d, m);
 		return r;
 	}

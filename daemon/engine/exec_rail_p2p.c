@@ -323,7 +323,10 @@ static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
 
 	for (struct sendrec **pp = p ? &p->sends : NULL; pp && *pp; pp = &(*pp)->next) {
 		struct sendrec *s = *pp;
-		if (s->hdr.off != h->off || s->hdr.dst != h->dst || s->acked)
+		/* (an eager message's pieces share off, the count: chunk
+		 * tells them apart) */
+		if (s->hdr.off != h->off || s->hdr.chunk != h->chunk || s->hdr.dst != h->dst ||
+		    s->acked)
 			continue;
 		if (h->flags & R2_CHUNK_NACK) { /* not an acknowledgement */
 			if (s->via == m->cqe.peer)

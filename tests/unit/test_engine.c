@@ -149,26 +149,50 @@ START_TEST(test_allreduce_three_hosts_two_ranks)
 END_TEST
 
 /* Small AllReduces across hosts go eager (exec_rail_eager.c: one message
- * each way), larger ones by the planner's schedule, mixed in one
- * communicator; exact results; the eager count says which path ran. */
+ * each way, in a piece per rail above 64 KiB), larger ones by the
+ * planner's schedule, mixed in one communicator; exact results; the eager
+ * count says which path ran. (The unit tests' chunk_size is 64 KiB, and an
+ * eager piece is at most a chunk.) */
 START_TEST(test_allreduce_eager)
 {
-	struct th_host *hs[3];
+	struct th_host *hs[4];
 	struct th_sess *ss[6];
 	enum { NQ = 4 }; /* a session holds 8 memory regions */
 	int32_t *in[2][NQ], *out[2][NQ];
 	uint32_t im[2][NQ], om[2][NQ];
 	uint64_t tag[2][NQ];
-	const uint64_t cnt[NQ] = { 1, 100000, 37, 5000 }; /* the second by the planner */
+	/* the second by the planner, the fourth eager in 2 pieces */
+	const uint64_t cnt[NQ] = { 1, 100000, 37, 20001 };
 
 	th_cluster(hs, 2, 1, 0x3, ss, NULL);
 	allreduce(ss, 2, 1, R2CCL_SUM);
-	allreduce(ss, 2, 256 * 1024, R2CCL_SUM); /* planner */
-	allreduce(ss, 2, 16384, R2CCL_MAX);      /* 64 KB: the largest eager one */
-	allreduce(ss, 2, 16385, R2CCL_SUM);      /* planner */
+	allreduce(ss, 2, 256 * 1024, R2CCL_SUM); /* planner: 512 KB pieces > a chunk */
+	allreduce(ss, 2, 16385, R2CCL_SUM);      /* 2 pieces, 8192 and 8193 elements */
+	allreduce(ss, 2, 32769, R2CCL_SUM);      /* planner: a piece would pass a chunk */
 	for (int h = 0; h < 2; h++)
 		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 2);
 	th_free_all(hs, 2);
+
+	/* eager_max 64 KiB: the planner's from 64 KiB + 1 (the old rule) */
+	const char *const small[] = { "eager_max=65536", NULL };
+	th_cluster(hs, 2, 1, 0x3, ss, small);
+	allreduce(ss, 2, 16384, R2CCL_MAX); /* 64 KB: the largest in one piece */
+	allreduce(ss, 2, 16385, R2CCL_SUM);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 1);
+	th_free_all(hs, 2);
+
+	/* 4 hosts: above 64 KiB only where the cost model says (3 x the bytes
+	 * in one step against recursive doubling's 2 x in two): not at 80 KB
+	 * on 1 Gbit/s NICs with alpha 200 us, yes on NICs 10x faster */
+	const char *const fast[] = { "cost_nic_bw=1250000000", NULL };
+	for (int f = 0; f < 2; f++) {
+		th_cluster(hs, 4, 1, 0x3, ss, f ? fast : NULL);
+		allreduce(ss, 4, 20000, R2CCL_SUM);
+		for (int h = 0; h < 4; h++)
+			ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), (uint64_t)f);
+		th_free_all(hs, 4);
+	}
 
 	/* queued back to back, small and large mixed: a host ahead sends the
 	 * next operation's message while the other still runs this one */
