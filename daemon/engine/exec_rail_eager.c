@@ -509,9 +509,16 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		piece(size, e.es, np, k, &off, &len);
 		for (int h = 0; h < nh; h++)
 			in[h] = h == me ? (const char *)mybuf + off : e.got[h * np + k]->cqe.buf;
-		/* AVG sums here; exec_hier divides once, as after the rail phase */
-		r = r2_reduce((char *)W + off, in, nh, len / e.es, dtype,
-			      redop == R2CCL_AVG ? R2CCL_SUM : redop, 1);
+		/* AVG sums here; exec_hier divides once, as after the rail
+		 * phase. A large piece on the engine's threads where the host
+		 * has them (element by element in host order either way) */
+		struct r2_pool *pool = rl_par_pool(c->d, len);
+		if (pool)
+			r2_local_reduce(pool, (char *)W + off, (void *const *)in, nh, len / e.es,
+					dtype, redop);
+		else
+			r = r2_reduce((char *)W + off, in, nh, len / e.es, dtype,
+				      redop == R2CCL_AVG ? R2CCL_SUM : redop, 1);
 	}
 	if (r == 0)
 		atomic_fetch_add(&c->d->eager_ops_total, 1);
