@@ -160,8 +160,9 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			   "largest chunk of the rail phase (each is acknowledged)" },
 	/* 64 KiB and below always; up to this where the cost model puts the
 	 * one step ahead (exec_rail_eager.c): on 2 namespace hosts of the
-	 * 16-core machine 128 KB-1 MB went from the planner's rd plan's
-	 * ... (docs/benchmarks.md, 3c) */
+	 * 2-core VM 128 KB from 254-282 us (the planner's rd plan) to
+	 * 161-234, 256 KB from 319-399 to 235-288; at 1 Gbit/s per NIC the
+	 * same times as rd (both wire-bound); docs/benchmarks.md, 3c */
 	[P_EAGER_MAX] = { "eager_max", "R2CCL_EAGER_MAX", "--eager-max", R2_PT_INT, "1M", 0,
 			  64 << 20, NULL, "bytes", true,
 			  "AllReduce across 2-8 hosts: the eager path (every host's buffer to "
