@@ -209,13 +209,6 @@ struct victim {
 #define WIN_PAIRS 10
 #define WIN_MS 200.0
 
-static int cmp_dbl(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void victim_main(void *arg)
 {
 	struct victim *v = arg;
@@ -252,7 +245,7 @@ static void victim_main(void *arg)
 		th_victim_windows(&v->l, &busy[2 * k], 1);
 		ratio[k] = q99 > 0 ? v->l.p99 / q99 : 1.0;
 	}
-	qsort(ratio, WIN_PAIRS, sizeof(ratio[0]), cmp_dbl);
+	qsort(ratio, WIN_PAIRS, sizeof(ratio[0]), th_cmp_double);
 	double pair_move = 100.0 * (ratio[WIN_PAIRS / 2] - 1.0);
 	th_victim_windows(&v->l, busy, WIN_PAIRS);
 	double move = p99 > 0 ? 100.0 * (v->l.p99 - p99) / p99 : 0.0;

@@ -111,7 +111,7 @@ int th_victim_run(struct th_victim *v)
 	return both(v, rank_loop);
 }
 
-static int cmp_double(const void *a, const void *b)
+int th_cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 
@@ -162,7 +162,7 @@ size_t th_victim_windows(struct th_victim *v, const double *w, size_t nw)
 				break;
 			}
 	if (n) {
-		qsort(got, n, sizeof(got[0]), cmp_double);
+		qsort(got, n, sizeof(got[0]), th_cmp_double);
 		v->p50 = got[n / 2];
 		v->p99 = got[n * 99 / 100];
 	}

@@ -46,6 +46,8 @@ struct th_victim {
 
 /* Connects both ranks to the daemon of R2CCL_SOCKET and forms their
  * communicator; AllReduces of 4 KiB. */
+/* qsort's comparison of doubles, ascending. */
+int th_cmp_double(const void *a, const void *b);
 int th_victim_init(struct th_victim *v);
 /* The same with AllReduces of bytes (a multiple of 4). */
 int th_victim_init_size(struct th_victim *v, size_t bytes);
