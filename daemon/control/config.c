@@ -158,18 +158,17 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_CHUNK_SIZE] = { "chunk_size", "R2CCL_CHUNK_SIZE", "--chunk-size", R2_PT_INT, "1M",
 			   4096, 64 << 20, NULL, "bytes", true,
 			   "largest chunk of the rail phase (each is acknowledged)" },
-	/* 64 KiB and below always; up to this where the cost model puts the
-	 * one step ahead (exec_rail_eager.c): on 2 namespace hosts of the
+	/* 64 KiB and below always; up to this on 2 hosts (exec_rail_eager.c):
+	 * on 2 namespace hosts of the
 	 * 2-core VM 128 KB from 254-282 us (the planner's rd plan) to
 	 * 161-234, 256 KB from 319-399 to 235-288; at 1 Gbit/s per NIC the
 	 * same times as rd (both wire-bound); docs/benchmarks.md, 3c */
 	[P_EAGER_MAX] = { "eager_max", "R2CCL_EAGER_MAX", "--eager-max", R2_PT_INT, "1M", 0,
 			  64 << 20, NULL, "bytes", true,
-			  "AllReduce across 2-8 hosts: the eager path (every host's buffer to "
-			  "every other in one step, no acknowledgement awaited) up to this size "
-			  "where the cost model (cost_alpha_us, cost_nic_bw) puts it ahead of "
-			  "the planner's plans, in a piece per rail; always up to 64 KiB; the "
-			  "same on every host" },
+			  "AllReduce across 2 hosts: the eager path (each host's buffer to the "
+			  "other in one step, a piece per rail, no acknowledgement awaited) up "
+			  "to this size (pieces at most chunk_size); on 2-8 hosts it is taken "
+			  "up to 64 KiB whatever this says; the same on every host" },
 	/* on: the control thread's wake-ups (a client's request, a tick) do not
 	 * preempt the dispatcher or an executor mid-operation (a neighbour
 	 * tenant's refused requests moved a victim's p99 some 3 points less);

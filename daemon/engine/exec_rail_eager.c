@@ -15,12 +15,11 @@
  * so all hosts of a communicator take the same path for the same sequence
  * number.
  *
- * Above R2_EAGER_MAX (64 KiB) and up to eager_max (1 MiB), where the cost
- * model puts the one step ahead of the planner's plans (always on 2 hosts,
- * where it sends the same bytes as recursive doubling), the message to
- * each host goes in pieces, one per rail (R2_EAGER_MAX_PIECES at most): the
- * rails share the bytes as the planner's plans would, and the operation
- * still waits for no acknowledgement.
+ * Above R2_EAGER_MAX (64 KiB) and up to eager_max (1 MiB), on 2 hosts
+ * (where it sends the same bytes as recursive doubling, in the same one
+ * step), the message goes in pieces, one per rail: the rails share the
+ * bytes as the planner's plan would, and the operation still waits for no
+ * acknowledgement.
  *
  * The guarantees of the chunk protocol stay: each message is acknowledged
  * by the receiving rails thread, the sender keeps its copy until then (past
@@ -85,29 +84,6 @@ static void piece(uint64_t size, size_t es, int np, int k, uint64_t *off, uint64
 	*len = (b - a) * es;
 }
 
-/* The cost model's time for the eager step against the planner's log-step
- * and ring AllReduces (docs/planner.md: alpha per message on a rail, every
- * NIC at cost_nic_bw): eager sends (n - 1) x size in one step, recursive
- * doubling size in each of log2 n, the ring 2 (n - 1) / n x size in
- * 2 (n - 1). */
-static bool eager_cheaper(const struct r2_comm *c, uint64_t size, int np, uint32_t nrails)
-{
-	const struct r2_params *p = &c->d->params;
-	double a = (double)r2_param_int(p, P_COST_ALPHA_US) * 1e-6;
-	double bw = (double)r2_param_int(p, P_COST_NIC_BW);
-	double n = c->nhosts, s = (double)size, best;
-	double eager = a + (n - 1) * s / ((double)np * bw);
-
-	best = 2 * (n - 1) * a + 2 * (n - 1) / n * s / ((double)nrails * bw);
-	if ((c->nhosts & (c->nhosts - 1)) == 0) {
-		int steps = 0;
-		for (int k = c->nhosts; k > 1; k >>= 1)
-			steps++;
-		best = R2_MIN(best, steps * (a + s / ((double)nrails * bw)));
-	}
-	return eager <= best;
-}
-
 int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const struct r2_view *v)
 {
 	const struct r2_rails *rs = c->d->rails;
@@ -119,14 +95,21 @@ int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const str
 	if (v && v->down && v->nhosts != (uint32_t)c->nhosts)
 		return 0;
 	if (size > R2_EAGER_MAX) {
-		/* larger: where eager_max and the cost model say, on healthy
-		 * NICs (a degraded one wants the planner's shares), a piece per
-		 * rail, each one message (at most a chunk) */
+		/* larger: on 2 hosts, where it sends what recursive doubling
+		 * sends, in the same one step, without waiting for an
+		 * acknowledgement (with more hosts eager sends (n - 1) x size
+		 * where the plans send 2 (n - 1) / n x: on 3 hosts at 1 Gbit/s
+		 * it took 1.08 ms at 128 KB where the planner's plan took 0.70,
+		 * and the alpha-beta model, alpha 200 us a step, put it the
+		 * other way round); up to eager_max, on healthy NICs (a degraded
+		 * one wants the planner's shares), a piece on every rail (with
+		 * more rails than R2_EAGER_MAX_PIECES the plans' use of them
+		 * all wins), each one message of at most a chunk */
 		np = (int)R2_MIN(nrails, (uint32_t)R2_EAGER_MAX_PIECES);
-		if (size > (uint64_t)r2_param_int(&c->d->params, P_EAGER_MAX) ||
+		if (c->nhosts != 2 || (uint32_t)np < nrails ||
+		    size > (uint64_t)r2_param_int(&c->d->params, P_EAGER_MAX) ||
 		    size / es < (uint64_t)np ||
-		    size / (uint64_t)np + es > (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE) ||
-		    !eager_cheaper(c, size, np, nrails))
+		    size / (uint64_t)np + es > (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE))
 			return 0;
 		for (uint32_t i = 0; v && v->bw && v->down && i < v->nhosts * v->nrails; i++)
 			if (v->bw[i] && v->bw[i] < R2_PLAN_NOMINAL_BPS)
@@ -471,8 +454,12 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 			r = -ENOMEM;
 			goto out;
 		}
-		/* pairs spread over the rails, and a message's pieces too */
-		s->rail = (me + h + k) % rs->n;
+		/* a host's messages spread over the rails, and so do the
+		 * messages to a host: the j-th host after me (j = h - me - 1
+		 * mod n) on rail j, a message's pieces on the rails after it
+		 * ((me + h) mod R put both of host 1's messages of 3 hosts on
+		 * rail 1: 64 KB took 1.08 ms at 1 Gbit/s, twice the wire time) */
+		s->rail = ((h - me - 1 + nh) % nh + k) % rs->n;
 		s->tenant = tenant;
 		/* a copy: W receives the result while the transport may still
 		 * read, and a re-send after a failure needs the bytes; in a

@@ -343,8 +343,7 @@ int rl_desc_check(struct r2_comm *c, uint64_t opseq, const struct op_desc *mine,
 		  const struct op_desc *theirs, uint32_t src);
 /* Host src took the eager path for collective opseq where this host took
  * the planner's (eager: false), or the other way round, and both called
- * the same collective: their eager_max, logstep or cost model parameters
- * differ. Breaks c with that reason; R2CCL_E_MISMATCH. */
+ * the same collective: their eager_max or chunk_size differ. Breaks c with that reason; R2CCL_E_MISMATCH. */
 int rl_path_mismatch(struct r2_comm *c, uint64_t opseq, uint32_t src, bool eager);
 /* The descriptor in an eager message's header (R2_CHUNK_EAGER). */
 void rl_desc_to_hdr(const struct op_desc *d, struct r2_chunk_hdr *h);
@@ -367,8 +366,8 @@ bool rl_in_range(uint64_t off, uint64_t len, uint64_t base, uint64_t size);
 /* How many pieces each eager message has for an AllReduce of size bytes
  * (elements of es bytes), 0: not eager. The same answer on every host for
  * the same operation (size, hosts, the agreed view v, NULL: nothing known
- * failed, and eager_max and the cost model's parameters, which every host
- * must have alike: rl_path_mismatch says so when they do not). */
+ * failed, and eager_max and chunk_size, which every host must have alike:
+ * rl_path_mismatch says so when they do not). */
 int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const struct r2_view *v);
 int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		       r2ccl_dtype_t dtype, r2ccl_redop_t redop, uint64_t opseq, int np);

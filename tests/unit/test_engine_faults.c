@@ -228,13 +228,13 @@ START_TEST(test_link_down_mid_allreduce)
 }
 END_TEST
 
-/* Small AllReduces (eager: one message each way, both on rail 1 between
- * hosts 0 and 1): rail 1 held, then its link down while one runs: host 0
+/* Small AllReduces (eager: one message each way, both on rail 0 between
+ * hosts 0 and 1): rail 0 held, then its link down while one runs: host 0
  * ended the operation (its own message unacknowledged, kept), host 1 waits;
- * the message goes again on rail 0 and the result is exact; later ones run
- * eager on the view without rail 1; duplicates are kept once. The same
+ * the message goes again on rail 1 and the result is exact; later ones run
+ * eager on the view without rail 0; duplicates are kept once. The same
  * with 80 KB, which goes in two pieces, one per rail (host 0's piece 0 on
- * rail 1 is the one held). */
+ * rail 0 is the one held). */
 START_TEST(test_link_down_mid_eager)
 {
 	const uint64_t counts[] = { 100, 20000 }; /* 400 bytes; 80 KB in 2 pieces */
@@ -248,22 +248,22 @@ START_TEST(test_link_down_mid_eager)
 		ar_setup(&a, ss, 2, counts[k]);
 		ar_run(&a);
 		ck_assert_uint_eq(atomic_load(&hs[0]->d.eager_ops_total), 1);
-		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(1), true), 0);
+		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 0), ID(1), true), 0);
 		ar_start(&a, 2);
 		th_pump(30);
 		/* host 0 has host 1's message and ends (its own message
 		 * lingers, unacknowledged); host 1 waits for it */
 		ck_assert_int_eq(th_wait(ss[1], a.tag[1], 0), TH_TIMEOUT);
-		ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
-		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(1), false), 0);
-		ar_check(&a); /* re-sent on rail 0 by host 0's idle executor */
-		ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_FAILED, 2000));
+		ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 0), false), 0);
+		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 0), ID(1), false), 0);
+		ar_check(&a); /* re-sent on rail 1 by host 0's idle executor */
+		ck_assert(wait_path(hs[0], ID(1), 0, R2_RS_FAILED, 2000));
 		for (int i = 0; i < 5; i++)
 			ar_run(&a);
 		for (int h = 0; h < 2; h++)
 			ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 7);
-		ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), true), 0);
-		ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_HEALTHY, 5000));
+		ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 0), true), 0);
+		ck_assert(wait_path(hs[0], ID(1), 0, R2_RS_HEALTHY, 5000));
 		for (int h = 0; h < 2; h++)
 			for (int r = 0; r < 2; r++)
 				ck_assert_int_eq(r2_lb_duplicate(th_tp(hs[h], r), ID(1 - h), 20), 0);
