@@ -165,10 +165,11 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	 * same times as rd (both wire-bound); docs/benchmarks.md, 3c */
 	[P_EAGER_MAX] = { "eager_max", "R2CCL_EAGER_MAX", "--eager-max", R2_PT_INT, "1M", 0,
 			  64 << 20, NULL, "bytes", true,
-			  "AllReduce across 2 hosts: the eager path (each host's buffer to the "
-			  "other in one step, a piece per rail, no acknowledgement awaited) up "
-			  "to this size (pieces at most chunk_size); on 2-8 hosts it is taken "
-			  "up to 64 KiB whatever this says; the same on every host" },
+			  "AllReduce across hosts by the eager path (each host's buffer to "
+			  "every other in one step, no acknowledgement awaited) up to this size: "
+			  "on 2-8 hosts up to 64 KiB at most, on 2 hosts beyond, in a piece per "
+			  "rail of at most chunk_size (0: never; 65536: not beyond); the same "
+			  "on every host" },
 	/* on: the control thread's wake-ups (a client's request, a tick) do not
 	 * preempt the dispatcher or an executor mid-operation (a neighbour
 	 * tenant's refused requests moved a victim's p99 some 3 points less);

@@ -90,7 +90,8 @@ int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const str
 	uint32_t nrails = v && v->down ? v->nrails : rs ? (uint32_t)rs->n : 0;
 	int np = 1;
 
-	if (size == 0 || c->nhosts < 2 || c->nhosts > R2_EAGER_MAX_HOSTS || nrails == 0 || !es)
+	if (size == 0 || c->nhosts < 2 || c->nhosts > R2_EAGER_MAX_HOSTS || nrails == 0 || !es ||
+	    size > (uint64_t)r2_param_int(&c->d->params, P_EAGER_MAX))
 		return 0;
 	if (v && v->down && v->nhosts != (uint32_t)c->nhosts)
 		return 0;
@@ -107,7 +108,6 @@ int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const str
 		 * all wins), each one message of at most a chunk */
 		np = (int)R2_MIN(nrails, (uint32_t)R2_EAGER_MAX_PIECES);
 		if (c->nhosts != 2 || (uint32_t)np < nrails ||
-		    size > (uint64_t)r2_param_int(&c->d->params, P_EAGER_MAX) ||
 		    size / es < (uint64_t)np ||
 		    size / (uint64_t)np + es > (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE))
 			return 0;

@@ -182,6 +182,14 @@ START_TEST(test_allreduce_eager)
 		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 1);
 	th_free_all(hs, 2);
 
+	/* eager_max 0: never eager, not even 4 bytes */
+	const char *const never[] = { "eager_max=0", NULL };
+	th_cluster(hs, 2, 1, 0x3, ss, never);
+	allreduce(ss, 2, 1, R2CCL_SUM);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 0);
+	th_free_all(hs, 2);
+
 	/* 4 hosts: eager up to 64 KiB, the planner's above (eager would send
 	 * 3 x the bytes), whatever the NICs' speed */
 	const char *const fast[] = { "cost_nic_bw=1250000000", NULL };
