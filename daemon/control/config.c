@@ -162,8 +162,10 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	 * on 2 namespace hosts of the
 	 * 2-core VM 128 KB from 254-282 us (the planner's rd plan) to
 	 * 161-234, 256 KB from 319-399 to 235-288; at 1 Gbit/s per NIC the
-	 * same times as rd (both wire-bound); docs/benchmarks.md, 3c */
-	[P_EAGER_MAX] = { "eager_max", "R2CCL_EAGER_MAX", "--eager-max", R2_PT_INT, "1M", 0,
+	 * same times as rd (both wire-bound); on the 16-core machine 1 MB
+	 * eager was slower (480-560 us against 461-502), hence 512K;
+	 * docs/benchmarks.md, "Eager AllReduce above 64 KiB" */
+	[P_EAGER_MAX] = { "eager_max", "R2CCL_EAGER_MAX", "--eager-max", R2_PT_INT, "512K", 0,
 			  64 << 20, NULL, "bytes", true,
 			  "AllReduce across hosts by the eager path (each host's buffer to "
 			  "every other in one step, no acknowledgement awaited) up to this size: "

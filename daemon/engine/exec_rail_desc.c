@@ -139,6 +139,16 @@ int rl_desc_begin(struct railop *o)
 	return 0;
 }
 
+/* The hosts disagree about one call: c breaks with why; R2CCL_E_MISMATCH. */
+static int mismatch_break(struct r2_comm *c, const char *why)
+{
+	log_warn("communicator %u: %s", c->id, why);
+	pthread_mutex_lock(&c->d->lock);
+	r2d_comm_break(c, R2CCL_E_MISMATCH, why);
+	pthread_mutex_unlock(&c->d->lock);
+	return R2CCL_E_MISMATCH;
+}
+
 int rl_desc_check(struct r2_comm *c, uint64_t opseq, const struct op_desc *mine,
 		  const struct op_desc *theirs, uint32_t src)
 {
@@ -146,11 +156,7 @@ int rl_desc_check(struct r2_comm *c, uint64_t opseq, const struct op_desc *mine,
 
 	if (!desc_differs(c, opseq, mine, theirs, src, why, sizeof(why)))
 		return 0;
-	log_warn("communicator %u: %s", c->id, why);
-	pthread_mutex_lock(&c->d->lock);
-	r2d_comm_break(c, R2CCL_E_MISMATCH, why);
-	pthread_mutex_unlock(&c->d->lock);
-	return R2CCL_E_MISMATCH;
+	return mismatch_break(c, why);
 }
 
 int rl_path_mismatch(struct r2_comm *c, uint64_t opseq, uint32_t src, bool eager)
@@ -163,11 +169,7 @@ int rl_path_mismatch(struct r2_comm *c, uint64_t opseq, uint32_t src, bool eager
 		 "configurations (they must be alike)",
 		 (unsigned long long)opseq, src, eager ? "planner's" : "eager",
 		 eager ? "eager" : "planner's");
-	log_warn("communicator %u: %s", c->id, why);
-	pthread_mutex_lock(&c->d->lock);
-	r2d_comm_break(c, R2CCL_E_MISMATCH, why);
-	pthread_mutex_unlock(&c->d->lock);
-	return R2CCL_E_MISMATCH;
+	return mismatch_break(c, why);
 }
 
 /* An eager message's header carries its operation's descriptor

@@ -15,7 +15,7 @@
  * so all hosts of a communicator take the same path for the same sequence
  * number.
  *
- * Above R2_EAGER_MAX (64 KiB) and up to eager_max (1 MiB), on 2 hosts
+ * Above R2_EAGER_MAX (64 KiB) and up to eager_max (512 KiB by default), on 2 hosts
  * (where it sends the same bytes as recursive doubling, in the same one
  * step), the message goes in pieces, one per rail: the rails share the
  * bytes as the planner's plan would, and the operation still waits for no

@@ -148,6 +148,23 @@ START_TEST(test_allreduce_three_hosts_two_ranks)
 }
 END_TEST
 
+/* On nhosts hosts of one rank each (2 rails), with params: an AllReduce of
+ * each of the n int32 counts (SUM, exact results), of which neager took the
+ * eager path on every host. */
+static void eager_case(int nhosts, const char *const *params, const uint64_t *counts, int n,
+		       uint64_t neager)
+{
+	struct th_host *hs[4];
+	struct th_sess *ss[4];
+
+	th_cluster(hs, nhosts, 1, 0x3, ss, params);
+	for (int i = 0; i < n; i++)
+		allreduce(ss, nhosts, counts[i], R2CCL_SUM);
+	for (int h = 0; h < nhosts; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), neager);
+	th_free_all(hs, nhosts);
+}
+
 /* Small AllReduces across hosts go eager (exec_rail_eager.c: one message
  * each way, in a piece per rail above 64 KiB), larger ones by the
  * planner's schedule, mixed in one communicator; exact results; the eager
@@ -164,41 +181,24 @@ START_TEST(test_allreduce_eager)
 	/* the second by the planner, the fourth eager in 2 pieces */
 	const uint64_t cnt[NQ] = { 1, 100000, 37, 20001 };
 
-	th_cluster(hs, 2, 1, 0x3, ss, NULL);
-	allreduce(ss, 2, 1, R2CCL_SUM);
-	allreduce(ss, 2, 256 * 1024, R2CCL_SUM); /* planner: 512 KB pieces > a chunk */
-	allreduce(ss, 2, 16385, R2CCL_SUM);      /* 2 pieces, 8192 and 8193 elements */
-	allreduce(ss, 2, 32769, R2CCL_SUM);      /* planner: a piece would pass a chunk */
-	for (int h = 0; h < 2; h++)
-		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 2);
-	th_free_all(hs, 2);
-
+	/* 1 eager; 100000 by the planner (200 KB pieces > a chunk); 16385 in
+	 * 2 pieces, 8192 and 8193 elements; 32769 by the planner (a piece
+	 * would pass a chunk) */
+	eager_case(2, NULL, (const uint64_t[]){ 1, 100000, 16385, 32769 }, 4, 2);
+	/* chunks of 1 MiB: eager up to the default eager_max (512 KiB), the
+	 * planner's beyond */
+	eager_case(2, (const char *const[]){ "chunk_size=1M", NULL },
+		   (const uint64_t[]){ 131072, 131073 }, 2, 1);
 	/* eager_max 64 KiB: the planner's from 64 KiB + 1 (the old rule) */
-	const char *const small[] = { "eager_max=65536", NULL };
-	th_cluster(hs, 2, 1, 0x3, ss, small);
-	allreduce(ss, 2, 16384, R2CCL_MAX); /* 64 KB: the largest in one piece */
-	allreduce(ss, 2, 16385, R2CCL_SUM);
-	for (int h = 0; h < 2; h++)
-		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 1);
-	th_free_all(hs, 2);
-
+	eager_case(2, (const char *const[]){ "eager_max=65536", NULL },
+		   (const uint64_t[]){ 16384, 16385 }, 2, 1);
 	/* eager_max 0: never eager, not even 4 bytes */
-	const char *const never[] = { "eager_max=0", NULL };
-	th_cluster(hs, 2, 1, 0x3, ss, never);
-	allreduce(ss, 2, 1, R2CCL_SUM);
-	for (int h = 0; h < 2; h++)
-		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 0);
-	th_free_all(hs, 2);
-
+	eager_case(2, (const char *const[]){ "eager_max=0", NULL }, (const uint64_t[]){ 1 }, 1,
+		   0);
 	/* 4 hosts: eager up to 64 KiB, the planner's above (eager would send
 	 * 3 x the bytes), whatever the NICs' speed */
-	const char *const fast[] = { "cost_nic_bw=1250000000", NULL };
-	th_cluster(hs, 4, 1, 0x3, ss, fast);
-	allreduce(ss, 4, 16384, R2CCL_SUM);
-	allreduce(ss, 4, 20000, R2CCL_SUM);
-	for (int h = 0; h < 4; h++)
-		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 1);
-	th_free_all(hs, 4);
+	eager_case(4, (const char *const[]){ "cost_nic_bw=1250000000", NULL },
+		   (const uint64_t[]){ 16384, 20000 }, 2, 1);
 
 	/* queued back to back, small and large mixed: a host ahead sends the
 	 * next operation's message while the other still runs this one */
