@@ -48,6 +48,7 @@ struct r2_rail {
 	char rdma_dev[64];            /* verbs: "rxe0:1" (device:port); "" for tcp */
 	struct r2_rhealth h;
 	struct r2_bufpool *pool; /* proxy buffers on this NIC's node (bufpool.c) */
+	struct r2_rails *rs;
 };
 
 /* Health of the path to one peer on one rail (loop thread; health.c). */
@@ -113,6 +114,10 @@ struct r2_rails {
 	uint64_t spin_us; /* exec_spin_us: polled this long after traffic */
 	atomic_bool stop;
 	bool started;
+	/* tcp_rx_direct (rails.c): off once the rails stop; progress threads
+	 * delivering now */
+	atomic_bool direct_off;
+	atomic_int direct_busy;
 	/* peers (loop thread only) */
 	struct r2_peer peer[R2_MAX_PEERS];
 	/* entries in use or freed, grows only; entries never move (other

@@ -138,6 +138,11 @@ static void deliver(struct r2_tp *tp, struct tcp_stream *st)
 		tcp_pool_put(tp, e.buf);
 		return;
 	}
+	/* a chunk or an ACK: to its communicator from this thread, without
+	 * the rails thread's wake-up (tcp_rx_direct) */
+	if ((e.hdr.kind == R2_MSG_DATA || e.hdr.kind == R2_MSG_ACK) && tp->cfg.rx_direct &&
+	    tp->cfg.rx_direct(tp->cfg.rx_arg, &e))
+		return;
 	r2_tp_cq_push(&tp->b.cmpl, &e);
 }
 

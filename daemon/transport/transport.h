@@ -109,6 +109,11 @@ struct r2_tp_config {
 				   * after traffic before it sleeps (exec_spin_us) */
 	uint32_t user_timeout_ms; /* TCP_USER_TIMEOUT and connect/hello timeout base (0: 5000) */
 	uint64_t max_queued;      /* per-peer queued send bytes before -EAGAIN (0: 64 MiB) */
+	/* tcp: a received data chunk or acknowledgement goes to rx_direct,
+	 * called on the progress thread that read it, instead of the
+	 * completion queue; false: it is queued after all (NULL: always) */
+	bool (*rx_direct)(void *arg, const struct r2_tp_cqe *e);
+	void *rx_arg;
 	/* verbs provider (0 / empty: the default; the daemon fills them from its
 	 * parameters ib_*, docs/transports.md) */
 	char ib_hca[128];         /* R2CCL_IB_HCA: NCCL filter (mlx5_0:1, ^mlx5_2) */

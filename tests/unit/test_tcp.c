@@ -7,6 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -560,6 +561,90 @@ END_TEST
 
 /* The peer goes away with sends queued: ERROR once, every queued send completes
  * (failed ones with status < 0), then -ENOTCONN. */
+/* cfg.rx_direct (the daemon's tcp_rx_direct): b's data chunks go to the
+ * hook on b's progress thread, whole and intact, and the ones it declines
+ * (odd sequence numbers here) come through the completion queue as
+ * before: every message once, by one way or the other. */
+struct direct {
+	pthread_mutex_t mu;
+	struct r2_tp **tp;
+	pthread_t main;
+	int n, bad, declined, on_main;
+};
+
+static bool take_even(void *arg, const struct r2_tp_cqe *e)
+{
+	struct direct *x = arg;
+	uint64_t seq = e->hdr.opseq;
+	struct r2_chunk_hdr h;
+	bool ok;
+
+	if (seq & 1) {
+		pthread_mutex_lock(&x->mu);
+		x->declined++;
+		pthread_mutex_unlock(&x->mu);
+		return false;
+	}
+	make_hdr(&h, e->peer, 2, seq, msg_len(e->peer, seq, 64 << 10));
+	ok = e->type == R2_TPC_RECV && !memcmp(&h, &e->hdr, sizeof(h)) && (h.len > 0) == !!e->buf;
+	if (ok && h.len) {
+		uint8_t *want = malloc(h.len);
+		fill(want, h.len, e->peer, seq);
+		ok = !memcmp(want, e->buf, h.len);
+		free(want);
+	}
+	ops->release(*x->tp, e->buf);
+	pthread_mutex_lock(&x->mu);
+	x->n++;
+	x->bad += !ok;
+	x->on_main += pthread_equal(pthread_self(), x->main) != 0;
+	pthread_mutex_unlock(&x->mu);
+	return true;
+}
+
+static int direct_n(struct direct *x)
+{
+	pthread_mutex_lock(&x->mu);
+	int n = x->n;
+	pthread_mutex_unlock(&x->mu);
+	return n;
+}
+
+START_TEST(test_rx_direct)
+{
+	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct side *ss[2] = { a, b };
+	struct direct x = { .mu = PTHREAD_MUTEX_INITIALIZER, .tp = &b->tp, .main = pthread_self() };
+	const int nmsg = 400;
+
+	side_open(a, 1, 2, 0);
+	next_cfg.rx_direct = take_even;
+	next_cfg.rx_arg = &x;
+	side_open(b, 2, 2, 0);
+	memset(&next_cfg, 0, sizeof(next_cfg));
+	connect_pair(a, b);
+	a->nmsg = nmsg;
+	a->maxlen = b->maxlen = 64 << 10; /* b checks by it */
+	PUMP_UNTIL(ss, 2, a->send_ok == nmsg && b->recv_n == nmsg / 2 && direct_n(&x) == nmsg / 2);
+	pump(ss, 2, 50, NULL); /* nothing more comes */
+	ck_assert_int_eq(b->recv_n, nmsg / 2);
+	ck_assert_int_eq(b->recv_bad, 0);
+	for (int seq = 0; seq < nmsg; seq++)
+		ck_assert_int_eq(b->recv_seen[seq], seq & 1); /* the declined ones only */
+	pthread_mutex_lock(&x.mu);
+	ck_assert_int_eq(x.n, nmsg / 2);
+	ck_assert_int_eq(x.declined, nmsg / 2);
+	ck_assert_int_eq(x.bad, 0);
+	ck_assert_int_eq(x.on_main, 0); /* on the progress thread */
+	pthread_mutex_unlock(&x.mu);
+	ck_assert_int_eq(a->send_fail + a->send_bad + a->errors + b->errors, 0);
+	side_close(a);
+	side_close(b);
+	free(a);
+	free(b);
+}
+END_TEST
+
 START_TEST(test_peer_close)
 {
 	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
@@ -1196,6 +1281,7 @@ static Suite *suite(void)
 	ADD(traffic_4streams);
 	ADD(traffic_1stream_small);
 	ADD(latency_lane);
+	ADD(rx_direct);
 	ADD(peer_close);
 	ADD(disconnect_reconnect);
 	ADD(malformed);
