@@ -179,6 +179,14 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			  "on 2-8 hosts up to 64 KiB at most, on 2 hosts beyond, in a piece per "
 			  "rail of at most chunk_size (0: never; 65536: not beyond); the same "
 			  "on every host" },
+	/* on: an operation by the planner's plan no longer waits the last
+	 * ACKs' way back (exec_rail_loop.c end_sends) */
+	[P_ACK_LINGER] = { "ack_linger", "R2CCL_ACK_LINGER", "--ack-linger", R2_PT_BOOL, "1", 0, 0,
+			   NULL, NULL, true,
+			   "an AllReduce (or other collective) across hosts ends without waiting "
+			   "for its last chunks' acknowledgements: each unacknowledged chunk keeps "
+			   "its own copy until its ACK comes and is sent again if its connection "
+			   "fails, as the eager path's messages are (0: it waits for them)" },
 	/* on: the control thread's wake-ups (a client's request, a tick) do not
 	 * preempt the dispatcher or an executor mid-operation (a neighbour
 	 * tenant's refused requests moved a victim's p99 some 3 points less);

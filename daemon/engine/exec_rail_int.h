@@ -315,6 +315,9 @@ int rl_detour_refused(struct r2_comm *c, struct rail_detours *det, const struct 
 /* ---- exec_rail_settle.c: chunks sent from W (tcp_zero_copy) ---- */
 
 void rl_settle_end(struct railop *o);
+/* No transport reads a chunk sent from W or from the input S any more, and
+ * every unacknowledged chunk has its own copy: W and S may change. */
+int rl_settle_copy_all(struct railop *o);
 int rl_before_write(struct railop *o, uint64_t off, uint64_t len);
 
 /* ---- exec_rail_apply.c: received chunks into W ---- */

@@ -322,10 +322,11 @@ static int send_all(struct railop *o)
 	return r;
 }
 
-/* Until every chunk is acknowledged and every peer's descriptor came. */
-static int wait_acks(struct railop *o)
+/* Until every peer's descriptor came and (descs_only false) every chunk is
+ * acknowledged. */
+static int wait_acks(struct railop *o, bool descs_only)
 {
-	while (o->tx.nsends > 0 || !rl_desc_done(o)) {
+	while ((!descs_only && o->tx.nsends > 0) || !rl_desc_done(o)) {
 		struct r2_rmsg *m;
 		int r = rl_repost(o);
 		if (r < 0)
@@ -348,6 +349,56 @@ static int wait_acks(struct railop *o)
 		if (n < 0)
 			return (int)n;
 	}
+	return 0;
+}
+
+/* The operation's end. Every peer's descriptor must have come (a call that
+ * differs is found here, not later). With ack_linger, the chunks still
+ * unacknowledged then (the last steps', normally) get their own copies
+ * once no transport reads W or S for them, and wait for their ACKs past
+ * the operation (rl_p2p_linger: sent again if their connection fails,
+ * through a bridge if need be, as the eager path's messages): the caller
+ * does not wait the ACKs' way back. Otherwise, or while a chunk still
+ * waits to be posted (a full queue, no proxy buffer), the ACKs are awaited
+ * here. */
+static int end_sends(struct railop *o)
+{
+	struct sendrec **keep, **pp;
+	int n = 0, r = wait_acks(o, true);
+
+	if (r < 0 || o->tx.nsends == 0)
+		return r;
+	if (!r2_param_bool(&o->d->params, P_ACK_LINGER) || o->tx.need_repost || o->tx.pool_wait)
+		return wait_acks(o, false);
+	for (struct sendrec *s = o->tx.sends; s; s = s->next)
+		if (!s->acked && !s->posted && !s->sent)
+			return wait_acks(o, false);
+	if ((r = rl_settle_copy_all(o)) < 0)
+		return r;
+	keep = malloc((size_t)o->tx.nsends * sizeof(*keep));
+	if (!keep)
+		return wait_acks(o, false);
+	for (pp = &o->tx.sends; *pp;) {
+		struct sendrec *s = *pp;
+		if (s->acked) {
+			pp = &s->next;
+			continue;
+		}
+		*pp = s->next;
+		o->tx.nsends--;
+		keep[n++] = s;
+	}
+	o->tx.sends_tail = pp;
+	if (n && rl_p2p_linger(o->c, o->opseq, keep, n, &o->det) < 0) {
+		/* no memory: back in the list, awaited here */
+		for (int i = 0; i < n; i++)
+			rl_sends_add(&o->tx, keep[i]);
+		free(keep);
+		return wait_acks(o, false);
+	}
+	free(keep);
+	/* what is left is acknowledged, its send completion still to come:
+	 * op_end leaves it to that (orphan) */
 	return 0;
 }
 
@@ -567,7 +618,7 @@ int rail_phase(struct r2_exec *x, void *W, const void *S, uint64_t size, r2ccl_d
 	for (uint32_t k = 0; r == 0 && o.plan && k < o.plan->nsteps; k++)
 		r = run_step(&o, k);
 	if (r == 0)
-		r = wait_acks(&o);
+		r = end_sends(&o);
 	if (r == 0 && size)
 		r = rl_init_fill(&o, 0, size);
 	if (r == 0)

@@ -98,6 +98,23 @@ void rl_settle_end(struct railop *o)
 			  o->c->id, (unsigned long long)o->opseq);
 }
 
+int rl_settle_copy_all(struct railop *o)
+{
+	int r;
+
+	if (held_borrowed(&o->tx, 0, 0)) {
+		uint64_t t = r2_now_us();
+		r = settle(o, 0, 0, o->deadline, true);
+		o->prof.settle_us += r2_now_us() - t;
+		if (r < 0)
+			return r;
+	}
+	for (struct sendrec *s = o->tx.sends; s; s = s->next)
+		if (s->borrowed && !s->acked && (r = rl_unborrow(o->d, s)) < 0)
+			return r;
+	return 0;
+}
+
 /* W[off, off+len) is about to change: every unacknowledged chunk sent from
  * there gets its own copy first (after its transport has let go of it).
  * In a ring this never waits (a region is written only after what was sent

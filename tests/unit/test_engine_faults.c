@@ -279,6 +279,58 @@ START_TEST(test_link_down_mid_eager)
 }
 END_TEST
 
+/* ack_linger: an AllReduce by the planner's plan (eager_max 0) ends on a
+ * host before its last chunks' ACKs. From the second round on, everything
+ * host 1 writes to host 0 on rail 0 vanishes (its chunk of the exchange,
+ * its ACKs, its heartbeats). Host 1 has host 0's bytes and ends (its rail-0
+ * chunk kept, a copy, unacknowledged); host 0 waits for that chunk. Rail 0
+ * of host 1 goes down: host 1's idle executor sends the chunk again on rail
+ * 1 and host 0 ends, exact. With ack_linger 0, host 1 waits for the ACK. */
+START_TEST(test_ack_linger)
+{
+	for (int k = 0; k < 2; k++) {
+		const char *const params[] = { "eager_max=0", k ? "ack_linger=0" : "ack_linger=1",
+					       NULL };
+		struct th_host *hs[2];
+		struct th_sess *ss[2];
+		struct r2_comm *c;
+		struct ar a;
+
+		ar_cluster(hs, ss, &a, 2, params, 20000); /* 80 KB, a chunk per rail */
+		ar_run(&a);
+		ck_assert_uint_eq(atomic_load(&hs[1]->d.eager_ops_total), 0);
+		pthread_mutex_lock(&hs[1]->d.lock);
+		c = r2d_comm_find(&hs[1]->d, ss[1]->comm_id >> 16);
+		pthread_mutex_unlock(&hs[1]->d.lock);
+		ck_assert_ptr_nonnull(c);
+		ck_assert_int_eq(r2_lb_drop(th_tp(hs[1], 0), ID(0), R2_LB_ALL), 0);
+		ar_start(&a, 2);
+		th_pump(30);
+		ck_assert_int_eq(th_wait(ss[0], a.tag[0], 0), TH_TIMEOUT);
+		if (k == 0) {
+			ck_assert_int_eq(th_wait(ss[1], a.tag[1], T_MS), 0);
+			ck_assert(r2_p2p_pending(c)); /* its rail-0 chunk lingers */
+		} else {
+			ck_assert_int_eq(th_wait(ss[1], a.tag[1], 0), TH_TIMEOUT);
+		}
+		ck_assert_int_eq(r2_lb_link(th_tp(hs[1], 0), false), 0);
+		ck_assert_int_eq(r2_lb_drop(th_tp(hs[1], 0), ID(0), 0), 0);
+		ar_check(&a); /* sent again on rail 1 */
+		for (int i = 0; i < 200 && r2_p2p_pending(c); i++)
+			th_pump(10);
+		ck_assert(!r2_p2p_pending(c));
+		for (int i = 0; i < 3; i++)
+			ar_run(&a);
+		ck_assert_int_eq(r2_lb_link(th_tp(hs[1], 0), true), 0);
+		ck_assert(wait_path(hs[1], ID(0), 0, R2_RS_HEALTHY, 5000));
+		for (int i = 0; i < 3; i++)
+			ar_run(&a);
+		ck_assert_uint_eq(atomic_load(&hs[0]->d.eager_ops_total), 0);
+		th_free_all(hs, 2);
+	}
+}
+END_TEST
+
 /* Host 1's messages to host 0 held on both rails (its ACKs among them): a
  * send from host 0 completes once written (its chunks kept, unacknowledged)
  * and so does host 1's receive; released, the ACKs come and nothing is
@@ -1033,6 +1085,7 @@ static Suite *suite(void)
 
 	TH_ADD(s, test_link_down_mid_allreduce);
 	TH_ADD(s, test_link_down_mid_eager);
+	TH_ADD(s, test_ack_linger);
 	TH_ADD(s, test_send_completes_before_ack);
 	TH_ADD(s, test_duplicated_chunks);
 	TH_ADD(s, test_reordered_and_delayed);
