@@ -358,9 +358,11 @@ static int wait_acks(struct railop *o, bool descs_only)
  * once no transport reads W or S for them, and wait for their ACKs past
  * the operation (rl_p2p_linger: sent again if their connection fails,
  * through a bridge if need be, as the eager path's messages): the caller
- * does not wait the ACKs' way back. Otherwise, or while a chunk still
- * waits to be posted (a full queue, no proxy buffer), the ACKs are awaited
- * here. */
+ * does not wait the ACKs' way back. Otherwise, while a chunk still waits
+ * to be posted (a full queue, no proxy buffer), or when more than
+ * LINGER_COPY_MAX bytes sent from W or S would need copies, the ACKs are
+ * awaited here. */
+#define LINGER_COPY_MAX (1u << 20)
 static int end_sends(struct railop *o)
 {
 	struct sendrec **keep, **pp;
@@ -370,9 +372,17 @@ static int end_sends(struct railop *o)
 		return r;
 	if (!r2_param_bool(&o->d->params, P_ACK_LINGER) || o->tx.need_repost || o->tx.pool_wait)
 		return wait_acks(o, false);
-	for (struct sendrec *s = o->tx.sends; s; s = s->next)
+	uint64_t copy = 0;
+	for (struct sendrec *s = o->tx.sends; s; s = s->next) {
 		if (!s->acked && !s->posted && !s->sent)
 			return wait_acks(o, false);
+		if (!s->acked && s->borrowed)
+			copy += s->hdr.len;
+	}
+	/* the copies cost more than the ACKs' way back saves past a few
+	 * chunks (a large operation's last step still in flight) */
+	if (copy > LINGER_COPY_MAX)
+		return wait_acks(o, false);
 	if ((r = rl_settle_copy_all(o)) < 0)
 		return r;
 	keep = malloc((size_t)o->tx.nsends * sizeof(*keep));
