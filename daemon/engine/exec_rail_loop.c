@@ -352,6 +352,22 @@ static int wait_acks(struct railop *o, bool descs_only)
 	return 0;
 }
 
+#define LINGER_COPY_MAX (1u << 20)
+
+/* A chunk must go again or waits to be posted, or a second copy of an
+ * acknowledged one may still be read from W by a transport (a re-post, a
+ * duplicate): end_sends then awaits the ACKs. */
+static bool linger_blocked(const struct railop *o)
+{
+	if (o->tx.need_repost || o->tx.pool_wait)
+		return true;
+	for (const struct sendrec *s = o->tx.sends; s; s = s->next)
+		if ((!s->acked && !s->posted && !s->sent) ||
+		    (s->acked && s->borrowed && s->posted && !s->sent))
+			return true;
+	return false;
+}
+
 /* The operation's end. Every peer's descriptor must have come (a call that
  * differs is found here, not later). With ack_linger, the chunks still
  * unacknowledged then (the last steps', normally) get their own copies
@@ -362,29 +378,28 @@ static int wait_acks(struct railop *o, bool descs_only)
  * to be posted (a full queue, no proxy buffer), or when more than
  * LINGER_COPY_MAX bytes sent from W or S would need copies, the ACKs are
  * awaited here. */
-#define LINGER_COPY_MAX (1u << 20)
 static int end_sends(struct railop *o)
 {
 	struct sendrec **keep, **pp;
+	uint64_t copy = 0;
 	int n = 0, r = wait_acks(o, true);
 
 	if (r < 0 || o->tx.nsends == 0)
 		return r;
-	if (!r2_param_bool(&o->d->params, P_ACK_LINGER) || o->tx.need_repost || o->tx.pool_wait)
+	if (!r2_param_bool(&o->d->params, P_ACK_LINGER) || linger_blocked(o))
 		return wait_acks(o, false);
-	uint64_t copy = 0;
-	for (struct sendrec *s = o->tx.sends; s; s = s->next) {
-		if (!s->acked && !s->posted && !s->sent)
-			return wait_acks(o, false);
+	for (struct sendrec *s = o->tx.sends; s; s = s->next)
 		if (!s->acked && s->borrowed)
 			copy += s->hdr.len;
-	}
 	/* the copies cost more than the ACKs' way back saves past a few
 	 * chunks (a large operation's last step still in flight) */
 	if (copy > LINGER_COPY_MAX)
 		return wait_acks(o, false);
 	if ((r = rl_settle_copy_all(o)) < 0)
-		return r;
+		return r == -ENOMEM ? wait_acks(o, false) : r;
+	/* the settle handled completions and errors meanwhile */
+	if (linger_blocked(o))
+		return wait_acks(o, false);
 	keep = malloc((size_t)o->tx.nsends * sizeof(*keep));
 	if (!keep)
 		return wait_acks(o, false);

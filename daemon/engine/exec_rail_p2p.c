@@ -326,7 +326,7 @@ static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
 		/* (an eager message's pieces share off, the count: chunk
 		 * tells them apart) */
 		if (s->hdr.off != h->off || s->hdr.chunk != h->chunk || s->hdr.dst != h->dst ||
-		    s->hdr.step != h->step || s->acked)
+		    s->hdr.step != h->step || s->hdr.src != h->src || s->acked)
 			continue;
 		if (h->flags & R2_CHUNK_NACK) { /* not an acknowledgement */
 			if (s->via == m->cqe.peer)

@@ -725,6 +725,9 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 	if (!rs)
 		return -ENOMEM;
 	rs->d = d;
+	/* no direct delivery before every rail is counted and the rails
+	 * thread runs (until then messages queue) */
+	atomic_init(&rs->direct_off, true);
 	pthread_mutex_init(&rs->ctrl_lock, NULL);
 	d->rails = rs;
 	tcp_resolve(d, rs);
@@ -847,6 +850,7 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 		return -EAGAIN;
 	}
 	rs->started = true;
+	atomic_store(&rs->direct_off, false);
 	r = r2d_health_start(d);
 	if (r < 0)
 		log_warn("health: cannot start: %s", strerror(-r));
