@@ -62,6 +62,8 @@ struct sendrec {
 	uint64_t peer;
 	uint64_t via; /* 0, or the bridge it went to (detour.h): no rail to peer */
 	bool posted, sent, acked;
+	uint8_t posts; /* times posted (saturates): more than once, an earlier
+			* copy may still be queued */
 	bool orphan; /* its operation ended first: freed at its send completion */
 	void *owner; /* a transfer (struct p2pop), NULL for a collective's chunk */
 	int retries;

@@ -355,15 +355,17 @@ static int wait_acks(struct railop *o, bool descs_only)
 #define LINGER_COPY_MAX (1u << 20)
 
 /* A chunk must go again or waits to be posted, or a second copy of an
- * acknowledged one may still be read from W by a transport (a re-post, a
- * duplicate): end_sends then awaits the ACKs. */
+ * acknowledged one may still be read from W by a transport (it was posted
+ * more than once, or through a bridge): end_sends then awaits the ACKs.
+ * (Posted once and acknowledged, a chunk was written whole: its send
+ * completion may still be on its way, the transport reads W no more.) */
 static bool linger_blocked(const struct railop *o)
 {
 	if (o->tx.need_repost || o->tx.pool_wait)
 		return true;
 	for (const struct sendrec *s = o->tx.sends; s; s = s->next)
 		if ((!s->acked && !s->posted && !s->sent) ||
-		    (s->acked && s->borrowed && s->posted && !s->sent))
+		    (s->acked && s->borrowed && s->posted && !s->sent && (s->posts > 1 || s->via)))
 			return true;
 	return false;
 }

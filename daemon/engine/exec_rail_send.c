@@ -112,8 +112,10 @@ int rl_post_any(struct r2d *d, struct sendrec *s)
 					  (uint64_t)(uintptr_t)s, s->tenant, &s->rail);
 	}
 	if (r == 0 || r == -EAGAIN) {
-		if (r == 0)
+		if (r == 0) {
 			s->posted = true;
+			s->posts += s->posts < UINT8_MAX;
+		}
 		return r;
 	}
 	for (int pass = 0; pass < 2; pass++) {
@@ -133,6 +135,7 @@ int rl_post_any(struct r2d *d, struct sendrec *s)
 						      (uint64_t)(uintptr_t)s, s->tenant, &s->rail);
 			if (q == 0) {
 				s->posted = true;
+				s->posts += s->posts < UINT8_MAX;
 				return 0;
 			}
 			s->rail = was;
