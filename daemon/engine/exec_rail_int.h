@@ -348,7 +348,8 @@ int rl_desc_check(struct r2_comm *c, uint64_t opseq, const struct op_desc *mine,
 		  const struct op_desc *theirs, uint32_t src);
 /* Host src took the eager path for collective opseq where this host took
  * the planner's (eager: false), or the other way round, and both called
- * the same collective: their eager_max or chunk_size differ. Breaks c with that reason; R2CCL_E_MISMATCH. */
+ * the same collective: their eager_max or chunk_size differ. Breaks c with
+ * that reason; R2CCL_E_MISMATCH. */
 int rl_path_mismatch(struct r2_comm *c, uint64_t opseq, uint32_t src, bool eager);
 /* The descriptor in an eager message's header (R2_CHUNK_EAGER). */
 void rl_desc_to_hdr(const struct op_desc *d, struct r2_chunk_hdr *h);

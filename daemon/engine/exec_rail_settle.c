@@ -98,17 +98,23 @@ void rl_settle_end(struct railop *o)
 			  o->c->id, (unsigned long long)o->opseq);
 }
 
+/* settle() within the operation's deadline, stopping at a failure, its time
+ * in the operation's profile. */
+static int settle_timed(struct railop *o, uint64_t off, uint64_t len)
+{
+	uint64_t t = r2_now_us();
+	int r = settle(o, off, len, o->deadline, true);
+
+	o->prof.settle_us += r2_now_us() - t;
+	return r;
+}
+
 int rl_settle_copy_all(struct railop *o)
 {
 	int r;
 
-	if (held_borrowed(&o->tx, 0, 0)) {
-		uint64_t t = r2_now_us();
-		r = settle(o, 0, 0, o->deadline, true);
-		o->prof.settle_us += r2_now_us() - t;
-		if (r < 0)
-			return r;
-	}
+	if (held_borrowed(&o->tx, 0, 0) && (r = settle_timed(o, 0, 0)) < 0)
+		return r;
 	for (struct sendrec *s = o->tx.sends; s; s = s->next)
 		if (s->borrowed && !s->acked && (r = rl_unborrow(o->d, s)) < 0)
 			return r;
@@ -129,13 +135,8 @@ int rl_before_write(struct railop *o, uint64_t off, uint64_t len)
 		any = s->borrowed && !s->stable && !s->acked && overlaps(s, off, len);
 	if (!any)
 		return 0;
-	if (held_borrowed(&o->tx, off, len)) {
-		uint64_t t = r2_now_us();
-		r = settle(o, off, len, o->deadline, true);
-		o->prof.settle_us += r2_now_us() - t;
-		if (r < 0)
-			return r;
-	}
+	if (held_borrowed(&o->tx, off, len) && (r = settle_timed(o, off, len)) < 0)
+		return r;
 	for (struct sendrec *s = o->tx.sends; s; s = s->next)
 		if (s->borrowed && !s->stable && !s->acked && overlaps(s, off, len) &&
 		    (r = rl_unborrow(o->d, s)) < 0)

@@ -517,10 +517,9 @@ static void heartbeat_in(struct r2_rails *rs, int rail, const struct r2_tp_cqe *
 	r2d_rails_release(rs->d, rail, c->buf);
 }
 
-/* What rail's provider has completed: counted, then to the loop, the
- * heartbeat monitor or the engine. The number taken (0: none). */
-/* One completion of rail: the rails thread's, or a received chunk or ACK
- * on the progress thread that read it (rx_direct). */
+/* One completion of rail, counted, then to the loop, the heartbeat monitor
+ * or the engine: on the rails thread, or a received chunk or ACK on the
+ * progress thread that read it (rx_direct). */
 static void cqe_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
 {
 	if (c->type == R2_TPC_RECV) {
@@ -561,6 +560,8 @@ static void cqe_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
 	}
 }
 
+/* What rail's provider has completed (cqe_in each). The number taken (0:
+ * none). */
 static int drain_rail(struct r2_rails *rs, int rail, struct r2_tp_cqe *cq, int max)
 {
 	int total = 0;
