@@ -104,6 +104,9 @@ struct pmon {
 	uint64_t band_since_us; /* slow, but not below degraded_pct since */
 	uint64_t bw;            /* reported planning bandwidth while slow */
 	uint64_t busy_from_us;  /* first sample with traffic since it joined (ramp-up) */
+	uint64_t slow_since_us; /* slow since (a new figure does not change it) */
+	uint64_t trial_us;      /* its last trial began (0: none) */
+	int trials;             /* trials in a row that found it slow again */
 };
 
 struct rmon { /* per rail, under mon_lock[rail] */
@@ -178,6 +181,12 @@ void r2h_tick_monitor(struct r2d *d, uint64_t now);
  * turned healthy or connected (0: none yet). */
 #define MON_RAMP_US 3000000ull
 bool r2h_mon_ramping(const struct r2_plink *l, uint64_t busy_from_us, uint64_t now);
+/* The trial rule (unit-tested): whether a slow path, slow since
+ * slow_since, whose last `trials` trials found it slow again, is planned at
+ * full speed again at now to be measured there. */
+#define MON_TRIAL_FACTOR 4
+#define MON_TRIAL_MAX_SHIFT 5
+bool r2h_mon_trial_due(uint64_t slow_since, int trials, uint64_t stable_us, uint64_t now);
 
 /* health_view.c: planning views and how this host computes one */
 struct r2_view *r2h_view_new(uint32_t nh, uint32_t nr);

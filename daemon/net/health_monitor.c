@@ -18,7 +18,12 @@
  * Back above 1.5 x degraded_pct (at most 90%) for recover_stable_ms, not
  * below degraded_pct for MON_BAND_FACTOR x recover_stable_ms, or not
  * measured for MON_EXPIRE_US (traffic returns to it: measured again):
- * normal. A path is not judged while it ramps up (r2h_mon_ramping).
+ * normal. A path slow for a while gets a trial (r2h_mon_trial_due): normal
+ * again, so that the next view plans it at full speed and it is measured
+ * there, since at a small share a path whose NIC is fast again can measure
+ * under degraded_pct for as long as the share lasts (its chunks wait at the
+ * receiver behind the full-share ones). A path is not judged while it ramps
+ * up (r2h_mon_ramping).
  * docs/resilience.md "Slow paths as degraded NICs" has the measurements
  * behind each rule.
  */
@@ -46,6 +51,10 @@
 /* Nothing acknowledged for this long while work is out: its chunks went by
  * another rail or were lost with a connection; count afresh. */
 #define MON_NOACK_US 1000000ull
+/* A path found slow again within this long of its trial failed the trial
+ * (the view that plans it at full speed, the ramp-up and MON_SLOW_SAMPLES
+ * take about 5 s): its next one waits twice as long. */
+#define MON_TRIAL_HOLD_US 15000000ull
 
 int r2h_mon_init(struct r2_health *h)
 {
@@ -207,7 +216,16 @@ void r2h_slow_set(struct r2_health *h, uint64_t a, uint64_t b, int rail, uint64_
 static void path_slow(struct r2d *d, struct r2_peer *p, int r, uint64_t bw, const char *cause)
 {
 	struct pmon *m = &d->health->mon[(size_t)(p - d->rails->peer) * R2_MAX_RAILS + (size_t)r];
+	uint64_t now = r2_now_us();
 
+	if (bw && !m->slow) {
+		m->slow_since_us = now;
+		if (!m->trial_us || now - m->trial_us > MON_TRIAL_HOLD_US)
+			m->trials = 0; /* not a failed trial: slow afresh */
+	}
+	if (!bw)
+		m->trials = 0; /* normal: a trial's caller counts it afterwards */
+	m->trial_us = 0;
 	m->slow = bw != 0;
 	m->bw = bw;
 	m->below = 0;
@@ -241,6 +259,8 @@ void r2h_pmon_reset(struct r2d *d, struct r2_peer *p, int r)
 	m->fresh = false;
 	m->below = 0;
 	m->busy_from_us = 0;
+	m->trials = 0;
+	m->trial_us = 0;
 	if (m->slow) {
 		m->slow = false;
 		m->bw = 0;
@@ -349,6 +369,20 @@ bool r2h_mon_ramping(const struct r2_plink *l, uint64_t busy_from_us, uint64_t n
 	return !busy_from_us || busy_from_us < joined_us(l) || now < busy_from_us + MON_RAMP_US;
 }
 
+/* The first trial comes MON_TRIAL_FACTOR x recover_stable_ms after the
+ * path turned slow, the next ones twice as late per trial that found it
+ * slow again (at most 2^MON_TRIAL_MAX_SHIFT times): a NIC that stays slow
+ * pays a few seconds at a full share now and then (the view, the ramp-up,
+ * MON_SLOW_SAMPLES: about 5 s), ever more rarely; one that is fast again
+ * comes back within the wait at worst. */
+bool r2h_mon_trial_due(uint64_t slow_since, int trials, uint64_t stable_us, uint64_t now)
+{
+	int shift = trials < 0 ? 0 : trials > MON_TRIAL_MAX_SHIFT ? MON_TRIAL_MAX_SHIFT : trials;
+
+	return stable_us && now >= slow_since &&
+	       now - slow_since >= ((MON_TRIAL_FACTOR * stable_us) << shift);
+}
+
 /* This period's sample of every path (busy time, bytes acknowledged) into
  * its rate: an EWMA of the valid samples. */
 static void mon_sample(struct r2_health *h, int np, int nr, uint64_t now)
@@ -447,6 +481,18 @@ static void mon_judge_slow(struct r2d *d, struct r2_peer *p, int r, struct pmon 
 			   uint64_t bw, const char *cause, const struct mon_lines *ln,
 			   uint64_t now)
 {
+	char why[160];
+
+	if (r2h_mon_trial_due(m->slow_since_us, m->trials, ln->stable, now)) {
+		int trials = m->trials;
+		snprintf(why, sizeof(why),
+			 "trial %d: slow for %.0f s, planned at full speed again to measure it",
+			 trials + 1, (double)(now - m->slow_since_us) / 1e6);
+		path_slow(d, p, r, 0, why);
+		m->trials = trials < MON_TRIAL_MAX_SHIFT ? trials + 1 : trials;
+		m->trial_us = now;
+		return;
+	}
 	if (ratio >= ln->thr) {
 		if (!m->band_since_us)
 			m->band_since_us = now;
@@ -515,6 +561,10 @@ static void mon_judge(struct r2d *d, int i, int r, const struct mon_ref *x,
 	snprintf(cause, sizeof(cause),
 		 "throughput %.0f MB/s while busy, %.0f%% of the best path (%.0f MB/s)",
 		 m->rate / 1e6, ratio * 100, ref / 1e6);
+	if (m->slow)
+		log_debug("monitor: slow path to %016llx rail %d: %.0f%% of the best path, "
+			  "planned at %.0f%%", (unsigned long long)p->id, r, ratio * 100,
+			  (double)m->bw * 100 / (double)R2_PLAN_NOMINAL_BPS);
 	if (!m->slow)
 		mon_judge_new(d, p, r, m, ratio, bw, cause, ln->thr);
 	else

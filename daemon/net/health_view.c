@@ -106,11 +106,28 @@ void r2h_view_describe(const struct r2_view *v, char *buf, size_t len)
 		snprintf(buf, len, "every NIC up");
 }
 
+/* The bandwidths of the newest kept commit that degraded a NIC on rail r
+ * (NULL: none), for the tie rule below: a trial (health_monitor.c) commits
+ * "every NIC up", and the slow paths it finds again come one by one. */
+static const uint64_t *blamed(const struct hcomm *hc, uint32_t nh, uint32_t nr, uint32_t r)
+{
+	for (int k = hc->nhist - 1; k >= 0; k--) {
+		const struct r2_view *l = hc->hist[k];
+		if (!l || l->nhosts != nh || l->nrails != nr)
+			return NULL;
+		for (uint32_t a = 0; a < nh; a++)
+			if (l->bw[a * nr + r] && !l->down[a * nr + r])
+				return l->bw;
+	}
+	return NULL;
+}
+
 /* Slow paths (throughput monitor) as degraded NICs: on each rail, the NIC
  * of the endpoint that most slow paths share is planned at the slowest of
  * their bandwidths; its paths are then accounted for; repeat. (A NIC capped
  * in both directions slows the paths into and out of its host, so it is the
- * endpoint both share; ties: the higher host index, as for failed paths.) */
+ * endpoint both share; ties: the NIC the newest kept commit degraded on that
+ * rail, else the higher host index, as for failed paths.) */
 static void degraded_nics(struct r2d *d, const struct hcomm *hc, struct r2_view *v)
 {
 	struct r2_health *h = d->health;
@@ -118,8 +135,6 @@ static void degraded_nics(struct r2d *d, const struct hcomm *hc, struct r2_view 
 	size_t n = h->nslow;
 	int *ia = calloc(n + 1, sizeof(int)), *ib = calloc(n + 1, sizeof(int));
 	uint32_t *cnt = calloc((size_t)nh * nr + 1, sizeof(uint32_t));
-	const struct r2_view *l = r2h_last(hc);
-	const uint64_t *was = l && l->nhosts == nh && l->nrails == nr ? l->bw : NULL;
 
 	if (!ia || !ib || !cnt)
 		goto out;
@@ -142,14 +157,16 @@ static void degraded_nics(struct r2d *d, const struct hcomm *hc, struct r2_view 
 		cnt[(uint32_t)ib[i] * nr + r]++;
 	}
 	for (uint32_t r = 0; r < nr; r++) {
+		const uint64_t *was = blamed(hc, nh, nr, r);
 		for (;;) {
 			uint32_t best = UINT32_MAX, bc = 0;
 			uint64_t bw = 0;
 			for (uint32_t a = 0; a < nh; a++) {
 				uint32_t x = cnt[a * nr + r];
-				/* a tie goes to the NIC the last view already
-				 * degraded (one path of two cleared first does not
-				 * move the blame), else to the higher index */
+				/* a tie goes to the NIC degraded last (one path of
+				 * two cleared first, or found slow again first after
+				 * a trial, does not move the blame), else to the
+				 * higher index */
 				if (x && (x > bc || (x == bc && (!was || !was[best * nr + r] ||
 								  was[a * nr + r])))) {
 					bc = x;

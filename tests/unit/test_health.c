@@ -3,7 +3,8 @@
  * throughput monitor's ramp-up rule, which decides whether a path's
  * throughput may be judged yet (a rejoined path must not be found slow
  * while its traffic ramps up, however late that traffic comes back to it),
- * and the view comparison and description a re-plan is decided and logged
+ * and its trial rule (when a slow path is planned at full speed again to be
+ * measured), and the view comparison and description a re-plan is decided and logged
  * by; and the read-only queries r2cclctl's replies are built from (the
  * event ring's window, the rails and paths snapshot). */
 #include <arpa/inet.h>
@@ -103,6 +104,38 @@ START_TEST(test_ramp_degraded_is_judged)
 	struct r2_plink l = path(R2_RS_DEGRADED, 10 * S, 5 * S);
 
 	ck_assert(!r2h_mon_ramping(&l, 11 * S, 100 * S));
+}
+END_TEST
+
+/* ---- trials of slow paths ---- */
+
+/* the first trial 4 x recover_stable_ms after the path turned slow */
+START_TEST(test_trial_first)
+{
+	uint64_t st = 2 * S; /* recover_stable_ms 2000 */
+
+	ck_assert(!r2h_mon_trial_due(10 * S, 0, st, 18 * S - 1));
+	ck_assert(r2h_mon_trial_due(10 * S, 0, st, 18 * S));
+	/* the monitor off (recover time 0) or a clock behind: none */
+	ck_assert(!r2h_mon_trial_due(10 * S, 0, 0, 100 * S));
+	ck_assert(!r2h_mon_trial_due(10 * S, 0, st, 9 * S));
+}
+END_TEST
+
+/* each trial that found the path slow again doubles the wait, up to
+ * 2^MON_TRIAL_MAX_SHIFT x (MON_TRIAL_FACTOR 4: 8 s, 16 s, ... 256 s) */
+START_TEST(test_trial_backoff)
+{
+	uint64_t st = 2 * S, base = 8 * S;
+
+	ck_assert_int_eq(MON_TRIAL_FACTOR * st, base);
+	for (int k = 0; k <= MON_TRIAL_MAX_SHIFT + 2; k++) {
+		int sh = k < MON_TRIAL_MAX_SHIFT ? k : MON_TRIAL_MAX_SHIFT;
+		uint64_t wait = base << sh;
+		ck_assert_msg(!r2h_mon_trial_due(S, k, st, S + wait - 1), "k %d", k);
+		ck_assert_msg(r2h_mon_trial_due(S, k, st, S + wait), "k %d", k);
+	}
+	ck_assert(r2h_mon_trial_due(S, MON_TRIAL_MAX_SHIFT + 5, st, S + 256 * S));
 }
 END_TEST
 
@@ -334,6 +367,10 @@ static Suite *health_suite(void)
 	tcase_add_test(t, test_ramp_recovering_or_failed_is_not_judged);
 	tcase_add_test(t, test_ramp_after_reconnect);
 	tcase_add_test(t, test_ramp_degraded_is_judged);
+	suite_add_tcase(s, t);
+	t = tcase_create("trial");
+	tcase_add_test(t, test_trial_first);
+	tcase_add_test(t, test_trial_backoff);
 	suite_add_tcase(s, t);
 	t = tcase_create("view");
 	tcase_add_test(t, test_view_eq);
