@@ -196,6 +196,7 @@ void r2h_view_committed(struct r2d *d, struct hcomm *hc, struct r2_view *v)
 	r2d_health_event(d, 3, "replan", subj, "view %llu from collective %llu: %s",
 			 (unsigned long long)v->epoch, (unsigned long long)v->start, what);
 	view_local(d, hc, v);
+	r2h_mon_view(d, hc, v, r2_now_us());
 	add_view(d->health, hc, v);
 }
 

@@ -87,6 +87,15 @@ struct slowrep {
 /* Throughput monitor of one (peer, rail) path, sender side: bytes
  * acknowledged while chunks were outstanding, over the time they were
  * outstanding. An idle path measures nothing (not "slow"). */
+/* A NIC as the committed views plan it (loop thread): degraded since when,
+ * and how many times in a row it was degraded again within
+ * MON_TRIAL_HOLD_US of being planned at full speed (its trials' backoff). */
+struct nicdeg {
+	bool on;
+	uint64_t since_us, free_us;
+	int trials;
+};
+
 struct pmon {
 	/* any thread, under mon_lock[rail] */
 	int64_t out;            /* data bytes posted, not yet acknowledged */
@@ -104,9 +113,7 @@ struct pmon {
 	uint64_t band_since_us; /* slow, but not below degraded_pct since */
 	uint64_t bw;            /* reported planning bandwidth while slow */
 	uint64_t busy_from_us;  /* first sample with traffic since it joined (ramp-up) */
-	uint64_t slow_since_us; /* slow since (a new figure does not change it) */
-	uint64_t trial_us;      /* its last trial began (0: none) */
-	int trials;             /* trials in a row that found it slow again */
+	struct nicdeg nic;      /* the peer's NIC on this rail, as views plan it */
 };
 
 struct rmon { /* per rail, under mon_lock[rail] */
@@ -141,6 +148,7 @@ struct r2_health {
 	struct pmon *mon; /* [peer index * R2_MAX_RAILS + rail] */
 	double *rates;    /* scratch: recent path rates (the monitor's reference) */
 	struct rmon *rmon; /* [rail] */
+	struct nicdeg nic_self[R2_MAX_RAILS]; /* this host's NICs, as views plan them */
 };
 
 static inline uint64_t p_us(struct r2d *d, int p)
@@ -181,12 +189,17 @@ void r2h_tick_monitor(struct r2d *d, uint64_t now);
  * turned healthy or connected (0: none yet). */
 #define MON_RAMP_US 3000000ull
 bool r2h_mon_ramping(const struct r2_plink *l, uint64_t busy_from_us, uint64_t now);
-/* The trial rule (unit-tested): whether a slow path, slow since
- * slow_since, whose last `trials` trials found it slow again, is planned at
- * full speed again at now to be measured there. */
+/* The trial rule (unit-tested): whether the slow paths of a NIC planned
+ * degraded since `since`, degraded again within MON_TRIAL_HOLD_US of its
+ * last `trials` releases, are planned at full speed again at now to be
+ * measured there. */
 #define MON_TRIAL_FACTOR 4
 #define MON_TRIAL_MAX_SHIFT 5
-bool r2h_mon_trial_due(uint64_t slow_since, int trials, uint64_t stable_us, uint64_t now);
+#define MON_TRIAL_HOLD_US 15000000ull
+bool r2h_mon_trial_due(uint64_t since, int trials, uint64_t stable_us, uint64_t now);
+/* A committed view plans NIC n degraded (deg) or not, at now. */
+void r2h_nicdeg_set(struct nicdeg *n, bool deg, uint64_t now);
+void r2h_mon_view(struct r2d *d, const struct hcomm *hc, const struct r2_view *v, uint64_t now);
 
 /* health_view.c: planning views and how this host computes one */
 struct r2_view *r2h_view_new(uint32_t nh, uint32_t nr);

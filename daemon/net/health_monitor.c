@@ -51,10 +51,6 @@
 /* Nothing acknowledged for this long while work is out: its chunks went by
  * another rail or were lost with a connection; count afresh. */
 #define MON_NOACK_US 1000000ull
-/* A path found slow again within this long of its trial failed the trial
- * (the view that plans it at full speed, the ramp-up and MON_SLOW_SAMPLES
- * take about 5 s): its next one waits twice as long. */
-#define MON_TRIAL_HOLD_US 15000000ull
 
 int r2h_mon_init(struct r2_health *h)
 {
@@ -216,16 +212,7 @@ void r2h_slow_set(struct r2_health *h, uint64_t a, uint64_t b, int rail, uint64_
 static void path_slow(struct r2d *d, struct r2_peer *p, int r, uint64_t bw, const char *cause)
 {
 	struct pmon *m = &d->health->mon[(size_t)(p - d->rails->peer) * R2_MAX_RAILS + (size_t)r];
-	uint64_t now = r2_now_us();
 
-	if (bw && !m->slow) {
-		m->slow_since_us = now;
-		if (!m->trial_us || now - m->trial_us > MON_TRIAL_HOLD_US)
-			m->trials = 0; /* not a failed trial: slow afresh */
-	}
-	if (!bw)
-		m->trials = 0; /* normal: a trial's caller counts it afterwards */
-	m->trial_us = 0;
 	m->slow = bw != 0;
 	m->bw = bw;
 	m->below = 0;
@@ -259,8 +246,6 @@ void r2h_pmon_reset(struct r2d *d, struct r2_peer *p, int r)
 	m->fresh = false;
 	m->below = 0;
 	m->busy_from_us = 0;
-	m->trials = 0;
-	m->trial_us = 0;
 	if (m->slow) {
 		m->slow = false;
 		m->bw = 0;
@@ -369,18 +354,77 @@ bool r2h_mon_ramping(const struct r2_plink *l, uint64_t busy_from_us, uint64_t n
 	return !busy_from_us || busy_from_us < joined_us(l) || now < busy_from_us + MON_RAMP_US;
 }
 
-/* The first trial comes MON_TRIAL_FACTOR x recover_stable_ms after the
- * path turned slow, the next ones twice as late per trial that found it
- * slow again (at most 2^MON_TRIAL_MAX_SHIFT times): a NIC that stays slow
- * pays a few seconds at a full share now and then (the view, the ramp-up,
- * MON_SLOW_SAMPLES: about 5 s), ever more rarely; one that is fast again
- * comes back within the wait at worst. */
-bool r2h_mon_trial_due(uint64_t slow_since, int trials, uint64_t stable_us, uint64_t now)
+/* A NIC's first trial comes MON_TRIAL_FACTOR x recover_stable_ms after a
+ * view planned it degraded, the next ones twice as late per time it was
+ * degraded again within MON_TRIAL_HOLD_US of being released (the view at
+ * full speed, the ramp-up and MON_SLOW_SAMPLES take about 5 s), at most
+ * 2^MON_TRIAL_MAX_SHIFT times: a NIC that stays slow pays a few seconds at
+ * a full share now and then, ever more rarely; one that is fast again comes
+ * back within the wait at worst. The NIC's, not each path's: every host
+ * sees the same commits, so the paths of one NIC have their trials
+ * together and the view that follows plans it at full speed. */
+bool r2h_mon_trial_due(uint64_t since, int trials, uint64_t stable_us, uint64_t now)
 {
 	int shift = trials < 0 ? 0 : trials > MON_TRIAL_MAX_SHIFT ? MON_TRIAL_MAX_SHIFT : trials;
 
-	return stable_us && now >= slow_since &&
-	       now - slow_since >= ((MON_TRIAL_FACTOR * stable_us) << shift);
+	return stable_us && since && now >= since &&
+	       now - since >= ((MON_TRIAL_FACTOR * stable_us) << shift);
+}
+
+void r2h_nicdeg_set(struct nicdeg *n, bool deg, uint64_t now)
+{
+	if (deg && !n->on) {
+		bool again = n->free_us && now - n->free_us <= MON_TRIAL_HOLD_US;
+		n->trials = !again ? 0 : n->trials < MON_TRIAL_MAX_SHIFT ? n->trials + 1 : n->trials;
+		n->since_us = now;
+		n->on = true;
+	} else if (!deg && n->on) {
+		n->on = false;
+		n->free_us = now;
+	}
+}
+
+/* A view committed: the NICs it plans degraded are so from now (those it
+ * no longer plans degraded are released by mon_nic_sync once no live
+ * communicator's latest view does). */
+void r2h_mon_view(struct r2d *d, const struct hcomm *hc, const struct r2_view *v, uint64_t now)
+{
+	struct r2_health *h = d->health;
+
+	if (!h || !h->mon || !v || !hc->host_ids)
+		return;
+	for (uint32_t k = 0; k < v->nhosts && k < (uint32_t)hc->nhosts; k++) {
+		struct r2_peer *p = (int)k == hc->my_host ? NULL
+							  : r2d_rails_peer_find(d, hc->host_ids[k]);
+		if ((int)k != hc->my_host && !p)
+			continue;
+		for (uint32_t r = 0; r < v->nrails && r < R2_MAX_RAILS; r++) {
+			size_t i = (size_t)k * v->nrails + r;
+			if (!v->bw[i] || v->down[i])
+				continue;
+			r2h_nicdeg_set(p ? &r2h_pmon(d, (int)(p - d->rails->peer), (int)r)->nic
+					 : &h->nic_self[r],
+				       true, now);
+		}
+	}
+}
+
+/* The NIC records of NICs no live communicator plans degraded any more:
+ * released (a communicator that ended, a view that planned them at full
+ * speed again). */
+static void mon_nic_sync(struct r2d *d, int np, int nr, uint64_t now)
+{
+	struct r2_health *h = d->health;
+
+	for (int r = 0; r < nr; r++)
+		if (h->nic_self[r].on && d->rails->rail[r].h.state != R2_RS_DEGRADED)
+			r2h_nicdeg_set(&h->nic_self[r], false, now);
+	for (int i = 0; i < np; i++)
+		for (int r = 0; r < nr; r++) {
+			struct pmon *m = r2h_pmon(d, i, r);
+			if (m->nic.on && !planned_degraded(d, &d->rails->peer[i], r))
+				r2h_nicdeg_set(&m->nic, false, now);
+		}
 }
 
 /* This period's sample of every path (busy time, bytes acknowledged) into
@@ -474,25 +518,42 @@ static void mon_judge_new(struct r2d *d, struct r2_peer *p, int r, struct pmon *
 	path_slow(d, p, r, bw, cause);
 }
 
-/* A slow path: normal again (recovery line held, or inside the band long
- * enough), or a new planning figure when it is off by 2x (every new figure
- * may re-plan, and busy rates on a loaded host vary). */
+/* A slow path's trial, when its NIC's is due (r2h_mon_trial_due): normal
+ * again, so the next view plans the NIC at full speed. The NIC: this
+ * host's on the rail, or the peer's, whichever a committed view plans
+ * degraded (none: no trial; its reports stand until they clear). Due by
+ * time alone: at a small share a path fast again may not even make a valid
+ * sample (its chunks take less than MON_MIN_BUSY_US a period). */
+static bool mon_trial(struct r2d *d, struct r2_peer *p, int r, struct pmon *m,
+		      const struct mon_lines *ln, uint64_t now)
+{
+	const struct nicdeg *n = d->health->nic_self[r].on ? &d->health->nic_self[r]
+				 : m->nic.on			   ? &m->nic
+								   : NULL;
+	char why[160];
+
+	if (!n || !r2h_mon_trial_due(n->since_us, n->trials, ln->stable, now))
+		return false;
+	snprintf(why, sizeof(why),
+		 "trial %d: %s NIC degraded for %.0f s, planned at full speed again to measure it",
+		 n->trials + 1, n == &m->nic ? "its" : "this host's",
+		 (double)(now - n->since_us) / 1e6);
+	path_slow(d, p, r, 0, why);
+	return true;
+}
+
+/* A slow path: normal again (recovery line held, or
+ * inside the band long enough), or a new planning figure when it measures
+ * under half of it (every new figure may re-plan, and busy rates on a loaded
+ * host vary). Lower only: at a small share a path's chunks pass in bursts
+ * (a shaper's bucket refills while it idles) and measured twice the figure
+ * of a capped NIC, whose raised figure then overloaded it, and lower again:
+ * 45 ms per iteration instead of 32 (docs/resilience.md, Trials). A NIC fast
+ * again comes back by the rules above or its trial. */
 static void mon_judge_slow(struct r2d *d, struct r2_peer *p, int r, struct pmon *m, double ratio,
 			   uint64_t bw, const char *cause, const struct mon_lines *ln,
 			   uint64_t now)
 {
-	char why[160];
-
-	if (r2h_mon_trial_due(m->slow_since_us, m->trials, ln->stable, now)) {
-		int trials = m->trials;
-		snprintf(why, sizeof(why),
-			 "trial %d: slow for %.0f s, planned at full speed again to measure it",
-			 trials + 1, (double)(now - m->slow_since_us) / 1e6);
-		path_slow(d, p, r, 0, why);
-		m->trials = trials < MON_TRIAL_MAX_SHIFT ? trials + 1 : trials;
-		m->trial_us = now;
-		return;
-	}
 	if (ratio >= ln->thr) {
 		if (!m->band_since_us)
 			m->band_since_us = now;
@@ -511,7 +572,7 @@ static void mon_judge_slow(struct r2d *d, struct r2_peer *p, int r, struct pmon 
 		m->band_since_us = 0;
 		m->ok_since_us = 0;
 	}
-	if ((double)bw > 2 * (double)m->bw || 2 * (double)bw < (double)m->bw)
+	if (2 * (double)bw < (double)m->bw)
 		path_slow(d, p, r, bw, cause);
 }
 
@@ -529,7 +590,16 @@ static bool mon_exempt(struct r2d *d, struct r2_peer *p, int r, struct pmon *m, 
 	if (peer_short(p, d->rails->n))
 		return true; /* its NICs left carry more than their share */
 	/* planned at a small share already */
-	return d->rails->rail[r].h.state == R2_RS_DEGRADED || planned_degraded(d, p, r);
+	if (d->rails->rail[r].h.state == R2_RS_DEGRADED || planned_degraded(d, p, r))
+		return true;
+	/* either end has a NIC planned at a small share on another rail: its
+	 * other NICs carry that traffic too, at a receive side that each
+	 * sender shares without seeing it, as for a peer short of a NIC */
+	for (int x = 0; x < d->rails->n; x++)
+		if (x != r && (d->rails->rail[x].h.state == R2_RS_DEGRADED ||
+			       planned_degraded(d, p, x)))
+			return true;
+	return false;
 }
 
 static void mon_judge(struct r2d *d, int i, int r, const struct mon_ref *x,
@@ -546,6 +616,8 @@ static void mon_judge(struct r2d *d, int i, int r, const struct mon_ref *x,
 				       : "not measured for 10 s: planned at full speed again");
 		return;
 	}
+	if (m->slow && ln->thr > 0 && mon_trial(d, p, r, m, ln, now))
+		return;
 	if (!m->slow && mon_exempt(d, p, r, m, now)) {
 		m->below = 0;
 		return;
@@ -586,6 +658,7 @@ void r2h_tick_monitor(struct r2d *d, uint64_t now)
 	ln.rec = ln.thr * 1.5 > 0.9 ? 0.9 : ln.thr * 1.5;
 	ln.stable = p_us(d, P_RECOVER_STABLE_MS) * 1000;
 	mon_sample(h, np, nr, now);
+	mon_nic_sync(d, np, nr, now);
 	mon_reference(h, np, nr, now, &x);
 	for (int i = 0; i < np; i++)
 		for (int r = 0; r < nr; r++)

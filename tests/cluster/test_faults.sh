@@ -243,7 +243,10 @@ check_crossdown() {
 restore_twodown() { "$C" link 1 0 up >/dev/null; "$C" link 2 0 up >/dev/null; }
 inject_blackhole() { "$C" rate 2 1 blackhole >/dev/null; }
 restore_blackhole() { "$C" rate 2 1 "$RATE" >/dev/null; }
-iters_of() { if [[ $1 == throttle ]]; then echo "${FAULT_THROTTLE_ITERS:-450}"; else echo "$ITERS"; fi; }
+# The trace comes when the out-of-place pass ends, so the fault falls in
+# the in-place pass: 700 iterations leave it some 15 s after the cap is
+# lifted (450 left 8-9 s, and the wait below ends with the loop).
+iters_of() { if [[ $1 == throttle ]]; then echo "${FAULT_THROTTLE_ITERS:-700}"; else echo "$ITERS"; fi; }
 # host 1's rail 0 at 25%: degraded within 15 s (throughput monitor, then a
 # re-plan), 3 s of the re-planned loop, the cap lifted: healthy within 20 s
 inject_throttle() {

@@ -109,7 +109,7 @@ END_TEST
 
 /* ---- trials of slow paths ---- */
 
-/* the first trial 4 x recover_stable_ms after the path turned slow */
+/* the first trial 4 x recover_stable_ms after the NIC was planned degraded */
 START_TEST(test_trial_first)
 {
 	uint64_t st = 2 * S; /* recover_stable_ms 2000 */
@@ -122,7 +122,7 @@ START_TEST(test_trial_first)
 }
 END_TEST
 
-/* each trial that found the path slow again doubles the wait, up to
+/* each trial that found the NIC slow again doubles the wait, up to
  * 2^MON_TRIAL_MAX_SHIFT x (MON_TRIAL_FACTOR 4: 8 s, 16 s, ... 256 s) */
 START_TEST(test_trial_backoff)
 {
@@ -136,6 +136,36 @@ START_TEST(test_trial_backoff)
 		ck_assert_msg(r2h_mon_trial_due(S, k, st, S + wait), "k %d", k);
 	}
 	ck_assert(r2h_mon_trial_due(S, MON_TRIAL_MAX_SHIFT + 5, st, S + 256 * S));
+}
+END_TEST
+
+/* a NIC degraded again within 15 s of its release counts one more trial
+ * (its next waits twice as long); later, it starts afresh */
+START_TEST(test_trial_nic_record)
+{
+	struct nicdeg n = { 0 };
+
+	r2h_nicdeg_set(&n, true, 10 * S);
+	ck_assert(n.on);
+	ck_assert_int_eq(n.trials, 0);
+	ck_assert_uint_eq(n.since_us, 10 * S);
+	r2h_nicdeg_set(&n, true, 12 * S); /* a new figure: still since 10 s */
+	ck_assert_uint_eq(n.since_us, 10 * S);
+	ck_assert(r2h_mon_trial_due(n.since_us, n.trials, 2 * S, 18 * S));
+	r2h_nicdeg_set(&n, false, 18 * S); /* its trial */
+	ck_assert(!n.on);
+	r2h_nicdeg_set(&n, true, 18 * S + MON_TRIAL_HOLD_US); /* slow again */
+	ck_assert_int_eq(n.trials, 1);
+	ck_assert(!r2h_mon_trial_due(n.since_us, n.trials, 2 * S, n.since_us + 16 * S - 1));
+	ck_assert(r2h_mon_trial_due(n.since_us, n.trials, 2 * S, n.since_us + 16 * S));
+	for (int k = 0; k < MON_TRIAL_MAX_SHIFT + 3; k++) {
+		r2h_nicdeg_set(&n, false, 1000 * S);
+		r2h_nicdeg_set(&n, true, 1001 * S);
+	}
+	ck_assert_int_eq(n.trials, MON_TRIAL_MAX_SHIFT);
+	r2h_nicdeg_set(&n, false, 1002 * S);
+	r2h_nicdeg_set(&n, true, 1002 * S + MON_TRIAL_HOLD_US + 1); /* afresh */
+	ck_assert_int_eq(n.trials, 0);
 }
 END_TEST
 
@@ -371,6 +401,7 @@ static Suite *health_suite(void)
 	t = tcase_create("trial");
 	tcase_add_test(t, test_trial_first);
 	tcase_add_test(t, test_trial_backoff);
+	tcase_add_test(t, test_trial_nic_record);
 	suite_add_tcase(s, t);
 	t = tcase_create("view");
 	tcase_add_test(t, test_view_eq);
