@@ -18,12 +18,14 @@
  * Back above 1.5 x degraded_pct (at most 90%) for recover_stable_ms, not
  * below degraded_pct for MON_BAND_FACTOR x recover_stable_ms, or not
  * measured for MON_EXPIRE_US (traffic returns to it: measured again):
- * normal. A path slow for a while gets a trial (r2h_mon_trial_due): normal
- * again, so that the next view plans it at full speed and it is measured
- * there, since at a small share a path whose NIC is fast again can measure
- * under degraded_pct for as long as the share lasts (its chunks wait at the
- * receiver behind the full-share ones). A path is not judged while it ramps
- * up (r2h_mon_ramping).
+ * normal. A NIC planned degraded for a while gets a trial
+ * (r2h_mon_trial_due): its slow paths are normal again, so that the next
+ * view plans it at full speed and they are measured there, since at a small
+ * share a path whose NIC is fast again can measure under degraded_pct, or
+ * nothing, for as long as the share lasts (its chunks wait at the receiver
+ * behind the full-share ones). A path is not judged while it ramps up
+ * (r2h_mon_ramping), nor while either end has a NIC planned degraded
+ * (mon_exempt).
  * docs/resilience.md "Slow paths as degraded NICs" has the measurements
  * behind each rule.
  */
@@ -542,14 +544,14 @@ static bool mon_trial(struct r2d *d, struct r2_peer *p, int r, struct pmon *m,
 	return true;
 }
 
-/* A slow path: normal again (recovery line held, or
- * inside the band long enough), or a new planning figure when it measures
- * under half of it (every new figure may re-plan, and busy rates on a loaded
- * host vary). Lower only: at a small share a path's chunks pass in bursts
- * (a shaper's bucket refills while it idles) and measured twice the figure
- * of a capped NIC, whose raised figure then overloaded it, and lower again:
- * 45 ms per iteration instead of 32 (docs/resilience.md, Trials). A NIC fast
- * again comes back by the rules above or its trial. */
+/* A slow path: normal again (recovery line held, or inside the band long
+ * enough), or a new planning figure when it measures under half of it
+ * (every new figure may re-plan, and busy rates on a loaded host vary).
+ * Lower only: at a small share a capped NIC's chunks pass in bursts (a
+ * shaper's bucket refills while it idles) and measured twice its figure;
+ * raised, the figure overloaded it, then came down again: 45 ms per
+ * iteration instead of 31 (docs/resilience.md, Trials). A NIC fast again
+ * comes back by the rules above or by its trial. */
 static void mon_judge_slow(struct r2d *d, struct r2_peer *p, int r, struct pmon *m, double ratio,
 			   uint64_t bw, const char *cause, const struct mon_lines *ln,
 			   uint64_t now)
