@@ -591,15 +591,12 @@ static bool mon_exempt(struct r2d *d, struct r2_peer *p, int r, struct pmon *m, 
 	}
 	if (peer_short(p, d->rails->n))
 		return true; /* its NICs left carry more than their share */
-	/* planned at a small share already */
-	if (d->rails->rail[r].h.state == R2_RS_DEGRADED || planned_degraded(d, p, r))
-		return true;
-	/* either end has a NIC planned at a small share on another rail: its
-	 * other NICs carry that traffic too, at a receive side that each
-	 * sender shares without seeing it, as for a peer short of a NIC */
+	/* either end has a NIC planned at a small share: on this rail, the
+	 * path carries a small share already; on another, that host's other
+	 * NICs carry its traffic too, at a receive side that each sender
+	 * shares without seeing it, as for a peer short of a NIC */
 	for (int x = 0; x < d->rails->n; x++)
-		if (x != r && (d->rails->rail[x].h.state == R2_RS_DEGRADED ||
-			       planned_degraded(d, p, x)))
+		if (d->rails->rail[x].h.state == R2_RS_DEGRADED || planned_degraded(d, p, x))
 			return true;
 	return false;
 }
@@ -635,14 +632,14 @@ static void mon_judge(struct r2d *d, int i, int r, const struct mon_ref *x,
 	snprintf(cause, sizeof(cause),
 		 "throughput %.0f MB/s while busy, %.0f%% of the best path (%.0f MB/s)",
 		 m->rate / 1e6, ratio * 100, ref / 1e6);
-	if (m->slow)
-		log_debug("monitor: slow path to %016llx rail %d: %.0f%% of the best path, "
-			  "planned at %.0f%%", (unsigned long long)p->id, r, ratio * 100,
-			  (double)m->bw * 100 / (double)R2_PLAN_NOMINAL_BPS);
-	if (!m->slow)
+	if (!m->slow) {
 		mon_judge_new(d, p, r, m, ratio, bw, cause, ln->thr);
-	else
-		mon_judge_slow(d, p, r, m, ratio, bw, cause, ln, now);
+		return;
+	}
+	log_debug("monitor: slow path to %016llx rail %d: %.0f%% of the best path, planned at %.0f%%",
+		  (unsigned long long)p->id, r, ratio * 100,
+		  (double)m->bw * 100 / (double)R2_PLAN_NOMINAL_BPS);
+	mon_judge_slow(d, p, r, m, ratio, bw, cause, ln, now);
 }
 
 void r2h_tick_monitor(struct r2d *d, uint64_t now)
