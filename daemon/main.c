@@ -96,6 +96,7 @@ int main(int argc, char **argv)
 	d.listen_fd = -1;
 	pthread_mutex_init(&d.lock, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	r2d_fatal_signals_install();
 
 	r = r2d_config_load(&d, argc, argv, err, sizeof(err));
 	if (r < 0) {

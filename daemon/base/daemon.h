@@ -306,4 +306,9 @@ struct r2d {
 	struct r2_tenants *tenants; /* tenants.c: the scheduler's table and queues */
 };
 
+/* fatal.c: a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) writes
+ * the signal, the thread and a backtrace to stderr, then takes its default
+ * action. Called once, first thing in main. */
+void r2d_fatal_signals_install(void);
+
 #endif

@@ -341,10 +341,16 @@ run_killed() {
 		sed 's/^/# /' "$OUT"
 		dump_logs 25
 	fi
-	local hh
+	local hh err pid t1
 	for hh in 0 1; do
-		"$CTL" --socket "$DIR/h$hh/r2ccld.sock" status >/dev/null 2>&1 ||
-			fail "$name: the daemon of host $hh does not answer"
+		t1=$(now)
+		if ! err=$("$CTL" --socket "$DIR/h$hh/r2ccld.sock" status 2>&1 >/dev/null); then
+			pid=$(cat "$DIR/h$hh/r2ccld.pid" 2>/dev/null)
+			fail "$name: the daemon of host $hh does not answer after $(elapsed "$t1") s" \
+				"(process ${pid:-?} $(kill -0 "$pid" 2>/dev/null && echo alive ||
+				echo "gone, exit status $(cat "$DIR/h$hh/r2ccld.rc" 2>/dev/null)")): $err"
+			dump_logs 40
+		fi
 	done
 	keep "$name"
 }
@@ -395,7 +401,8 @@ for s in $(for _ in $(seq "${FAULT_REPEAT:-1}"); do echo $SCEN; done); do
 	peerkill | clientkill | restart)
 		if [[ $s == restart ]]; then run_restart; else run_killed "$s"; fi
 		check_sanitizer "$s"
-		"$C" daemons stop >/dev/null 2>&1
+		# the daemons that were not killed end cleanly on SIGTERM
+		if [[ $s == peerkill ]]; then daemons_stop_ok "$s" 0 1; else daemons_stop_ok "$s"; fi
 		"$C" down >/dev/null 2>&1
 		cluster_up || { fail "cluster up"; dump_logs; finish; }
 		;;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -335,6 +336,30 @@ START_TEST(sigkill_under_client)
 		ck_assert_int_eq(access(D.socket, F_OK), 0);
 		ck_assert_int_eq(th_run(argv, out, sizeof(out), 10000), 0);
 	}
+	th_daemon_cleanup(&D);
+}
+END_TEST
+
+/* A fault in the daemon leaves the signal, the thread and a backtrace in the
+ * log, and the default action's exit status (a crash is not a silent
+ * "does not answer"). */
+START_TEST(fatal_signal)
+{
+	struct rlimit nocore = { 0, 0 };
+	int rc;
+
+	ck_assert_int_eq(setrlimit(RLIMIT_CORE, &nocore), 0); /* inherited */
+	th_start(&D, NULL);
+	rc = th_daemon_stop(&D, SIGSEGV, 5000);
+#if defined(__SANITIZE_ADDRESS__)
+	/* ASan's own handler reports it instead */
+	ck_assert_msg(rc != 0 && rc != -1, "exit status %d", rc);
+#else
+	ck_assert_msg(rc == 128 + SIGSEGV, "exit status %d", rc);
+	ck_assert_int_eq(th_log_count(&D, "fatal signal 11 (SIGSEGV)"), 1);
+	ck_assert_int_eq(th_log_count(&D, "in thread 'r2ccld'; backtrace"), 1);
+	ck_assert_int_ge(th_log_count(&D, ")[0x"), 2); /* frames */
+#endif
 	th_daemon_cleanup(&D);
 }
 END_TEST
@@ -774,6 +799,6 @@ END_TEST
 
 /* The tests in the order they run. */
 TH_MAIN("lifecycle", 90, sigterm_idle, sigint_idle,
-	sigterm_in_flight, sigterm_pending_op, sigkill_under_client, sighup_reload,
+	sigterm_in_flight, sigterm_pending_op, sigkill_under_client, fatal_signal, sighup_reload,
 	bad_config_at_start, check_config, env_precedence, ctl_status, comm_mode, ctl_no_daemon,
 	ctl_non_root, second_daemon_refused)
