@@ -138,9 +138,13 @@ int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
 	for (struct sendrec *s = o->tx.sends; s; s = s->next)
 		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
 		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked && s->via == from) {
+			s->retries += !busy;
+			if (s->posted && !s->sent) { /* its completion is on its way */
+				s->nack_wait = NACK_AGAIN;
+				continue;
+			}
 			s->posted = false;
 			s->sent = false;
-			s->retries += !busy;
 			o->tx.need_repost = true;
 		}
 	return rl_detour_refused(o->c, &o->det, h, from);

@@ -199,12 +199,14 @@ static int conn_error(struct eager *e, const struct r2_rmsg *m)
 
 static void sent(struct eager *e, struct sendrec *s, int status)
 {
-	if ((status < 0 || rl_sent_on_failed(e->c, s)) && !s->acked) {
-		s->posted = false; /* lost with its connection: again */
+	if ((status < 0 || rl_sent_on_failed(e->c, s) || s->nack_wait) && !s->acked) {
+		s->posted = false; /* lost with its connection, or refused: again */
 		s->sent = false;
+		s->nack_wait = 0;
 		e->repost = true;
 		return;
 	}
+	s->nack_wait = 0;
 	s->sent = true;
 }
 
@@ -304,7 +306,9 @@ static int handle(struct eager *e, struct r2_rmsg *m)
 		    !s->acked && (h->flags & R2_CHUNK_NACK)) {
 			/* the bridge has no rail to its host either (or is busy) */
 			int r = s->via == m->cqe.peer ? rl_detour_refused(c, &e->det, h, m->cqe.peer) : 0;
-			if (s->via == m->cqe.peer) {
+			if (s->via == m->cqe.peer && s->posted && !s->sent) {
+				s->nack_wait = NACK_AGAIN; /* again at its completion */
+			} else if (s->via == m->cqe.peer) {
 				s->posted = false;
 				s->sent = false;
 				e->repost = true;

@@ -65,6 +65,14 @@ struct sendrec {
 	uint8_t posts; /* times posted (saturates): more than once, an earlier
 			* copy may still be queued */
 	bool orphan; /* its operation ended first: freed at its send completion */
+	/* A bridge refused it (NACK) before its send completion came: it goes
+	 * again at that completion, not before. posted && !sent means one
+	 * completion is on its way, and what is freed meanwhile must be left
+	 * to it (op_end, p2p_free): re-posting at the NACK would break that
+	 * (the record freed under its late completion). NACK_AGAIN, or
+	 * NACK_BUSY (the bridge's queues were full: a transfer's waits for
+	 * its pump). */
+	uint8_t nack_wait;
 	void *owner; /* a transfer (struct p2pop), NULL for a collective's chunk */
 	int retries;
 	struct r2_bufpool *pool; /* where buf comes from (NULL: the heap) */
@@ -76,6 +84,8 @@ struct sendrec {
 	bool stable;
 	int tenant; /* its communicator's tenant in the scheduler (net/tenants.h) */
 };
+
+enum { NACK_AGAIN = 1, NACK_BUSY = 2 };
 
 /* opseq of a send/recv transfer's chunks: never a collective's */
 #define P2P_BIT (1ull << 63)

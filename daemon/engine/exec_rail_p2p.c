@@ -273,8 +273,18 @@ static void p2p_sent(struct r2_comm *c, struct r2_rmsg *m)
 {
 	struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
 	struct p2pop *p = s->owner;
+	uint8_t nack = s->acked ? 0 : s->nack_wait;
 
-	if ((m->cqe.status < 0 || rl_sent_on_failed(c, s)) && !s->acked) {
+	s->nack_wait = 0;
+	if (nack == NACK_BUSY) { /* refused by a busy bridge: again from the pump */
+		s->posted = false;
+		s->sent = false;
+		p->blocked = true;
+	} else if (nack == NACK_AGAIN) { /* refused by a bridge (p2p_refused) */
+		int r = p2p_again(c, p, s);
+		if (r < 0)
+			p2p_finish(c, p, r == -ENOTCONN ? R2CCL_E_PEER_GONE : r);
+	} else if ((m->cqe.status < 0 || rl_sent_on_failed(c, s)) && !s->acked) {
 		if (++s->retries > (int)r2_param_int(&c->d->params, P_MAX_RETRIES) ||
 		    p2p_again(c, p, s) < 0)
 			p2p_finish(c, p, R2CCL_E_NO_PATH);
@@ -304,6 +314,10 @@ static void p2p_refused(struct r2_comm *c, struct p2pop *p, struct sendrec *s,
 {
 	int r = rl_detour_refused(c, &p->det, h, from);
 
+	if (r == 0 && s->posted && !s->sent) { /* again at its completion (p2p_sent) */
+		s->nack_wait = (h->flags & R2_CHUNK_BUSY) ? NACK_BUSY : NACK_AGAIN;
+		return;
+	}
 	if (r == 0 && (h->flags & R2_CHUNK_BUSY)) { /* again from the pump */
 		s->posted = false;
 		s->sent = false;

@@ -412,13 +412,16 @@ void rl_sent(struct railop *o, struct sendrec *t, int status)
 		struct sendrec *s = *pp;
 		if (s != t)
 			continue;
-		if ((status < 0 || rl_sent_on_failed(o->c, s)) && !s->acked) {
-			/* the connection failed under it: send it again elsewhere */
+		if ((status < 0 || rl_sent_on_failed(o->c, s) || s->nack_wait) && !s->acked) {
+			/* the connection failed under it, or a bridge refused it
+			 * (counted then): send it again elsewhere */
 			s->posted = false;
-			s->retries++;
+			s->retries += !s->nack_wait;
+			s->nack_wait = 0;
 			o->tx.need_repost = true;
 			return;
 		}
+		s->nack_wait = 0;
 		s->sent = true;
 		if (s->acked)
 			rl_sends_free(&o->tx, pp);

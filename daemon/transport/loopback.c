@@ -83,6 +83,7 @@ struct lbrule {
 	bool used, hold;
 	uint64_t peer;
 	uint32_t drop, dup, reorder, delay_us;
+	uint32_t sendc_delay_us;  /* r2_lb_delay_sendc */
 	uint32_t drop_ctrl_type;  /* r2_lb_drop_ctrl */
 	r2_lb_match_fn drop_match;
 	void *drop_arg;
@@ -97,11 +98,20 @@ struct r2_tp {
 	struct lbrule rules[LB_MAX_RULES];
 };
 
+/* A SEND completion that comes late (r2_lb_delay_sendc). */
+struct lbsendc {
+	struct lbsendc *next;
+	uint64_t due;
+	struct r2_tp *tp;
+	struct r2_tp_cqe e;
+};
+
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct r2_tp *tps;
 	struct lbmsg *flight;    /* delayed messages, by due time (stable) */
+	struct lbsendc *late;    /* delayed SEND completions, by due time */
 	int nflight;             /* delayed + held for reordering */
 	uint16_t next_port;
 	bool timer_on;
@@ -235,7 +245,8 @@ static void *timer_main(void *arg)
 	pthread_mutex_lock(&g.lock);
 	while (g.timer_gen == gen) {
 		struct lbmsg *m = g.flight;
-		uint64_t now = r2_tp_now_ns();
+		struct lbsendc *c = g.late;
+		uint64_t now = r2_tp_now_ns(), due;
 
 		if (m && m->due <= now) {
 			g.flight = m->next;
@@ -244,28 +255,42 @@ static void *timer_main(void *arg)
 			deliver_now(m);
 			continue;
 		}
-		if (!m) {
+		if (c && c->due <= now) {
+			g.late = c->next;
+			r2_tp_cq_push(&c->tp->b.cmpl, &c->e);
+			free(c);
+			continue;
+		}
+		if (!m && !c) {
 			pthread_cond_wait(&g.cond, &g.lock);
 			continue;
 		}
-		struct timespec ts = { .tv_sec = (time_t)(m->due / 1000000000ull),
-				       .tv_nsec = (long)(m->due % 1000000000ull) };
+		due = m && (!c || m->due < c->due) ? m->due : c->due;
+		struct timespec ts = { .tv_sec = (time_t)(due / 1000000000ull),
+				       .tv_nsec = (long)(due % 1000000000ull) };
 		pthread_cond_timedwait(&g.cond, &g.lock, &ts);
 	}
 	pthread_mutex_unlock(&g.lock);
 	return NULL;
 }
 
-static int flight_add(struct lbmsg *m)
+static int timer_start(void)
 {
-	struct lbmsg **pp = &g.flight;
-
 	if (!g.timer_on) {
 		if (pthread_create(&g.timer, NULL, timer_main, (void *)(uintptr_t)g.timer_gen))
 			return -EAGAIN;
 		pthread_setname_np(g.timer, "r2-loopback");
 		g.timer_on = true;
 	}
+	return 0;
+}
+
+static int flight_add(struct lbmsg *m)
+{
+	struct lbmsg **pp = &g.flight;
+
+	if (timer_start() < 0)
+		return -EAGAIN;
 	while (*pp && (*pp)->due <= m->due)
 		pp = &(*pp)->next;
 	m->next = *pp;
@@ -343,6 +368,30 @@ static void forward(struct lbpeer *p, struct lbrule *r, struct lbmsg *m)
 		route(m, r ? r->delay_us : 0);
 }
 
+/* e to tp's completions: now, or late by the rule r (r2_lb_delay_sendc). */
+static void sendc_push(struct r2_tp *tp, const struct lbrule *r, const struct r2_tp_cqe *e)
+{
+	struct lbsendc *c = NULL, **pp = &g.late;
+
+	if (r && r->sendc_delay_us && (c = calloc(1, sizeof(*c))) && timer_start() < 0) {
+		free(c);
+		c = NULL;
+	}
+	if (!c) { /* at once (no rule, or no memory or timer for it) */
+		r2_tp_cq_push(&tp->b.cmpl, e);
+		return;
+	}
+	c->due = r2_tp_now_ns() + (uint64_t)r->sendc_delay_us * 1000u;
+	c->tp = tp;
+	c->e = *e;
+	c->e.conn = NULL; /* the connection may be gone by then */
+	while (*pp && (*pp)->due <= c->due)
+		pp = &(*pp)->next;
+	c->next = *pp;
+	*pp = c;
+	pthread_cond_broadcast(&g.cond);
+}
+
 /* The message leaves p's end: SEND completion, then the rules of the way. */
 static void transmit(struct lbpeer *p, struct lbmsg *m)
 {
@@ -372,7 +421,7 @@ static void transmit(struct lbpeer *p, struct lbmsg *m)
 	e.status = status;
 	if (!status)
 		r2_tp_count(&tp->b.ctr.tx_bytes, sz);
-	r2_tp_cq_push(&tp->b.cmpl, &e);
+	sendc_push(tp, r, &e);
 	bool ctrl = r && r->drop_match && m->hdr.kind == R2_MSG_CTRL &&
 		    m->hdr.aux == r->drop_ctrl_type && m->copy &&
 		    r->drop_match(m->copy, m->hdr.len, r->drop_arg);
@@ -565,6 +614,15 @@ static void lb_close(struct r2_tp *tp)
 		return;
 	pthread_mutex_lock(&g.lock);
 	fail_all(tp, -ECONNABORTED, false, -ECONNRESET, true);
+	for (struct lbsendc **pp = &g.late; *pp;) {
+		struct lbsendc *c = *pp;
+		if (c->tp != tp) {
+			pp = &c->next;
+			continue;
+		}
+		*pp = c->next;
+		free(c);
+	}
 	for (struct r2_tp **pp = &g.tps; *pp; pp = &(*pp)->next)
 		if (*pp == tp) {
 			*pp = tp->next;
@@ -779,6 +837,7 @@ static void set_drop(struct lbrule *r, uint64_t v) { r->drop = (uint32_t)v; }
 static void set_delay(struct lbrule *r, uint64_t v) { r->delay_us = (uint32_t)v; }
 static void set_reorder(struct lbrule *r, uint64_t v) { r->reorder = (uint32_t)v; }
 static void set_dup(struct lbrule *r, uint64_t v) { r->dup = (uint32_t)v; }
+static void set_sendc(struct lbrule *r, uint64_t v) { r->sendc_delay_us = (uint32_t)v; }
 
 int r2_lb_drop(struct r2_tp *tp, uint64_t peer, uint32_t n)
 {
@@ -812,6 +871,11 @@ int r2_lb_drop_ctrl(struct r2_tp *tp, uint64_t peer, uint32_t type, r2_lb_match_
 int r2_lb_delay(struct r2_tp *tp, uint64_t peer, uint32_t delay_us)
 {
 	return with_rule(tp, peer, set_delay, delay_us);
+}
+
+int r2_lb_delay_sendc(struct r2_tp *tp, uint64_t peer, uint32_t delay_us)
+{
+	return with_rule(tp, peer, set_sendc, delay_us);
 }
 
 int r2_lb_reorder(struct r2_tp *tp, uint64_t peer, uint32_t n)

@@ -42,6 +42,12 @@ int r2_lb_drop_ctrl(struct r2_tp *tp, uint64_t peer, uint32_t type, r2_lb_match_
  * connection still arrive in the order sent (a later one never overtakes an
  * earlier one), as on one TCP stream. */
 int r2_lb_delay(struct r2_tp *tp, uint64_t peer, uint32_t delay_us);
+/* The SEND completion of each message to peer comes delay_us after the
+ * message left (0: at once, before it arrives), as from a transport whose
+ * completions take a slower way than its data (a busy completion thread):
+ * the receiver may answer first. Completions still pending when tp closes
+ * are dropped (close() reports nothing). */
+int r2_lb_delay_sendc(struct r2_tp *tp, uint64_t peer, uint32_t delay_us);
 /* The next n messages to peer are held until the n-th is sent, then
  * delivered in reverse order (as messages on different streams may come). */
 int r2_lb_reorder(struct r2_tp *tp, uint64_t peer, uint32_t n);

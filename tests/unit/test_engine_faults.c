@@ -644,9 +644,11 @@ END_TEST
  * rail 0 down) and the bridge, host 1, cut from host 2 too: silently
  * (black-holed: its chunks vanish, the peer timeout tells) or refused (no
  * connection: it answers NACK at once). The AllReduce must fail on every
- * rank within bound_ms of its start. */
+ * rank within bound_ms of its start. sendc_us: the send completions of
+ * hosts 0 and 2 to the bridge come that late (r2_lb_delay_sendc), after
+ * its NACK. */
 static void no_bridge_left_n(const char *const *params, bool refused, uint64_t bound_ms,
-			     uint64_t count)
+			     uint64_t count, uint32_t sendc_us)
 {
 	struct th_host *hs[3];
 	struct th_sess *ss[3];
@@ -655,6 +657,9 @@ static void no_bridge_left_n(const char *const *params, bool refused, uint64_t b
 
 	ar_cluster(hs, ss, &a, 3, params, count);
 	ar_run(&a);
+	for (int h = 0; h < 3 && sendc_us; h += 2)
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(r2_lb_delay_sendc(th_tp(hs[h], r), ID(1), sendc_us), 0);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
 	if (refused) {
@@ -677,12 +682,15 @@ static void no_bridge_left_n(const char *const *params, bool refused, uint64_t b
 		ck_assert_msg(st == R2CCL_E_PEER_GONE || st == R2CCL_E_NO_PATH, "rank %d: %d", r, st);
 	}
 	ck_assert_uint_lt(th_now_ms() - t0, bound_ms);
+	/* the late completions come while every daemon still runs: each
+	 * finds its record (kept for it, not freed at the NACK) */
+	th_pump(sendc_us / 1000 + 300);
 	th_free_all(hs, 3);
 }
 
 static void no_bridge_left(const char *const *params, bool refused, uint64_t bound_ms)
 {
-	no_bridge_left_n(params, refused, bound_ms, 64 * 1024);
+	no_bridge_left_n(params, refused, bound_ms, 64 * 1024, 0);
 }
 
 /* As above, but the bridge's connection to host 2 is a black hole: no
@@ -782,7 +790,30 @@ START_TEST(test_eager_nack_no_bridge_left)
 {
 	static const char *const p[] = { "peer_timeout_ms=3000", NULL };
 
-	no_bridge_left_n(p, true, 3000 + 2000, 1024);
+	no_bridge_left_n(p, true, 3000 + 2000, 1024, 0);
+}
+END_TEST
+
+/* Both again with the send completions to the bridge coming 300 ms late,
+ * after the bridge's NACK: a NACK does not release a chunk whose send
+ * completion is still on its way (it goes again at that completion, and
+ * an operation that ends first leaves the record to it). Before that fix
+ * the failed operation freed the record and the late completion read it
+ * (heap-use-after-free under ASan; a crash of the surviving daemons at
+ * times). */
+START_TEST(test_detour_nack_before_sendc)
+{
+	static const char *const p[] = { "peer_timeout_ms=3000", NULL };
+
+	no_bridge_left_n(p, true, 3000 + 2000, 64 * 1024, 300000);
+}
+END_TEST
+
+START_TEST(test_eager_nack_before_sendc)
+{
+	static const char *const p[] = { "peer_timeout_ms=3000", NULL };
+
+	no_bridge_left_n(p, true, 3000 + 2000, 1024, 300000);
 }
 END_TEST
 
@@ -1104,6 +1135,8 @@ static Suite *suite(void)
 	TH_ADD(s, test_detour_refused);
 	TH_ADD(s, test_detour_nack_no_bridge_left);
 	TH_ADD(s, test_eager_nack_no_bridge_left);
+	TH_ADD(s, test_detour_nack_before_sendc);
+	TH_ADD(s, test_eager_nack_before_sendc);
 	TH_ADD(s, test_stalled_send_settles);
 	TH_ADD(s, test_late_acks_unborrow);
 	TH_ADD(s, test_drain);

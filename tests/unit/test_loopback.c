@@ -276,6 +276,43 @@ START_TEST(delay)
 }
 END_TEST
 
+/* Late SEND completions (r2_lb_delay_sendc): the message arrives at once,
+ * its completion 100 ms later, the others' in the order sent; one still
+ * pending when its instance closes is dropped without a report. */
+START_TEST(late_send_completion)
+{
+	struct r2_tp *a = host(1, 0, 0), *b = host(2, 0, 0);
+	struct r2_tp_cqe e;
+	uint64_t t0;
+
+	fill();
+	connect_pair(a, b);
+	ck_assert_int_eq(r2_lb_delay_sendc(a, 2, 100000), 0);
+	t0 = tu_now_ms();
+	for (uint32_t i = 0; i < 3; i++)
+		send_chunk(a, 2, i, pay[i], 64);
+	for (uint32_t i = 0; i < 3; i++)
+		expect_chunk(b, 1, i);
+	if (tu_now_ms() - t0 < 100) /* a loaded machine may be past it */
+		expect_none(a);
+	expect_sends(a, 2, 0, 3, 0);
+	ck_assert_uint_ge(tu_now_ms() - t0, 100);
+	/* back to at once */
+	ck_assert_int_eq(r2_lb_delay_sendc(a, 2, 0), 0);
+	send_chunk(a, 2, 3, pay[3], 64);
+	expect_sends(a, 2, 3, 1, 0);
+	expect_chunk(b, 1, 3);
+	/* pending at close: dropped */
+	ck_assert_int_eq(r2_lb_delay_sendc(a, 2, 100000), 0);
+	send_chunk(a, 2, 4, pay[4], 64);
+	expect_chunk(b, 1, 4);
+	ops->close(a);
+	ck_assert_int_eq(next(b, &e, 200), 1); /* b's end: the connection reset */
+	ck_assert_int_eq(e.type, R2_TPC_ERROR);
+	ops->close(b);
+}
+END_TEST
+
 START_TEST(reorder)
 {
 	struct r2_tp *a = host(1, 0, 0), *b = host(2, 0, 0);
@@ -515,6 +552,7 @@ static Suite *suite(void)
 	tcase_add_test(t, deliver_in_order);
 	tcase_add_test(t, connect_errors);
 	tcase_add_test(t, drop);
+	tcase_add_test(t, late_send_completion);
 	tcase_add_test(t, delay);
 	tcase_add_test(t, reorder);
 	tcase_add_test(t, duplicate);
