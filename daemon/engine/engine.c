@@ -630,6 +630,9 @@ static void spin(struct r2_engine *e)
 	while (r2_now_us() < until && !atomic_load(&e->stop)) {
 		if (poll_rings(e))
 			until = r2_now_us() + (uint64_t)spin_us;
+		/* busy clients may keep this loop going: each pass counts as
+		 * going round (no epoll batch is held here) */
+		atomic_fetch_add(&e->heartbeat, 1);
 		pthread_mutex_unlock(&e->slock);
 		sched_yield();
 		pthread_mutex_lock(&e->slock);
@@ -650,7 +653,6 @@ static void *dispatcher(void *arg)
 	while (!atomic_load(&e->stop)) {
 		int n = epoll_wait(e->epfd, ev, 64, 100);
 
-		atomic_fetch_add(&e->heartbeat, 1);
 		for (int i = 0; i < n; i++) {
 			struct r2_session *s = ev[i].data.ptr;
 			if (!s) {
@@ -661,6 +663,10 @@ static void *dispatcher(void *arg)
 			}
 			drain_ring(e->d, s, true);
 		}
+		/* after the batch, not at its start: a session removed from the
+		 * epoll set before this count moved is in no batch any more
+		 * (r2d_engine_remove_session; spin() sees only e->spin) */
+		atomic_fetch_add(&e->heartbeat, 1);
 		if (n > 0)
 			spin(e);
 	}
@@ -720,13 +726,19 @@ void r2d_engine_remove_session(struct r2d *d, struct r2_session *s)
 	spin_remove(d->engine, s);
 	/* The dispatcher may hold s from an epoll batch taken before the DEL:
 	 * it checks s->dead/closing under d->lock, and the reference below is
-	 * dropped only after it went round once more. */
+	 * dropped only after that batch ended (the count moves at the end of
+	 * each). A dispatcher that does not go round within 2 s keeps the
+	 * reference: a session leaked, not one freed under it. */
 	if (write(d->engine->wake_fd, &one, sizeof(one)) < 0)
 		(void)0;
-	{
-		uint64_t hb = atomic_load(&d->engine->heartbeat);
-		for (int i = 0; i < 200 && atomic_load(&d->engine->heartbeat) == hb; i++)
-			usleep(500);
+	uint64_t hb = atomic_load(&d->engine->heartbeat);
+	for (int i = 0; i < 4000 && atomic_load(&d->engine->heartbeat) == hb; i++)
+		usleep(500);
+	if (atomic_load(&d->engine->heartbeat) == hb) {
+		log_warn("session %llu: the dispatcher did not go round in 2 s; its record is "
+			 "kept (leaked) rather than freed under it",
+			 (unsigned long long)s->id);
+		return;
 	}
 	s->src->put(s);
 }

@@ -290,7 +290,7 @@ static int handle(struct eager *e, struct r2_rmsg *m)
 		s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
 		if (s && mine(e, m->cqe.ctx))
 			sent(e, s, m->cqe.status);
-		else if (s && s->orphan)
+		else if (s && rl_is_orphan(s))
 			rl_sendrec_free(s); /* an ended operation's */
 		break;
 	case R2_TPC_ERROR: {
@@ -537,7 +537,7 @@ out:
 		if (!s)
 			continue;
 		if (s->posted && !s->sent)
-			s->orphan = true; /* freed at its send completion */
+			rl_orphan(s); /* freed at its send completion */
 		else
 			rl_sendrec_free(s);
 	}

@@ -87,6 +87,20 @@ struct sendrec {
 
 enum { NACK_AGAIN = 1, NACK_BUSY = 2 };
 
+/* The operation that lists s ends while a send completion is on its way:
+ * s is left to it. Published last (release): once the rails thread sees it
+ * (rl_is_orphan, acquire), it may free s, and the executor touches s no
+ * more. */
+static inline void rl_orphan(struct sendrec *s)
+{
+	__atomic_store_n(&s->orphan, true, __ATOMIC_RELEASE);
+}
+
+static inline bool rl_is_orphan(const struct sendrec *s)
+{
+	return __atomic_load_n(&s->orphan, __ATOMIC_ACQUIRE);
+}
+
 /* opseq of a send/recv transfer's chunks: never a collective's */
 #define P2P_BIT (1ull << 63)
 

@@ -588,7 +588,7 @@ static void op_end(struct railop *o, int r)
 		struct sendrec *s = o->tx.sends;
 		o->tx.sends = s->next;
 		if (s->posted && !s->sent) {
-			s->orphan = true; /* freed at its send completion */
+			rl_orphan(s); /* freed at its send completion */
 			continue;
 		}
 		rl_sendrec_free(s);

@@ -57,9 +57,8 @@ void r2d_comm_mbox_flush(struct r2_comm *c)
 		next = m->next;
 		if (m->cqe.type == R2_TPC_SEND && m->cqe.ctx > 1) {
 			struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
-			if (s->orphan) {
+			if (rl_is_orphan(s))
 				rl_sendrec_free(s);
-			}
 		}
 		rl_rmsg_free(c->d, m);
 	}
@@ -143,7 +142,7 @@ static void deliver_one(struct r2d *d, struct r2_rmsg *m)
 	} else {
 		if (cqe->type == R2_TPC_SEND) {
 			struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
-			if (c && !s->orphan) {
+			if (c && !rl_is_orphan(s)) {
 				/* the communicator broke while its executor still
 				 * lists this chunk (it frees or orphans it on the way
 				 * out; the mailbox flush frees orphans): freeing it

@@ -135,8 +135,9 @@ static void p2p_free(struct r2d *d, struct p2pop *p)
 		struct sendrec *s = p->sends;
 		p->sends = s->next;
 		if (s->posted && !s->sent) {
-			s->orphan = true;
+			/* last: the rails thread may free s as soon as it sees it */
 			s->owner = NULL;
+			rl_orphan(s);
 			continue;
 		}
 		rl_sendrec_free(s);
@@ -285,9 +286,12 @@ static void p2p_sent(struct r2_comm *c, struct r2_rmsg *m)
 		if (r < 0)
 			p2p_finish(c, p, r == -ENOTCONN ? R2CCL_E_PEER_GONE : r);
 	} else if ((m->cqe.status < 0 || rl_sent_on_failed(c, s)) && !s->acked) {
-		if (++s->retries > (int)r2_param_int(&c->d->params, P_MAX_RETRIES) ||
-		    p2p_again(c, p, s) < 0)
+		if (++s->retries > (int)r2_param_int(&c->d->params, P_MAX_RETRIES)) {
+			s->posted = false; /* that was its last completion: freed now */
 			p2p_finish(c, p, R2CCL_E_NO_PATH);
+		} else if (p2p_again(c, p, s) < 0) {
+			p2p_finish(c, p, R2CCL_E_NO_PATH);
+		}
 	} else {
 		s->sent = true;
 		send_written(c, p);
@@ -590,7 +594,7 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 					atomic_fetch_add(&c->d->chunks_dup_dropped, 1);
 				if (m->cqe.type == R2_TPC_SEND) {
 					struct sendrec *s = (struct sendrec *)(uintptr_t)m->cqe.ctx;
-					if (s && s->orphan) {
+					if (s && rl_is_orphan(s)) {
 						rl_sendrec_free(s);
 					}
 				}

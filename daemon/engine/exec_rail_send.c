@@ -427,7 +427,7 @@ void rl_sent(struct railop *o, struct sendrec *t, int status)
 			rl_sends_free(&o->tx, pp);
 		return;
 	}
-	if (t->orphan) {
+	if (rl_is_orphan(t)) {
 		rl_sendrec_free(t);
 	}
 }

@@ -121,7 +121,9 @@ static struct detour *take(struct r2d *d, const struct r2_chunk_hdr *h)
 {
 	for (struct detour **pp = &list; *pp; pp = &(*pp)->next) {
 		struct detour *x = *pp;
-		if (x->d == d && x->hdr.comm == h->comm && x->hdr.opseq == h->opseq &&
+		/* (an acknowledged one waits only for its send completion: a
+		 * second copy's ACK is not for it) */
+		if (x->d == d && !x->acked && x->hdr.comm == h->comm && x->hdr.opseq == h->opseq &&
 		    x->hdr.step == h->step && x->hdr.src == h->src && x->hdr.dst == h->dst &&
 		    x->hdr.off == h->off) {
 			*pp = x->next;
@@ -210,8 +212,12 @@ bool r2d_detour_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 			return false;
 		x = (struct detour *)(uintptr_t)(cqe->ctx & ~(uint64_t)7u);
 		pthread_mutex_lock(&lock);
-		if (cqe->status < 0 && !x->acked) {
-			/* its connection failed under it: again, elsewhere */
+		/* its connection failed under it: again, elsewhere. Also when
+		 * the connection's error came first (r2d_detour_failed passed
+		 * it over, not sent yet) and this success only says the bytes
+		 * were written: the path is bad now, they may be lost with it
+		 * (the destination applies a second copy once) */
+		if ((cqe->status < 0 || ((r2d_rails_bad(d, x->dst) >> x->rail) & 1)) && !x->acked) {
 			if (forward(d, x, x->rail) == 0) {
 				pthread_mutex_unlock(&lock);
 				return true;

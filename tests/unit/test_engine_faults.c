@@ -375,6 +375,52 @@ START_TEST(test_send_completes_before_ack)
 }
 END_TEST
 
+/* A send whose chunk fails with its connection more often than max_retries
+ * (0 here: at the first failure) ends with R2CCL_E_NO_PATH, and its chunk's
+ * record and proxy buffer are freed then: that failure was its last send
+ * completion (before, it was left to a completion that never came: a leak
+ * LeakSanitizer reports at the end of this test). */
+START_TEST(test_send_retries_spent)
+{
+	static const char *const p[] = { "max_retries=0", "op_timeout_ms=2000", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	const uint64_t cnt = 1000;
+	int32_t *b0, *r1;
+	uint32_t m0, n1;
+	uint64_t t0, t1;
+	struct r2_comm *c;
+	int st;
+
+	th_cluster(hs, 2, 1, 0x3, ss, p);
+	pthread_mutex_lock(&hs[0]->d.lock);
+	c = r2d_comm_find(&hs[0]->d, ss[0]->comm_id >> 16);
+	pthread_mutex_unlock(&hs[0]->d.lock);
+	ck_assert_ptr_nonnull(c);
+	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
+	n1 = th_mem(ss[1], cnt * 4, (void **)&r1);
+	for (uint64_t i = 0; i < cnt; i++)
+		b0[i] = val(0, i, 0);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], r), ID(1), true), 0);
+	t1 = th_submit(ss[1], R2_OP_RECV, cnt, R2CCL_INT32, 0, 0, 0, n1);
+	t0 = th_submit(ss[0], R2_OP_SEND, cnt, R2CCL_INT32, 0, 1, m0, 0);
+	th_pump(50);
+	/* the held chunk's connection fails: its completion says so */
+	for (int r = 0; r < 2; r++)
+		r2_lb_fail(th_tp(hs[0], r), ID(1), -ECONNRESET);
+	st = th_wait(ss[0], t0, T_MS);
+	ck_assert_msg(st == R2CCL_E_NO_PATH, "send: %d", st);
+	ck_assert(th_wait(ss[1], t1, T_MS) < 0); /* the receive: op_timeout_ms */
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], r), ID(1), false), 0);
+	for (int k = 0; k < 200 && r2_p2p_pending(c); k++)
+		th_pump(10);
+	ck_assert(!r2_p2p_pending(c));
+	th_free_all(hs, 2);
+}
+END_TEST
+
 /* Every message on both rails arrives twice for a while: each chunk is
  * applied once (the seen set), the result is exact, the duplicates counted */
 START_TEST(test_duplicated_chunks)
@@ -1137,6 +1183,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_eager_nack_no_bridge_left);
 	TH_ADD(s, test_detour_nack_before_sendc);
 	TH_ADD(s, test_eager_nack_before_sendc);
+	TH_ADD(s, test_send_retries_spent);
 	TH_ADD(s, test_stalled_send_settles);
 	TH_ADD(s, test_late_acks_unborrow);
 	TH_ADD(s, test_drain);
