@@ -212,18 +212,25 @@ bool r2d_detour_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 			return false;
 		x = (struct detour *)(uintptr_t)(cqe->ctx & ~(uint64_t)7u);
 		pthread_mutex_lock(&lock);
-		/* its connection failed under it: again, elsewhere. Also when
-		 * the connection's error came first (r2d_detour_failed passed
-		 * it over, not sent yet) and this success only says the bytes
-		 * were written: the path is bad now, they may be lost with it
-		 * (the destination applies a second copy once) */
-		if ((cqe->status < 0 || ((r2d_rails_bad(d, x->dst) >> x->rail) & 1)) && !x->acked) {
+		/* its connection failed under it: again, elsewhere, or the
+		 * source learns it is lost. A success on a path that is bad
+		 * by now (the connection's error may have come first, when
+		 * r2d_detour_failed passed it over, not sent yet) says only
+		 * that the bytes were written: they may be lost with the
+		 * connection, so it goes again where another rail can take it
+		 * (the destination applies a second copy once); where none
+		 * can, it counts as delivered, as before */
+		bool failed = cqe->status < 0;
+		bool suspect = !failed && ((r2d_rails_bad(d, x->dst) >> x->rail) & 1);
+		if ((failed || suspect) && !x->acked) {
 			if (forward(d, x, x->rail) == 0) {
 				pthread_mutex_unlock(&lock);
 				return true;
 			}
-			lost(d, x);
-			x->acked = true; /* nothing more to wait for */
+			if (failed) {
+				lost(d, x);
+				x->acked = true; /* nothing more to wait for */
+			}
 		}
 		x->sent = true;
 		if (x->acked) {
