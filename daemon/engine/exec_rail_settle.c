@@ -17,10 +17,13 @@ static bool overlaps(const struct sendrec *s, uint64_t off, uint64_t len)
 	return s->hdr.off < off + len && off < s->hdr.off + s->hdr.len;
 }
 
-/* A transport may still read s->buf. */
+/* A transport may still read s->buf: posted, its completion not come, and
+ * not acknowledged; or acknowledged, but posted more than once or through a
+ * bridge, when the ACK may be another copy's and this one still queued
+ * (linger_blocked in exec_rail_loop.c: the same rule) */
 static bool tp_holds(const struct sendrec *s)
 {
-	return s->posted && !s->sent && !s->acked;
+	return s->posted && !s->sent && (!s->acked || s->posts > 1 || s->via);
 }
 
 /* A borrowed chunk overlapping [off, off+len) (len 0: any) that a transport
