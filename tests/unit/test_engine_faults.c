@@ -331,47 +331,64 @@ START_TEST(test_ack_linger)
 }
 END_TEST
 
+/* Two hosts, a rank each: host 0's communicator, a send buffer on host 0
+ * and a receive buffer on host 1 (P2P_CNT int32 each). */
+#define P2P_CNT 1000u
+struct p2p_pair {
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct r2_comm *c;
+	int32_t *b0, *r1;
+	uint32_t m0, n1;
+};
+
+static void p2p_pair(struct p2p_pair *x, const char *const *params)
+{
+	th_cluster(x->hs, 2, 1, 0x3, x->ss, params);
+	pthread_mutex_lock(&x->hs[0]->d.lock);
+	x->c = r2d_comm_find(&x->hs[0]->d, x->ss[0]->comm_id >> 16);
+	pthread_mutex_unlock(&x->hs[0]->d.lock);
+	ck_assert_ptr_nonnull(x->c);
+	x->m0 = th_mem(x->ss[0], P2P_CNT * 4, (void **)&x->b0);
+	x->n1 = th_mem(x->ss[1], P2P_CNT * 4, (void **)&x->r1);
+}
+
+/* Host 0 has no transfer left in flight, within 2 s. */
+static void p2p_settled(struct r2_comm *c)
+{
+	for (int k = 0; k < 200 && r2_p2p_pending(c); k++)
+		th_pump(10);
+	ck_assert(!r2_p2p_pending(c));
+}
+
 /* Host 1's messages to host 0 held on both rails (its ACKs among them): a
  * send from host 0 completes once written (its chunks kept, unacknowledged)
  * and so does host 1's receive; released, the ACKs come and nothing is
  * left in flight; then a send whose rail fails before its ACK is re-sent. */
 START_TEST(test_send_completes_before_ack)
 {
-	struct th_host *hs[2];
-	struct th_sess *ss[2];
-	const uint64_t cnt = 1000;
-	int32_t *b0, *r1;
-	uint32_t m0, n1;
+	struct p2p_pair x;
 	uint64_t t0, t1;
-	struct r2_comm *c;
 
-	th_cluster(hs, 2, 1, 0x3, ss, NULL);
-	pthread_mutex_lock(&hs[0]->d.lock);
-	c = r2d_comm_find(&hs[0]->d, ss[0]->comm_id >> 16);
-	pthread_mutex_unlock(&hs[0]->d.lock);
-	ck_assert_ptr_nonnull(c);
-	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
-	n1 = th_mem(ss[1], cnt * 4, (void **)&r1);
+	p2p_pair(&x, NULL);
 	for (int round = 0; round < 2; round++) {
-		for (uint64_t i = 0; i < cnt; i++)
-			b0[i] = val(0, i, round);
+		for (uint64_t i = 0; i < P2P_CNT; i++)
+			x.b0[i] = val(0, i, round);
 		for (int r = 0; r < 2; r++)
-			ck_assert_int_eq(r2_lb_hold(th_tp(hs[1], r), ID(0), true), 0);
-		t1 = th_submit(ss[1], R2_OP_RECV, cnt, R2CCL_INT32, 0, 0, 0, n1);
-		t0 = th_submit(ss[0], R2_OP_SEND, cnt, R2CCL_INT32, 0, 1, m0, 0);
-		ck_assert_int_eq(th_wait(ss[0], t0, T_MS), 0); /* no ACK yet */
-		ck_assert_int_eq(th_wait(ss[1], t1, T_MS), 0);
-		ck_assert_mem_eq(r1, b0, cnt * 4);
-		ck_assert(r2_p2p_pending(c)); /* the chunk waits for its ACK */
+			ck_assert_int_eq(r2_lb_hold(th_tp(x.hs[1], r), ID(0), true), 0);
+		t1 = th_submit(x.ss[1], R2_OP_RECV, P2P_CNT, R2CCL_INT32, 0, 0, 0, x.n1);
+		t0 = th_submit(x.ss[0], R2_OP_SEND, P2P_CNT, R2CCL_INT32, 0, 1, x.m0, 0);
+		ck_assert_int_eq(th_wait(x.ss[0], t0, T_MS), 0); /* no ACK yet */
+		ck_assert_int_eq(th_wait(x.ss[1], t1, T_MS), 0);
+		ck_assert_mem_eq(x.r1, x.b0, P2P_CNT * 4);
+		ck_assert(r2_p2p_pending(x.c)); /* the chunk waits for its ACK */
 		if (round == 1) /* the rail of the chunk fails: it goes again */
-			ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 0), false), 0);
+			ck_assert_int_eq(r2_lb_link(th_tp(x.hs[0], 0), false), 0);
 		for (int r = 0; r < 2; r++)
-			ck_assert_int_eq(r2_lb_hold(th_tp(hs[1], r), ID(0), false), 0);
-		for (int k = 0; k < 200 && r2_p2p_pending(c); k++)
-			th_pump(10);
-		ck_assert(!r2_p2p_pending(c));
+			ck_assert_int_eq(r2_lb_hold(th_tp(x.hs[1], r), ID(0), false), 0);
+		p2p_settled(x.c);
 	}
-	th_free_all(hs, 2);
+	th_free_all(x.hs, 2);
 }
 END_TEST
 
@@ -383,41 +400,28 @@ END_TEST
 START_TEST(test_send_retries_spent)
 {
 	static const char *const p[] = { "max_retries=0", "op_timeout_ms=2000", NULL };
-	struct th_host *hs[2];
-	struct th_sess *ss[2];
-	const uint64_t cnt = 1000;
-	int32_t *b0, *r1;
-	uint32_t m0, n1;
+	struct p2p_pair x;
 	uint64_t t0, t1;
-	struct r2_comm *c;
 	int st;
 
-	th_cluster(hs, 2, 1, 0x3, ss, p);
-	pthread_mutex_lock(&hs[0]->d.lock);
-	c = r2d_comm_find(&hs[0]->d, ss[0]->comm_id >> 16);
-	pthread_mutex_unlock(&hs[0]->d.lock);
-	ck_assert_ptr_nonnull(c);
-	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
-	n1 = th_mem(ss[1], cnt * 4, (void **)&r1);
-	for (uint64_t i = 0; i < cnt; i++)
-		b0[i] = val(0, i, 0);
+	p2p_pair(&x, p);
+	for (uint64_t i = 0; i < P2P_CNT; i++)
+		x.b0[i] = val(0, i, 0);
 	for (int r = 0; r < 2; r++)
-		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], r), ID(1), true), 0);
-	t1 = th_submit(ss[1], R2_OP_RECV, cnt, R2CCL_INT32, 0, 0, 0, n1);
-	t0 = th_submit(ss[0], R2_OP_SEND, cnt, R2CCL_INT32, 0, 1, m0, 0);
+		ck_assert_int_eq(r2_lb_hold(th_tp(x.hs[0], r), ID(1), true), 0);
+	t1 = th_submit(x.ss[1], R2_OP_RECV, P2P_CNT, R2CCL_INT32, 0, 0, 0, x.n1);
+	t0 = th_submit(x.ss[0], R2_OP_SEND, P2P_CNT, R2CCL_INT32, 0, 1, x.m0, 0);
 	th_pump(50);
 	/* the held chunk's connection fails: its completion says so */
 	for (int r = 0; r < 2; r++)
-		r2_lb_fail(th_tp(hs[0], r), ID(1), -ECONNRESET);
-	st = th_wait(ss[0], t0, T_MS);
+		r2_lb_fail(th_tp(x.hs[0], r), ID(1), -ECONNRESET);
+	st = th_wait(x.ss[0], t0, T_MS);
 	ck_assert_msg(st == R2CCL_E_NO_PATH, "send: %d", st);
-	ck_assert(th_wait(ss[1], t1, T_MS) < 0); /* the receive: op_timeout_ms */
+	ck_assert(th_wait(x.ss[1], t1, T_MS) < 0); /* the receive: op_timeout_ms */
 	for (int r = 0; r < 2; r++)
-		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], r), ID(1), false), 0);
-	for (int k = 0; k < 200 && r2_p2p_pending(c); k++)
-		th_pump(10);
-	ck_assert(!r2_p2p_pending(c));
-	th_free_all(hs, 2);
+		ck_assert_int_eq(r2_lb_hold(th_tp(x.hs[0], r), ID(1), false), 0);
+	p2p_settled(x.c);
+	th_free_all(x.hs, 2);
 }
 END_TEST
 
