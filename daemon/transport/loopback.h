@@ -3,7 +3,8 @@
  * The loopback provider's control API, for tests (loopback.c): several
  * "hosts" in one process, each a provider instance opened with its own
  * cfg->addr, and the faults a test commands on the messages one instance
- * sends to a peer: drop, delay, reorder, duplicate, hold; and on its
+ * sends to a peer: drop, delay, reorder, duplicate, hold, late send
+ * completions; and on its
  * connections: fail, link down, refuse. docs/transports.md describes the
  * provider and how its semantics follow tcp.c's.
  *
