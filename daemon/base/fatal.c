@@ -90,10 +90,10 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	n = put_str(b, n, sizeof(b), " in thread '");
 	n = put_str(b, n, sizeof(b), tname);
 	n = put_str(b, n, sizeof(b), "'; backtrace (addr2line -f -e r2ccld OFFSET):\n");
-	if (write(STDERR_FILENO, b, n) < 0)
-		_exit(128 + sig);
-	nf = backtrace(frames, (int)(sizeof(frames) / sizeof(frames[0])));
-	backtrace_symbols_fd(frames, nf, STDERR_FILENO);
+	if (write(STDERR_FILENO, b, n) == (ssize_t)n) {
+		nf = backtrace(frames, (int)(sizeof(frames) / sizeof(frames[0])));
+		backtrace_symbols_fd(frames, nf, STDERR_FILENO);
+	}
 	/* SA_RESETHAND made the action the default: re-raised, the signal is
 	 * delivered when the handler returns (a fault re-executes anyway) */
 	raise(sig);

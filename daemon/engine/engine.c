@@ -729,9 +729,9 @@ void r2d_engine_remove_session(struct r2d *d, struct r2_session *s)
 	 * dropped only after that batch ended (the count moves at the end of
 	 * each). A dispatcher that does not go round within 2 s keeps the
 	 * reference: a session leaked, not one freed under it. */
+	uint64_t hb = atomic_load(&d->engine->heartbeat); /* before the wake-up */
 	if (write(d->engine->wake_fd, &one, sizeof(one)) < 0)
 		(void)0;
-	uint64_t hb = atomic_load(&d->engine->heartbeat);
 	for (int i = 0; i < 4000 && atomic_load(&d->engine->heartbeat) == hb; i++)
 		usleep(500);
 	if (atomic_load(&d->engine->heartbeat) == hb) {

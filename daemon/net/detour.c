@@ -46,13 +46,13 @@ static atomic_uint_fast64_t forwarded;
  * on skip; under lock. Only rails that send from any memory (tcp): the
  * receive buffer it sits in is not registered with a verbs rail.
  * -EAGAIN: a rail to it is connected, its queue full. */
-static int forward(struct r2d *d, struct detour *x, int skip)
+static int forward_on(struct r2d *d, struct detour *x, int skip, int passes)
 {
 	struct r2_rails *rs = d->rails;
 	uint32_t bad = r2d_rails_bad(d, x->dst);
 	int r = -ENOTCONN;
 
-	for (int pass = 0; pass < 2; pass++)
+	for (int pass = 0; pass < passes; pass++)
 		for (int i = 0; rs && i < rs->n; i++) {
 			if (i == skip || ((bad >> i) & 1) != (uint32_t)pass ||
 			    !r2d_rails_zero_copy(d, i))
@@ -68,6 +68,13 @@ static int forward(struct r2d *d, struct detour *x, int skip)
 				r = q;
 		}
 	return r;
+}
+
+/* x goes (again) to its destination on a rail other than skip: a good one,
+ * else a bad one that is connected. */
+static int forward(struct r2d *d, struct detour *x, int skip)
+{
+	return forward_on(d, x, skip, 2);
 }
 
 static void answer(struct r2d *d, int rail, uint64_t to, const struct r2_chunk_hdr *h,
@@ -217,13 +224,14 @@ bool r2d_detour_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		 * by now (the connection's error may have come first, when
 		 * r2d_detour_failed passed it over, not sent yet) says only
 		 * that the bytes were written: they may be lost with the
-		 * connection, so it goes again where another rail can take it
-		 * (the destination applies a second copy once); where none
-		 * can, it counts as delivered, as before */
+		 * connection, so it goes again where another good rail takes it
+		 * (the destination applies a second copy once; only a good one:
+		 * copies must not bounce between bad rails); where none does,
+		 * it counts as delivered, as before */
 		bool failed = cqe->status < 0;
 		bool suspect = !failed && ((r2d_rails_bad(d, x->dst) >> x->rail) & 1);
 		if ((failed || suspect) && !x->acked) {
-			if (forward(d, x, x->rail) == 0) {
+			if (forward_on(d, x, x->rail, failed ? 2 : 1) == 0) {
 				pthread_mutex_unlock(&lock);
 				return true;
 			}
