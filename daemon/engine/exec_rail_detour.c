@@ -139,10 +139,8 @@ int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
 		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
 		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked && s->via == from) {
 			s->retries += !busy;
-			if (s->posted && !s->sent) { /* its completion is on its way */
-				s->nack_wait = NACK_AGAIN;
+			if (rl_nack_defer(s, busy))
 				continue;
-			}
 			s->posted = false;
 			s->sent = false;
 			o->tx.need_repost = true;

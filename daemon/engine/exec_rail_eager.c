@@ -306,9 +306,8 @@ static int handle(struct eager *e, struct r2_rmsg *m)
 		    !s->acked && (h->flags & R2_CHUNK_NACK)) {
 			/* the bridge has no rail to its host either (or is busy) */
 			int r = s->via == m->cqe.peer ? rl_detour_refused(c, &e->det, h, m->cqe.peer) : 0;
-			if (s->via == m->cqe.peer && s->posted && !s->sent) {
-				s->nack_wait = NACK_AGAIN; /* again at its completion */
-			} else if (s->via == m->cqe.peer) {
+			if (s->via == m->cqe.peer &&
+			    !rl_nack_defer(s, (h->flags & R2_CHUNK_BUSY) != 0)) {
 				s->posted = false;
 				s->sent = false;
 				e->repost = true;

@@ -87,6 +87,17 @@ struct sendrec {
 
 enum { NACK_AGAIN = 1, NACK_BUSY = 2 };
 
+/* A bridge refused s (busy: its queues were full). True when s's send
+ * completion is still on its way: s is marked and goes again at it; false
+ * when it may go again now. */
+static inline bool rl_nack_defer(struct sendrec *s, bool busy)
+{
+	if (!s->posted || s->sent)
+		return false;
+	s->nack_wait = busy ? NACK_BUSY : NACK_AGAIN;
+	return true;
+}
+
 /* The operation that lists s ends while a send completion is on its way:
  * s is left to it. Published last (release): once the rails thread sees it
  * (rl_is_orphan, acquire), it may free s, and the executor touches s no

@@ -318,10 +318,8 @@ static void p2p_refused(struct r2_comm *c, struct p2pop *p, struct sendrec *s,
 {
 	int r = rl_detour_refused(c, &p->det, h, from);
 
-	if (r == 0 && s->posted && !s->sent) { /* again at its completion (p2p_sent) */
-		s->nack_wait = (h->flags & R2_CHUNK_BUSY) ? NACK_BUSY : NACK_AGAIN;
-		return;
-	}
+	if (r == 0 && rl_nack_defer(s, (h->flags & R2_CHUNK_BUSY) != 0))
+		return; /* again at its completion (p2p_sent) */
 	if (r == 0 && (h->flags & R2_CHUNK_BUSY)) { /* again from the pump */
 		s->posted = false;
 		s->sent = false;
