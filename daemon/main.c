@@ -141,7 +141,10 @@ int main(int argc, char **argv)
 		log_warn("control thread: SCHED_BATCH: %s", strerror(-r));
 	uv_run(d.loop, UV_RUN_DEFAULT);
 
-	/* every session is closed: stop the dispatcher, then free the rest */
+	/* every session is closed (or a second signal came): the GPU worker
+	 * ends first (its jobs hold communicators the engine's stop frees),
+	 * then the dispatcher; then free the rest */
+	r2_gpu_quiesce();
 	r2d_engine_stop(&d);
 	r2d_server_stop(&d);
 	r2d_rails_stop(&d);

@@ -288,11 +288,17 @@ int r2g_op_aborted(struct r2_exec *x, uint64_t t0, uint64_t now)
 	return 0;
 }
 
+void r2_gpu_quiesce(void)
+{
+	if (r2g.started && !r2g.stop)
+		r2g_worker_stop();
+}
+
 void r2_gpu_shutdown(void)
 {
 	if (!r2g.started)
 		return;
-	r2g_worker_stop();
+	r2_gpu_quiesce();
 	r2g.started = false;
 	r2g_stage_shutdown();
 }

@@ -60,7 +60,12 @@ struct r2_pool;
 int r2_gpu_exec_rail(struct r2_exec *x, struct r2_pool *pool);
 int r2_gpu_stage_end(struct r2_exec *x, int status);
 
-/* Daemon shutdown: stops the worker (fails what is queued). */
+/* Daemon shutdown, before the engine stops (the worker's jobs hold
+ * communicators and complete through the engine): the worker fails what
+ * waits (R2CCL_E_SHUTDOWN), lets what the GPU runs finish, and ends;
+ * r2_gpu_exec refuses from then on. */
+void r2_gpu_quiesce(void);
+/* After the engine: the worker (if still up) and the staging buffers. */
 void r2_gpu_shutdown(void);
 
 /* What the GPU path needs of the engine that runs it, registered by the

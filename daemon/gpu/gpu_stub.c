@@ -54,6 +54,10 @@ int r2_gpu_stage_end(struct r2_exec *x, int status)
 	return status;
 }
 
+void r2_gpu_quiesce(void)
+{
+}
+
 void r2_gpu_shutdown(void)
 {
 }

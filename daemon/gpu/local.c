@@ -505,11 +505,18 @@ int r2_gpu_exec(struct r2_exec *x)
 	j->c = x->c;
 	j->d = d;
 	j->t0 = r2_now_us();
+	/* Q.lock first: once the worker is told to stop nothing more is
+	 * queued, so every job it was given ends before it does */
+	pthread_mutex_lock(&Q.lock);
+	if (r2g.stop) {
+		pthread_mutex_unlock(&Q.lock);
+		free(j);
+		return R2CCL_E_SHUTDOWN;
+	}
 	pthread_mutex_lock(&d->lock);
 	j->status = r2g_slots_resolve(x, &j->sl);
 	x->c->refs++;
 	pthread_mutex_unlock(&d->lock);
-	pthread_mutex_lock(&Q.lock);
 	*Q.tail = j;
 	Q.tail = &j->next;
 	pthread_cond_signal(&Q.cond);

@@ -310,6 +310,34 @@ void r2d_detour_failed(struct r2d *d, int rail, uint64_t peer)
 	pthread_mutex_unlock(&lock);
 }
 
+int r2d_detours_unsent(struct r2d *d, bool cut)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&lock);
+	for (struct detour *x = list; x; x = x->next) {
+		if (x->d != d || x->sent)
+			continue;
+		n++;
+		if (cut && d->rails && x->rail >= 0 && x->rail < d->rails->n)
+			d->rails->rail[x->rail].ops->disconnect(d->rails->rail[x->rail].tp, x->dst);
+	}
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
+bool r2d_detour_sendc_at_stop(struct r2d *d, const struct r2_tp_cqe *cqe)
+{
+	if (cqe->type != R2_TPC_SEND || (cqe->ctx & 7u) != R2_DETOUR_TAG)
+		return false;
+	struct detour *x = (struct detour *)(uintptr_t)(cqe->ctx & ~(uint64_t)7u);
+	pthread_mutex_lock(&lock);
+	if (x->d == d)
+		x->sent = true; /* the transport is done with its buffer */
+	pthread_mutex_unlock(&lock);
+	return true;
+}
+
 void r2d_detours_free(struct r2d *d)
 {
 	pthread_mutex_lock(&lock);
@@ -320,7 +348,16 @@ void r2d_detours_free(struct r2d *d)
 			continue;
 		}
 		*pp = x->next;
-		drop(d, x);
+		if (x->sent) {
+			drop(d, x);
+			continue;
+		}
+		/* a send may still read it: the buffer is not handed to the
+		 * next receive (the transport's close drops it) */
+		log_warn("detour: chunk (op %llu step %u, host %u to %u) still being sent at the "
+			 "stop: its receive buffer is not given back",
+			 (unsigned long long)x->hdr.opseq, x->hdr.step, x->hdr.src, x->hdr.dst);
+		free(x);
 	}
 	pthread_mutex_unlock(&lock);
 }

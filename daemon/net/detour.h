@@ -43,7 +43,17 @@ struct r2d;
 bool r2d_detour_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe);
 /* A connection to peer failed on rail: forwarded chunks on it go again. */
 void r2d_detour_failed(struct r2d *d, int rail, uint64_t peer);
-/* At shutdown, before the transports close (rails thread stopped). */
+/* At the stop, the rails thread gone (rails.c, detours_settle). A
+ * forwarded chunk is sent from its receive buffer, which release() hands
+ * to the next receive: it goes back only after its send completion.
+ * r2d_detours_unsent: how many of d's forwarded chunks wait for theirs;
+ * cut: their connections are dropped too (the transport then completes
+ * them, failed). r2d_detour_sendc_at_stop: true when cqe was such a
+ * completion (taken). r2d_detours_free: frees them all, before the
+ * transports close; a buffer whose send never completed is left to the
+ * transport's close, not given back. */
+int r2d_detours_unsent(struct r2d *d, bool cut);
+bool r2d_detour_sendc_at_stop(struct r2d *d, const struct r2_tp_cqe *cqe);
 void r2d_detours_free(struct r2d *d);
 
 #endif

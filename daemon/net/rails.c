@@ -885,6 +885,46 @@ void r2d_rails_quiesce(struct r2d *d)
 	rs->started = false;
 }
 
+/* Forwarded chunks (detour.c) are sent from their receive buffers, and
+ * release() hands a buffer to the next receive: their send completions are
+ * taken here first (the rails thread is gone), at most 100 ms; then the
+ * connections they wait on are dropped, which completes them (failed: the
+ * transport reads them no more), for at most 1 s more. Received buffers
+ * polled meanwhile go back; other completions are dropped, as close() would
+ * drop them. */
+static void detours_settle(struct r2_rails *rs)
+{
+	struct r2_tp_cqe cq[32];
+	uint64_t t0 = r2_now_us();
+	bool cut = false;
+
+	while (r2d_detours_unsent(rs->d, false) > 0) {
+		uint64_t waited = r2_now_us() - t0;
+		int got = 0;
+
+		if (!cut && waited > 100000) {
+			r2d_detours_unsent(rs->d, true);
+			cut = true;
+		} else if (waited > 1100000) {
+			return; /* r2d_detours_free says which, and keeps their buffers */
+		}
+		for (int rail = 0; rail < rs->n; rail++) {
+			int k = rs->rail[rail].ops->poll(rs->rail[rail].tp, cq, 32);
+			for (int i = 0; i < k; i++) {
+				if (cq[i].type == R2_TPC_RECV)
+					r2d_rails_release(rs->d, rail, cq[i].buf);
+				else if (cq[i].type == R2_TPC_SEND && cq[i].ctx == 1)
+					ctrl_copy_free(rs, cq[i].buf);
+				else
+					r2d_detour_sendc_at_stop(rs->d, &cq[i]);
+			}
+			got += k > 0 ? k : 0;
+		}
+		if (!got)
+			usleep(200);
+	}
+}
+
 void r2d_rails_stop(struct r2d *d)
 {
 	struct r2_rails *rs = d->rails;
@@ -900,6 +940,7 @@ void r2d_rails_stop(struct r2d *d)
 			(void)0;
 		pthread_join(rs->thread, NULL);
 	}
+	detours_settle(rs);
 	r2d_detours_free(d); /* their receive buffers go back while the transports live */
 	if (d->net_ev && d->net_ev->rails_closing)
 		d->net_ev->rails_closing(d); /* and the engine's orphans' */

@@ -112,6 +112,7 @@ static struct {
 	struct r2_tp *tps;
 	struct lbmsg *flight;    /* delayed messages, by due time (stable) */
 	struct lbsendc *late;    /* delayed SEND completions, by due time */
+	unsigned misuse;         /* r2_lb_misuse */
 	int nflight;             /* delayed + held for reordering */
 	uint16_t next_port;
 	bool timer_on;
@@ -779,9 +780,32 @@ static int lb_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chun
 	return 0;
 }
 
+/* Whether a send still reads buf: held, or its SEND completion not given
+ * yet (delayed): the caller may not reuse buf until then (r2_lb_misuse). */
+static bool send_reads(const void *buf)
+{
+	for (struct r2_tp *t = g.tps; t; t = t->next)
+		for (struct r2_tp_peer *hp = t->b.peers.all; hp; hp = hp->anext)
+			for (struct lbmsg *m = ((struct lbpeer *)hp)->sq_head; m; m = m->next)
+				if (m->src == buf)
+					return true;
+	for (struct lbsendc *c = g.late; c; c = c->next)
+		if (c->e.buf == buf)
+			return true;
+	return false;
+}
+
 static void lb_release(struct r2_tp *tp, void *buf)
 {
 	(void)tp;
+	if (buf) {
+		pthread_mutex_lock(&g.lock);
+		if (send_reads(buf)) {
+			g.misuse++;
+			log_err("loopback: release of a buffer a send still reads (%p)", buf);
+		}
+		pthread_mutex_unlock(&g.lock);
+	}
 	buf_put(buf);
 }
 
@@ -953,6 +977,16 @@ int r2_lb_refuse(struct r2_tp *tp, int status)
 		ret = -EINVAL;
 	pthread_mutex_unlock(&g.lock);
 	return ret;
+}
+
+unsigned r2_lb_misuse(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&g.lock);
+	n = g.misuse;
+	pthread_mutex_unlock(&g.lock);
+	return n;
 }
 
 int r2_lb_in_flight(void)

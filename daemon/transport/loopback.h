@@ -73,5 +73,10 @@ int r2_lb_refuse(struct r2_tp *tp, int status);
 /* Messages in flight (delayed or held for reordering) anywhere; a test waits
  * for 0 before it checks what arrived. */
 int r2_lb_in_flight(void);
+/* Receive buffers given back by release() while a send of this process
+ * still read from them (held, or before its SEND completion): a breach of
+ * the transport contract that a real provider would turn into corrupted
+ * bytes on the wire (logged too). Counted over the process's life. */
+unsigned r2_lb_misuse(void);
 
 #endif

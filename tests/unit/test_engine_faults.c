@@ -20,6 +20,7 @@
 #include "peer.pb-c.h"
 #include "engine/comm.h"
 #include "engine/exec.h"
+#include "net/detour.h"
 
 #define T_MS 10000
 #define ID(i) (0x1000 + (uint64_t)(i))
@@ -552,6 +553,57 @@ START_TEST(test_detour_through_third_host)
 	p = r2d_rails_peer_find(&hs[2]->d, ID(0));
 	ck_assert_ptr_nonnull(p);
 	ck_assert_uint_gt(atomic_load(&p->detour_rx_us), 0); /* its data came bridged */
+	th_free_all(hs, 3);
+}
+END_TEST
+
+struct unsent {
+	struct th_host *h;
+};
+
+static bool bridge_holds(void *arg)
+{
+	return r2d_detours_unsent(&((struct unsent *)arg)->h->d, false) > 0;
+}
+
+/* The bridge stops while chunks it forwards are still being sent (its
+ * sends to host 2 held in the transport, as behind a full socket buffer):
+ * the receive buffers those sends read go back to the transport only once
+ * the sends are completed (the stop drops their connection after 100 ms),
+ * never to the next receive under a send. Before, r2d_detours_free gave
+ * them back at once (the loopback transport counts such a release:
+ * r2_lb_misuse). The stop stays bounded, and the other two hosts' ranks
+ * learn that their AllReduce failed. */
+START_TEST(test_bridge_stop_mid_forward)
+{
+	static const char *const p[] = { "peer_timeout_ms=3000", NULL };
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	struct unsent u;
+	unsigned misuse0 = r2_lb_misuse();
+	uint64_t t0;
+
+	ar_cluster(hs, ss, &a, 3, p, 256 * 1024);
+	ar_run(&a);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
+	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
+	ar_run(&a); /* bridged: host 0 -> 1 on rail 0 -> 2 on rail 1, and back */
+	ck_assert_int_eq(r2_lb_hold(th_tp(hs[1], 1), ID(2), true), 0);
+	ar_start(&a, 3);
+	u.h = hs[1];
+	ck_assert(th_until(bridge_holds, &u, T_MS));
+	t0 = th_now_ms();
+	th_host_free(hs[1]);
+	hs[1] = NULL;
+	ck_assert_uint_lt(th_now_ms() - t0, 5000);
+	ck_assert_uint_eq(r2_lb_misuse(), misuse0);
+	for (int r = 0; r < 3; r += 2) {
+		int st = th_wait(ss[r], a.tag[r], 3000 + 5000);
+		ck_assert_msg(st < 0, "rank %d: status %d", r, st);
+	}
 	th_free_all(hs, 3);
 }
 END_TEST
@@ -1178,6 +1230,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_peer_dies);
 	TH_ADD(s, test_peer_silent);
 	TH_ADD(s, test_detour_through_third_host);
+	TH_ADD(s, test_bridge_stop_mid_forward);
 	TH_ADD(s, test_routed_around_outlives_peer_timeout);
 	TH_ADD(s, test_overlapping_reduces_applyq);
 	TH_ADD(s, test_peer_check_clock_before_completion);
