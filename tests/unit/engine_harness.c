@@ -241,6 +241,10 @@ void th_host_free(struct th_host *h)
 	r2_params_free(&d->params);
 	pthread_mutex_destroy(&d->lock);
 	free(h);
+	/* no receive buffer went back while a send still read it (the
+	 * transport contract; a real provider would put other bytes on the
+	 * wire): every test that stops a host checks it */
+	ck_assert_uint_eq(r2_lb_misuse(), 0);
 }
 
 /* ---- sessions ---- */

@@ -576,12 +576,13 @@ static bool bridge_holds(void *arg)
  * learn that their AllReduce failed. */
 START_TEST(test_bridge_stop_mid_forward)
 {
-	static const char *const p[] = { "peer_timeout_ms=3000", NULL };
+	/* heartbeats every 100 ms: the paths fail by the links set down, not
+	 * by a silence that a busy machine's late timers can fake */
+	static const char *const p[] = { "peer_timeout_ms=3000", "hb_interval=100000", NULL };
 	struct th_host *hs[3];
 	struct th_sess *ss[3];
 	struct ar a;
 	struct unsent u;
-	unsigned misuse0 = r2_lb_misuse();
 	uint64_t t0;
 
 	ar_cluster(hs, ss, &a, 3, p, 256 * 1024);
@@ -599,7 +600,7 @@ START_TEST(test_bridge_stop_mid_forward)
 	th_host_free(hs[1]);
 	hs[1] = NULL;
 	ck_assert_uint_lt(th_now_ms() - t0, 5000);
-	ck_assert_uint_eq(r2_lb_misuse(), misuse0);
+	ck_assert_uint_eq(r2_lb_misuse(), 0);
 	for (int r = 0; r < 3; r += 2) {
 		int st = th_wait(ss[r], a.tag[r], 3000 + 5000);
 		ck_assert_msg(st < 0, "rank %d: status %d", r, st);
