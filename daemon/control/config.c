@@ -179,6 +179,18 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			  "on 2-8 hosts up to 64 KiB at most, on 2 hosts beyond, in a piece per "
 			  "rail of at most chunk_size (0: never; 65536: not beyond); the same "
 			  "on every host" },
+	/* above 64 KiB on more than 2 hosts eager sends (n - 1) x size: it
+	 * wins only where a step costs much more than the bytes (fast rails,
+	 * thread hand-offs dominating), which the cost model must be told
+	 * (cost_alpha_us, cost_nic_bw); its defaults (1 Gbit/s) describe the
+	 * rate-limited test clusters, where 3 hosts measured eager slower
+	 * (exec_rail_eager.c), hence 2 */
+	[P_EAGER_HOSTS] = { "eager_hosts", "R2CCL_EAGER_HOSTS", "--eager-hosts", R2_PT_INT, "2", 2,
+			    8, NULL, NULL, true,
+			    "above 64 KiB (up to eager_max), the eager path on up to this many "
+			    "hosts: on 3 or more only where the cost model (cost_alpha_us a "
+			    "step, cost_nic_bw per NIC) puts its one step of (n - 1) x size "
+			    "under the log-step plans' steps; the same on every host" },
 	/* on: an operation by the planner's plan no longer waits the last
 	 * ACKs' way back (exec_rail_loop.c end_sends) */
 	[P_ACK_LINGER] = { "ack_linger", "R2CCL_ACK_LINGER", "--ack-linger", R2_PT_BOOL, "1", 0, 0,
@@ -229,9 +241,10 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_INJECT_APPLY_DELAY_US] = { "inject_apply_delay_us", "R2CCL_INJECT_APPLY_DELAY_US",
 				      "--inject-apply-delay-us", R2_PT_INT, "0", 0, 1000000, NULL,
 				      "us", true,
-				      "testing: the apply queue (apply_threads) waits this long "
-				      "before it applies each chunk, so that what overlaps it "
-				      "arrives meanwhile (0: off)" },
+				      "testing: the apply queue (apply_threads) holds each chunk "
+				      "this long between reading the bytes it reduces into and "
+				      "writing them, so that what overlaps it arrives meanwhile, "
+				      "and a chunk applied beside it is lost (0: off)" },
 	[P_HB_MISSES] = { "hb_misses", "R2CCL_HB_MISSES", "--hb-misses", R2_PT_INT, "3", 1, 1000,
 			  NULL, NULL, true,
 			  "a rail to a peer silent (no traffic, no heartbeat) for this many "

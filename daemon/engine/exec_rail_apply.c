@@ -89,9 +89,21 @@ static void apply_run(struct r2_work *w)
 	struct r2_comm *c = j->c;
 	struct r2_rmsg *m = j->m;
 
+	const void *a = j->a;
+	void *snap = NULL;
+
+	if (j->delay_us && j->kind == R2_XFER_REDUCE &&
+	    (snap = malloc(m->cqe.hdr.len ? m->cqe.hdr.len : 1))) {
+		/* testing: W read, the wait, then written: a chunk of these
+		 * bytes applied meanwhile (what the busy set must prevent) is
+		 * lost, every time */
+		memcpy(snap, a ? a : j->dst, m->cqe.hdr.len);
+		a = snap;
+	}
 	if (j->delay_us)
 		usleep(j->delay_us);
-	apply_bytes(NULL, j->kind, j->dst, j->a, m->cqe.buf, m->cqe.hdr.len, j->dtype, j->redop);
+	apply_bytes(NULL, j->kind, j->dst, a, m->cqe.buf, m->cqe.hdr.len, j->dtype, j->redop);
+	free(snap);
 	free(j);
 	m->cqe.type = R2_RMSG_APPLIED;
 	rl_mbox_append(c, m, true);
@@ -110,12 +122,38 @@ void rl_apply_drain(struct railop *o)
 	o->aq.nbusy = 0;
 }
 
-static bool busy_overlaps(const struct rail_applyq *aq, uint64_t off, uint64_t len)
+bool rl_busy_overlaps(const struct rail_applyq *aq, uint64_t off, uint64_t len)
 {
 	for (size_t i = 0; i < aq->nbusy; i++)
 		if (aq->busy[i].off < off + len && off < aq->busy[i].off + aq->busy[i].len)
 			return true;
 	return false;
+}
+
+int rl_busy_add(struct rail_applyq *aq, uint64_t off, uint64_t len, const void *key)
+{
+	if (R2_GROW(aq->busy, aq->capbusy, aq->nbusy, 64) < 0)
+		return -ENOMEM;
+	aq->busy[aq->nbusy].off = off;
+	aq->busy[aq->nbusy].len = len;
+	aq->busy[aq->nbusy].key = key;
+	aq->nbusy++;
+	return 0;
+}
+
+/* By key, not by (off, len): after a drain (nbusy 0) a later job of the
+ * same bytes from another peer is queued while the first one's message is
+ * still in the mailbox; matched by its bytes, that message ended the later
+ * job's entry, and a third chunk of those bytes then ran beside it on the
+ * queue's other thread: a lost sum (8 hosts, one NIC down, 2026-12-05) */
+void rl_busy_done(struct rail_applyq *aq, const void *key)
+{
+	for (size_t i = 0; i < aq->nbusy; i++) {
+		if (aq->busy[i].key == key) {
+			aq->busy[i] = aq->busy[--aq->nbusy];
+			return;
+		}
+	}
 }
 
 /* The chunk h is in W: what waited for it may go (the next step's sends
@@ -140,12 +178,7 @@ void rl_applied(struct railop *o, const struct r2_rmsg *m)
 
 	if (h->opseq != o->opseq)
 		return;
-	for (size_t i = 0; i < o->aq.nbusy; i++) {
-		if (o->aq.busy[i].off == h->off && o->aq.busy[i].len == h->len) {
-			o->aq.busy[i] = o->aq.busy[--o->aq.nbusy];
-			break;
-		}
-	}
+	rl_busy_done(&o->aq, m);
 	applied_mark(o, h);
 	if (h->step == o->step)
 		o->aq.async_got += h->len;
@@ -161,11 +194,12 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 
 	if (!q || h->len < APPLY_ASYNC_MIN)
 		return false;
-	if (R2_GROW(o->aq.busy, o->aq.capbusy, o->aq.nbusy, 64) < 0 || !(j = calloc(1, sizeof(*j))))
+	if (!(j = calloc(1, sizeof(*j))))
 		return false;
-	o->aq.busy[o->aq.nbusy].off = h->off;
-	o->aq.busy[o->aq.nbusy].len = h->len;
-	o->aq.nbusy++;
+	if (rl_busy_add(&o->aq, h->off, h->len, m) < 0) {
+		free(j);
+		return false;
+	}
 	/* first: rl_tenant sets o->weight, read in the initializer below */
 	uint32_t owner = (uint32_t)rl_tenant(o) + 1;
 	*j = (struct apply_job){ .w.fn = apply_run, .w.owner = owner, .w.weight = o->weight,
@@ -237,7 +271,7 @@ uint64_t rl_apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
 	 * it in one step, chunks cut unequally by the fault-aware shares): the
 	 * second waits until the queue has applied the first, queued or not;
 	 * else both read W[off] and one sum is lost */
-	if (busy_overlaps(&o->aq, h->off, h->len))
+	if (rl_busy_overlaps(&o->aq, h->off, h->len))
 		rl_apply_drain(o);
 	if (apply_queue(o, m, x->kind, a)) {
 		*taken = true;

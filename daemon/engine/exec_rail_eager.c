@@ -84,6 +84,27 @@ static void piece(uint64_t size, size_t es, int np, int k, uint64_t *off, uint64
 	*len = (b - a) * es;
 }
 
+/* More than 2 hosts above R2_EAGER_MAX (eager_hosts): whether the cost
+ * model puts eager's one step, (n - 1) x size out of and into every host,
+ * under the log-step plans: recursive doubling (ceil(log2 n) steps of the
+ * whole buffer) or halving/doubling (2 ceil(log2 n) steps, 2 (n - 1) / n x
+ * size in all). alpha is a step's cost; a host's bandwidth is its nrails
+ * NICs at cost_nic_bw. */
+static bool eager_beats_logstep(const struct r2_comm *c, uint64_t size, uint32_t nrails)
+{
+	const struct r2_params *p = &c->d->params;
+	double alpha = (double)r2_param_int(p, P_COST_ALPHA_US) * 1e-6;
+	double t = (double)size / ((double)r2_param_int(p, P_COST_NIC_BW) * (double)nrails);
+	double n = (double)c->nhosts, L = 0;
+
+	while ((1 << (int)L) < c->nhosts)
+		L++;
+	double eager = alpha + (n - 1) * t;
+	double rd = L * (alpha + t);
+	double hd = 2 * L * alpha + 2 * (n - 1) / n * t;
+	return eager < rd && eager < hd;
+}
+
 int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const struct r2_view *v)
 {
 	const struct r2_rails *rs = c->d->rails;
@@ -107,7 +128,8 @@ int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const str
 		 * more rails than R2_EAGER_MAX_PIECES the plans' use of them
 		 * all wins), each one message of at most a chunk */
 		np = (int)R2_MIN(nrails, (uint32_t)R2_EAGER_MAX_PIECES);
-		if (c->nhosts != 2 || (uint32_t)np < nrails ||
+		if (c->nhosts > r2_param_int(&c->d->params, P_EAGER_HOSTS) ||
+		    (c->nhosts > 2 && !eager_beats_logstep(c, size, nrails)) || (uint32_t)np < nrails ||
 		    size / es < (uint64_t)np ||
 		    size / (uint64_t)np + es > (uint64_t)r2_param_int(&c->d->params, P_CHUNK_SIZE))
 			return 0;

@@ -150,11 +150,20 @@ struct rail_lazy {
 /* Received chunks on the apply queue (exec_rail_apply.c). */
 struct rail_applyq {
 	/* chunks on the apply queue since the last drain: [off, off+len) of W
-	 * each writes (one that overlaps waits for the queue to drain) */
-	struct { uint64_t off, len; } *busy;
+	 * each writes (one that overlaps waits for the queue to drain), by the
+	 * job's message (key): peers' chunks often share (off, len), and a
+	 * message back from before a drain must not end a later one's entry */
+	struct { uint64_t off, len; const void *key; } *busy;
 	size_t nbusy, capbusy;
 	uint64_t async_got; /* bytes of the current step the queue applied */
 };
+
+/* The apply queue's busy set (exec_rail_apply.c): a job writing [off,
+ * off+len) queued under key; the job of key done (none: nothing); whether
+ * [off, off+len) meets a queued job's bytes. */
+int rl_busy_add(struct rail_applyq *aq, uint64_t off, uint64_t len, const void *key);
+void rl_busy_done(struct rail_applyq *aq, const void *key);
+bool rl_busy_overlaps(const struct rail_applyq *aq, uint64_t off, uint64_t len);
 
 /* The chunks of the current step applied or relayed (exec_rail_apply.c):
  * each once, however often it is delivered. */

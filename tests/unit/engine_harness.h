@@ -26,7 +26,7 @@
 #include "net/rails.h"
 #include "transport/loopback.h"
 
-#define TH_MAX_HOSTS 4
+#define TH_MAX_HOSTS 8
 #define TH_MAX_SESS 8
 #define TH_MAX_MEM 8
 #define TH_MAX_DONE 512

@@ -199,6 +199,21 @@ START_TEST(test_allreduce_eager)
 	 * 3 x the bytes), whatever the NICs' speed */
 	eager_case(4, (const char *const[]){ "cost_nic_bw=1250000000", NULL },
 		   (const uint64_t[]){ 16384, 20000 }, 2, 1);
+	/* eager_hosts 8: above 64 KiB on 3 and 4 hosts where the cost model
+	 * puts eager's one step under the log-step plans. NICs of 10 Gbit/s,
+	 * alpha 200 us, 2 rails: 80 KB eager (4 hosts: 296 us against
+	 * recursive doubling's 464), 512 KB by the planner (829 against 820);
+	 * in pieces of at most a chunk (1 MiB here) */
+	eager_case(4, (const char *const[]){ "eager_hosts=8", "cost_nic_bw=1250000000",
+					      "chunk_size=1M", NULL },
+		   (const uint64_t[]){ 20000, 131072 }, 2, 1);
+	eager_case(3, (const char *const[]){ "eager_hosts=8", "cost_nic_bw=1250000000",
+					      "chunk_size=1M", NULL },
+		   (const uint64_t[]){ 20000, 65537 }, 2, 2);
+	/* the default model (1 Gbit/s NICs): 80 KB on 4 hosts by the planner
+	 * (1160 us against 1040), eager_hosts or not */
+	eager_case(4, (const char *const[]){ "eager_hosts=8", "chunk_size=1M", NULL },
+		   (const uint64_t[]){ 20000 }, 1, 0);
 
 	/* queued back to back, small and large mixed: a host ahead sends the
 	 * next operation's message while the other still runs this one */

@@ -35,9 +35,9 @@ struct ar {
 	int n;
 	uint64_t count;
 	struct th_sess **ss;
-	int32_t *in[4], *out[4];
-	uint32_t im[4], om[4];
-	uint64_t tag[4];
+	int32_t *in[8], *out[8];
+	uint32_t im[8], om[8];
+	uint64_t tag[8];
 	int round;
 };
 
@@ -634,6 +634,44 @@ START_TEST(test_overlapping_reduces_applyq)
 		ar_run(&a);
 	ck_assert_uint_gt(committed(hs[1]), 0); /* the view without (0, rail 1) */
 	th_free_all(hs, 3);
+}
+END_TEST
+
+/* Eight hosts, host 1's rail 1 down: the fault-aware shard plan (17
+ * steps, unequal shares: peers' chunks of the same bytes, often with the
+ * same offset and length, REDUCE into the owner's W in one step), the apply
+ * queue on two threads, out of place (W starts as zeros, not as the input),
+ * and every connection delivering three messages at a time in reverse order
+ * (as a connection's streams may): every element exact. Before the apply
+ * queue's busy set was kept by job (rl_busy_done), one host's contribution
+ * to a region went missing in about one run of five here, as it did on the
+ * 16-core machine (plan-check.sh -H 8 --down 1 1, 16 MB, 2026-12-05). */
+START_TEST(test_shard_8_hosts_exact)
+{
+	static const char *const p[] = { "chunk_size=1M",	"apply_threads=2",
+					 "cost_alpha_us=60",	"inject_apply_delay_us=2000",
+					 "peer_timeout_ms=3000", "hb_interval=100000",
+					 NULL };
+	struct th_host *hs[8];
+	struct th_sess *ss[8];
+	struct ar a;
+
+	ar_cluster(hs, ss, &a, 8, p, 4u << 20); /* 16 MB */
+	ar_run(&a);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[1], 1), false), 0);
+	for (int h = 0; h < 8; h++)
+		if (h != 1)
+			ck_assert(wait_path(hs[h], ID(1), 1, R2_RS_FAILED, 2000));
+	for (int i = 0; i < 6; i++) {
+		for (int h = 0; h < 8; h++)
+			for (int q = 0; q < 8; q++)
+				for (int r = 0; r < 2; r++)
+					if (q != h && !((h == 1 || q == 1) && r == 1))
+						ck_assert_int_eq(r2_lb_reorder(th_tp(hs[h], r), ID(q), 3), 0);
+		ar_run(&a);
+	}
+	ck_assert_uint_gt(committed(hs[0]), 0); /* the view without (1, rail 1) */
+	th_free_all(hs, 8);
 }
 END_TEST
 
@@ -1234,6 +1272,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_bridge_stop_mid_forward);
 	TH_ADD(s, test_routed_around_outlives_peer_timeout);
 	TH_ADD(s, test_overlapping_reduces_applyq);
+	TH_ADD(s, test_shard_8_hosts_exact);
 	TH_ADD(s, test_peer_check_clock_before_completion);
 	TH_ADD(s, test_eager_detour_before_view);
 	TH_ADD(s, test_detour_refused);
