@@ -161,10 +161,13 @@ void rl_busy_done(struct rail_applyq *aq, const void *key)
 static void applied_mark(struct railop *o, const struct r2_chunk_hdr *h)
 {
 	for (size_t i = 0; i < o->nrcv; i++) {
-		if (o->rcv[i].src == h->src && o->rcv[i].off == h->off) {
-			o->rcv[i].done = true;
-			break;
-		}
+		struct rpend *q = &o->rcv[i];
+		if (q->src != h->src || q->off >= h->off + h->len || h->off >= q->off + q->len)
+			continue;
+		/* the sender's chunks of a transfer are disjoint, each applied
+		 * once: their overlaps with q add up to q's length */
+		q->got += R2_MIN(q->off + q->len, h->off + h->len) - R2_MAX(q->off, h->off);
+		q->done = q->got >= q->len;
 	}
 	o->applied_since = true;
 	rl_stage_final(o, h->src, h->step, h->off, h->len);

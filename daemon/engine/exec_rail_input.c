@@ -301,7 +301,7 @@ int rl_list_chunks(struct railop *o, const struct r2_xfer *xf, int nx, int dir,
 			} else {
 				if (R2_GROW(o->rcv, o->caprcv, o->nrcv, 64) < 0)
 					return -ENOMEM;
-				o->rcv[o->nrcv++] = (struct rpend){ x->peer, off, len, false };
+				o->rcv[o->nrcv++] = (struct rpend){ x->peer, off, len, 0, false };
 			}
 		}
 	}

@@ -250,7 +250,10 @@ struct railop {
 	} *nsend;
 	size_t nnsend, capnsend;
 	/* this step's expected receive chunks */
-	struct rpend { uint32_t src; uint64_t off, len; bool done; } *rcv;
+	/* the step's receives as this host cuts them; got: bytes of it
+	 * applied, whatever the sender's cut (a host of other tcp_streams or
+	 * chunk_size cuts otherwise): done when all are in */
+	struct rpend { uint32_t src; uint64_t off, len, got; bool done; } *rcv;
 	size_t nrcv, caprcv;
 	struct r2_rmsg *stash; /* chunks of later steps or operations */
 	uint64_t step_got; /* bytes of the current step received (stuck()) */

@@ -165,6 +165,27 @@ static void eager_case(int nhosts, const char *const *params, const uint64_t *co
 	th_free_all(hs, nhosts);
 }
 
+/* Hosts that cut a transfer into chunks differently (tcp_streams, which
+ * follows the cores when not set, or chunk_size differ): a receive is done
+ * when its bytes are all in, whatever the sender's cut. Before 2026-12-05 a
+ * receive was done at the first chunk at its offset, so a host cutting more
+ * coarsely than its peer sent bytes on in the next step before the rest of
+ * them had come: wrong sums. */
+START_TEST(test_allreduce_mixed_chunk_cuts)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	const int streams[3] = { 1, 3, 4 };
+
+	th_cluster(hs, 3, 1, 0x3, ss, NULL);
+	for (int h = 0; h < 3; h++)
+		hs[h]->d.rails->tcp_streams = streams[h];
+	for (int i = 0; i < 3; i++)
+		allreduce(ss, 3, 1u << 20, R2CCL_SUM); /* 4 MB: 64 KB chunks */
+	th_free_all(hs, 3);
+}
+END_TEST
+
 /* Small AllReduces across hosts go eager (exec_rail_eager.c: one message
  * each way, in a piece per rail above 64 KiB), larger ones by the
  * planner's schedule, mixed in one communicator; exact results; the eager
@@ -922,6 +943,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_tenant_cap);
 	TH_ADD(s, test_allreduce_three_hosts_two_ranks);
 	TH_ADD(s, test_allreduce_eager);
+	TH_ADD(s, test_allreduce_mixed_chunk_cuts);
 	TH_ADD(s, test_other_collectives);
 	TH_ADD(s, test_other_collectives_two_ranks);
 	TH_ADD(s, test_allreduce_threads);
