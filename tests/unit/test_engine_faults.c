@@ -280,6 +280,39 @@ START_TEST(test_link_down_mid_eager)
 }
 END_TEST
 
+/* The eager path above 64 KiB on 4 hosts (eager_hosts, the cost model
+ * told the NICs are fast): 80 KB in 2 pieces to each of 3 hosts. Host 0's
+ * rail 0 to host 1 held, then its link down mid-operation: the held piece
+ * goes again on rail 1, the results are exact, and the next operations run
+ * eager on the view without the NIC. */
+START_TEST(test_link_down_mid_eager_4_hosts)
+{
+	static const char *const p[] = { "eager_hosts=8", "cost_nic_bw=1250000000",
+					 "chunk_size=1M", NULL };
+	struct th_host *hs[4];
+	struct th_sess *ss[4];
+	struct ar a;
+
+	ar_cluster(hs, ss, &a, 4, p, 20000);
+	ar_run(&a);
+	ck_assert_uint_eq(atomic_load(&hs[0]->d.eager_ops_total), 1);
+	ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 0), ID(1), true), 0);
+	ar_start(&a, 4);
+	th_pump(30);
+	ck_assert_int_eq(th_wait(ss[1], a.tag[1], 0), TH_TIMEOUT); /* host 0's piece held */
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 0), false), 0);
+	ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 0), ID(1), false), 0);
+	ar_check(&a);
+	for (int h = 1; h < 4; h++)
+		ck_assert(wait_path(hs[h], ID(0), 0, R2_RS_FAILED, 2000));
+	for (int i = 0; i < 4; i++)
+		ar_run(&a);
+	for (int h = 0; h < 4; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 6);
+	th_free_all(hs, 4);
+}
+END_TEST
+
 /* ack_linger: an AllReduce by the planner's plan (eager_max 0) ends on a
  * host before its last chunks' ACKs. From the second round on, everything
  * host 1 writes to host 0 on rail 0 vanishes (its chunk of the exchange,
@@ -1262,6 +1295,7 @@ static Suite *suite(void)
 
 	TH_ADD(s, test_link_down_mid_allreduce);
 	TH_ADD(s, test_link_down_mid_eager);
+	TH_ADD(s, test_link_down_mid_eager_4_hosts);
 	TH_ADD(s, test_ack_linger);
 	TH_ADD(s, test_send_completes_before_ack);
 	TH_ADD(s, test_duplicated_chunks);
