@@ -172,8 +172,12 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	 * same times as rd (both wire-bound); on the 16-core machine 1 MB
 	 * eager was slower (480-560 us against 461-502), hence 512K;
 	 * docs/benchmarks.md, "Eager AllReduce above 64 KiB" */
+	/* at most 8 MiB: a host stages GPU buffers of 16 MiB and more
+	 * piecewise (gpu/staging.c), which the eager path does not take, and
+	 * that is the host's own state, not the operation's: hosts would
+	 * choose differently */
 	[P_EAGER_MAX] = { "eager_max", "R2CCL_EAGER_MAX", "--eager-max", R2_PT_INT, "512K", 0,
-			  64 << 20, NULL, "bytes", true,
+			  8 << 20, NULL, "bytes", true,
 			  "AllReduce across hosts by the eager path (each host's buffer to "
 			  "every other in one step, no acknowledgement awaited) up to this size: "
 			  "on 2-8 hosts up to 64 KiB at most, on 2 hosts beyond, in a piece per "
@@ -233,7 +237,8 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			    "1 Gbit/s); the same on every host" },
 	[P_COST_ALPHA_US] = { "cost_alpha_us", "R2CCL_COST_ALPHA_US", "--cost-alpha-us", R2_PT_INT,
 			      "200", 0, 100000000, NULL, "us", true,
-			      "cost model: time per message on a rail (alpha), for the planner" },
+			      "cost model: time per message on a rail (alpha), for the planner; "
+			      "the same on every host" },
 	[P_INJECT_DUP] = { "inject_dup", "R2CCL_INJECT_DUP", "--inject-dup", R2_PT_INT, "0", 0,
 			   1000000, NULL, NULL, true,
 			   "testing: send every Nth chunk twice and each transfer's chunks in "

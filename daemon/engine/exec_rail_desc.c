@@ -165,8 +165,8 @@ int rl_path_mismatch(struct r2_comm *c, uint64_t opseq, uint32_t src, bool eager
 
 	snprintf(why, sizeof(why),
 		 "collective %llu: host %u took the %s path and this host the %s one for the same "
-		 "call: eager_max or chunk_size differ between the hosts' "
-		 "configurations (they must be alike)",
+		 "call: eager_max, eager_hosts, chunk_size, cost_alpha_us or cost_nic_bw "
+		 "differ between the hosts' configurations (they must be alike)",
 		 (unsigned long long)opseq, src, eager ? "planner's" : "eager",
 		 eager ? "eager" : "planner's");
 	return mismatch_break(c, why);

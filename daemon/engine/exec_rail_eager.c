@@ -191,7 +191,11 @@ static struct sendrec *acked_piece(struct eager *e, const struct r2_chunk_hdr *h
 {
 	uint32_t k = h->chunk & 0xffffu;
 
-	if (h->dst >= (uint32_t)e->c->nhosts || k >= (uint32_t)e->np)
+	/* mine only: a bridge may find in its mailbox the destination's ACK
+	 * of a message it forwarded for another host (one whose record it no
+	 * longer holds) */
+	if (h->src != (uint32_t)e->c->my_host || h->dst >= (uint32_t)e->c->nhosts ||
+	    k >= (uint32_t)e->np)
 		return NULL;
 	return e->send[(int)h->dst * e->np + (int)k];
 }
@@ -324,11 +328,17 @@ static int handle(struct eager *e, struct r2_rmsg *m)
 		break;
 	}
 	case R2_TPC_RECV:
-		if (h->kind == R2_MSG_ACK && h->opseq == e->opseq && (s = acked_piece(e, h)) &&
-		    !s->acked && (h->flags & R2_CHUNK_NACK)) {
-			/* the bridge has no rail to its host either (or is busy) */
-			int r = s->via == m->cqe.peer ? rl_detour_refused(c, &e->det, h, m->cqe.peer) : 0;
-			if (s->via == m->cqe.peer &&
+		if (h->kind == R2_MSG_ACK && h->opseq == e->opseq && (h->flags & R2_CHUNK_NACK) &&
+		    h->src == (uint32_t)c->my_host) {
+			/* the bridge has no rail to its host either (or is busy):
+			 * my piece through it goes again (another bridge); and, as
+			 * rl_nack does, even for one it had acknowledged (it
+			 * lost it since), the bridge is noted as refusing that
+			 * host, so that one with no other way is found gone now,
+			 * not at the timeout */
+			int r = rl_detour_refused(c, &e->det, h, m->cqe.peer);
+			s = acked_piece(e, h);
+			if (s && !s->acked && s->via == m->cqe.peer &&
 			    !rl_nack_defer(s, (h->flags & R2_CHUNK_BUSY) != 0)) {
 				s->posted = false;
 				s->sent = false;

@@ -130,9 +130,10 @@ static struct detour *take(struct r2d *d, const struct r2_chunk_hdr *h)
 		struct detour *x = *pp;
 		/* (an acknowledged one waits only for its send completion: a
 		 * second copy's ACK is not for it) */
+		/* (chunk: the pieces of one eager message share step and off) */
 		if (x->d == d && !x->acked && x->hdr.comm == h->comm && x->hdr.opseq == h->opseq &&
 		    x->hdr.step == h->step && x->hdr.src == h->src && x->hdr.dst == h->dst &&
-		    x->hdr.off == h->off) {
+		    x->hdr.off == h->off && x->hdr.chunk == h->chunk) {
 			*pp = x->next;
 			return x;
 		}

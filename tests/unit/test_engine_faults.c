@@ -750,14 +750,14 @@ END_TEST
  * them is agreed: host 0's message to host 2 (and back) has no rail, and
  * goes through host 1 as the rail phase's chunks do; every result exact,
  * no failed operation, then on the agreed view (rail phase) too. */
-START_TEST(test_eager_detour_before_view)
+static void eager_detour_before_view(const char *const *params, uint64_t count)
 {
 	struct th_host *hs[3];
 	struct th_sess *ss[3];
 	struct ar a;
 	uint64_t eager0;
 
-	ar_cluster(hs, ss, &a, 3, NULL, 1024); /* 4 KB */
+	ar_cluster(hs, ss, &a, 3, params, count);
 	ar_run(&a);
 	eager0 = atomic_load(&hs[0]->d.eager_ops_total);
 	ck_assert_uint_eq(eager0, 1);
@@ -770,6 +770,22 @@ START_TEST(test_eager_detour_before_view)
 	for (int i = 0; i < 20; i++)
 		ar_run(&a);
 	th_free_all(hs, 3);
+}
+
+START_TEST(test_eager_detour_before_view)
+{
+	eager_detour_before_view(NULL, 1024); /* 4 KB */
+}
+END_TEST
+
+/* The same above 64 KiB on 3 hosts (eager_hosts): 80 KB in two pieces,
+ * both through the bridge, which tells them apart by the header's chunk */
+START_TEST(test_eager_pieces_detour_before_view)
+{
+	static const char *const p[] = { "eager_hosts=8", "cost_nic_bw=1250000000",
+					 "chunk_size=1M", NULL };
+
+	eager_detour_before_view(p, 20000);
 }
 END_TEST
 
@@ -1309,6 +1325,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_shard_8_hosts_exact);
 	TH_ADD(s, test_peer_check_clock_before_completion);
 	TH_ADD(s, test_eager_detour_before_view);
+	TH_ADD(s, test_eager_pieces_detour_before_view);
 	TH_ADD(s, test_detour_refused);
 	TH_ADD(s, test_detour_nack_no_bridge_left);
 	TH_ADD(s, test_eager_nack_no_bridge_left);
