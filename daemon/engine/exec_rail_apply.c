@@ -338,8 +338,8 @@ uint64_t rl_relay(struct railop *o, const struct r2_chunk_hdr *h, const void *bu
 	s->peer = c->hosts[h->dst].id;
 	rl_sends_add(&o->tx, s);
 	r = rl_post(o, s);
-	if (r < 0 && r != -EAGAIN && !s->posted)
-		o->tx.need_repost = true; /* no connection this instant: rl_repost() retries */
+	if (r < 0 && !s->posted)
+		o->tx.need_repost = true; /* queue full or no connection this instant: rl_repost() retries */
 	{
 		static atomic_uint_fast64_t relayed;
 		uint64_t n = atomic_fetch_add(&relayed, 1) + 1;
@@ -357,7 +357,11 @@ void rl_ack(struct railop *o, const struct r2_chunk_hdr *h)
 		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
 		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked) {
 			s->acked = true;
-			if (s->sent)
+			/* written (its completion came), or not in any transport:
+			 * reset to go again after its connection failed, its copy
+			 * having arrived after all (no completion will come for
+			 * it, and wait_acks would wait for it to the timeout) */
+			if (s->sent || !s->posted)
 				rl_sends_free(&o->tx, pp);
 			return;
 		}

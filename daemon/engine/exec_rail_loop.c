@@ -167,6 +167,21 @@ static int broken(struct r2_comm *c);
 static int member_gone(const struct railop *o);
 static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect);
 
+/* While messages keep coming (a transfer of the same communicator, ACKs of
+ * lingering chunks, a flapping rail's events) the waits never find the
+ * mailbox empty, where they look at the stop, an abort and the deadline:
+ * those are looked at after each message too. 0 or why to stop. */
+static int busy_stop(struct railop *o)
+{
+	if (o->c->stop)
+		return R2CCL_E_SHUTDOWN;
+	if (o->c->abort_err)
+		return o->c->abort_err;
+	if (r2_now_us() > o->deadline)
+		return o->tx.pool_wait ? rl_pool_timeout(o) : -ETIMEDOUT;
+	return 0;
+}
+
 /* Why an operation did not finish (a timeout, a broken communicator): what
  * the step still waited for and which chunks were not acknowledged. */
 static void stuck(const struct railop *o, uint32_t step, uint64_t got, uint64_t expect, int r)
@@ -256,6 +271,9 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 		if (o->err)
 			return o->err;
 		got += (uint64_t)n;
+		int why = got + o->aq.async_got < expect ? busy_stop(o) : 0;
+		if (why < 0) /* messages keep coming, the step does not end */
+			return why;
 		o->step_got = got + o->aq.async_got;
 		if (o->applied_since || o->tx.pool_wait) {
 			int r = rl_send_ready(o, false);
@@ -348,6 +366,8 @@ static int wait_acks(struct railop *o, bool descs_only)
 		int64_t n = rl_handle(o, m, UINT32_MAX, 0);
 		if (n < 0)
 			return (int)n;
+		if ((r = busy_stop(o)) < 0)
+			return r;
 	}
 	return 0;
 }

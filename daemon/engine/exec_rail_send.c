@@ -277,6 +277,8 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	r = rl_post(o, s);
 	if (r < 0 && r != -EAGAIN)
 		return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
+	if (r == -EAGAIN)
+		o->tx.need_repost = true; /* the queue full: again shortly, not at the next step */
 	if (r == 0)
 		rl_inject_dup(o->d, s);
 	return 0;

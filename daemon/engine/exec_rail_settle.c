@@ -134,8 +134,11 @@ int rl_before_write(struct railop *o, uint64_t off, uint64_t len)
 	bool any = false;
 	int r;
 
+	/* (an acknowledged one too while a transport may still read it: a
+	 * second copy, posted again or through a bridge, torn by the write,
+	 * could reach a receiver that applies it first) */
 	for (struct sendrec *s = o->tx.sends; s && !any; s = s->next)
-		any = s->borrowed && !s->stable && !s->acked && overlaps(s, off, len);
+		any = s->borrowed && !s->stable && (!s->acked || tp_holds(s)) && overlaps(s, off, len);
 	if (!any)
 		return 0;
 	if (held_borrowed(&o->tx, off, len) && (r = settle_timed(o, off, len)) < 0)

@@ -889,9 +889,10 @@ void r2d_rails_quiesce(struct r2d *d)
  * release() hands a buffer to the next receive: their send completions are
  * taken here first (the rails thread is gone), at most 100 ms; then the
  * connections they wait on are dropped, which completes them (failed: the
- * transport reads them no more), for at most 1 s more. Received buffers
- * polled meanwhile go back; other completions are dropped, as close() would
- * drop them. */
+ * transport reads them no more), for at most 1 s more. Meanwhile received
+ * buffers go back, the send completions of ended operations' chunks go to
+ * the engine's delivery (which frees them: no communicator is left), and
+ * the rest is dropped, as close() would drop it. */
 static void detours_settle(struct r2_rails *rs)
 {
 	struct r2_tp_cqe cq[32];
@@ -915,8 +916,11 @@ static void detours_settle(struct r2_rails *rs)
 					r2d_rails_release(rs->d, rail, cq[i].buf);
 				else if (cq[i].type == R2_TPC_SEND && cq[i].ctx == 1)
 					ctrl_copy_free(rs, cq[i].buf);
-				else
-					r2d_detour_sendc_at_stop(rs->d, &cq[i]);
+				else if (r2d_detour_sendc_at_stop(rs->d, &cq[i]))
+					;
+				else if (cq[i].type == R2_TPC_SEND && rs->d->net_ev)
+					/* an ended operation's chunk: freed there */
+					rs->d->net_ev->deliver(rs->d, rail, &cq[i]);
 			}
 			got += k > 0 ? k : 0;
 		}

@@ -207,10 +207,10 @@ struct r2_tp *th_tp(struct th_host *h, int r)
 
 void th_host_free(struct th_host *h)
 {
-	struct r2d *d = &h->d;
-
 	if (!h)
 		return;
+	struct r2d *d = &h->d;
+
 	for (int i = 0; i < h->nsess; i++)
 		if (!h->sess[i]->gone)
 			th_sess_die(h->sess[i]);
