@@ -785,7 +785,6 @@ END_TEST
  * both through the bridge, which tells them apart by the header's chunk */
 START_TEST(test_eager_pieces_detour_before_view)
 {
-
 	eager_detour_before_view(eager_fast, 20000);
 }
 END_TEST
