@@ -284,8 +284,9 @@ bool r2d_comm_left_sent_known(const struct r2_comm *c, int from)
 
 bool r2d_comm_sent_before_left(const struct r2_comm *c, int from, int to, uint64_t n)
 {
+	/* n: the receive's counter, 21 bits (rl_p2p_seq); sent: the count */
 	return r2d_comm_left_sent_known(c, from) && to >= 0 && to < c->nranks &&
-	       n < c->m[from].sent[to];
+	       r2_p2p_ctr_before(n, c->m[from].sent[to]);
 }
 
 /* A member leaves (destroy, abort or death). Under d->lock. */

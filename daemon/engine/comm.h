@@ -68,6 +68,18 @@ void r2d_comm_member_left(struct r2_comm *c, int rank, enum r2_leave how, uint64
  * (sent_before_left). */
 bool r2d_comm_left_sent_known(const struct r2_comm *c, int from);
 bool r2d_comm_sent_before_left(const struct r2_comm *c, int from, int to, uint64_t n);
+
+/* A pair's send/recv counter as a chunk header carries it: its low 21 bits
+ * (exec_rail_p2p.c, rl_p2p_seq). Compared in serial-number arithmetic, so
+ * that the order holds across the wrap (after 2^21 transfers of a pair): a
+ * is before b when b - a, modulo 2^21, is in (0, 2^20). */
+#define R2_P2P_CTR_MASK 0x1fffffull
+static inline bool r2_p2p_ctr_before(uint64_t a, uint64_t b)
+{
+	uint64_t d = (b - a) & R2_P2P_CTR_MASK;
+
+	return d != 0 && d < (R2_P2P_CTR_MASK + 1) / 2;
+}
 /* "rank N left the communicator (destroy|abort|client died)", with "on host
  * NAME" after N for a rank of another host (host: NULL for this one) */
 void r2d_comm_leave_why(int rank, const char *host, enum r2_leave how, char *why, size_t len);

@@ -45,7 +45,7 @@ static bool peer_lost(struct r2_comm *c, const struct r2_rmsg *m)
 
 /* ---- send/recv sequence numbers: one counter per (source, destination) ---- */
 
-#define P2P_CTR_MASK 0x1fffffull
+#define P2P_CTR_MASK R2_P2P_CTR_MASK
 
 static uint64_t p2p_key(uint32_t src, uint32_t dst)
 {
@@ -78,13 +78,16 @@ uint64_t rl_p2p_seq(uint32_t src, uint32_t dst, uint64_t ctr)
 	return P2P_BIT | ((uint64_t)src << 42) | ((uint64_t)dst << 21) | (ctr & P2P_CTR_MASK);
 }
 
-/* A transfer chunk of a pair whose counter has moved past it: a duplicate. */
+/* A transfer chunk of a pair whose counter has moved past it: a duplicate.
+ * Wrap-aware: compared as plain numbers, the first chunk of the pair's
+ * 2^21-th transfer (counter 0 again) was taken for an old one while the
+ * receiver was a transfer or two behind, and dropped after its ACK. */
 static bool p2p_old(struct r2_comm *c, uint64_t seq)
 {
 	uint32_t src = (uint32_t)((seq >> 42) & 0x1fffff), dst = (uint32_t)((seq >> 21) & 0x1fffff);
 	uint64_t *slot = rl_p2p_slot(c, src, dst);
 
-	return slot && (seq & P2P_CTR_MASK) < (*slot & P2P_CTR_MASK);
+	return slot && r2_p2p_ctr_before(seq & P2P_CTR_MASK, *slot & P2P_CTR_MASK);
 }
 
 /* ---- transfers across hosts: asynchronous, so that independent transfers
@@ -350,7 +353,9 @@ static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
 			break;
 		}
 		s->acked = true;
-		if (s->sent) {
+		/* written, or waiting to go again (no completion is coming:
+		 * its copy arrived after all) */
+		if (s->sent || !s->posted) {
 			*pp = s->next;
 			rl_sendrec_free(s);
 			p->nsends--;

@@ -218,6 +218,11 @@ static void commit(struct r2d *d, struct hcomm *hc)
 
 	hc->prop = NULL;
 	v->start = hc->max_started + 1;
+	/* never before the previous commit's start (a dropped proposal's
+	 * partial ACKs may report less): members planned those sequences
+	 * with it already */
+	if (hc->nhist && hc->hist[hc->nhist - 1] && v->start < hc->hist[hc->nhist - 1]->start)
+		v->start = hc->hist[hc->nhist - 1]->start;
 	keep = r2h_view_copy(v);
 	if (keep) {
 		if (hc->nhist == R2H_VIEW_HIST) {

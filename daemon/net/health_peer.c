@@ -230,9 +230,16 @@ static void propose_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *
 	if (m->epoch <= hc->committed_epoch)
 		return;
 	pthread_mutex_lock(&h->lock);
+	/* a copy of an older proposal (control messages take every rail, and
+	 * one rail may be slower) neither lowers the epoch held for, which
+	 * a commit of that older one would then end too early (this host
+	 * planning with it from a sequence the others plan with the newer),
+	 * nor restarts the hold's clock, which bounds it */
+	if (!hc->hold)
+		hc->hold_since_us = r2_now_us();
+	if (!hc->hold || hc->hold_epoch < m->epoch)
+		hc->hold_epoch = m->epoch;
 	hc->hold = true;
-	hc->hold_epoch = m->epoch;
-	hc->hold_since_us = r2_now_us();
 	started = hc->started;
 	pthread_mutex_unlock(&h->lock);
 	r2h_send_view(d, hc, 0, R2PEER__PEER_MSG__PEER_VIEW_ACK, NULL, m->epoch, started);
