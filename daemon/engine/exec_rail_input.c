@@ -233,10 +233,10 @@ again:
 	 * at 1 MB (14.1 against 13.2 ms), ran in 8.5 ms, rd in 13.2: there
 	 * the failure-aware plans keep the choice */
 	prm.logstep_healthy = true;
-	/* and up to 4 hosts: on 8, recursive doubling ran 21-143% over the
-	 * model and behind the ring at 256 KB-4 MB, on the 2-core VM and the
-	 * 16-core machine alike (docs/planner.md, "8 hosts") */
-	prm.logstep_max_hosts = 4;
+	/* and up to logstep_hosts (4): on 8, recursive doubling ran 21-143%
+	 * over the model and behind the ring at 256 KB-4 MB, on the 2-core VM
+	 * and the 16-core machine alike (docs/planner.md, "8 hosts") */
+	prm.logstep_max_hosts = (uint32_t)r2_param_int(&o->d->params, P_LOGSTEP_HOSTS);
 	r = r2_plan_build(&cl, &od, &prm, &o->plan);
 	if (use_view && r < 0) {
 		/* no plan for this view: every daemon falls back alike to the
