@@ -51,6 +51,12 @@ void r2d_exec_complete(struct r2_exec *x, int status);
 
 /* Transfers across hosts in flight (exec_rail_p2p.c, executor thread). */
 bool r2_p2p_pending(struct r2_comm *c);
+/* The transfers in flight on c: a failure, a peer gone or the deadline ends
+ * them, a blocked send refills (its queue or proxy pool has room again).
+ * By the pump, and by a collective's waits on the same executor: a send
+ * blocked behind a collective whose peer waits for that send's data (its
+ * stream orders the receive first) would otherwise wait to the timeout. */
+void r2_p2p_advance(struct r2_comm *c);
 /* Handles mailbox messages for up to timeout_ms; completes transfers. */
 void r2_p2p_pump(struct r2_comm *c, int timeout_ms);
 /* The executor between operations: busy-polls up to exec_spin_us until

@@ -401,8 +401,10 @@ static int run(struct eager *e, uint64_t deadline)
 			return R2CCL_E_PEER_GONE;
 		if (e->repost && (r = repost(e)) < 0)
 			return r;
-		m = rl_mbox_take_spin(c, e->repost ? 1 : 100, spin_us);
+		m = rl_mbox_take_spin(c, e->repost ? 1 : c->p2p_ops ? 10 : 100, spin_us);
 		if (!m) {
+			if (c->p2p_ops)
+				r2_p2p_advance(c); /* transfers go on meanwhile */
 			if (c->stop)
 				return R2CCL_E_SHUTDOWN;
 			if (c->abort_err)
@@ -415,6 +417,16 @@ static int run(struct eager *e, uint64_t deadline)
 		}
 		if ((r = handle(e, m)) < 0)
 			return r;
+		/* a steady flow of other messages must not hide the stop, an
+		 * abort or the deadline */
+		if (e->ngot >= (c->nhosts - 1) * e->np && all_posted(e))
+			break;
+		if (c->stop)
+			return R2CCL_E_SHUTDOWN;
+		if (c->abort_err)
+			return c->abort_err;
+		if (r2_now_us() > deadline)
+			return -ETIMEDOUT;
 	}
 	return 0;
 }

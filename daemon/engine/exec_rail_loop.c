@@ -245,9 +245,11 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 			if (r < 0)
 				return r;
 		}
-		m = op_take(o, o->tx.pool_wait ? 1 : o->tx.need_repost ? 10 : 100);
+		m = op_take(o, o->tx.pool_wait ? 1 : o->tx.need_repost || o->c->p2p_ops ? 10 : 100);
 
 		if (!m) {
+			if (o->c->p2p_ops)
+				r2_p2p_advance(o->c); /* transfers go on meanwhile */
 			if (o->c->stop)
 				return R2CCL_E_SHUTDOWN;
 			if (o->c->abort_err)
@@ -349,8 +351,10 @@ static int wait_acks(struct railop *o, bool descs_only)
 		int r = rl_repost(o);
 		if (r < 0)
 			return r;
-		m = op_take(o, 100);
+		m = op_take(o, o->c->p2p_ops ? 10 : 100);
 		if (!m) {
+			if (o->c->p2p_ops)
+				r2_p2p_advance(o->c); /* transfers go on meanwhile */
 			if (o->c->stop)
 				return R2CCL_E_SHUTDOWN;
 			if (o->c->abort_err)

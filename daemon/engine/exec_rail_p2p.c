@@ -582,7 +582,6 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 {
 	/* acknowledgements of a small operation come a round trip after it */
 	struct r2_rmsg *m = rl_mbox_take_spin(c, timeout_ms, rl_exec_spin_us(c->d));
-	uint64_t now;
 
 	for (int i = 0; m && i < 1024; i++) {
 		if (!rl_p2p_handle(c, m)) {
@@ -606,7 +605,12 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 		}
 		m = rl_mbox_take(c, 0);
 	}
-	now = r2_now_us();
+	r2_p2p_advance(c);
+}
+
+void r2_p2p_advance(struct r2_comm *c)
+{
+	uint64_t now = r2_now_us();
 	bool any_left = c->gone_after != UINT64_MAX;
 	for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
 		int r = 0;

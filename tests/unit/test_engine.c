@@ -483,6 +483,48 @@ START_TEST(test_send_recv_counter_wrap)
 }
 END_TEST
 
+/* A send blocked on its proxy pool, and behind it on the same executor a
+ * collective whose peer calls it only once its receive of that send is
+ * done (a GPU stream orders them so): the collective's waits refill the
+ * send. Before, only the executor's idle pump did: both waited to
+ * op_timeout_ms. */
+START_TEST(test_send_blocked_behind_collective)
+{
+	static const char *const p[] = { "proxy_pool_max=2M", "proxy_buf_size=1M", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	const uint64_t cnt = 2u << 20; /* 8 MB: four times the pool */
+	int32_t *b, *r, *in[2], *out[2];
+	uint32_t mb, mr, mi[2], mo[2];
+	uint64_t ts, tr, ta[2];
+
+	th_cluster(hs, 2, 1, 0x3, ss, p);
+	mb = th_mem(ss[0], cnt * 4, (void **)&b);
+	mr = th_mem(ss[1], cnt * 4, (void **)&r);
+	for (uint64_t i = 0; i < cnt; i++)
+		b[i] = val(0, i);
+	for (int k = 0; k < 2; k++) {
+		mi[k] = th_mem(ss[k], 64, (void **)&in[k]);
+		mo[k] = th_mem(ss[k], 64, (void **)&out[k]);
+		for (int i = 0; i < 16; i++)
+			in[k][i] = k + 1;
+	}
+	tr = th_submit(ss[1], R2_OP_RECV, cnt, R2CCL_INT32, 0, 0, 0, mr);
+	ts = th_submit(ss[0], R2_OP_SEND, cnt, R2CCL_INT32, 0, 1, mb, 0);
+	ta[0] = th_submit(ss[0], R2_OP_ALLREDUCE, 16, R2CCL_INT32, R2CCL_SUM, 0, mi[0], mo[0]);
+	ck_assert_int_eq(th_wait(ss[1], tr, 8000), 0); /* before the timeout (20 s) */
+	ck_assert_mem_eq(r, b, cnt * 4);
+	ta[1] = th_submit(ss[1], R2_OP_ALLREDUCE, 16, R2CCL_INT32, R2CCL_SUM, 0, mi[1], mo[1]);
+	ck_assert_int_eq(th_wait(ss[0], ts, T_MS), 0);
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(th_wait(ss[k], ta[k], T_MS), 0);
+		for (int i = 0; i < 16; i++)
+			ck_assert_int_eq(out[k][i], 3);
+	}
+	th_free_all(hs, 2);
+}
+END_TEST
+
 /* Collectives whose ranks (of one host) disagree fail with MISMATCH on
  * every rank and break the communicator: what comes after is refused */
 START_TEST(test_mismatch)
@@ -1000,6 +1042,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_local_collectives);
 	TH_ADD(s, test_send_recv);
 	TH_ADD(s, test_send_recv_counter_wrap);
+	TH_ADD(s, test_send_blocked_behind_collective);
 	TH_ADD(s, test_mismatch);
 	TH_ADD(s, test_mismatch_across_hosts);
 	TH_ADD(s, test_local_only);
