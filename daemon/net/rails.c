@@ -885,6 +885,26 @@ void r2d_rails_quiesce(struct r2d *d)
 	rs->started = false;
 }
 
+/* Rail's completions taken at the stop (detours_settle): how many. */
+static int poll_at_stop(struct r2_rails *rs, int rail)
+{
+	struct r2_tp_cqe cq[32];
+	int k = rs->rail[rail].ops->poll(rs->rail[rail].tp, cq, 32);
+
+	for (int i = 0; i < k; i++) {
+		if (cq[i].type == R2_TPC_RECV)
+			r2d_rails_release(rs->d, rail, cq[i].buf);
+		else if (cq[i].type == R2_TPC_SEND && cq[i].ctx == 1)
+			ctrl_copy_free(rs, cq[i].buf);
+		else if (r2d_detour_sendc_at_stop(rs->d, &cq[i]))
+			;
+		else if (cq[i].type == R2_TPC_SEND && rs->d->net_ev)
+			/* an ended operation's chunk: freed there */
+			rs->d->net_ev->deliver(rs->d, rail, &cq[i]);
+	}
+	return k > 0 ? k : 0;
+}
+
 /* Forwarded chunks (detour.c) are sent from their receive buffers, and
  * release() hands a buffer to the next receive: their send completions are
  * taken here first (the rails thread is gone), at most 100 ms; then the
@@ -895,7 +915,6 @@ void r2d_rails_quiesce(struct r2d *d)
  * the rest is dropped, as close() would drop it. */
 static void detours_settle(struct r2_rails *rs)
 {
-	struct r2_tp_cqe cq[32];
 	uint64_t t0 = r2_now_us();
 	bool cut = false;
 
@@ -907,26 +926,18 @@ static void detours_settle(struct r2_rails *rs)
 			r2d_detours_unsent(rs->d, true);
 			cut = true;
 		} else if (waited > 1100000) {
-			return; /* r2d_detours_free says which, and keeps their buffers */
+			break; /* r2d_detours_free says which, and keeps their buffers */
 		}
-		for (int rail = 0; rail < rs->n; rail++) {
-			int k = rs->rail[rail].ops->poll(rs->rail[rail].tp, cq, 32);
-			for (int i = 0; i < k; i++) {
-				if (cq[i].type == R2_TPC_RECV)
-					r2d_rails_release(rs->d, rail, cq[i].buf);
-				else if (cq[i].type == R2_TPC_SEND && cq[i].ctx == 1)
-					ctrl_copy_free(rs, cq[i].buf);
-				else if (r2d_detour_sendc_at_stop(rs->d, &cq[i]))
-					;
-				else if (cq[i].type == R2_TPC_SEND && rs->d->net_ev)
-					/* an ended operation's chunk: freed there */
-					rs->d->net_ev->deliver(rs->d, rail, &cq[i]);
-			}
-			got += k > 0 ? k : 0;
-		}
+		for (int rail = 0; rail < rs->n; rail++)
+			got += poll_at_stop(rs, rail);
 		if (!got)
 			usleep(200);
 	}
+	/* what the cut completed besides them (other chunks queued on those
+	 * connections: an ended operation's, freed at their completion) */
+	for (int rail = 0; cut && rail < rs->n; rail++)
+		while (poll_at_stop(rs, rail) > 0)
+			;
 }
 
 void r2d_rails_stop(struct r2d *d)
