@@ -568,6 +568,21 @@ START_TEST(test_peer_silent)
 }
 END_TEST
 
+/* Three hosts of 256 K elements, host 0's rail 1 and host 2's rail 0 down:
+ * hosts 0 and 2 share no rail, and one AllReduce has run through the
+ * bridge, host 1 (host 0 -> 1 on rail 0 -> 2 on rail 1, and back) */
+static void bridged_cluster(struct th_host **hs, struct th_sess **ss, struct ar *a,
+			    const char *const *params)
+{
+	ar_cluster(hs, ss, a, 3, params, 256 * 1024);
+	ar_run(a);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
+	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
+	ar_run(a);
+}
+
 /* Three hosts on two rails; host 0 loses rail 1 and host 2 loses rail 0:
  * hosts 0 and 2 share no working rail, and their chunks go through host 1
  * (the bridge); the result is exact */
@@ -578,13 +593,7 @@ START_TEST(test_detour_through_third_host)
 	struct ar a;
 	struct r2_peer *p;
 
-	ar_cluster(hs, ss, &a, 3, NULL, 256 * 1024);
-	ar_run(&a);
-	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
-	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
-	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
-	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
-	ar_run(&a);
+	bridged_cluster(hs, ss, &a, NULL);
 	ar_run(&a);
 	p = r2d_rails_peer_find(&hs[2]->d, ID(0));
 	ck_assert_ptr_nonnull(p);
@@ -593,13 +602,10 @@ START_TEST(test_detour_through_third_host)
 }
 END_TEST
 
-struct unsent {
-	struct th_host *h;
-};
-
+/* the bridge (a struct th_host) forwards chunks whose send is held */
 static bool bridge_holds(void *arg)
 {
-	return r2d_detours_unsent(&((struct unsent *)arg)->h->d, false) > 0;
+	return r2d_detours_unsent(&((struct th_host *)arg)->d, false) > 0;
 }
 
 /* The bridge stops while chunks it forwards are still being sent (its
@@ -618,20 +624,12 @@ START_TEST(test_bridge_stop_mid_forward)
 	struct th_host *hs[3];
 	struct th_sess *ss[3];
 	struct ar a;
-	struct unsent u;
 	uint64_t t0;
 
-	ar_cluster(hs, ss, &a, 3, p, 256 * 1024);
-	ar_run(&a);
-	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
-	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
-	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
-	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
-	ar_run(&a); /* bridged: host 0 -> 1 on rail 0 -> 2 on rail 1, and back */
+	bridged_cluster(hs, ss, &a, p);
 	ck_assert_int_eq(r2_lb_hold(th_tp(hs[1], 1), ID(2), true), 0);
 	ar_start(&a, 3);
-	u.h = hs[1];
-	ck_assert(th_until(bridge_holds, &u, T_MS));
+	ck_assert(th_until(bridge_holds, hs[1], T_MS));
 	t0 = th_now_ms();
 	th_host_free(hs[1]);
 	hs[1] = NULL;
