@@ -143,6 +143,7 @@ int r2c_comm_failed(r2ccl_comm_t *comm, int err)
 	case R2CCL_E_COMM_BROKEN:
 	case R2CCL_E_NO_PATH:
 	case R2CCL_E_SHUTDOWN:
+	case R2CCL_E_QUOTA: /* an operation at max_pending_ops: it broke the communicator */
 	case -ETIMEDOUT:
 		break;
 	case R2CCL_E_DAEMON_GONE:

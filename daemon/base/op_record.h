@@ -27,6 +27,7 @@ struct r2_op {
 	void *sendbuf, *recvbuf; /* resolved at submission */
 	struct r2_memreg *sendref, *recvref;
 	uint64_t submitted_us;
+	int tenant1; /* the tenant it is counted against (max_pending_ops) + 1, 0: none */
 };
 
 /* One matched operation: an op per participating rank. */

@@ -613,6 +613,7 @@ static void tenants_print_conf(FILE *f)
 	      "# Tenants (docs/tenancy.md): after the parameters, one line per tenant,\n"
 	      "#   NAME = cgroup=/PATH weight=W rate=R class=bulk|latency [burst=BYTES]\n"
 	      "#          [max_sessions=N] [max_comms=N] [max_regs=N] [max_mem=SIZE]\n"
+	      "#          [max_req_rate=N] [max_pending_ops=N] [max_proxy=SIZE]\n"
 	      "# A client's tenant is the entry whose cgroup v2 path is the longest prefix\n"
 	      "# of its own (whole path components); \"default\" is the policy of every\n"
 	      "# cgroup no entry matches (each such cgroup is a tenant of its own).\n"
@@ -621,7 +622,11 @@ static void tenants_print_conf(FILE *f)
 	      "# 300M = 300,000,000 bit/s; 0: no cap), burst 2% of one second's bytes\n"
 	      "# unless set; class: latency chunks go ahead of bulk ones (sched_prio_run\n"
 	      "# bounds the wait of bulk). max_*: quotas of the tenant, all its uids\n"
-	      "# together (0: only the per-uid caps). Changed at run time with\n"
+	      "# together (0: only the per-uid caps); max_req_rate (control requests per\n"
+	      "# second, its sessions are read more slowly past it), max_pending_ops\n"
+	      "# (operations submitted, not completed) and max_proxy (proxy buffer bytes\n"
+	      "# its chunks hold; they wait for their own past it) are the tenant's\n"
+	      "# own (0: none). Changed at run time with\n"
 	      "# \"r2cclctl tenants set NAME weight=W rate=R class=C\" (root); SIGHUP\n"
 	      "# reads this section again.\n"
 	      "#\n"
@@ -629,7 +634,9 @@ static void tenants_print_conf(FILE *f)
 	      "# default = weight=1 class=bulk\n"
 	      "# training = cgroup=/system.slice/train.service weight=3 class=bulk\n"
 	      "# decode = cgroup=/kubepods/burstable weight=1 rate=2G class=latency max_comms=64\n"
-	      "# loader = cgroup=/user.slice/loader.slice weight=1 rate=300M max_mem=16G\n",
+	      "# loader = cgroup=/user.slice/loader.slice weight=1 rate=300M max_mem=16G\n"
+	      "# batch = cgroup=/user.slice/batch.slice max_req_rate=200 max_pending_ops=256 "
+	      "max_proxy=64M\n",
 	      f);
 }
 

@@ -136,6 +136,14 @@ int r2d_ctl_tenants(struct r2_session *s, struct r2_frame *f)
 		ti->max_comms = w->pol.max_comms;
 		ti->max_regs = w->pol.max_regs;
 		ti->max_mem = w->pol.max_mem;
+		ti->max_req_rate = w->pol.max_req_rate;
+		ti->max_pending_ops = w->pol.max_pending_ops;
+		ti->max_proxy = w->pol.max_proxy;
+		ti->pending_ops = w->ops_open;
+		ti->proxy_bytes = w->proxy_bytes;
+		ti->proxy_high = w->proxy_high;
+		ti->proxy_waits = w->proxy_waits;
+		ti->req_paced = w->req_paced;
 		ti->changed_ago_us = w->changed_us && now > w->changed_us ? now - w->changed_us : 0;
 		ti->snapshot_mono_us = snap;
 		b->infop[k] = ti;

@@ -107,6 +107,8 @@ void r2d_op_free(struct r2_op *op, int status)
 	/* every op with memory references has its source (engine.c submit);
 	 * the table outlives the source's last reference */
 	const struct r2_source_ops *src = op->s ? op->s->src : NULL;
+	if (op->s && op->tenant1)
+		r2d_tenants_op_end(op->s->d, op->tenant1 - 1);
 	if (op->s) {
 		src->complete(op->s, op->sqe.tag, status);
 		src->put(op->s);
@@ -473,6 +475,31 @@ bool r2d_comm_may_queue(struct r2_comm *c, int rank)
 	snprintf(why, sizeof(why),
 		 "quota max_pending_ops: rank %d queued %u operations its peers did not match",
 		 rank, c->m[rank].npending);
+	c->d->quota_refusals++;
+	log_warn_rl("communicator %u: %s", c->id, why);
+	r2d_comm_break(c, R2CCL_E_QUOTA, why);
+	return false;
+}
+
+/* The tenant's max_pending_ops (root's operations are counted, never
+ * refused): whether op of session s may go on c; when it may not, c breaks
+ * as for max_pending_ops per rank. Under d->lock. */
+bool r2d_comm_tenant_may_submit(struct r2_comm *c, struct r2_session *s, struct r2_op *op)
+{
+	struct r2_tenant_policy pol;
+	uint32_t n;
+	char why[200];
+
+	if (r2d_tenants_op_begin(c->d, s->tenant_idx, s->uid != 0, &n)) {
+		op->tenant1 = s->tenant_idx >= 0 ? s->tenant_idx + 1 : 0;
+		return true;
+	}
+	if (!r2d_tenants_policy_at(c->d, s->tenant_idx, &pol))
+		snprintf(pol.name, sizeof(pol.name), "?");
+	snprintf(why, sizeof(why),
+		 "quota max_pending_ops of tenant %s: it has %u operations submitted and not "
+		 "completed",
+		 pol.name, n);
 	c->d->quota_refusals++;
 	log_warn_rl("communicator %u: %s", c->id, why);
 	r2d_comm_break(c, R2CCL_E_QUOTA, why);

@@ -92,6 +92,7 @@ struct r2_comm *r2d_comm_by_uid(struct r2d *d, const struct r2_uid *uid);
  * more operation (if not, c breaks with R2CCL_E_QUOTA). */
 int r2d_comm_quota(struct r2_session *s, char *err, size_t errlen);
 bool r2d_comm_may_queue(struct r2_comm *c, int rank);
+bool r2d_comm_tenant_may_submit(struct r2_comm *c, struct r2_session *s, struct r2_op *op);
 /* Answers s's CommInit with err and why (the joiner alone fails). */
 void r2d_comm_refused(struct r2_session *s, uint64_t req_id, int err, const char *why);
 struct r2_comm *r2d_comm_by_key(struct r2d *d, uint64_t key);

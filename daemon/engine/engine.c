@@ -163,7 +163,8 @@ static void submit(struct r2d *d, struct r2_session *s, const struct r2_sqe *q)
 		s->src->complete(s, q->tag, r);
 		return;
 	}
-	if (!r2d_comm_may_queue(c, op->rank)) { /* max_pending_ops: c is broken now */
+	if (!r2d_comm_may_queue(c, op->rank) || /* max_pending_ops: c is broken now */
+	    !r2d_comm_tenant_may_submit(c, s, op)) {
 		s->src->mem_put(op->sendref);
 		s->src->mem_put(op->recvref);
 		free(op);

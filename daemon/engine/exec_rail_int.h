@@ -83,6 +83,11 @@ struct sendrec {
 	 * change during the operation: never copied out */
 	bool stable;
 	int tenant; /* its communicator's tenant in the scheduler (net/tenants.h) */
+	/* its proxy buffer counted against that tenant's max_proxy: the tenant
+	 * + 1 (0: not counted) and the bytes (r2d_tenants_proxy_take) */
+	int proxy_t;
+	uint32_t proxy_bytes;
+	struct r2d *proxy_d;
 };
 
 enum { NACK_AGAIN = 1, NACK_BUSY = 2 };

@@ -477,6 +477,7 @@ int rl_p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t pe
 	if (is_send) {
 		struct sendrec **tail = &p->sends;
 		struct r2_bufpool *bp = r2d_bufpool_for(c->d, 0);
+		int tenant = r2d_tenants_of(c->d, c->tenant); /* its proxy buffers' quota */
 		if (bp && cs > r2_bufpool_buf_size(bp))
 			cs = r2_bufpool_buf_size(bp);
 		for (uint64_t off = 0; off < len; off += cs, i++) {
@@ -497,6 +498,7 @@ int rl_p2p_start(struct r2_comm *c, struct r2_exec *x, uint64_t seq, uint32_t pe
 			s->rail = i % rs->n; /* spread over every rail */
 			s->peer = c->hosts[peer_host].id;
 			s->owner = p;
+			s->tenant = tenant;
 			*tail = s; /* in order: buffers are taken and posted so */
 			tail = &s->next;
 			p->nsends++;

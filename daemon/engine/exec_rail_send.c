@@ -32,6 +32,8 @@ struct r2_pool *rl_par_pool(struct r2d *d, uint64_t len)
 
 void rl_sendrec_free(struct sendrec *s)
 {
+	if (s->proxy_t)
+		r2d_tenants_proxy_give(s->proxy_d, s->proxy_t - 1, s->proxy_bytes);
 	if (s->pool && !s->borrowed)
 		r2_bufpool_put(s->pool, s->buf);
 	else if (!s->borrowed)
@@ -50,11 +52,20 @@ int rl_chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len
 	int err;
 
 	if (bp && len <= r2_bufpool_buf_size(bp)) {
+		uint32_t bytes = (uint32_t)r2_bufpool_buf_size(bp);
+		/* the tenant's max_proxy: at it, wait for its own buffers (acks) */
+		if (!r2d_tenants_proxy_take(d, s->tenant, bytes))
+			return -ENOBUFS;
 		/* a buffer another tenant used: its tail cleared (bufpool.h) */
 		s->buf = r2_bufpool_get_for(bp, 0, (uint16_t)(s->tenant + 1), len, &err);
-		if (!s->buf)
+		if (!s->buf) {
+			r2d_tenants_proxy_give(d, s->tenant, bytes);
 			return err;
+		}
 		s->pool = bp;
+		s->proxy_t = s->tenant >= 0 ? s->tenant + 1 : 0;
+		s->proxy_bytes = bytes;
+		s->proxy_d = d;
 	} else {
 		s->buf = malloc(len ? len : 1);
 		if (!s->buf)

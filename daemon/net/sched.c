@@ -123,10 +123,21 @@ int r2_tenant_policy_parse(struct r2_tenant_policy *p, const char *spec, char *e
 			if (r == 0 && b < 0)
 				r = -EINVAL;
 			p->max_mem = r == 0 ? (uint64_t)b : p->max_mem;
+		} else if (!strcmp(k, "max_req_rate")) {
+			r = parse_u32(v, 0, 1u << 24, &p->max_req_rate);
+		} else if (!strcmp(k, "max_pending_ops")) {
+			r = parse_u32(v, 0, 1u << 24, &p->max_pending_ops);
+		} else if (!strcmp(k, "max_proxy")) {
+			int64_t b;
+			r = r2_parse_size(v, &b);
+			if (r == 0 && b < 0)
+				r = -EINVAL;
+			p->max_proxy = r == 0 ? (uint64_t)b : p->max_proxy;
 		} else {
 			snprintf(err, errlen,
 				 "unknown tenant key \"%.32s\" (weight, rate, burst, class, cgroup, "
-				 "max_sessions, max_comms, max_regs, max_mem)",
+				 "max_sessions, max_comms, max_regs, max_mem, max_req_rate, "
+				 "max_pending_ops, max_proxy)",
 				 k);
 			return -EINVAL;
 		}
@@ -143,10 +154,11 @@ int r2_tenant_policy_format(const struct r2_tenant_policy *p, char *buf, size_t 
 	return snprintf(buf, len,
 			"%s = cgroup=%s weight=%" PRIu32 " rate=%" PRIu64 " class=%s burst=%" PRIu64
 			" max_sessions=%" PRIu32 " max_comms=%" PRIu32 " max_regs=%" PRIu32
-			" max_mem=%" PRIu64,
+			" max_mem=%" PRIu64 " max_req_rate=%" PRIu32 " max_pending_ops=%" PRIu32
+			" max_proxy=%" PRIu64,
 			p->name, p->cgroup[0] ? p->cgroup : "-", p->weight, p->rate_bps,
 			r2_tclass_name(p->cls), p->burst_bytes, p->max_sessions, p->max_comms,
-			p->max_regs, p->max_mem);
+			p->max_regs, p->max_mem, p->max_req_rate, p->max_pending_ops, p->max_proxy);
 }
 
 /* ---- the table ---- */
@@ -252,6 +264,9 @@ int r2_sched_policy_set(struct r2_sched *s, const struct r2_tenant_policy *p, ui
 			d->max_comms = p->max_comms;
 			d->max_regs = p->max_regs;
 			d->max_mem = p->max_mem;
+			d->max_req_rate = p->max_req_rate;
+			d->max_pending_ops = p->max_pending_ops;
+			d->max_proxy = p->max_proxy;
 			refresh(s, k, now_us);
 		}
 	}

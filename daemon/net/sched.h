@@ -67,6 +67,12 @@ struct r2_tenant_policy {
 	/* quotas (docs/security.md's per-uid caps, per tenant); 0: the per-uid cap */
 	uint32_t max_sessions, max_comms, max_regs;
 	uint64_t max_mem;
+	/* and the tenant's own, all its sessions and communicators on the host
+	 * together: control requests per second (paced, not refused),
+	 * operations submitted and not completed, proxy buffer bytes its chunks
+	 * hold (0: none) */
+	uint32_t max_req_rate, max_pending_ops;
+	uint64_t max_proxy;
 };
 
 /* A queued chunk: embedded in the caller's record. */

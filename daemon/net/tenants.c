@@ -52,6 +52,16 @@ struct r2_tenants {
 	uint64_t bps_rail[R2_SCHED_MAX_TENANTS][R2_SCHED_MAX_RAILS];
 	uint64_t snap_us;
 	uint64_t changed_us[R2_SCHED_MAX_TENANTS];
+	/* proxy buffer bytes each tenant's chunks hold now, the most at once,
+	 * and the takes its max_proxy refused (r2d_tenants_proxy_take) */
+	_Atomic uint64_t proxy_held[R2_SCHED_MAX_TENANTS], proxy_high[R2_SCHED_MAX_TENANTS];
+	_Atomic uint64_t proxy_waits[R2_SCHED_MAX_TENANTS];
+	/* operations submitted and not completed (max_pending_ops) */
+	_Atomic uint32_t ops_open[R2_SCHED_MAX_TENANTS];
+	/* control requests in the current 100 ms window (max_req_rate) */
+	uint64_t req_win_us[R2_SCHED_MAX_TENANTS];
+	uint32_t req_n[R2_SCHED_MAX_TENANTS];
+	uint64_t req_paced[R2_SCHED_MAX_TENANTS]; /* times its sessions were paced */
 	struct tq_item *failed; /* to complete with -ENOTCONN from the rails thread */
 	/* (rail, peer) whose connection failed under a queued chunk or an
 	 * ERROR: refused at once (-ENOTCONN: the engine takes another rail)
@@ -266,6 +276,92 @@ int r2d_tenants_set_limit(struct r2d *d, int t, uint64_t limit_bps, uint64_t res
 	return 0;
 }
 
+bool r2d_tenants_proxy_take(struct r2d *d, int t, uint64_t bytes)
+{
+	struct r2_tenants *ts = d->tenants;
+	uint64_t cap, held;
+
+	if (!ts || t < 0 || t >= R2_SCHED_MAX_TENANTS)
+		return true;
+	pthread_mutex_lock(&ts->lock);
+	cap = ts->s.t[t].used ? ts->s.t[t].pol.max_proxy : 0;
+	pthread_mutex_unlock(&ts->lock);
+	held = atomic_load(&ts->proxy_held[t]);
+	do {
+		/* one chunk at a time always goes: a quota under a chunk cannot stop it */
+		if (cap && held && held + bytes > cap) {
+			atomic_fetch_add(&ts->proxy_waits[t], 1);
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak(&ts->proxy_held[t], &held, held + bytes));
+	held += bytes;
+	for (uint64_t hi = atomic_load(&ts->proxy_high[t]);
+	     held > hi && !atomic_compare_exchange_weak(&ts->proxy_high[t], &hi, held);)
+		;
+	return true;
+}
+
+bool r2d_tenants_op_begin(struct r2d *d, int t, bool enforce, uint32_t *n)
+{
+	struct r2_tenants *ts = d->tenants;
+	uint32_t cap = 0, open;
+
+	*n = 0;
+	if (!ts || t < 0 || t >= R2_SCHED_MAX_TENANTS)
+		return true;
+	if (enforce) {
+		pthread_mutex_lock(&ts->lock);
+		cap = ts->s.t[t].used ? ts->s.t[t].pol.max_pending_ops : 0;
+		pthread_mutex_unlock(&ts->lock);
+	}
+	open = atomic_load(&ts->ops_open[t]);
+	do {
+		*n = open;
+		if (cap && open >= cap)
+			return false;
+	} while (!atomic_compare_exchange_weak(&ts->ops_open[t], &open, open + 1));
+	return true;
+}
+
+bool r2d_tenants_req(struct r2d *d, int t, uint64_t now, uint64_t *until, uint32_t *rate)
+{
+	struct r2_tenants *ts = d->tenants;
+	bool ok = true;
+
+	if (!ts || t < 0 || t >= R2_SCHED_MAX_TENANTS)
+		return true;
+	pthread_mutex_lock(&ts->lock);
+	*rate = ts->s.t[t].used ? ts->s.t[t].pol.max_req_rate : 0;
+	if (*rate) {
+		if (now - ts->req_win_us[t] >= 100000) {
+			ts->req_win_us[t] = now;
+			ts->req_n[t] = 0;
+		}
+		ok = ts->req_n[t] < R2_MAX(1u, *rate / 10);
+		ts->req_n[t] += ok;
+		ts->req_paced[t] += !ok;
+		*until = ts->req_win_us[t] + 100000;
+	}
+	pthread_mutex_unlock(&ts->lock);
+	return ok;
+}
+
+void r2d_tenants_op_end(struct r2d *d, int t)
+{
+	struct r2_tenants *ts = d->tenants;
+
+	if (ts && t >= 0 && t < R2_SCHED_MAX_TENANTS)
+		atomic_fetch_sub(&ts->ops_open[t], 1);
+}
+
+void r2d_tenants_proxy_give(struct r2d *d, int t, uint64_t bytes)
+{
+	struct r2_tenants *ts = d->tenants;
+
+	if (ts && t >= 0 && t < R2_SCHED_MAX_TENANTS)
+		atomic_fetch_sub(&ts->proxy_held[t], bytes);
+}
+
 int r2d_tenants_rows(struct r2d *d, struct r2_tenant_row *rows, int max)
 {
 	struct r2_tenants *ts = d->tenants;
@@ -304,6 +400,11 @@ int r2d_tenants_rows(struct r2d *d, struct r2_tenant_row *rows, int max)
 					   : 0);
 		w->max_wait_us = x->max_wait_us;
 		w->changed_us = ts->changed_us[t];
+		w->proxy_bytes = atomic_load(&ts->proxy_held[t]);
+		w->proxy_high = atomic_load(&ts->proxy_high[t]);
+		w->proxy_waits = atomic_load(&ts->proxy_waits[t]);
+		w->ops_open = atomic_load(&ts->ops_open[t]);
+		w->req_paced = ts->req_paced[t];
 	}
 	pthread_mutex_unlock(&ts->lock);
 	return n;

@@ -40,6 +40,11 @@ struct r2_tenant_row {
 	uint32_t queued;
 	uint64_t queued_bytes, throttled_us, max_wait_us;
 	uint64_t changed_us; /* last policy change (r2_now_us) */
+	/* proxy buffers its chunks hold: now, the most at once, and the takes
+	 * refused at its max_proxy (the chunk waited for its own to come back) */
+	uint64_t proxy_bytes, proxy_high, proxy_waits;
+	uint32_t ops_open; /* operations submitted and not completed */
+	uint64_t req_paced; /* its sessions held back at its max_req_rate */
 };
 
 /* The table exists from the configuration on (idempotent); freed with the
@@ -65,6 +70,23 @@ int r2d_tenants_find(struct r2d *d, const char *cgroup);
 /* The tenant's own cap and reservation (bits/s, 0 none, UINT64_MAX: kept
  * as it is); clamped as r2_sched_set_limit says. */
 int r2d_tenants_set_limit(struct r2d *d, int t, uint64_t limit_bps, uint64_t reserve_bps);
+/* max_proxy: bytes of proxy buffers for one of tenant t's chunks (any
+ * thread). False when the tenant holds some and these would pass its quota:
+ * the chunk waits for its tenant's buffers to come back, as for an
+ * exhausted pool; a tenant holding none always gets one. give: the chunk's
+ * buffer went back. */
+bool r2d_tenants_proxy_take(struct r2d *d, int t, uint64_t bytes);
+void r2d_tenants_proxy_give(struct r2d *d, int t, uint64_t bytes);
+/* max_req_rate: one control request of a session of tenant t (the loop);
+ * false when the tenant used its 100 ms window's share (rate / 10), and
+ * *until gets the window's end (the session is not read until then);
+ * *rate gets the quota (0: none). */
+bool r2d_tenants_req(struct r2d *d, int t, uint64_t now, uint64_t *until, uint32_t *rate);
+/* max_pending_ops: an operation of tenant t was submitted (true: counted
+ * until r2d_tenants_op_end) or, with enforce and the tenant at its quota,
+ * refused (false, nothing counted); *n gets the count before it. */
+bool r2d_tenants_op_begin(struct r2d *d, int t, bool enforce, uint32_t *n);
+void r2d_tenants_op_end(struct r2d *d, int t);
 /* Copies up to max rows; returns how many. */
 int r2d_tenants_rows(struct r2d *d, struct r2_tenant_row *rows, int max);
 

@@ -80,7 +80,7 @@ static int cg_path(char *buf, size_t len, const char *leaf, const char *file)
 /* Makes BASE and its leaves; false if the hierarchy is not writable. */
 static bool cg_setup(void)
 {
-	static const char *const leaves[] = { "a", "b", "c", "d" };
+	static const char *const leaves[] = { "a", "b", "c", "d", "e" };
 	char p[512];
 
 	if (!cgroup_v2_mount(CG, sizeof(CG)))
@@ -99,7 +99,7 @@ static bool cg_setup(void)
 
 static void cg_cleanup(void)
 {
-	static const char *const leaves[] = { "a", "b", "c", "d" };
+	static const char *const leaves[] = { "a", "b", "c", "d", "e" };
 	char p[512];
 
 	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
@@ -457,10 +457,11 @@ static void write_conf(int tb_weight, const char *extra)
 		   "default = weight=1\n"
 		   "ta = cgroup=%s/a weight=1 max_comms=1\n"
 		   "tb = cgroup=%s/b weight=%d rate=300M class=latency max_comms=1 max_regs=2 "
-		   "max_sessions=2\n"
+		   "max_sessions=2 max_req_rate=200\n"
 		   "tc = cgroup=%s/c weight=1 max_comms=1\n"
-		   "td = cgroup=%s/d weight=1 max_comms=1 max_regs=2 max_sessions=2\n%s",
-		BASE, BASE, tb_weight, BASE, BASE, extra);
+		   "td = cgroup=%s/d weight=1 max_comms=1 max_regs=2 max_sessions=2 max_req_rate=200\n"
+		   "te = cgroup=%s/e weight=1 max_pending_ops=2 max_req_rate=100\n%s",
+		BASE, BASE, tb_weight, BASE, BASE, BASE, extra);
 	fclose(f);
 }
 
@@ -475,7 +476,7 @@ static void start(void)
 	th_start(&D, args);
 	/* the clients run as other users: they must reach the socket */
 	ck_assert_int_eq(chmod(D.dir, 0755), 0);
-	th_expect_log(&D, "tenants: 5 from", 1);
+	th_expect_log(&D, "tenants: 6 from", 1);
 }
 
 /* The id of the only communicator (r2cclctl comms --json, as root). */
@@ -543,6 +544,144 @@ END_TEST
 START_TEST(isolation_other_uid)
 {
 	isolation("c", "tc", UID_B, "d", "td", UID_A);
+}
+END_TEST
+
+/* ---- the tenant's own quotas on operations and control requests ---- */
+
+#define PEND_RANKS 4
+
+struct pend_rank {
+	r2ccl_client_t *c;
+	r2ccl_comm_t *comm;
+	r2ccl_unique_id_t id;
+	int rank, r;
+	void *buf;
+	char err[256];
+};
+
+static void *pend_init(void *arg)
+{
+	struct pend_rank *p = arg;
+
+	p->r = r2ccl_comm_init_rank(p->c, &p->comm, PEND_RANKS, &p->id, p->rank);
+	snprintf(p->err, sizeof(p->err), "%s", r2ccl_last_error());
+	return NULL;
+}
+
+static void *pend_allreduce(void *arg)
+{
+	struct pend_rank *p = arg;
+
+	p->r = r2ccl_allreduce(p->comm, p->buf, p->buf, 1024, R2CCL_FLOAT32, R2CCL_SUM);
+	snprintf(p->err, sizeof(p->err), "%s", r2ccl_last_error());
+	return NULL;
+}
+
+/* The tenant's row as its own user sees it (r2cclctl --json tenants): the
+ * number after "key": */
+static uint64_t own_tenant_field(const char *key)
+{
+	const char *argv[] = { getenv("R2CCLCTL"), "--json", "tenants", NULL };
+	static char out[1 << 16];
+	char k[64];
+	const char *p;
+
+	C("quotas", th_run(argv, out, sizeof(out), 10000) == 0, "r2cclctl tenants: %s", out);
+	snprintf(k, sizeof(k), "\"%s\":", key);
+	p = strstr(out, k);
+	C("quotas", p, "no %s in %s", key, out);
+	return strtoull(p + strlen(k), NULL, 10);
+}
+
+/* Tenant te (max_pending_ops=2, max_req_rate=100): a 4-rank communicator of
+ * its own sessions; ranks 0 and 1 submit an AllReduce that rank 3 never
+ * matches (two operations open), then rank 2's is the third: refused with
+ * R2CCL_E_QUOTA naming the quota, and the communicator breaks, so 0 and 1
+ * learn it too (not a hang). Then two sessions of te send 60 requests each:
+ * every one answered, the tenant's 100/s held over both together (at most
+ * 10 per 100 ms window: 120 take at least 1.1 s), its pacing counted. */
+static void quotas_main(void *arg)
+{
+	struct pend_rank p[PEND_RANKS];
+	pthread_t th[PEND_RANKS];
+	struct raw w[2];
+	char q[96], err[256];
+	int k;
+
+	(void)arg;
+	become("quotas", "e", UID_A);
+	memset(p, 0, sizeof(p));
+	for (k = 0; k < PEND_RANKS; k++) {
+		C("quotas", r2ccl_connect(NULL, &p[k].c) == 0, "connect: %s", r2ccl_last_error());
+		p[k].rank = k;
+	}
+	C("quotas", r2ccl_get_unique_id(p[0].c, &p[0].id) == 0, "unique id");
+	for (k = 0; k < PEND_RANKS; k++) {
+		p[k].id = p[0].id;
+		C("quotas", pthread_create(&th[k], NULL, pend_init, &p[k]) == 0, "thread");
+	}
+	for (k = 0; k < PEND_RANKS; k++) {
+		pthread_join(th[k], NULL);
+		C("quotas", p[k].r == 0, "rank %d's init: %s (%s)", k, r2ccl_strerror(p[k].r),
+		  p[k].err);
+		C("quotas", r2ccl_mem_alloc(p[k].c, 4096, &p[k].buf) == 0, "memory: %s",
+		  r2ccl_last_error());
+	}
+	for (k = 0; k < 2; k++)
+		C("quotas", pthread_create(&th[k], NULL, pend_allreduce, &p[k]) == 0, "thread");
+	for (int i = 0; i < 1000 && own_tenant_field("pending_ops") < 2; i++)
+		usleep(10000);
+	C("quotas", own_tenant_field("pending_ops") == 2, "two operations open");
+	snprintf(q, sizeof(q), "quota max_pending_ops of tenant te");
+	pend_allreduce(&p[2]);
+	C("quotas", p[2].r == R2CCL_E_QUOTA && strstr(p[2].err, q),
+	  "the third operation: %s (%s), expected R2CCL_E_QUOTA naming %s",
+	  r2ccl_strerror(p[2].r), p[2].err, q);
+	for (k = 0; k < 2; k++) {
+		pthread_join(th[k], NULL);
+		C("quotas", p[k].r == R2CCL_E_QUOTA && strstr(p[k].err, q),
+		  "rank %d's open operation: %s (%s), expected the communicator broken at %s", k,
+		  r2ccl_strerror(p[k].r), p[k].err, q);
+	}
+	C("quotas", own_tenant_field("pending_ops") == 0, "operations still open");
+	for (k = 0; k < PEND_RANKS; k++) {
+		r2ccl_comm_destroy(p[k].comm);
+		r2ccl_mem_free(p[k].c, p[k].buf);
+		r2ccl_disconnect(p[k].c);
+	}
+	printf("quotas: max_pending_ops=2: the third open operation refused (%s)\n", q);
+	fflush(stdout);
+
+	uint64_t paced0 = own_tenant_field("req_paced");
+	raw_open(&w[0]);
+	raw_open(&w[1]);
+	double t0 = th_now_ms();
+	for (int i = 0; i < 120; i++) {
+		R2ccl__Rebalance rb = R2CCL__REBALANCE__INIT;
+		rb.req_id = (uint64_t)i + 1;
+		rb.comm_id = 999999;
+		int r = raw_result(&w[i % 2], R2CCL__MSG_TYPE__MSG_REBALANCE, &rb, err, sizeof(err));
+		C("quotas", r == -ENOENT && err[0], "request %d: %d (%s)", i, r, err);
+	}
+	double ms = th_now_ms() - t0;
+	raw_close(&w[0]);
+	raw_close(&w[1]);
+	uint64_t paced = own_tenant_field("req_paced") - paced0;
+	printf("quotas: max_req_rate=100: 120 requests on 2 sessions answered in %.0f ms, the "
+	       "sessions paced %llu times\n",
+	       ms, (unsigned long long)paced);
+	fflush(stdout);
+	C("quotas", ms >= 1000, "120 requests in %.0f ms: over max_req_rate=100", ms);
+	C("quotas", paced > 0, "no pacing counted");
+}
+
+START_TEST(quotas)
+{
+	start();
+	wait_ok(fork_child(quotas_main, NULL), "the quotas child");
+	th_expect_log(&D, "over its quota max_req_rate", 1);
+	th_stop_ok(&D);
 }
 END_TEST
 
@@ -677,7 +816,7 @@ START_TEST(policy)
 	/* SIGHUP reads the section again: tb's weight from the file */
 	write_conf(4, "");
 	ck_assert_int_eq(kill(D.pid, SIGHUP), 0);
-	th_expect_log(&D, "tenants: 5 from", 2);
+	th_expect_log(&D, "tenants: 6 from", 2);
 	o = ctl(0, list);
 	expect_field(tenant_json(o, "tb"), "\"weight\": 4");
 	/* a bad section on SIGHUP keeps the tenants as they were */
@@ -886,7 +1025,7 @@ END_TEST
 
 int main(void)
 {
-	const TTest *const tests[] = { isolation_same_uid, isolation_other_uid, policy,
+	const TTest *const tests[] = { isolation_same_uid, isolation_other_uid, quotas, policy,
 				       reaction };
 	size_t n = sizeof(tests) / sizeof(tests[0]);
 	int r;

@@ -137,6 +137,61 @@ START_TEST(test_tenant_cap)
 }
 END_TEST
 
+/* A tenant's max_proxy: its chunks hold at most that many proxy buffer
+ * bytes at once (a chunk past it waits for the tenant's own buffers to come
+ * back with their acks), and the transfer still arrives whole; without the
+ * quota the same transfer holds more. The bytes go back to 0. */
+static void send_recv_proxy(struct th_sess **ss, uint64_t cnt, uint32_t m0, uint32_t n1,
+			    const int32_t *b0, const int32_t *r1)
+{
+	uint64_t t0 = th_submit(ss[0], R2_OP_SEND, cnt, R2CCL_INT32, 0, 1, m0, 0);
+	uint64_t t1 = th_submit(ss[1], R2_OP_RECV, cnt, R2CCL_INT32, 0, 0, 0, n1);
+
+	ck_assert_int_eq(th_wait(ss[0], t0, T_MS), 0);
+	ck_assert_int_eq(th_wait(ss[1], t1, T_MS), 0);
+	ck_assert_mem_eq(r1, b0, cnt * 4);
+	for (int k = 0; k < 200 && tenant_row(ss[0]->h, "test").proxy_bytes; k++)
+		th_pump(10);
+	ck_assert_uint_eq(tenant_row(ss[0]->h, "test").proxy_bytes, 0);
+}
+
+START_TEST(test_tenant_proxy_quota)
+{
+	static const char *const prm[] = { "chunk_size=65536", "tcp_zero_copy=0", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct r2_tenant_policy p;
+	const uint64_t cnt = 1u << 20; /* 4 MiB: 64 chunks */
+	int32_t *b0, *r1;
+	uint32_t m0, n1;
+	struct r2_tenant_row w;
+
+	th_cluster(hs, 2, 1, 0x1, ss, prm);
+	m0 = th_mem(ss[0], cnt * 4, (void **)&b0);
+	n1 = th_mem(ss[1], cnt * 4, (void **)&r1);
+	for (uint64_t i = 0; i < cnt; i++)
+		b0[i] = val(0, i);
+	ck_assert_int_ge(r2d_tenants_of(&hs[0]->d, "test"), 0); /* made on first use */
+	ck_assert(r2d_tenants_policy_get(&hs[0]->d, "test", &p));
+	p.max_proxy = 2 * 65536;
+	ck_assert_int_ge(r2d_tenants_policy_set(&hs[0]->d, &p), 0);
+	send_recv_proxy(ss, cnt, m0, n1, b0, r1);
+	w = tenant_row(hs[0], "test");
+	ck_assert_uint_gt(w.proxy_high, 0);
+	ck_assert_uint_le(w.proxy_high, 2 * 65536);
+	ck_assert_uint_gt(w.proxy_waits, 0);
+	/* no quota: the same transfer holds more at once */
+	p.max_proxy = 0;
+	ck_assert_int_ge(r2d_tenants_policy_set(&hs[0]->d, &p), 0);
+	memset(r1, 0, cnt * 4);
+	send_recv_proxy(ss, cnt, m0, n1, b0, r1);
+	w = tenant_row(hs[0], "test");
+	ck_assert_msg(w.proxy_high > 2 * 65536, "without max_proxy the most held was %llu bytes",
+		      (unsigned long long)w.proxy_high);
+	th_free_all(hs, 2);
+}
+END_TEST
+
 /* three hosts of two ranks each: local phase, rail phase, local phase */
 START_TEST(test_allreduce_three_hosts_two_ranks)
 {
@@ -1033,6 +1088,7 @@ static Suite *suite(void)
 
 	TH_ADD(s, test_allreduce_two_hosts);
 	TH_ADD(s, test_tenant_cap);
+	TH_ADD(s, test_tenant_proxy_quota);
 	TH_ADD(s, test_allreduce_three_hosts_two_ranks);
 	TH_ADD(s, test_allreduce_eager);
 	TH_ADD(s, test_allreduce_mixed_chunk_cuts);

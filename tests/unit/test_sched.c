@@ -706,8 +706,18 @@ START_TEST(test_policy_syntax_and_match)
 	ck_assert_int_eq(p.cls, R2_TCLASS_LATENCY);
 	ck_assert_uint_eq(p.max_comms, 8);
 	ck_assert_uint_eq(p.max_mem, 1ull << 30);
+	ck_assert_int_eq(r2_tenant_policy_parse(&p, "max_req_rate=50 max_pending_ops=16 "
+						     "max_proxy=2M",
+						err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(p.max_req_rate, 50);
+	ck_assert_uint_eq(p.max_pending_ops, 16);
+	ck_assert_uint_eq(p.max_proxy, 2u << 20);
+	ck_assert_uint_eq(p.max_comms, 8); /* the keys not given are kept */
 	r2_tenant_policy_format(&p, line, sizeof(line));
 	ck_assert_ptr_nonnull(strstr(line, "rate=2000000000 class=latency"));
+	ck_assert_ptr_nonnull(strstr(line, "max_req_rate=50 max_pending_ops=16 max_proxy=2097152"));
+	ck_assert_int_eq(r2_tenant_policy_parse(&p, "max_proxy=-1", err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(r2_tenant_policy_parse(&p, "weight=0", err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(r2_tenant_policy_parse(&p, "class=fast", err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(r2_tenant_policy_parse(&p, "rate=12Q", err, sizeof(err)), -EINVAL);

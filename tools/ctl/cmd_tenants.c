@@ -80,6 +80,20 @@ static const char *txt_mem_q(const struct col *col, const void *row, size_t idx,
 	return txt_quota(t, t->mem_bytes, t->max_mem, true, buf, len);
 }
 
+static const char *txt_pending_q(const struct col *col, const void *row, size_t idx,
+				  char *buf, size_t len)
+{
+	const R2ccl__TenantInfo *t = row;
+	return txt_quota(t, t->pending_ops, t->max_pending_ops, false, buf, len);
+}
+
+static const char *txt_proxy_q(const struct col *col, const void *row, size_t idx, char *buf,
+			       size_t len)
+{
+	const R2ccl__TenantInfo *t = row;
+	return txt_quota(t, t->proxy_bytes, t->max_proxy, true, buf, len);
+}
+
 static void json_rail_bytes(struct jw *j, const struct col *col, const void *row)
 {
 	const R2ccl__TenantInfo *t = row;
@@ -156,6 +170,10 @@ static const struct col tenant_cols[] = {
 	{ "sessions", ">SESSIONS", 0, COL_U32, TI(sessions), txt_sessions_q },
 	{ "comms", ">COMMS", 0, COL_U32, TI(comms), txt_comms_q },
 	{ "mem_bytes", ">MEM", 0, COL_U64, TI(mem_bytes), txt_mem_q, NULL, COL_VERBOSE },
+	{ "pending_ops", ">PENDING", 0, COL_U32, TI(pending_ops), txt_pending_q, NULL,
+	  COL_VERBOSE },
+	{ "proxy_bytes", ">PROXY", 0, COL_U64, TI(proxy_bytes), txt_proxy_q, NULL,
+	  COL_VERBOSE },
 	{ "rail_bytes", "RAIL_BYTES", 0, COL_U64, TI(bytes_total), txt_rail_bytes,
 	  json_rail_bytes, COL_VERBOSE },
 	{ "rail_bytes_per_s", "RAIL_NOW", 0, COL_U64, TI(bytes_per_s), txt_rail_bps,
@@ -170,6 +188,12 @@ static const struct col tenant_cols[] = {
 	{ "max_comms", NULL, 0, COL_U32, TI(max_comms) },
 	{ "max_regs", NULL, 0, COL_U32, TI(max_regs) },
 	{ "max_mem", NULL, 0, COL_U64, TI(max_mem) },
+	{ "max_req_rate", NULL, 0, COL_U32, TI(max_req_rate) },
+	{ "max_pending_ops", NULL, 0, COL_U32, TI(max_pending_ops) },
+	{ "max_proxy", NULL, 0, COL_U64, TI(max_proxy) },
+	{ "proxy_high", NULL, 0, COL_U64, TI(proxy_high) },
+	{ "proxy_waits", NULL, 0, COL_U64, TI(proxy_waits) },
+	{ "req_paced", NULL, 0, COL_U64, TI(req_paced) },
 	{ "dynamic", NULL, 0, COL_BOOL, TI(dynamic) },
 	{ "changed_ago_us", NULL, 0, COL_U64, TI(changed_ago_us) },
 	{ "snapshot_mono_us", NULL, 0, COL_U64, TI(snapshot_mono_us) },
