@@ -451,17 +451,23 @@ static char CONF[512];
 static void write_conf(int tb_weight, const char *extra)
 {
 	FILE *f = fopen(CONF, "we");
+	/* the neighbours' tenants' control requests per second: their tries
+	 * are paced there (R2C_TENANTS_NEIGHBOUR_RATE=0: not, for a comparison) */
+	const char *nrate = getenv("R2C_TENANTS_NEIGHBOUR_RATE");
+
+	if (!nrate || !*nrate)
+		nrate = "200";
 
 	ck_assert_ptr_nonnull(f);
 	fprintf(f, "[tenants]\n"
 		   "default = weight=1\n"
 		   "ta = cgroup=%s/a weight=1 max_comms=1\n"
 		   "tb = cgroup=%s/b weight=%d rate=300M class=latency max_comms=1 max_regs=2 "
-		   "max_sessions=2 max_req_rate=200\n"
+		   "max_sessions=2 max_req_rate=%s\n"
 		   "tc = cgroup=%s/c weight=1 max_comms=1\n"
-		   "td = cgroup=%s/d weight=1 max_comms=1 max_regs=2 max_sessions=2 max_req_rate=200\n"
+		   "td = cgroup=%s/d weight=1 max_comms=1 max_regs=2 max_sessions=2 max_req_rate=%s\n"
 		   "te = cgroup=%s/e weight=1 max_pending_ops=2 max_req_rate=100\n%s",
-		BASE, BASE, tb_weight, BASE, BASE, BASE, extra);
+		BASE, BASE, tb_weight, nrate, BASE, BASE, nrate, BASE, extra);
 	fclose(f);
 }
 
