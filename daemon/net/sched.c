@@ -68,6 +68,18 @@ static int parse_u32(const char *v, uint32_t lo, uint32_t hi, uint32_t *out)
 	return 0;
 }
 
+/* A byte count (K, M, G, T binary); *out kept on error. */
+static int parse_bytes(const char *v, uint64_t *out)
+{
+	int64_t b;
+	int r = r2_parse_size(v, &b);
+
+	if (r < 0 || b < 0)
+		return -EINVAL;
+	*out = (uint64_t)b;
+	return 0;
+}
+
 int r2_tenant_policy_parse(struct r2_tenant_policy *p, const char *spec, char *err,
 			   size_t errlen)
 {
@@ -94,11 +106,7 @@ int r2_tenant_policy_parse(struct r2_tenant_policy *p, const char *spec, char *e
 		} else if (!strcmp(k, "rate")) {
 			r = parse_rate(v, &p->rate_bps);
 		} else if (!strcmp(k, "burst")) {
-			int64_t b;
-			r = r2_parse_size(v, &b);
-			if (r == 0 && b < 0)
-				r = -EINVAL;
-			p->burst_bytes = r == 0 ? (uint64_t)b : p->burst_bytes;
+			r = parse_bytes(v, &p->burst_bytes);
 		} else if (!strcmp(k, "class")) {
 			if (!strcmp(v, "bulk"))
 				p->cls = R2_TCLASS_BULK;
@@ -118,21 +126,13 @@ int r2_tenant_policy_parse(struct r2_tenant_policy *p, const char *spec, char *e
 		} else if (!strcmp(k, "max_regs")) {
 			r = parse_u32(v, 0, 1u << 24, &p->max_regs);
 		} else if (!strcmp(k, "max_mem")) {
-			int64_t b;
-			r = r2_parse_size(v, &b);
-			if (r == 0 && b < 0)
-				r = -EINVAL;
-			p->max_mem = r == 0 ? (uint64_t)b : p->max_mem;
+			r = parse_bytes(v, &p->max_mem);
 		} else if (!strcmp(k, "max_req_rate")) {
 			r = parse_u32(v, 0, 1u << 24, &p->max_req_rate);
 		} else if (!strcmp(k, "max_pending_ops")) {
 			r = parse_u32(v, 0, 1u << 24, &p->max_pending_ops);
 		} else if (!strcmp(k, "max_proxy")) {
-			int64_t b;
-			r = r2_parse_size(v, &b);
-			if (r == 0 && b < 0)
-				r = -EINVAL;
-			p->max_proxy = r == 0 ? (uint64_t)b : p->max_proxy;
+			r = parse_bytes(v, &p->max_proxy);
 		} else {
 			snprintf(err, errlen,
 				 "unknown tenant key \"%.32s\" (weight, rate, burst, class, cgroup, "
