@@ -324,3 +324,15 @@ int r2_gpu_ipc_owner_check(enum r2_gpu_legacy policy, const uint8_t *h, size_t l
 	}
 	return 0;
 }
+
+void r2_gpu_stage_claim(char *p, size_t cap, uint64_t *owner, size_t *dirty, uint64_t new_owner,
+			size_t size)
+{
+	if (*owner != new_owner) {
+		memset(p, 0, *dirty < cap ? *dirty : cap);
+		*owner = new_owner;
+		*dirty = 0;
+	}
+	if (size > *dirty)
+		*dirty = size;
+}

@@ -99,4 +99,13 @@ int r2_gpu_pidfd_alive(int pidfd);
 int r2_gpu_ipc_owner_check(enum r2_gpu_legacy policy, const uint8_t *h, size_t len, int pid_off,
 			   int pidfd, pid_t nspid, char *err, size_t errlen);
 
+/* Whose bytes a cached staging buffer (staging.c) holds: a buffer of cap
+ * bytes at p whose [0, *dirty) may hold what its last owner's operation
+ * wrote (*owner, a cgroup's key; 0: none yet) is taken by new_owner, who
+ * will write [0, size): when the owner changes, [0, *dirty) is cleared
+ * first, so no byte of one tenant's GPU buffers is left where another
+ * tenant's operation could send it from. */
+void r2_gpu_stage_claim(char *p, size_t cap, uint64_t *owner, size_t *dirty, uint64_t new_owner,
+			size_t size);
+
 #endif

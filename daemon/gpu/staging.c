@@ -27,6 +27,7 @@
 
 #include "base/comm_record.h"
 #include "base/op_record.h"
+#include "gpu/owner.h"
 #include "gpu_priv.h"
 #include "log.h"
 #include "util.h"
@@ -157,12 +158,7 @@ static void pinned_free(struct pinned *b)
  * cleared. */
 static struct pinned *pinned_own(struct pinned *b, size_t size, uint64_t owner)
 {
-	if (b->owner != owner) {
-		memset(b->p, 0, R2_MIN(b->dirty, b->size));
-		b->owner = owner;
-		b->dirty = 0;
-	}
-	b->dirty = R2_MAX(b->dirty, size);
+	r2_gpu_stage_claim(b->p, b->size, &b->owner, &b->dirty, owner, size);
 	return b;
 }
 

@@ -6,6 +6,7 @@
  * from a reused pid, and the decision with the reason a refusal names.
  * Handles are synthetic 64-byte arrays: no GPU. */
 #include <check.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -415,6 +416,44 @@ START_TEST(test_nvidia_mig)
 }
 END_TEST
 
+/* A staging buffer changing hands (staging.c, docs/tenancy.md): what the
+ * last owner may have written is cleared for another, kept for the same. */
+static bool all_zero(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+START_TEST(test_stage_claim)
+{
+	char buf[4096];
+	uint64_t owner = 0;
+	size_t dirty = sizeof(buf); /* fresh heap memory: may hold anything */
+
+	memset(buf, 0x5a, sizeof(buf));
+	r2_gpu_stage_claim(buf, sizeof(buf), &owner, &dirty, 11, 1000);
+	ck_assert(all_zero(buf, sizeof(buf)));
+	ck_assert_uint_eq(owner, 11);
+	ck_assert_uint_eq(dirty, 1000);
+	memset(buf, 0xaa, 1000); /* tenant 11's bytes */
+	/* the same owner again, smaller: its bytes stay, the mark keeps 1000 */
+	r2_gpu_stage_claim(buf, sizeof(buf), &owner, &dirty, 11, 100);
+	ck_assert_uint_eq((unsigned char)buf[999], 0xaa);
+	ck_assert_uint_eq(dirty, 1000);
+	/* another owner, who writes only 100 bytes: all 1000 of 11's cleared */
+	r2_gpu_stage_claim(buf, sizeof(buf), &owner, &dirty, 22, 100);
+	ck_assert(all_zero(buf, sizeof(buf)));
+	ck_assert_uint_eq(owner, 22);
+	ck_assert_uint_eq(dirty, 100);
+	memset(buf, 0xbb, 100);
+	r2_gpu_stage_claim(buf, sizeof(buf), &owner, &dirty, 11, 4096);
+	ck_assert(all_zero(buf, 100));
+	ck_assert_uint_eq(dirty, 4096);
+}
+END_TEST
+
 static Suite *owner_suite(void)
 {
 	Suite *s = suite_create("gpu-owner");
@@ -433,6 +472,7 @@ static Suite *owner_suite(void)
 	tcase_add_test(t, test_nvidia_mig);
 	tcase_add_test(t, test_status_uid);
 	tcase_add_test(t, test_sole_user);
+	tcase_add_test(t, test_stage_claim);
 	suite_add_tcase(s, t);
 	return s;
 }
