@@ -8,6 +8,7 @@
 #include "net/detour.h"
 #include "log.h"
 #include "net/rails.h"
+#include "net/tenants.h"
 #include "util.h"
 
 #include "engine/exec_rail_int.h"
@@ -87,8 +88,10 @@ int rl_detour_send(struct r2_comm *c, struct rail_detours *det, struct sendrec *
 				if (s->borrowed && !r2d_rails_zero_copy(d, i) && rl_unborrow(d, s) < 0)
 					return -ENOMEM;
 				s->hdr.flags |= R2_CHUNK_DETOUR;
-				if (r2d_rails_send(d, i, id, &s->hdr, s->buf,
-						   (uint64_t)(uintptr_t)s) == 0) {
+				/* through its tenant's queue, as a direct chunk */
+				if (r2d_rails_send_tenant(d, i, id, &s->hdr, s->buf,
+							  (uint64_t)(uintptr_t)s, s->tenant,
+							  NULL) == 0) {
 					s->via = id;
 					s->rail = i;
 					s->posted = true;
