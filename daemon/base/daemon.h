@@ -153,6 +153,14 @@ enum r2d_param {
 	P_COUNT
 };
 
+/* A session's requests in its tenant's max_req_rate window
+ * (r2d_tenants_req, net/tenants.h). */
+struct r2_req_slot {
+	uint64_t win; /* the window's start */
+	uint32_t n;   /* its requests in it */
+	bool charged; /* the last check counted one (refunded if no frame came) */
+};
+
 /* The caps in force (config.c resolves the "0: auto" defaults from the host
  * at start-up and on SIGHUP); every layer reads them under d->lock. */
 struct r2d_caps {
@@ -249,6 +257,7 @@ struct r2_session {
 	uint64_t req_window_us;
 	uint32_t req_count;
 	uint64_t throttled_until_us;
+	struct r2_req_slot treq; /* its tenant's max_req_rate (net/tenants.h) */
 	struct r2_session *next;
 };
 

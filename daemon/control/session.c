@@ -745,7 +745,8 @@ static bool over_rate(struct r2_session *s)
 		uint64_t until = 0;
 		uint32_t rate = 0;
 		/* the tenant's own, all its sessions together (root's not) */
-		if (!s->uid || !s->hello_done || r2d_tenants_req(s->d, s->tenant_idx, now, &until, &rate))
+		if (!s->uid || !s->hello_done ||
+		    r2d_tenants_req(s->d, s->tenant_idx, now, &s->treq, &until, &rate))
 			return false;
 		if (!s->throttled_until_us)
 			log_warn_rl("session %llu (pid %d uid %u): its tenant is over its quota "
@@ -765,6 +766,14 @@ static bool over_rate(struct r2_session *s)
 	s->throttled_until_us = s->req_window_us + 100000;
 	set_poll(s);
 	return true;
+}
+
+/* The check found room but the read no request: nothing to count. */
+static void rate_refund(struct r2_session *s)
+{
+	if (s->req_count)
+		s->req_count--;
+	r2d_tenants_req_refund(s->d, s->tenant_idx, &s->treq);
 }
 
 static void on_session_io(uv_poll_t *h, int status, int events)
@@ -791,11 +800,16 @@ static void on_session_io(uv_poll_t *h, int status, int events)
 	for (int i = 0; i < 32 && !s->closing; i++) {
 		struct r2_frame f;
 
-		if (over_rate(s))
+		/* a hang-up is read at once: its session's slots and memory go
+		 * back now, not when a busy tenant's window lets it (what the
+		 * socket still holds is bounded by its buffer) */
+		if (!(events & UV_DISCONNECT) && over_rate(s))
 			return;
 		r = r2_frame_read(s->fd, &s->reader, &f);
-		if (r == 0)
+		if (r == 0) {
+			rate_refund(s);
 			return;
+		}
 		if (r < 0) {
 			if (r == -ECONNRESET && s->reader.got == 0) {
 				r2d_session_close(s, "client disconnected");

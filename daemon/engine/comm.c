@@ -490,8 +490,10 @@ bool r2d_comm_tenant_may_submit(struct r2_comm *c, struct r2_session *s, struct 
 	uint32_t n;
 	char why[200];
 
-	if (r2d_tenants_op_begin(c->d, s->tenant_idx, s->uid != 0, &n)) {
-		op->tenant1 = s->tenant_idx >= 0 ? s->tenant_idx + 1 : 0;
+	int r = r2d_tenants_op_begin(c->d, s->tenant_idx, s->uid != 0, &n);
+
+	if (r >= 0) {
+		op->tenant1 = r > 0 ? s->tenant_idx + 1 : 0;
 		return true;
 	}
 	if (!r2d_tenants_policy_at(c->d, s->tenant_idx, &pol))

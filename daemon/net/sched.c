@@ -128,7 +128,11 @@ int r2_tenant_policy_parse(struct r2_tenant_policy *p, const char *spec, char *e
 		} else if (!strcmp(k, "max_mem")) {
 			r = parse_bytes(v, &p->max_mem);
 		} else if (!strcmp(k, "max_req_rate")) {
-			r = parse_u32(v, 0, 1u << 24, &p->max_req_rate);
+			uint32_t x = 0;
+			r = parse_u32(v, 0, 1u << 24, &x);
+			if (r == 0 && x > 0 && x < 10)
+				r = -EINVAL; /* 100 ms windows: 0 (none) or at least 10/s */
+			p->max_req_rate = r == 0 ? x : p->max_req_rate;
 		} else if (!strcmp(k, "max_pending_ops")) {
 			r = parse_u32(v, 0, 1u << 24, &p->max_pending_ops);
 		} else if (!strcmp(k, "max_proxy")) {

@@ -58,10 +58,18 @@ struct r2_tenants {
 	_Atomic uint64_t proxy_waits[R2_SCHED_MAX_TENANTS];
 	/* operations submitted and not completed (max_pending_ops) */
 	_Atomic uint32_t ops_open[R2_SCHED_MAX_TENANTS];
-	/* control requests in the current 100 ms window (max_req_rate) */
+	/* control requests in the current 100 ms window (max_req_rate; the
+	 * loop thread only): the window's start, requests in it, the sessions
+	 * that asked in it and in the one before (each gets its share) */
 	uint64_t req_win_us[R2_SCHED_MAX_TENANTS];
 	uint32_t req_n[R2_SCHED_MAX_TENANTS];
-	uint64_t req_paced[R2_SCHED_MAX_TENANTS]; /* times its sessions were paced */
+	uint32_t req_sess[R2_SCHED_MAX_TENANTS], req_sess_prev[R2_SCHED_MAX_TENANTS];
+	_Atomic uint64_t req_paced[R2_SCHED_MAX_TENANTS]; /* requests held back */
+	/* the three quotas above, read without the lock on the hot paths
+	 * (caps_refresh copies them from the policies under it) */
+	_Atomic uint32_t cap_req[R2_SCHED_MAX_TENANTS], cap_ops[R2_SCHED_MAX_TENANTS];
+	_Atomic uint64_t cap_proxy[R2_SCHED_MAX_TENANTS];
+	_Atomic bool cap_known[R2_SCHED_MAX_TENANTS]; /* caps_refresh saw the entry */
 	struct tq_item *failed; /* to complete with -ENOTCONN from the rails thread */
 	/* (rail, peer) whose connection failed under a queued chunk or an
 	 * ERROR: refused at once (-ENOTCONN: the engine takes another rail)
@@ -149,6 +157,17 @@ bool r2d_tenants_on(struct r2d *d)
 	return on;
 }
 
+/* Under ts->lock, after any change of the table's policies. */
+static void caps_refresh(struct r2_tenants *ts)
+{
+	for (int k = 0; k < R2_SCHED_MAX_TENANTS; k++) {
+		const struct r2_sched_tenant *x = &ts->s.t[k];
+		atomic_store(&ts->cap_req[k], x->used ? x->pol.max_req_rate : 0);
+		atomic_store(&ts->cap_ops[k], x->used ? x->pol.max_pending_ops : 0);
+		atomic_store(&ts->cap_proxy[k], x->used ? x->pol.max_proxy : 0);
+	}
+}
+
 int r2d_tenants_policy_set(struct r2d *d, const struct r2_tenant_policy *p)
 {
 	struct r2_tenants *ts = d->tenants;
@@ -160,6 +179,7 @@ int r2d_tenants_policy_set(struct r2d *d, const struct r2_tenant_policy *p)
 	t = r2_sched_policy_set(&ts->s, p, r2_now_us());
 	if (t >= 0)
 		ts->changed_us[t] = r2_now_us();
+	caps_refresh(ts); /* "default" also changes the unmatched cgroups' */
 	pthread_mutex_unlock(&ts->lock);
 	wake_rails(d); /* the queues see the change now, not at the next completion */
 	return t;
@@ -218,6 +238,10 @@ int r2d_tenants_of(struct r2d *d, const char *cgroup)
 		return 0;
 	pthread_mutex_lock(&ts->lock);
 	t = r2_sched_tenant_of(&ts->s, cgroup ? cgroup : "", r2_now_us());
+	if (t >= 0 && !atomic_load(&ts->cap_known[t])) { /* made now: its quotas */
+		caps_refresh(ts);
+		atomic_store(&ts->cap_known[t], true);
+	}
 	pthread_mutex_unlock(&ts->lock);
 	return t;
 }
@@ -283,9 +307,7 @@ bool r2d_tenants_proxy_take(struct r2d *d, int t, uint64_t bytes)
 
 	if (!ts || t < 0 || t >= R2_SCHED_MAX_TENANTS)
 		return true;
-	pthread_mutex_lock(&ts->lock);
-	cap = ts->s.t[t].used ? ts->s.t[t].pol.max_proxy : 0;
-	pthread_mutex_unlock(&ts->lock);
+	cap = atomic_load(&ts->cap_proxy[t]);
 	held = atomic_load(&ts->proxy_held[t]);
 	do {
 		/* one chunk at a time always goes: a quota under a chunk cannot stop it */
@@ -301,49 +323,70 @@ bool r2d_tenants_proxy_take(struct r2d *d, int t, uint64_t bytes)
 	return true;
 }
 
-bool r2d_tenants_op_begin(struct r2d *d, int t, bool enforce, uint32_t *n)
+int r2d_tenants_op_begin(struct r2d *d, int t, bool enforce, uint32_t *n)
 {
 	struct r2_tenants *ts = d->tenants;
-	uint32_t cap = 0, open;
+	uint32_t cap, open;
 
 	*n = 0;
 	if (!ts || t < 0 || t >= R2_SCHED_MAX_TENANTS)
-		return true;
-	if (enforce) {
-		pthread_mutex_lock(&ts->lock);
-		cap = ts->s.t[t].used ? ts->s.t[t].pol.max_pending_ops : 0;
-		pthread_mutex_unlock(&ts->lock);
-	}
+		return 0; /* allowed, not counted */
+	cap = enforce ? atomic_load(&ts->cap_ops[t]) : 0;
 	open = atomic_load(&ts->ops_open[t]);
 	do {
 		*n = open;
 		if (cap && open >= cap)
-			return false;
+			return -1;
 	} while (!atomic_compare_exchange_weak(&ts->ops_open[t], &open, open + 1));
+	return 1;
+}
+
+bool r2d_tenants_req(struct r2d *d, int t, uint64_t now, struct r2_req_slot *sl,
+		     uint64_t *until, uint32_t *rate)
+{
+	struct r2_tenants *ts = d->tenants;
+	uint32_t per_win, share;
+
+	sl->charged = false;
+	if (!ts || t < 0 || t >= R2_SCHED_MAX_TENANTS || !(*rate = atomic_load(&ts->cap_req[t])))
+		return true;
+	if (now - ts->req_win_us[t] >= 100000) {
+		ts->req_win_us[t] = now;
+		ts->req_n[t] = 0;
+		ts->req_sess_prev[t] = ts->req_sess[t];
+		ts->req_sess[t] = 0;
+	}
+	if (sl->win != ts->req_win_us[t]) { /* its first request in this window */
+		sl->win = ts->req_win_us[t];
+		sl->n = 0;
+		ts->req_sess[t]++;
+	}
+	per_win = *rate / 10; /* max_req_rate is 0 or at least 10 */
+	/* each session that asked in the window before gets its share, so a
+	 * session cannot be starved by its tenant's others */
+	share = R2_MAX(1u, per_win / R2_MAX(1u, ts->req_sess_prev[t]));
+	*until = ts->req_win_us[t] + 100000;
+	if (ts->req_n[t] >= per_win || sl->n >= share) {
+		atomic_fetch_add(&ts->req_paced[t], 1);
+		return false;
+	}
+	ts->req_n[t]++;
+	sl->n++;
+	sl->charged = true;
 	return true;
 }
 
-bool r2d_tenants_req(struct r2d *d, int t, uint64_t now, uint64_t *until, uint32_t *rate)
+void r2d_tenants_req_refund(struct r2d *d, int t, struct r2_req_slot *sl)
 {
 	struct r2_tenants *ts = d->tenants;
-	bool ok = true;
 
-	if (!ts || t < 0 || t >= R2_SCHED_MAX_TENANTS)
-		return true;
-	pthread_mutex_lock(&ts->lock);
-	*rate = ts->s.t[t].used ? ts->s.t[t].pol.max_req_rate : 0;
-	if (*rate) {
-		if (now - ts->req_win_us[t] >= 100000) {
-			ts->req_win_us[t] = now;
-			ts->req_n[t] = 0;
-		}
-		ok = ts->req_n[t] < R2_MAX(1u, *rate / 10);
-		ts->req_n[t] += ok;
-		ts->req_paced[t] += !ok;
-		*until = ts->req_win_us[t] + 100000;
+	if (!sl->charged || !ts || t < 0 || t >= R2_SCHED_MAX_TENANTS)
+		return;
+	sl->charged = false;
+	if (sl->win == ts->req_win_us[t] && ts->req_n[t] && sl->n) {
+		ts->req_n[t]--;
+		sl->n--;
 	}
-	pthread_mutex_unlock(&ts->lock);
-	return ok;
 }
 
 void r2d_tenants_op_end(struct r2d *d, int t)
@@ -404,7 +447,7 @@ int r2d_tenants_rows(struct r2d *d, struct r2_tenant_row *rows, int max)
 		w->proxy_high = atomic_load(&ts->proxy_high[t]);
 		w->proxy_waits = atomic_load(&ts->proxy_waits[t]);
 		w->ops_open = atomic_load(&ts->ops_open[t]);
-		w->req_paced = ts->req_paced[t];
+		w->req_paced = atomic_load(&ts->req_paced[t]);
 	}
 	pthread_mutex_unlock(&ts->lock);
 	return n;

@@ -26,6 +26,7 @@
 #include "transport/transport.h"
 
 struct r2d;
+struct r2_req_slot; /* base/daemon.h */
 
 /* One row of `r2cclctl tenants`. */
 struct r2_tenant_row {
@@ -77,15 +78,21 @@ int r2d_tenants_set_limit(struct r2d *d, int t, uint64_t limit_bps, uint64_t res
  * buffer went back. */
 bool r2d_tenants_proxy_take(struct r2d *d, int t, uint64_t bytes);
 void r2d_tenants_proxy_give(struct r2d *d, int t, uint64_t bytes);
-/* max_req_rate: one control request of a session of tenant t (the loop);
- * false when the tenant used its 100 ms window's share (rate / 10), and
- * *until gets the window's end (the session is not read until then);
- * *rate gets the quota (0: none). */
-bool r2d_tenants_req(struct r2d *d, int t, uint64_t now, uint64_t *until, uint32_t *rate);
-/* max_pending_ops: an operation of tenant t was submitted (true: counted
- * until r2d_tenants_op_end) or, with enforce and the tenant at its quota,
- * refused (false, nothing counted); *n gets the count before it. */
-bool r2d_tenants_op_begin(struct r2d *d, int t, bool enforce, uint32_t *n);
+/* max_req_rate (the loop thread): a session's place in its tenant's 100 ms
+ * window. r2d_tenants_req before a request of the session is read: true
+ * (counted: charged) while the tenant's window has room (rate / 10) and the
+ * session has not used its share of it (the window over the sessions that
+ * asked in the window before); false, and *until the window's end, when the
+ * session must wait. *rate gets the quota (0: none, always true). refund:
+ * the read found no request after all. (struct r2_req_slot: base/daemon.h) */
+bool r2d_tenants_req(struct r2d *d, int t, uint64_t now, struct r2_req_slot *sl,
+		     uint64_t *until, uint32_t *rate);
+void r2d_tenants_req_refund(struct r2d *d, int t, struct r2_req_slot *sl);
+/* max_pending_ops: an operation of tenant t was submitted. 1: counted
+ * until r2d_tenants_op_end; 0: allowed, not counted (no such tenant); -1:
+ * refused (enforce, and the tenant at its quota). *n gets the count before
+ * it. */
+int r2d_tenants_op_begin(struct r2d *d, int t, bool enforce, uint32_t *n);
 void r2d_tenants_op_end(struct r2d *d, int t);
 /* Copies up to max rows; returns how many. */
 int r2d_tenants_rows(struct r2d *d, struct r2_tenant_row *rows, int max);

@@ -718,6 +718,9 @@ START_TEST(test_policy_syntax_and_match)
 	ck_assert_ptr_nonnull(strstr(line, "rate=2000000000 class=latency"));
 	ck_assert_ptr_nonnull(strstr(line, "max_req_rate=50 max_pending_ops=16 max_proxy=2097152"));
 	ck_assert_int_eq(r2_tenant_policy_parse(&p, "max_proxy=-1", err, sizeof(err)), -EINVAL);
+	/* 100 ms windows: a rate of 1-9/s is refused, not rounded up to 10 */
+	ck_assert_int_eq(r2_tenant_policy_parse(&p, "max_req_rate=5", err, sizeof(err)), -EINVAL);
+	ck_assert_uint_eq(p.max_req_rate, 50);
 	ck_assert_int_eq(r2_tenant_policy_parse(&p, "weight=0", err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(r2_tenant_policy_parse(&p, "class=fast", err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(r2_tenant_policy_parse(&p, "rate=12Q", err, sizeof(err)), -EINVAL);
