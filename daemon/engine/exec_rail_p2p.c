@@ -623,11 +623,16 @@ void r2_p2p_advance(struct r2_comm *c)
 			p2p_finish(c, p, R2CCL_E_PEER_GONE); /* it will not come */
 		} else if (now > p->deadline) {
 			if (p->pool_since) {
+				uint64_t cap, held = r2d_tenants_proxy_use(
+					c->d, r2d_tenants_of(c->d, c->tenant), &cap);
 				r2_bufpool_note_wait(p->pool_wait, true);
 				log_warn("communicator %u: transfer to host %u waited %llu ms for a "
-					 "proxy buffer (proxy_pool_max): giving up",
+					 "proxy buffer (proxy_pool_max; its tenant holds %llu KiB, "
+					 "max_proxy %llu KiB): giving up",
 					 c->id, p->peer_host,
-					 (unsigned long long)((now - p->pool_since) / 1000));
+					 (unsigned long long)((now - p->pool_since) / 1000),
+					 (unsigned long long)(held >> 10),
+					 (unsigned long long)(cap >> 10));
 				r = -ENOBUFS;
 			}
 			p2p_finish(c, p, r ? r : -ETIMEDOUT);

@@ -342,14 +342,17 @@ int rl_send_ready(struct railop *o, bool all)
 int rl_pool_timeout(struct railop *o)
 {
 	struct r2_bufpool_stats st;
+	uint64_t cap, held = r2d_tenants_proxy_use(o->d, rl_tenant(o), &cap);
 
 	r2_bufpool_note_wait(o->tx.pool_wait, true);
 	r2_bufpool_stats(o->tx.pool_wait, &st);
 	log_warn("communicator %u: operation %llu waited %llu ms for a proxy buffer of %s "
-		 "(%llu of %llu MiB in use, proxy_pool_max): giving up",
+		 "(%llu of %llu MiB in use, proxy_pool_max; its tenant holds %llu KiB, "
+		 "max_proxy %llu KiB): giving up",
 		 o->c->id, (unsigned long long)o->opseq,
 		 (unsigned long long)((r2_now_us() - o->tx.pool_wait_since) / 1000), st.name,
-		 (unsigned long long)(st.in_use >> 20), (unsigned long long)(st.max_bytes >> 20));
+		 (unsigned long long)(st.in_use >> 20), (unsigned long long)(st.max_bytes >> 20),
+		 (unsigned long long)(held >> 10), (unsigned long long)(cap >> 10));
 	return -ENOBUFS;
 }
 

@@ -397,6 +397,17 @@ void r2d_tenants_op_end(struct r2d *d, int t)
 		atomic_fetch_sub(&ts->ops_open[t], 1);
 }
 
+uint64_t r2d_tenants_proxy_use(struct r2d *d, int t, uint64_t *cap)
+{
+	struct r2_tenants *ts = d->tenants;
+
+	*cap = 0;
+	if (!ts || t < 0 || t >= R2_SCHED_MAX_TENANTS)
+		return 0;
+	*cap = atomic_load(&ts->cap_proxy[t]);
+	return atomic_load(&ts->proxy_held[t]);
+}
+
 void r2d_tenants_proxy_give(struct r2d *d, int t, uint64_t bytes)
 {
 	struct r2_tenants *ts = d->tenants;

@@ -78,6 +78,8 @@ int r2d_tenants_set_limit(struct r2d *d, int t, uint64_t limit_bps, uint64_t res
  * buffer went back. */
 bool r2d_tenants_proxy_take(struct r2d *d, int t, uint64_t bytes);
 void r2d_tenants_proxy_give(struct r2d *d, int t, uint64_t bytes);
+/* The proxy bytes tenant t holds now; *cap its max_proxy (0: none). */
+uint64_t r2d_tenants_proxy_use(struct r2d *d, int t, uint64_t *cap);
 /* max_req_rate (the loop thread): a session's place in its tenant's 100 ms
  * window. r2d_tenants_req before a request of the session is read: true
  * (counted: charged) while the tenant's window has room (rate / 10) and the
