@@ -166,13 +166,14 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		return; /* a chunk this host forwards as a bridge, or its ACK */
 	if (cqe->type == R2_TPC_ERROR)
 		r2d_detour_failed(d, rail, cqe->peer);
-	/* A data chunk is acknowledged after it is in the mailbox: the ACK's
-	 * write (a syscall) is then off the path from the wire to the woken
-	 * executor. (Tried on 2026-12-04 and reverted when 8-host AllReduces
-	 * with apply threads came out wrong; the cause was elsewhere, an
-	 * inline chunk that did not wait for an overlapping queued one,
-	 * docs/resilience.md, Known problems, fixed since.) */
-	bool ack = cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA;
+	/* Acknowledged before it goes to the mailbox. (After it, to keep the
+	 * ACK's write off the executor's path, was tried on 2026-12-04 and
+	 * reverted when 8-host AllReduces with apply threads came out wrong;
+	 * the cause was elsewhere, an inline chunk that did not wait for an
+	 * overlapping queued one (docs/resilience.md, Known problems), and is
+	 * fixed; the order after the mailbox has not been measured again.) */
+	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA)
+		ack_chunk(d, rail, cqe);
 	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
 	    cqe->hdr.kind != R2_MSG_ACK) {
 		r2d_rails_release(d, rail, cqe->buf);
@@ -182,7 +183,7 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	if (!m) {
 		if (cqe->type == R2_TPC_RECV)
 			r2d_rails_release(d, rail, cqe->buf);
-		return; /* not taken: not acknowledged either */
+		return;
 	}
 	m->rail = rail;
 	m->cqe = *cqe;
@@ -196,8 +197,6 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	}
 	deliver_one(d, m);
 	pthread_mutex_unlock(&d->lock);
-	if (ack) /* (cqe is the caller's: m, pushed, is not touched) */
-		ack_chunk(d, rail, cqe);
 }
 
 /* Moves early data for c into its mailbox (under d->lock). */
