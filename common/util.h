@@ -47,7 +47,9 @@ void r2_closep(int *fd);
 /* pthread_create, the new thread in the normal policy (SCHED_OTHER) whatever
  * its creator's: the daemon's control thread may run SCHED_BATCH
  * (r2_sched_batch, control_batch), and the data-path threads it starts later (executors,
- * the GPU worker) must not inherit that. Returns pthread_create's result. */
+ * the GPU worker) must not inherit that. Returns once the new thread runs
+ * (the daemon's threads are all made here). Returns pthread_create's
+ * result. */
 int r2_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
 
 /* The calling thread in SCHED_BATCH: same CPU share, but its wake-ups do

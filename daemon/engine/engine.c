@@ -820,7 +820,7 @@ int r2d_engine_start(struct r2d *d)
 		goto fail;
 	}
 	d->engine = e;
-	r = -pthread_create(&e->thread, NULL, dispatcher, e);
+	r = -r2_thread_create(&e->thread, dispatcher, e);
 	if (r == 0)
 		pthread_setname_np(e->thread, "r2-dispatch");
 	if (r < 0) {

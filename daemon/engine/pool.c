@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "engine/exec.h"
+#include "util.h"
 
 struct r2_pool {
 	int nthreads;
@@ -77,7 +78,7 @@ int r2_pool_create(struct r2_pool **out, int nthreads)
 		return -ENOMEM;
 	}
 	for (int i = 0; i < nthreads - 1; i++) {
-		if (pthread_create(&p->threads[i], NULL, helper, p) == 0)
+		if (r2_thread_create(&p->threads[i], helper, p) == 0)
 			pthread_setname_np(p->threads[i], "r2-reduce");
 		else {
 			p->nthreads = i + 1;
@@ -244,7 +245,7 @@ int r2_workq_create(struct r2_workq **out, int nthreads, const char *name)
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cond, NULL);
 	for (int i = 0; i < nthreads; i++) {
-		if (pthread_create(&q->threads[i], NULL, workq_main, q) != 0)
+		if (r2_thread_create(&q->threads[i], workq_main, q) != 0)
 			break;
 		pthread_setname_np(q->threads[i], name);
 		q->nthreads++;

@@ -844,7 +844,7 @@ static int rails_start(struct r2d *d, const struct r2_tp_ops *forced)
 	r2d_bufpools_start(d);
 	uv_async_init(d->loop, &rs->async, on_async);
 	rs->async.data = rs;
-	if (pthread_create(&rs->thread, NULL, rails_thread, rs) == 0)
+	if (r2_thread_create(&rs->thread, rails_thread, rs) == 0)
 		pthread_setname_np(rs->thread, "r2-rails");
 	else {
 		uv_close((uv_handle_t *)&rs->async, NULL);

@@ -46,6 +46,7 @@
 #include "log.h"
 #include "loopback.h"
 #include "tp_common.h"
+#include "util.h"
 
 #define LB_DEFAULT_MAX_MSG (64u << 20)
 #define LB_DEFAULT_MAX_QUEUED (64ull << 20)
@@ -278,7 +279,7 @@ static void *timer_main(void *arg)
 static int timer_start(void)
 {
 	if (!g.timer_on) {
-		if (pthread_create(&g.timer, NULL, timer_main, (void *)(uintptr_t)g.timer_gen))
+		if (r2_thread_create(&g.timer, timer_main, (void *)(uintptr_t)g.timer_gen))
 			return -EAGAIN;
 		pthread_setname_np(g.timer, "r2-loopback");
 		g.timer_on = true;

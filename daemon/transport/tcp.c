@@ -295,7 +295,7 @@ static int tcp_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 		goto out;
 	for (int i = 0; i < tp->nthreads; i++) {
 		struct tcp_thread *th = &tp->threads[i];
-		ret = -pthread_create(&th->tid, NULL, progress_main, th);
+		ret = -r2_thread_create(&th->tid, progress_main, th);
 		if (ret < 0)
 			goto out;
 		th->started = true;

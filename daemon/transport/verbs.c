@@ -57,6 +57,7 @@
  * thread before its queued sends complete with an error (so no DMA can still
  * read a buffer the engine gets back).
  */
+#include "util.h"
 #include "verbs_int.h"
 
 /* A configuration value, or its default where the caller left it 0. */
@@ -227,7 +228,7 @@ static int verbs_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 	tp->dev->tps = tp;
 	pthread_mutex_unlock(&v_devs_lock);
 
-	ret = -pthread_create(&tp->tid, NULL, progress_main, tp);
+	ret = -r2_thread_create(&tp->tid, progress_main, tp);
 	if (ret)
 		goto fail;
 	tp->started = true;

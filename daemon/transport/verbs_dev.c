@@ -4,6 +4,7 @@
  * netdev), the shared per-device context and protection domain, the
  * device's async events, and the port a rail opens on (verbs_int.h).
  */
+#include "util.h"
 #include "verbs_int.h"
 
 /* ---- devices ---- */
@@ -136,7 +137,7 @@ static struct vdev *dev_get(const char *name, int *err)
 		goto fail;
 	}
 	fcntl(d->ctx->async_fd, F_SETFL, fcntl(d->ctx->async_fd, F_GETFL) | O_NONBLOCK);
-	if (pthread_create(&d->tid, NULL, async_main, d)) {
+	if (r2_thread_create(&d->tid, async_main, d)) {
 		*err = -EAGAIN;
 		goto fail;
 	}
