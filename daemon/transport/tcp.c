@@ -19,7 +19,9 @@
  * by the LOWER self_id wins: the higher side drops its own dial quietly (no
  * ERROR) and accepts; the lower side refuses the higher side's streams. A
  * dial to a lower id that fails before it is up reports no ERROR for that
- * reason (the bootstrap timeout bounds a peer that is really unreachable).
+ * reason (the bootstrap timeout bounds a peer that is really unreachable);
+ * one that was up (CONN said) and yields to the lower id's new dial does
+ * (that peer lost it and reconnects).
  * connect() returns -EISCONN when the peer is connected, -EALREADY while a
  * connection with it (dialed or accepted) is being set up (no second CONN
  * comes then).

@@ -454,7 +454,11 @@ static int proof_in(struct r2_tp *tp, struct tcp_stream *st, const struct tcp_he
 				pthread_mutex_unlock(&tp->b.lock);
 				return -EPROTO; /* ours wins; it drops its own quietly */
 			}
-			tcp_peer_fail(tp, p, -ECONNABORTED, false); /* theirs wins */
+			/* theirs wins. Ours up already (CONN said) means the
+			 * peer lost it and dialed again: ERROR, as for an
+			 * accepted connection it replaces; still setting up,
+			 * a dial at the same time: quiet */
+			tcp_peer_fail(tp, p, -ECONNABORTED, true);
 			p = NULL;
 		}
 		if (p) /* the peer reconnected: the old connection is gone */

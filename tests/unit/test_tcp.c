@@ -839,6 +839,38 @@ static int raw_dial(uint16_t port, uint64_t id, uint64_t dst, bool auth)
 	return fd;
 }
 
+/* b dialed a (up); then a daemon claiming a's id dials b, as a does when
+ * it lost the connection and b did not notice: b's connection yields to the
+ * lower id's (the simultaneous dial rule) and, as it was up, b hears ERROR
+ * for it before the new connection's CONN; a, whose stream b closed, ERROR
+ * too. */
+START_TEST(test_redial_replaces_up)
+{
+	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct side *ss[2] = { a, b };
+	struct tcp_hello ans;
+
+	side_open(a, 1, 2, 0);
+	side_open(b, 2, 2, 0);
+	connect_sides(b, a, false);
+	int fd = raw_hello(b->port, 1, 2, &ans);
+	PUMP_UNTIL(ss, 2, a->errors > 0 && b->errors > 0 && b->conn == 2);
+	pump(ss, 2, 50, NULL); /* nothing more comes */
+	ck_assert_int_eq(b->errors, 1);
+	ck_assert_uint_eq(b->err_peer, 1);
+	ck_assert_int_eq(b->err_status, -ECONNABORTED);
+	ck_assert_int_eq(b->conn, 2);
+	ck_assert_uint_eq(b->conn_peer, 1);
+	ck_assert_int_eq(a->errors, 1);
+	ck_assert_uint_eq(a->err_peer, 2);
+	close(fd);
+	side_close(a);
+	side_close(b);
+	free(a);
+	free(b);
+}
+END_TEST
+
 START_TEST(test_malformed)
 {
 	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
@@ -1296,6 +1328,7 @@ static Suite *suite(void)
 	ADD(rx_direct);
 	ADD(peer_close);
 	ADD(disconnect_reconnect);
+	ADD(redial_replaces_up);
 	ADD(malformed);
 	ADD(close_pending);
 	ADD(auth_key);
