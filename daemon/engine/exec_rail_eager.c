@@ -151,7 +151,11 @@ int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const str
  * bridge as the rail phase's chunks go. */
 static int post(struct eager *e, struct sendrec *s)
 {
+	/* written inline, its send completion comes back on this thread, to
+	 * this mailbox: no wake-up of the rails thread, none of this one */
+	r2d_rails_own_sends(true);
 	int r = rl_post_via(e->c, &e->det, s, e->opseq);
+	r2d_rails_own_sends(false);
 
 	if (r == 0) {
 		rl_inject_dup(e->c->d, s);

@@ -581,20 +581,54 @@ static int drain_rail(struct r2_rails *rs, int rail, struct r2_tp_cqe *cq, int m
  * wakes the executor), one hand-off less than through the rails thread.
  * Everything else, and everything once the rails stop, still goes through
  * the completion queue: the stop waits for the calls in progress. */
+/* Send completions a thread took of its own posts (r2d_rails_own_sends):
+ * kept until its scope ends, when it holds no lock (the tenants' pump posts
+ * under theirs, and a completion may post again: a bridge's next chunk). */
+#define OWN_SENDS_MAX 16
+static __thread int own_depth;
+static __thread int own_n;
+static __thread struct own_send {
+	struct r2_rails *rs;
+	int rail;
+	struct r2_tp_cqe c;
+} own[OWN_SENDS_MAX];
+
 static bool rx_direct(void *arg, const struct r2_tp_cqe *e)
 {
 	struct r2_rail *rl = arg;
 	struct r2_rails *rs = rl->rs;
 	struct r2_tp_cqe c = *e;
 
+	if (e->type == R2_TPC_SEND && (!own_depth || own_n == OWN_SENDS_MAX))
+		return false; /* not in a scope that takes them: the rails thread */
 	atomic_fetch_add(&rs->direct_busy, 1);
 	if (atomic_load(&rs->direct_off) || !rs->d->net_ev) {
 		atomic_fetch_sub(&rs->direct_busy, 1);
 		return false;
 	}
+	if (e->type == R2_TPC_SEND) {
+		/* direct_busy stays up until it is delivered (the stop waits) */
+		own[own_n++] = (struct own_send){ rs, rl->index, c };
+		return true;
+	}
 	cqe_in(rs, rl->index, &c);
 	atomic_fetch_sub(&rs->direct_busy, 1);
 	return true;
+}
+
+void r2d_rails_own_sends(bool on)
+{
+	if (on) {
+		own_depth++;
+		return;
+	}
+	if (--own_depth > 0)
+		return;
+	for (int i = 0; i < own_n; i++) {
+		cqe_in(own[i].rs, own[i].rail, &own[i].c);
+		atomic_fetch_sub(&own[i].rs->direct_busy, 1);
+	}
+	own_n = 0;
 }
 
 /* No progress thread delivers directly from now on (the rails thread stops,

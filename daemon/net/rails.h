@@ -167,6 +167,13 @@ int r2d_rails_start_on(struct r2d *d, const struct r2_tp_ops *ops);
 void r2d_rails_stop(struct r2d *d);
 /* Joins the rails thread (before the loop closes its handles). */
 void r2d_rails_quiesce(struct r2d *d);
+/* Between r2d_rails_own_sends(true) and (false) (nested: the outermost
+ * counts), a message this thread writes inline (tcp, a small message to an
+ * idle stream) has its send completion taken on this thread at the scope's
+ * end, instead of through the completion queue and the rails thread's
+ * wake-up. The caller holds no lock at the end: the completion goes to the
+ * engine (r2d_comm_deliver) as the rails thread would hand it. */
+void r2d_rails_own_sends(bool on);
 /* Sends a message on a rail to a peer daemon. */
 int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr,
 		   const void *buf, uint64_t ctx);

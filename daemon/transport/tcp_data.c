@@ -96,6 +96,15 @@ void tcp_complete_msgs(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg *
 {
 	while (m) {
 		struct tcp_msg *next = m->next;
+		/* written, with no record (ctx 0) and no data: an ACK or a
+		 * heartbeat. Its completion would only wake the rails thread
+		 * for nothing (r2d_comm_deliver drops it): not reported
+		 * (transport.h, post_send) */
+		if (status == 0 && m->ctx == 0 && le16toh(m->wire.kind) != R2_MSG_DATA) {
+			free(m);
+			m = next;
+			continue;
+		}
 		struct r2_tp_cqe e = {
 			.type = R2_TPC_SEND,
 			.status = status,
@@ -108,6 +117,36 @@ void tcp_complete_msgs(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg *
 		};
 		r2_tp_hdr_le(&e.hdr);
 		r2_tp_cq_push(&tp->b.cmpl, &e);
+		free(m);
+		m = next;
+	}
+}
+
+/* Messages a poster wrote inline (tcp_post_send), reported after its locks
+ * are dropped: to rx_direct first, which takes a send completion on the
+ * posting thread where that thread asked for it (rails.c: the eager path's
+ * executor; no completion queue, no rails thread's wake-up), else queued as
+ * every other completion. */
+static void complete_written(struct r2_tp *tp, uint64_t peer, struct r2_tp_conn *conn, int idx,
+			     struct tcp_msg *m)
+{
+	while (m) {
+		struct tcp_msg *next = m->next;
+		struct r2_tp_cqe e = {
+			.type = R2_TPC_SEND,
+			.peer = peer,
+			.conn = conn,
+			.hdr = m->wire,
+			.buf = (void *)m->buf,
+			.ctx = m->ctx,
+			.stream = idx,
+		};
+		r2_tp_hdr_le(&e.hdr);
+		/* (a record-less control message completes silently, as in
+		 * tcp_complete_msgs) */
+		if (!(m->ctx == 0 && e.hdr.kind != R2_MSG_DATA) &&
+		    !(m->ctx != 0 && tp->cfg.rx_direct && tp->cfg.rx_direct(tp->cfg.rx_arg, &e)))
+			r2_tp_cq_push(&tp->b.cmpl, &e);
 		free(m);
 		m = next;
 	}
@@ -254,8 +293,10 @@ int tcp_stream_rx(struct r2_tp *tp, struct tcp_stream *st)
 
 /* ---- tx ---- */
 
-/* Writes what st's queue holds (the writer claimed st->tx_busy). */
-static int stream_tx(struct r2_tp *tp, struct tcp_stream *st)
+/* Writes what st's queue holds (the writer claimed st->tx_busy). The
+ * messages written complete here, or, with written, are handed to the
+ * caller (tcp_post_send: it reports them once its locks are dropped). */
+static int stream_tx(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg ***written)
 {
 	for (int round = 0; round < TCP_TX_ROUNDS; round++) {
 		struct iovec iov[TCP_TX_IOV];
@@ -348,7 +389,12 @@ static int stream_tx(struct r2_tp *tp, struct tcp_stream *st)
 		if (!more)
 			tcp_disarm_out(st);
 		pthread_mutex_unlock(&st->qlock);
-		tcp_complete_msgs(tp, st, done, 0);
+		if (written && done) {
+			**written = done;
+			*written = dtail;
+		} else {
+			tcp_complete_msgs(tp, st, done, 0);
+		}
 		if ((size_t)w < total || !more)
 			return 0;
 	}
@@ -369,7 +415,7 @@ int tcp_stream_tx(struct r2_tp *tp, struct tcp_stream *st)
 	}
 	st->tx_busy = true;
 	pthread_mutex_unlock(&st->qlock);
-	r = stream_tx(tp, st);
+	r = stream_tx(tp, st, NULL);
 	pthread_mutex_lock(&st->qlock);
 	st->tx_busy = false;
 	pthread_mutex_unlock(&st->qlock);
@@ -382,11 +428,11 @@ int tcp_stream_tx(struct r2_tp *tp, struct tcp_stream *st)
  * latency path of a small operation or an acknowledgement. What the socket
  * does not take, and any error, is left to the owner (EPOLLOUT armed): it
  * writes the rest, or fails the stream as it would have. */
-static void stream_tx_inline(struct r2_tp *tp, struct tcp_stream *st)
+static void stream_tx_inline(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg ***written)
 {
 	bool left;
 
-	(void)stream_tx(tp, st);
+	(void)stream_tx(tp, st, written);
 	pthread_mutex_lock(&st->qlock);
 	st->tx_busy = false;
 	left = st->hello_left || st->q_head;
@@ -491,9 +537,13 @@ int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chunk_hdr 
 	else
 		tcp_arm_out(best);
 	pthread_mutex_unlock(&best->qlock);
+	struct tcp_msg *written = NULL, **wtail = &written;
+	int idx = best->idx;
 	if (inl)
-		stream_tx_inline(tp, best);
+		stream_tx_inline(tp, best, &wtail);
 	pthread_mutex_unlock(&tp->b.lock);
+	if (written) /* (p only as the completion's opaque conn, as queued ones carry it) */
+		complete_written(tp, peer_id, (struct r2_tp_conn *)p, idx, written);
 	return 0;
 }
 

@@ -191,7 +191,11 @@ struct r2_tp_ops {
 	int (*dereg_mem)(struct r2_tp *tp, void *handle);
 	/* Queues a message to a peer (any stream of the connection). buf must
 	 * stay valid until its R2_TPC_SEND completion. -ENOTCONN if no
-	 * connection, -EAGAIN if the send queue is full. */
+	 * connection, -EAGAIN if the send queue is full. A message with no
+	 * record (ctx 0) that is not a data chunk (an ACK, a heartbeat) may
+	 * complete silently once written (tcp: nobody takes that completion,
+	 * and it would cost the rails thread a wake-up); its failure is still
+	 * reported. */
 	int (*post_send)(struct r2_tp *tp, uint64_t peer_id, const struct r2_chunk_hdr *hdr,
 			 const void *buf, uint64_t ctx);
 	/* Receive buffers are the provider's (from its pool); give one back. */
