@@ -342,6 +342,15 @@ static void connect_pair(struct side *a, struct side *b)
 	connect_sides(a, b, true);
 }
 
+/* Closes and frees two sides of calloc. */
+static void sides_free(struct side *a, struct side *b)
+{
+	side_close(a);
+	side_close(b);
+	free(a);
+	free(b);
+}
+
 /* ---- tests ---- */
 
 START_TEST(test_basics)
@@ -441,10 +450,7 @@ START_TEST(test_simultaneous_dial)
 		ck_assert_int_eq(b->conn, 1);
 		ck_assert_int_eq(a->errors + b->errors, 0);
 		ck_assert_int_eq(a->recv_bad + b->recv_bad + a->send_bad + b->send_bad, 0);
-		side_close(a);
-		side_close(b);
-		free(a);
-		free(b);
+		sides_free(a, b);
 	}
 }
 END_TEST
@@ -503,10 +509,7 @@ static void traffic(int streams, int nmsg, uint32_t maxlen)
 	ops->stats(a->tp, &tx, &rx);
 	ck_assert_uint_ge(tx, (uint64_t)nmsg * sizeof(struct r2_chunk_hdr));
 	ck_assert_uint_ge(rx, a->recv_bytes);
-	side_close(a);
-	side_close(b);
-	free(a);
-	free(b);
+	sides_free(a, b);
 }
 
 START_TEST(test_traffic)
@@ -561,10 +564,7 @@ START_TEST(test_latency_lane)
 		ck_assert_int_gt(x->other_on[1], 0);
 		ck_assert_int_eq(x->recv_stream[3], 0);
 	}
-	side_close(a);
-	side_close(b);
-	free(a);
-	free(b);
+	sides_free(a, b);
 }
 END_TEST
 
@@ -647,10 +647,7 @@ START_TEST(test_rx_direct)
 	ck_assert_int_eq(x.on_main, 0); /* on the progress thread */
 	pthread_mutex_unlock(&x.mu);
 	ck_assert_int_eq(a->send_fail + a->send_bad + a->errors + b->errors, 0);
-	side_close(a);
-	side_close(b);
-	free(a);
-	free(b);
+	sides_free(a, b);
 }
 END_TEST
 
@@ -751,10 +748,7 @@ START_TEST(test_disconnect_reconnect)
 	ck_assert_int_eq(a->recv_bad + b->recv_bad + a->send_bad + b->send_bad, 0);
 	ck_assert_int_eq(a->errors, 1);
 	ck_assert_int_eq(b->errors, 0);
-	side_close(a);
-	side_close(b);
-	free(a);
-	free(b);
+	sides_free(a, b);
 }
 END_TEST
 
@@ -864,10 +858,7 @@ START_TEST(test_redial_replaces_up)
 	ck_assert_int_eq(a->errors, 1);
 	ck_assert_uint_eq(a->err_peer, 2);
 	close(fd);
-	side_close(a);
-	side_close(b);
-	free(a);
-	free(b);
+	sides_free(a, b);
 }
 END_TEST
 
@@ -955,10 +946,7 @@ START_TEST(test_malformed)
 	/* too big for the peer: refused at post */
 	make_hdr(&h, 3, 10, 0, MB + 1);
 	ck_assert_int_eq(ops->post_send(b->tp, 10, &h, b, 0), -EMSGSIZE);
-	side_close(a);
-	side_close(b);
-	free(a);
-	free(b);
+	sides_free(a, b);
 }
 END_TEST
 
@@ -1060,10 +1048,7 @@ START_TEST(test_auth_key)
 	PUMP_UNTIL(ss, 2, a->errors == 1 && a->conn == 2);
 	ck_assert_uint_eq(a->err_peer, 1);
 	close(fd);
-	side_close(a);
-	side_close(b);
-	free(a);
-	free(b);
+	sides_free(a, b);
 	set_key(NULL);
 }
 END_TEST
@@ -1179,10 +1164,7 @@ START_TEST(test_prehello_caps)
 	/* and a real peer connects */
 	side_open(b, 2, 2, MB);
 	connect_pair(b, a);
-	side_close(a);
-	side_close(b);
-	free(a);
-	free(b);
+	sides_free(a, b);
 }
 END_TEST
 
@@ -1258,10 +1240,7 @@ START_TEST(test_bench)
 	double gbs = (double)(b->recv_bytes - bytes0) / dt / 1e9;
 	printf("tcp loopback: 1 peer, %d stream(s), %u-byte messages: %.2f GB/s (%.1f Gbit/s)\n",
 	       streams, size, gbs, gbs * 8);
-	side_close(a);
-	side_close(b);
-	free(a);
-	free(b);
+	sides_free(a, b);
 	free(buf);
 	(void)ss;
 }
