@@ -5,7 +5,9 @@
 # libr2ccl.so.0 for the daemon modes) are copied into both guests.
 # The guest image is built once (root, debootstrap, about 2 minutes) and cached
 # in R2_RDMA_VM_CACHE (default: BINARY's folder/vm). Exit 77 (skip) where
-# qemu cannot run: not root, no qemu and none installable, no image buildable.
+# qemu cannot run: not root, no qemu and none installable, no image buildable;
+# and (vm.sh) when a guest's emulated NIC stopped sending mid-run (README.md,
+# Known problem: qemu's, and the run tells nothing of the code).
 set -uo pipefail
 mode=$1 bin=$2
 shift 2
