@@ -974,6 +974,35 @@ static void detours_settle(struct r2_rails *rs)
 			;
 }
 
+/* The connections go before the transports close: a message still queued
+ * then completes (failed) instead of vanishing in close(), and an ended
+ * operation's record left to that completion (rl_orphan) is freed by the
+ * engine's delivery (no communicator is left). Taken until the rails are
+ * quiet for 20 ms, at most 500 ms (tcp completes them on its threads). */
+static void connections_settle(struct r2_rails *rs)
+{
+	int np = atomic_load(&rs->npeers);
+	uint64_t t0 = r2_now_us(), quiet = t0;
+
+	for (int rail = 0; rail < rs->n; rail++)
+		for (int i = 0; i < np; i++)
+			rs->rail[rail].ops->disconnect(rs->rail[rail].tp, rs->peer[i].id);
+	for (;;) {
+		int got = 0;
+		uint64_t now;
+
+		for (int rail = 0; rail < rs->n; rail++)
+			got += poll_at_stop(rs, rail);
+		now = r2_now_us();
+		if (got)
+			quiet = now;
+		if (now - quiet >= 20000 || now - t0 >= 500000)
+			break;
+		if (!got)
+			usleep(500);
+	}
+}
+
 void r2d_rails_stop(struct r2d *d)
 {
 	struct r2_rails *rs = d->rails;
@@ -990,6 +1019,7 @@ void r2d_rails_stop(struct r2d *d)
 		pthread_join(rs->thread, NULL);
 	}
 	detours_settle(rs);
+	connections_settle(rs);
 	r2d_detours_free(d); /* their receive buffers go back while the transports live */
 	if (d->net_ev && d->net_ev->rails_closing)
 		d->net_ev->rails_closing(d); /* and the engine's orphans' */
