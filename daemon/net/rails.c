@@ -23,6 +23,7 @@
 #include "log.h"
 #include "net/detour.h"
 #include "net/rails.h"
+#include "net/rails_int.h"
 #include "net/tenants.h"
 #include "util.h"
 
@@ -205,170 +206,6 @@ void r2d_rails_drop(struct r2d *d, int rail, uint64_t peer)
 	r2d_tenants_fail(d, rail, peer); /* its queued chunks complete with an error too */
 }
 
-static int send_ctrl_hdr(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
-			 const void *buf);
-
-/* A control message's copy, in the list of those a transport holds (the
- * payload follows the links, aligned as malloc's) */
-struct ctrl_copy {
-	struct ctrl_copy *prev, *next;
-	max_align_t payload[];
-};
-
-static void *ctrl_copy_new(struct r2_rails *rs, const void *buf, uint32_t len)
-{
-	struct ctrl_copy *c = malloc(sizeof(*c) + (len ? len : 1));
-
-	if (!c)
-		return NULL;
-	if (len) /* a zero-length message may come with no buffer */
-		memcpy(c->payload, buf, len);
-	pthread_mutex_lock(&rs->ctrl_lock);
-	c->prev = NULL;
-	c->next = rs->ctrl_copies;
-	if (c->next)
-		c->next->prev = c;
-	rs->ctrl_copies = c;
-	pthread_mutex_unlock(&rs->ctrl_lock);
-	return c->payload;
-}
-
-/* its SEND completion, a post that failed, or the stop */
-static void ctrl_copy_free(struct r2_rails *rs, void *payload)
-{
-	struct ctrl_copy *c;
-
-	if (!payload)
-		return;
-	c = (struct ctrl_copy *)((uint8_t *)payload - offsetof(struct ctrl_copy, payload));
-	pthread_mutex_lock(&rs->ctrl_lock);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		rs->ctrl_copies = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	pthread_mutex_unlock(&rs->ctrl_lock);
-	free(c);
-}
-
-void *r2d_rails_ctrl_copy(struct r2d *d, const void *buf, uint32_t len)
-{
-	return d->rails ? ctrl_copy_new(d->rails, buf, len) : NULL;
-}
-
-void r2d_rails_ctrl_free(struct r2d *d, void *copy)
-{
-	if (d->rails)
-		ctrl_copy_free(d->rails, copy);
-}
-
-/* A control message for a peer with no rail left to it goes through the
- * first other connected peer (detour.h): flagged, with its origin in
- * hdr.comm and its destination in hdr.opseq; the bridge passes it on, the
- * destination takes it as the origin's (view agreement, aborts). */
-static int ctrl_detour(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
-		       const void *buf)
-{
-	struct r2_rails *rs = d->rails;
-	struct r2_chunk_hdr h = *hh;
-	int np = rs ? atomic_load(&rs->npeers) : 0;
-
-	h.flags |= R2_CHUNK_DETOUR;
-	h.comm = d->host_id;
-	h.opseq = peer;
-	for (int i = 0; i < np; i++)
-		if (rs->peer[i].id != peer && rs->peer[i].conn_mask &&
-		    send_ctrl_hdr(d, rs->peer[i].id, &h, buf) == 0)
-			return 0;
-	return -ENOTCONN;
-}
-
-/* Rails thread: a detoured control message; true when passed on (this host
- * is the bridge), else *c is made the origin's. */
-static bool ctrl_detour_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
-{
-	if (!(c->hdr.flags & R2_CHUNK_DETOUR))
-		return false;
-	if (c->hdr.opseq != rs->d->host_id) {
-		struct r2_chunk_hdr h = c->hdr;
-		if (send_ctrl_hdr(rs->d, h.opseq, &h, c->buf) < 0)
-			log_warn("detour: control message %u from %016llx to %016llx: no rail to "
-				 "it either; dropped",
-				 h.aux, (unsigned long long)h.comm, (unsigned long long)h.opseq);
-		r2d_rails_release(rs->d, rail, c->buf);
-		return true;
-	}
-	c->peer = c->hdr.comm;
-	/* a control message through a bridge says its origin is alive, though
-	 * no rail connects it to this host (health's peer timeout) */
-	struct r2_peer *p = r2d_rails_peer_find(rs->d, c->peer);
-	if (p)
-		atomic_store(&p->detour_rx_us, r2_now_us());
-	return false;
-}
-
-static int send_ctrl_hdr(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
-			 const void *buf)
-{
-	struct r2_rails *rs = d->rails;
-	struct r2_chunk_hdr h = *hh;
-	uint32_t len = h.len;
-	int r = -ENOTCONN;
-	uint32_t bad = rs ? r2d_rails_bad(d, peer) : 0;
-
-	/* healthy rails first, then any connected one */
-	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; rs && i < rs->n; i++) {
-			if (((bad >> i) & 1) != (uint32_t)pass)
-				continue;
-			void *copy = ctrl_copy_new(rs, buf, len);
-			if (!copy)
-				return -ENOMEM;
-			/* ctx = 1 marks a control copy the completion frees */
-			r = rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1);
-			if (r == 0)
-				return 0;
-			ctrl_copy_free(rs, copy);
-		}
-	}
-	return r;
-}
-
-int r2d_rails_send_ctrl_all(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
-			    uint32_t len)
-{
-	struct r2_rails *rs = d->rails;
-	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_CTRL, .len = len,
-				  .aux = type };
-	uint32_t bad = rs ? r2d_rails_bad(d, peer) : 0;
-	int sent = 0;
-
-	for (int i = 0; rs && i < rs->n; i++) {
-		if (bad & (1u << i))
-			continue;
-		void *copy = ctrl_copy_new(rs, buf, len);
-		if (!copy)
-			break;
-		if (rs->rail[i].ops->post_send(rs->rail[i].tp, peer, &h, copy, 1) == 0)
-			sent++;
-		else
-			ctrl_copy_free(rs, copy);
-	}
-	if (sent)
-		return 0;
-	int r = r2d_rails_send_ctrl(d, peer, type, buf, len);
-	return r == -ENOTCONN ? ctrl_detour(d, peer, &h, buf) : r;
-}
-
-int r2d_rails_send_ctrl(struct r2d *d, uint64_t peer, uint32_t type, const void *buf,
-			uint32_t len)
-{
-	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_CTRL, .len = len,
-				  .aux = type };
-	return send_ctrl_hdr(d, peer, &h, buf);
-}
-
 void r2d_rails_release(struct r2d *d, int rail, void *buf)
 {
 	struct r2_rails *rs = d->rails;
@@ -542,9 +379,9 @@ static void cqe_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
 	if (c->type == R2_TPC_SEND && c->hdr.kind == R2_MSG_DATA && c->hdr.len)
 		r2d_tenants_sent(rs->d, rail, c->peer, c->hdr.len);
 	if (c->type == R2_TPC_SEND && c->ctx == 1) {
-		ctrl_copy_free(rs, c->buf);
+		rl_ctrl_copy_free(rs, c->buf);
 	} else if (c->type == R2_TPC_RECV && c->hdr.kind == R2_MSG_CTRL) {
-		if (!ctrl_detour_in(rs, rail, c))
+		if (!rl_ctrl_detour_in(rs, rail, c))
 			to_loop(rs, rail, c);
 	} else if (c->type == R2_TPC_CONN || c->type == R2_TPC_ERROR) {
 		to_loop(rs, rail, c);
@@ -929,7 +766,7 @@ static int poll_at_stop(struct r2_rails *rs, int rail)
 		if (cq[i].type == R2_TPC_RECV)
 			r2d_rails_release(rs->d, rail, cq[i].buf);
 		else if (cq[i].type == R2_TPC_SEND && cq[i].ctx == 1)
-			ctrl_copy_free(rs, cq[i].buf);
+			rl_ctrl_copy_free(rs, cq[i].buf);
 		else if (r2d_detour_sendc_at_stop(rs->d, &cq[i]))
 			;
 		else if (cq[i].type == R2_TPC_SEND && rs->d->net_ev)
@@ -1039,7 +876,7 @@ void r2d_rails_stop(struct r2d *d)
 	/* control messages the transports held, dropped by close() without
 	 * their completions (a LEAVE sent during the stop) */
 	while (rs->ctrl_copies)
-		ctrl_copy_free(rs, rs->ctrl_copies->payload);
+		rl_ctrl_copy_free(rs, rs->ctrl_copies->payload);
 	pthread_mutex_destroy(&rs->ctrl_lock);
 	r2d_bufpools_free(d);
 	r2d_tenants_free(d); /* chunks still queued: their operations are gone */

@@ -125,7 +125,7 @@ struct r2_rails {
 	atomic_int npeers;
 	uint64_t evicted; /* entries freed to make room (r2d_rails_make_room) */
 	/* control messages' copies the transports hold until their SEND
-	 * completion (struct ctrl_copy, rails.c): a provider's close() drops
+	 * completion (struct ctrl_copy, rails_int.h): a provider's close() drops
 	 * its queued sends without completions, so the stop frees what is
 	 * left here (ctrl_lock) */
 	pthread_mutex_t ctrl_lock;

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+/* Between rails.c and rails_ctrl.c (the rails' control messages). */
+#ifndef R2_NET_RAILS_INT_H
+#define R2_NET_RAILS_INT_H
+#include <stdbool.h>
+#include <stddef.h>
+#include "net/rails.h"
+
+/* A control message's copy, in the list of those a transport holds (the
+ * payload follows the links, aligned as malloc's) */
+struct ctrl_copy {
+	struct ctrl_copy *prev, *next;
+	max_align_t payload[];
+};
+
+/* A control message's copy back from the transport (its send completion,
+ * or the stop). */
+void rl_ctrl_copy_free(struct r2_rails *rs, void *payload);
+/* Rails thread: a detoured control message; true when passed on (this host
+ * is the bridge), else *c is made the origin's. */
+bool rl_ctrl_detour_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c);
+
+#endif
