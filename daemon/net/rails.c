@@ -776,6 +776,16 @@ static int poll_at_stop(struct r2_rails *rs, int rail)
 	return k > 0 ? k : 0;
 }
 
+/* Every rail's, once: how many. */
+static int poll_all_at_stop(struct r2_rails *rs)
+{
+	int got = 0;
+
+	for (int rail = 0; rail < rs->n; rail++)
+		got += poll_at_stop(rs, rail);
+	return got;
+}
+
 /* Forwarded chunks (detour.c) are sent from their receive buffers, and
  * release() hands a buffer to the next receive: their send completions are
  * taken here first (the rails thread is gone), at most 100 ms; then the
@@ -791,7 +801,6 @@ static void detours_settle(struct r2_rails *rs)
 
 	while (r2d_detours_unsent(rs->d, false) > 0) {
 		uint64_t waited = r2_now_us() - t0;
-		int got = 0;
 
 		if (!cut && waited > 100000) {
 			r2d_detours_unsent(rs->d, true);
@@ -799,16 +808,11 @@ static void detours_settle(struct r2_rails *rs)
 		} else if (waited > 1100000) {
 			break; /* r2d_detours_free says which, and keeps their buffers */
 		}
-		for (int rail = 0; rail < rs->n; rail++)
-			got += poll_at_stop(rs, rail);
-		if (!got)
+		if (!poll_all_at_stop(rs))
 			usleep(200);
 	}
 	/* what the cut completed besides them (other chunks queued on those
-	 * connections: an ended operation's, freed at their completion) */
-	for (int rail = 0; cut && rail < rs->n; rail++)
-		while (poll_at_stop(rs, rail) > 0)
-			;
+	 * connections) is taken with the rest by connections_settle */
 }
 
 /* The connections go before the transports close: a message still queued
@@ -825,12 +829,9 @@ static void connections_settle(struct r2_rails *rs)
 		for (int i = 0; i < np; i++)
 			rs->rail[rail].ops->disconnect(rs->rail[rail].tp, rs->peer[i].id);
 	for (;;) {
-		int got = 0;
-		uint64_t now;
+		int got = poll_all_at_stop(rs);
+		uint64_t now = r2_now_us();
 
-		for (int rail = 0; rail < rs->n; rail++)
-			got += poll_at_stop(rs, rail);
-		now = r2_now_us();
 		if (got)
 			quiet = now;
 		if (now - quiet >= 20000 || now - t0 >= 500000)
