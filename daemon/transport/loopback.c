@@ -44,82 +44,10 @@
 #include <time.h>
 
 #include "log.h"
-#include "loopback.h"
-#include "tp_common.h"
+#include "loopback_int.h"
 #include "util.h"
 
-#define LB_DEFAULT_MAX_MSG (64u << 20)
-#define LB_DEFAULT_MAX_QUEUED (64ull << 20)
-#define LB_FIRST_PORT 20000
-#define LB_MAX_RULES 16
-#define LB_BUF_MAGIC 0x424c3252u
-#define LB_BUF_HDR 64u
-
-struct lbmsg {
-	struct lbmsg *next;
-	struct r2_chunk_hdr hdr; /* host order, magic set */
-	const void *src;         /* the sender's payload (until SEND) */
-	void *copy;              /* the receiver's buffer (after SEND) */
-	uint64_t ctx;
-	uint64_t due;            /* ns, CLOCK_MONOTONIC */
-	struct lbpeer *dst;      /* the receiving end */
-	int stream;
-};
-
-struct lbpeer {
-	struct r2_tp_peer h;     /* first: tp_common.h */
-	struct r2_tp *tp;
-	struct lbpeer *remote;   /* the other end; NULL once failed */
-	bool conn_reported;
-	uint32_t max_msg;        /* the other end's */
-	unsigned rr;
-	uint64_t queued;         /* bytes of held sends */
-	struct lbmsg *sq_head, *sq_tail; /* held sends, oldest first */
-	struct lbmsg *ro;        /* reorder window to the other end, newest first */
-	uint64_t last_due;       /* of the latest message to this end */
-	int nflight;             /* messages to this end in the timer list */
-};
-
-struct lbrule {
-	bool used, hold;
-	uint64_t peer;
-	uint32_t drop, dup, reorder, delay_us;
-	uint32_t sendc_delay_us;  /* r2_lb_delay_sendc */
-	uint32_t drop_ctrl_type;  /* r2_lb_drop_ctrl */
-	r2_lb_match_fn drop_match;
-	void *drop_arg;
-};
-
-struct r2_tp {
-	struct r2_tp_base b;     /* first: tp_common.h; b.lock is not used */
-	struct r2_tp_config cfg;
-	struct r2_tp *next;      /* g.tps */
-	bool link_down;
-	int refuse;
-	struct lbrule rules[LB_MAX_RULES];
-};
-
-/* A SEND completion that comes late (r2_lb_delay_sendc). */
-struct lbsendc {
-	struct lbsendc *next;
-	uint64_t due;
-	struct r2_tp *tp;
-	struct r2_tp_cqe e;
-};
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct r2_tp *tps;
-	struct lbmsg *flight;    /* delayed messages, by due time (stable) */
-	struct lbsendc *late;    /* delayed SEND completions, by due time */
-	unsigned misuse;         /* r2_lb_misuse */
-	int nflight;             /* delayed + held for reordering */
-	uint16_t next_port;
-	bool timer_on;
-	unsigned timer_gen;
-	pthread_t timer;
-} g = { .lock = PTHREAD_MUTEX_INITIALIZER };
+struct lb_global lb_g = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void g_init(void)
@@ -128,14 +56,14 @@ static void g_init(void)
 
 	pthread_condattr_init(&a);
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&g.cond, &a);
+	pthread_cond_init(&lb_g.cond, &a);
 	pthread_condattr_destroy(&a);
-	g.next_port = LB_FIRST_PORT;
+	lb_g.next_port = LB_FIRST_PORT;
 }
 
-static bool is_lb(const struct r2_tp *tp)
+bool lb_is(const struct r2_tp *tp)
 {
-	for (const struct r2_tp *t = g.tps; t; t = t->next)
+	for (const struct r2_tp *t = lb_g.tps; t; t = t->next)
 		if (t == tp)
 			return true;
 	return false;
@@ -182,7 +110,7 @@ static void msg_free(struct lbmsg *m)
 
 /* ---- rules ---- */
 
-static struct lbrule *rule_of(struct r2_tp *tp, uint64_t peer)
+struct lbrule *lb_rule_of(struct r2_tp *tp, uint64_t peer)
 {
 	struct lbrule *any = NULL;
 
@@ -196,7 +124,7 @@ static struct lbrule *rule_of(struct r2_tp *tp, uint64_t peer)
 	return any;
 }
 
-static struct lbrule *rule_get(struct r2_tp *tp, uint64_t peer)
+struct lbrule *lb_rule_get(struct r2_tp *tp, uint64_t peer)
 {
 	struct lbrule *free_r = NULL;
 
@@ -244,52 +172,52 @@ static void *timer_main(void *arg)
 {
 	unsigned gen = (unsigned)(uintptr_t)arg;
 
-	pthread_mutex_lock(&g.lock);
-	while (g.timer_gen == gen) {
-		struct lbmsg *m = g.flight;
-		struct lbsendc *c = g.late;
+	pthread_mutex_lock(&lb_g.lock);
+	while (lb_g.timer_gen == gen) {
+		struct lbmsg *m = lb_g.flight;
+		struct lbsendc *c = lb_g.late;
 		uint64_t now = r2_tp_now_ns(), due;
 
 		if (m && m->due <= now) {
-			g.flight = m->next;
-			g.nflight--;
+			lb_g.flight = m->next;
+			lb_g.nflight--;
 			m->dst->nflight--;
 			deliver_now(m);
 			continue;
 		}
 		if (c && c->due <= now) {
-			g.late = c->next;
+			lb_g.late = c->next;
 			r2_tp_cq_push(&c->tp->b.cmpl, &c->e);
 			free(c);
 			continue;
 		}
 		if (!m && !c) {
-			pthread_cond_wait(&g.cond, &g.lock);
+			pthread_cond_wait(&lb_g.cond, &lb_g.lock);
 			continue;
 		}
 		due = m && (!c || m->due < c->due) ? m->due : c->due;
 		struct timespec ts = { .tv_sec = (time_t)(due / 1000000000ull),
 				       .tv_nsec = (long)(due % 1000000000ull) };
-		pthread_cond_timedwait(&g.cond, &g.lock, &ts);
+		pthread_cond_timedwait(&lb_g.cond, &lb_g.lock, &ts);
 	}
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&lb_g.lock);
 	return NULL;
 }
 
 static int timer_start(void)
 {
-	if (!g.timer_on) {
-		if (r2_thread_create(&g.timer, timer_main, (void *)(uintptr_t)g.timer_gen))
+	if (!lb_g.timer_on) {
+		if (r2_thread_create(&lb_g.timer, timer_main, (void *)(uintptr_t)lb_g.timer_gen))
 			return -EAGAIN;
-		pthread_setname_np(g.timer, "r2-loopback");
-		g.timer_on = true;
+		pthread_setname_np(lb_g.timer, "r2-loopback");
+		lb_g.timer_on = true;
 	}
 	return 0;
 }
 
 static int flight_add(struct lbmsg *m)
 {
-	struct lbmsg **pp = &g.flight;
+	struct lbmsg **pp = &lb_g.flight;
 
 	if (timer_start() < 0)
 		return -EAGAIN;
@@ -297,9 +225,9 @@ static int flight_add(struct lbmsg *m)
 		pp = &(*pp)->next;
 	m->next = *pp;
 	*pp = m;
-	g.nflight++;
+	lb_g.nflight++;
 	m->dst->nflight++;
-	pthread_cond_broadcast(&g.cond);
+	pthread_cond_broadcast(&lb_g.cond);
 	return 0;
 }
 
@@ -350,14 +278,14 @@ static void reorder_add(struct lbpeer *p, struct lbrule *r, struct lbmsg *m)
 {
 	m->next = p->ro;
 	p->ro = m;
-	g.nflight++;
+	lb_g.nflight++;
 	count_down(&r->reorder);
 	if (r->reorder)
 		return;
 	while (p->ro) {
 		struct lbmsg *x = p->ro;
 		p->ro = x->next;
-		g.nflight--;
+		lb_g.nflight--;
 		route(x, r->delay_us);
 	}
 }
@@ -373,7 +301,7 @@ static void forward(struct lbpeer *p, struct lbrule *r, struct lbmsg *m)
 /* e to tp's completions: now, or late by the rule r (r2_lb_delay_sendc). */
 static void sendc_push(struct r2_tp *tp, const struct lbrule *r, const struct r2_tp_cqe *e)
 {
-	struct lbsendc *c = NULL, **pp = &g.late;
+	struct lbsendc *c = NULL, **pp = &lb_g.late;
 
 	if (r && r->sendc_delay_us && (c = calloc(1, sizeof(*c))) && timer_start() < 0) {
 		free(c);
@@ -391,14 +319,14 @@ static void sendc_push(struct r2_tp *tp, const struct lbrule *r, const struct r2
 		pp = &(*pp)->next;
 	c->next = *pp;
 	*pp = c;
-	pthread_cond_broadcast(&g.cond);
+	pthread_cond_broadcast(&lb_g.cond);
 }
 
 /* The message leaves p's end: SEND completion, then the rules of the way. */
 static void transmit(struct lbpeer *p, struct lbmsg *m)
 {
 	struct r2_tp *tp = p->tp;
-	struct lbrule *r = rule_of(tp, p->h.id);
+	struct lbrule *r = lb_rule_of(tp, p->h.id);
 	uint64_t sz = R2_TP_HDR_SIZE + (uint64_t)m->hdr.len;
 	struct r2_tp_cqe e = {
 		.type = R2_TPC_SEND,
@@ -443,7 +371,7 @@ static void transmit(struct lbpeer *p, struct lbmsg *m)
 		forward(p, r, twin);
 }
 
-static void flush_held(struct lbpeer *p)
+void lb_flush_held(struct lbpeer *p)
 {
 	while (p->sq_head) {
 		struct lbmsg *m = p->sq_head;
@@ -456,9 +384,9 @@ static void flush_held(struct lbpeer *p)
 	}
 }
 
-/* ---- connections (under g.lock) ---- */
+/* ---- connections (under lb_g.lock) ---- */
 
-static struct lbpeer *peer_find(struct r2_tp *tp, uint64_t id)
+struct lbpeer *lb_peer_find(struct r2_tp *tp, uint64_t id)
 {
 	return (struct lbpeer *)r2_tp_peer_find(&tp->b.peers, id);
 }
@@ -477,14 +405,14 @@ static struct lbpeer *peer_new(struct r2_tp *tp, uint64_t id)
 /* Drops what is in flight to p (it can no longer arrive). */
 static void purge_to(struct lbpeer *p)
 {
-	for (struct lbmsg **pp = &g.flight; *pp && p->nflight;) {
+	for (struct lbmsg **pp = &lb_g.flight; *pp && p->nflight;) {
 		struct lbmsg *m = *pp;
 		if (m->dst != p) {
 			pp = &m->next;
 			continue;
 		}
 		*pp = m->next;
-		g.nflight--;
+		lb_g.nflight--;
 		p->nflight--;
 		msg_free(m);
 	}
@@ -520,7 +448,7 @@ static void end_fail(struct lbpeer *p, int status, bool report, bool silent)
 	while (p->ro) {
 		struct lbmsg *m = p->ro;
 		p->ro = m->next;
-		g.nflight--;
+		lb_g.nflight--;
 		msg_free(m);
 	}
 	purge_to(p);
@@ -528,7 +456,7 @@ static void end_fail(struct lbpeer *p, int status, bool report, bool silent)
 
 /* The connection of p fails: p's end with status (ERROR when report), the
  * other end with remote_status (ERROR always). */
-static void conn_fail(struct lbpeer *p, int status, bool report, int remote_status, bool silent)
+void lb_conn_fail(struct lbpeer *p, int status, bool report, int remote_status, bool silent)
 {
 	struct lbpeer *r = p->remote;
 
@@ -546,20 +474,20 @@ static void conn_fail(struct lbpeer *p, int status, bool report, int remote_stat
 static void peer_fail_hook(struct r2_tp *tp, struct r2_tp_peer *p, int status, bool report)
 {
 	(void)tp;
-	conn_fail((struct lbpeer *)p, status, report, -ECONNRESET, false);
+	lb_conn_fail((struct lbpeer *)p, status, report, -ECONNRESET, false);
 }
 
-static void fail_all(struct r2_tp *tp, int status, bool report, int remote_status, bool silent)
+void lb_fail_all(struct r2_tp *tp, int status, bool report, int remote_status, bool silent)
 {
 	while (tp->b.peers.all)
-		conn_fail((struct lbpeer *)tp->b.peers.all, status, report, remote_status, silent);
+		lb_conn_fail((struct lbpeer *)tp->b.peers.all, status, report, remote_status, silent);
 }
 
 /* ---- operations ---- */
 
 static struct r2_tp *find_listener(struct in_addr addr, uint16_t port)
 {
-	for (struct r2_tp *t = g.tps; t; t = t->next)
+	for (struct r2_tp *t = lb_g.tps; t; t = t->next)
 		if (t->cfg.addr.s_addr == addr.s_addr && t->b.port == port)
 			return t;
 	return NULL;
@@ -584,19 +512,19 @@ static int lb_open(const struct r2_tp_config *cfg, struct r2_tp **out)
 	ret = r2_tp_base_init(&tp->b, "loopback", cq_release, tp, peer_fail_hook);
 	if (ret < 0)
 		goto out;
-	pthread_mutex_lock(&g.lock);
+	pthread_mutex_lock(&lb_g.lock);
 	tp->b.port = cfg->port;
-	while (!tp->b.port && find_listener(cfg->addr, g.next_port))
-		g.next_port++;
+	while (!tp->b.port && find_listener(cfg->addr, lb_g.next_port))
+		lb_g.next_port++;
 	if (!tp->b.port)
-		tp->b.port = g.next_port++;
+		tp->b.port = lb_g.next_port++;
 	if (find_listener(cfg->addr, tp->b.port))
 		ret = -EADDRINUSE;
 	else {
-		tp->next = g.tps;
-		g.tps = tp;
+		tp->next = lb_g.tps;
+		lb_g.tps = tp;
 	}
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&lb_g.lock);
 out:
 	if (ret < 0) {
 		r2_tp_base_fini(&tp->b);
@@ -614,9 +542,9 @@ static void lb_close(struct r2_tp *tp)
 
 	if (!tp)
 		return;
-	pthread_mutex_lock(&g.lock);
-	fail_all(tp, -ECONNABORTED, false, -ECONNRESET, true);
-	for (struct lbsendc **pp = &g.late; *pp;) {
+	pthread_mutex_lock(&lb_g.lock);
+	lb_fail_all(tp, -ECONNABORTED, false, -ECONNRESET, true);
+	for (struct lbsendc **pp = &lb_g.late; *pp;) {
 		struct lbsendc *c = *pp;
 		if (c->tp != tp) {
 			pp = &c->next;
@@ -625,19 +553,19 @@ static void lb_close(struct r2_tp *tp)
 		*pp = c->next;
 		free(c);
 	}
-	for (struct r2_tp **pp = &g.tps; *pp; pp = &(*pp)->next)
+	for (struct r2_tp **pp = &lb_g.tps; *pp; pp = &(*pp)->next)
 		if (*pp == tp) {
 			*pp = tp->next;
 			break;
 		}
-	if (!g.tps && g.timer_on) {
-		g.timer_on = false;
-		g.timer_gen++;
-		timer = g.timer;
+	if (!lb_g.tps && lb_g.timer_on) {
+		lb_g.timer_on = false;
+		lb_g.timer_gen++;
+		timer = lb_g.timer;
 		join = true;
-		pthread_cond_broadcast(&g.cond);
+		pthread_cond_broadcast(&lb_g.cond);
 	}
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&lb_g.lock);
 	if (join)
 		pthread_join(timer, NULL);
 	r2_tp_base_fini(&tp->b);
@@ -661,8 +589,8 @@ static int lb_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, u
 	struct r2_tp *t;
 	int st, ret = 0;
 
-	pthread_mutex_lock(&g.lock);
-	a = peer_find(tp, peer_id);
+	pthread_mutex_lock(&lb_g.lock);
+	a = lb_peer_find(tp, peer_id);
 	if (a && !a->h.failed) {
 		ret = -EISCONN;
 		goto out;
@@ -690,7 +618,7 @@ static int lb_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, u
 	r2_tp_cq_push_simple(&t->b.cmpl, R2_TPC_CONN, 0, b->h.id, (struct r2_tp_conn *)b);
 	r2_tp_cq_push_simple(&tp->b.cmpl, R2_TPC_CONN, 0, a->h.id, (struct r2_tp_conn *)a);
 out:
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&lb_g.lock);
 	return ret;
 }
 
@@ -699,13 +627,13 @@ static int lb_disconnect(struct r2_tp *tp, uint64_t peer_id)
 	struct lbpeer *p;
 	int ret = 0;
 
-	pthread_mutex_lock(&g.lock);
-	p = peer_find(tp, peer_id);
+	pthread_mutex_lock(&lb_g.lock);
+	p = lb_peer_find(tp, peer_id);
 	if (p && !p->h.failed)
-		conn_fail(p, -ECONNABORTED, false, -ECONNRESET, false);
+		lb_conn_fail(p, -ECONNABORTED, false, -ECONNRESET, false);
 	else
 		ret = -ENOTCONN;
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&lb_g.lock);
 	return ret;
 }
 
@@ -730,7 +658,7 @@ static int lb_dereg_mem(struct r2_tp *tp, void *handle)
  * (order is kept). */
 static bool held(struct lbpeer *p)
 {
-	struct lbrule *r = rule_of(p->tp, p->h.id);
+	struct lbrule *r = lb_rule_of(p->tp, p->h.id);
 
 	return p->sq_head || (r && r->hold);
 }
@@ -754,8 +682,8 @@ static int lb_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chun
 	m->src = buf;
 	m->ctx = ctx;
 	sz = R2_TP_HDR_SIZE + (uint64_t)hdr->len;
-	pthread_mutex_lock(&g.lock);
-	p = peer_find(tp, peer_id);
+	pthread_mutex_lock(&lb_g.lock);
+	p = lb_peer_find(tp, peer_id);
 	if (!p || p->h.failed || !p->conn_reported || !p->remote)
 		ret = -ENOTCONN;
 	else if (hdr->len > p->max_msg)
@@ -763,7 +691,7 @@ static int lb_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chun
 	else if (held(p) && p->queued > 0 && p->queued + sz > tp->cfg.max_queued)
 		ret = -EAGAIN;
 	if (ret < 0) {
-		pthread_mutex_unlock(&g.lock);
+		pthread_mutex_unlock(&lb_g.lock);
 		free(m);
 		return ret;
 	}
@@ -777,7 +705,7 @@ static int lb_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chun
 	} else {
 		transmit(p, m);
 	}
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&lb_g.lock);
 	return 0;
 }
 
@@ -785,12 +713,12 @@ static int lb_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chun
  * yet (delayed): the caller may not reuse buf until then (r2_lb_misuse). */
 static bool send_reads(const void *buf)
 {
-	for (struct r2_tp *t = g.tps; t; t = t->next)
+	for (struct r2_tp *t = lb_g.tps; t; t = t->next)
 		for (struct r2_tp_peer *hp = t->b.peers.all; hp; hp = hp->anext)
 			for (struct lbmsg *m = ((struct lbpeer *)hp)->sq_head; m; m = m->next)
 				if (m->src == buf)
 					return true;
-	for (struct lbsendc *c = g.late; c; c = c->next)
+	for (struct lbsendc *c = lb_g.late; c; c = c->next)
 		if (c->e.buf == buf)
 			return true;
 	return false;
@@ -800,12 +728,12 @@ static void lb_release(struct r2_tp *tp, void *buf)
 {
 	(void)tp;
 	if (buf) {
-		pthread_mutex_lock(&g.lock);
+		pthread_mutex_lock(&lb_g.lock);
 		if (send_reads(buf)) {
-			g.misuse++;
+			lb_g.misuse++;
 			log_err("loopback: release of a buffer a send still reads (%p)", buf);
 		}
-		pthread_mutex_unlock(&g.lock);
+		pthread_mutex_unlock(&lb_g.lock);
 	}
 	buf_put(buf);
 }
@@ -814,9 +742,9 @@ static int lb_link_state(struct r2_tp *tp)
 {
 	int up;
 
-	pthread_mutex_lock(&g.lock);
+	pthread_mutex_lock(&lb_g.lock);
 	up = tp->link_down ? 0 : 1;
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&lb_g.lock);
 	return up;
 }
 
@@ -838,164 +766,3 @@ const struct r2_tp_ops r2_tp_loopback_ops = {
 	.stats = r2_tp_base_stats,
 };
 
-/* ---- control (loopback.h) ---- */
-
-/* Runs set on the rule of (tp, peer) under the lock. */
-static int with_rule(struct r2_tp *tp, uint64_t peer, void (*set)(struct lbrule *, uint64_t),
-		     uint64_t v)
-{
-	struct lbrule *r;
-	int ret = 0;
-
-	pthread_mutex_lock(&g.lock);
-	if (!is_lb(tp))
-		ret = -EINVAL;
-	else if (!(r = rule_get(tp, peer)))
-		ret = -ENOSPC;
-	else
-		set(r, v);
-	pthread_mutex_unlock(&g.lock);
-	return ret;
-}
-
-static void set_drop(struct lbrule *r, uint64_t v) { r->drop = (uint32_t)v; }
-static void set_delay(struct lbrule *r, uint64_t v) { r->delay_us = (uint32_t)v; }
-static void set_reorder(struct lbrule *r, uint64_t v) { r->reorder = (uint32_t)v; }
-static void set_dup(struct lbrule *r, uint64_t v) { r->dup = (uint32_t)v; }
-static void set_sendc(struct lbrule *r, uint64_t v) { r->sendc_delay_us = (uint32_t)v; }
-
-int r2_lb_drop(struct r2_tp *tp, uint64_t peer, uint32_t n)
-{
-	return with_rule(tp, peer, set_drop, n);
-}
-
-struct drop_ctrl {
-	uint32_t type;
-	r2_lb_match_fn match;
-	void *arg;
-};
-
-/* v: a struct drop_ctrl's address */
-static void set_drop_ctrl(struct lbrule *r, uint64_t v)
-{
-	const struct drop_ctrl *x = (const struct drop_ctrl *)(uintptr_t)v;
-
-	r->drop_ctrl_type = x->type;
-	r->drop_match = x->match;
-	r->drop_arg = x->arg;
-}
-
-int r2_lb_drop_ctrl(struct r2_tp *tp, uint64_t peer, uint32_t type, r2_lb_match_fn match,
-		    void *arg)
-{
-	struct drop_ctrl x = { type, match, arg };
-
-	return with_rule(tp, peer, set_drop_ctrl, (uint64_t)(uintptr_t)&x);
-}
-
-int r2_lb_delay(struct r2_tp *tp, uint64_t peer, uint32_t delay_us)
-{
-	return with_rule(tp, peer, set_delay, delay_us);
-}
-
-int r2_lb_delay_sendc(struct r2_tp *tp, uint64_t peer, uint32_t delay_us)
-{
-	return with_rule(tp, peer, set_sendc, delay_us);
-}
-
-int r2_lb_reorder(struct r2_tp *tp, uint64_t peer, uint32_t n)
-{
-	return with_rule(tp, peer, set_reorder, n);
-}
-
-int r2_lb_duplicate(struct r2_tp *tp, uint64_t peer, uint32_t n)
-{
-	return with_rule(tp, peer, set_dup, n);
-}
-
-int r2_lb_hold(struct r2_tp *tp, uint64_t peer, bool hold)
-{
-	struct lbrule *r;
-	int ret = 0;
-
-	pthread_mutex_lock(&g.lock);
-	if (!is_lb(tp)) {
-		ret = -EINVAL;
-	} else if (!(r = rule_get(tp, peer))) {
-		ret = -ENOSPC;
-	} else {
-		r->hold = hold;
-		for (struct r2_tp_peer *q = tp->b.peers.all; q && !hold; q = q->anext)
-			if (peer == R2_LB_ANY_PEER || q->id == peer)
-				if (!rule_of(tp, q->id)->hold)
-					flush_held((struct lbpeer *)q);
-	}
-	pthread_mutex_unlock(&g.lock);
-	return ret;
-}
-
-int r2_lb_fail(struct r2_tp *tp, uint64_t peer, int status)
-{
-	struct lbpeer *p;
-	int ret = 0;
-
-	pthread_mutex_lock(&g.lock);
-	p = is_lb(tp) ? peer_find(tp, peer) : NULL;
-	if (!is_lb(tp))
-		ret = -EINVAL;
-	else if (!p || p->h.failed)
-		ret = -ENOTCONN;
-	else
-		conn_fail(p, status, true, status, false);
-	pthread_mutex_unlock(&g.lock);
-	return ret;
-}
-
-int r2_lb_link(struct r2_tp *tp, bool up)
-{
-	int ret = 0;
-
-	pthread_mutex_lock(&g.lock);
-	if (!is_lb(tp)) {
-		ret = -EINVAL;
-	} else {
-		tp->link_down = !up;
-		if (!up)
-			fail_all(tp, -ENETDOWN, true, -ENETDOWN, false);
-	}
-	pthread_mutex_unlock(&g.lock);
-	return ret;
-}
-
-int r2_lb_refuse(struct r2_tp *tp, int status)
-{
-	int ret = 0;
-
-	pthread_mutex_lock(&g.lock);
-	if (is_lb(tp))
-		tp->refuse = status;
-	else
-		ret = -EINVAL;
-	pthread_mutex_unlock(&g.lock);
-	return ret;
-}
-
-unsigned r2_lb_misuse(void)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&g.lock);
-	n = g.misuse;
-	pthread_mutex_unlock(&g.lock);
-	return n;
-}
-
-int r2_lb_in_flight(void)
-{
-	int n;
-
-	pthread_mutex_lock(&g.lock);
-	n = g.nflight;
-	pthread_mutex_unlock(&g.lock);
-	return n;
-}
