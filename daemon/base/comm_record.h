@@ -94,6 +94,7 @@ struct r2_comm {
 	void *p2p_ops;         /* transfers across hosts in flight (exec_rail.c) */
 	struct r2_rmsg *p2p_stash; /* transfer chunks that came before their op */
 	struct r2_rmsg *deferred;  /* chunks of later collectives */
+	void *acks_owed;           /* ACKs owed for eager messages (exec_rail_ack.c) */
 	/* mailbox: rail messages for the executor */
 	pthread_mutex_t mbox_lock;
 	pthread_cond_t mbox_cond;
@@ -101,6 +102,11 @@ struct r2_comm {
 	/* bumped with every message put in and every operation queued: what a
 	 * busy-polling executor watches (rl_mbox_spin), without the locks */
 	atomic_uint mbox_gen;
+	/* the executor waits only for acknowledgements of lingering messages
+	 * (r2_p2p_pump, quiet): an ACK or a data chunk put in does not wake
+	 * it; they wait for its next look (the next operation, at most
+	 * R2_LINGER_LOOK_MS); mbox_lock */
+	bool mbox_quiet;
 	int apply_inflight; /* chunks on the apply queue (exec_rail.c); mbox_lock */
 	enum r2_comm_state state;
 	int broken_err;

@@ -309,6 +309,10 @@ struct r2d {
 	uint32_t nop_stats;
 	atomic_uint_fast64_t chunks_dup_dropped; /* delivered twice, applied once */
 	atomic_uint_fast64_t eager_ops_total;    /* small AllReduces in one exchange */
+	/* eager messages of this host's taken as acknowledged by the peer's
+	 * next collective's chunk; ACKs this host wrote for eager messages
+	 * after waiting (engine/exec_rail_ack.c) */
+	atomic_uint_fast64_t acks_implied_total, acks_owed_sent_total;
 
 	/* net (net/): rails, health, and what net reports to the engine */
 	struct r2_rails *rails;

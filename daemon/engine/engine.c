@@ -497,10 +497,19 @@ void *r2d_comm_executor(void *arg)
 		struct r2_exec *x;
 
 		while (!c->stop && (!c->exec_head || c->executing)) {
+			/* ACKs owed for eager messages that no collective of
+			 * this host paid in time (exec_rail_ack.c) */
+			uint64_t due = c->nhosts > 1 ? r2_acks_due(c) : 0, now = 0;
+			if (due && (now = r2_now_us()) >= due) {
+				pthread_mutex_unlock(&d->lock);
+				r2_acks_flush(c);
+				pthread_mutex_lock(&d->lock);
+				continue;
+			}
 			if (r2_p2p_pending(c)) {
 				/* transfers across hosts in flight: pump the mailbox */
 				pthread_mutex_unlock(&d->lock);
-				r2_p2p_pump(c, 20);
+				r2_p2p_pump(c, due ? (int)R2_DIV_UP(due - now, 1000) : 20);
 				pthread_mutex_lock(&d->lock);
 				continue;
 			}
@@ -512,6 +521,19 @@ void *r2d_comm_executor(void *arg)
 				pthread_mutex_unlock(&d->lock);
 				r2_exec_spin(c, gen);
 				pthread_mutex_lock(&d->lock);
+				continue;
+			}
+			if (due) {
+				struct timespec ts;
+				uint64_t ns = (due - now) * 1000;
+				clock_gettime(CLOCK_REALTIME, &ts); /* c->cond's clock */
+				ts.tv_sec += (time_t)(ns / 1000000000u);
+				ts.tv_nsec += (long)(ns % 1000000000u);
+				if (ts.tv_nsec >= 1000000000L) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000L;
+				}
+				pthread_cond_timedwait(&c->cond, &d->lock, &ts);
 				continue;
 			}
 			pthread_cond_wait(&c->cond, &d->lock);

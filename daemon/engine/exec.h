@@ -68,6 +68,11 @@ void r2_exec_spin(struct r2_comm *c, unsigned gen);
 bool r2_p2p_progress(struct r2_comm *c);
 void r2_p2p_fail_all(struct r2_comm *c, int status);
 
+/* ACKs this host owes for eager messages (exec_rail_ack.c): when they are
+ * due (us; 0: none owed), and writes them all. Executor thread. */
+uint64_t r2_acks_due(struct r2_comm *c);
+void r2_acks_flush(struct r2_comm *c);
+
 /* Runs x: 0, R2_EXEC_PENDING, or a negative error. */
 int r2_exec_run(struct r2_exec *x, struct r2_pool *pool);
 /* One host: every rank of x is local (exec_local.c). */

@@ -90,6 +90,10 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 
 	if (K > 256)
 		return -E2BIG;
+	/* the ACKs owed for eager messages go now, unless this collective's
+	 * eager messages pay them (exec_rail_ack.c) */
+	if (x->opcode != R2_OP_ALLREDUCE)
+		r2_acks_flush(c);
 	if (x->opcode == R2_OP_SEND || x->opcode == R2_OP_RECV)
 		return exec_p2p(x, blk);
 	/* the view to plan with: agreed by every daemon for this seq */
@@ -106,11 +110,13 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		 * written (lazy input: no up-front copy) */
 		if (K > 1)
 			r2_local_reduce(pool, W, in, K, count, dt, op);
-		if (!x->stage_wait && (np = rl_eager_pieces(c, blk, es, view)) > 0)
+		if (!x->stage_wait && (np = rl_eager_pieces(c, blk, es, view)) > 0) {
 			r = rl_eager_allreduce(x, W, K > 1 ? NULL : in[0], blk, dt, op, seq, np);
-		else
+		} else {
+			r2_acks_flush(c);
 			r = rail_phase(x, W, K > 1 ? NULL : in[0], blk, dt, op, R2_PLAN_ALLREDUCE,
 				       0, 0, seq, view);
+		}
 		if (r == 0 && op == R2CCL_AVG)
 			r2_reduce_finish_avg(W, count, dt, op, c->nranks);
 		for (int i = 1; r == 0 && i < K; i++)

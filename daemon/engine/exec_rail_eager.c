@@ -299,6 +299,10 @@ static int data_in(struct eager *e, struct r2_rmsg *m)
 		rl_rmsg_free(e->c->d, m);
 		return 0;
 	}
+	/* paid by my next collective's message (one through a bridge was
+	 * answered to the bridge at once: mbox.c) */
+	if ((h->flags & (R2_CHUNK_LAZY_ACK | R2_CHUNK_DETOUR)) == R2_CHUNK_LAZY_ACK)
+		rl_ack_owe(e->c, m);
 	e->got[i] = m;
 	e->ngot++;
 	e->t_in = R2_MAX(e->t_in, m->when_us);
@@ -478,14 +482,16 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 	}
 	rl_desc_fill(&e.mine, x);
 	/* messages of this operation that came while none ran (or during the
-	 * previous one) */
-	for (struct r2_rmsg **pp = (struct r2_rmsg **)&c->deferred; *pp;) {
+	 * previous one); one that shows the hosts called different
+	 * collectives fails it, after mine are posted: they show it to the
+	 * hosts that wait for them (they have no other way to learn it) */
+	int mismatch = 0;
+	for (struct r2_rmsg **pp = (struct r2_rmsg **)&c->deferred; *pp && !mismatch;) {
 		struct r2_rmsg *m = *pp;
 		if (m->cqe.hdr.opseq == opseq) {
 			*pp = m->next;
 			m->next = NULL;
-			if ((r = data_in(&e, m)) < 0)
-				goto out;
+			mismatch = data_in(&e, m);
 			continue;
 		}
 		pp = &m->next;
@@ -532,6 +538,9 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		s->hdr.dst = (uint32_t)h;
 		s->hdr.len = (uint32_t)len;
 		rl_desc_to_hdr(&e.mine, &s->hdr); /* flags, step, off */
+		/* its receiver's next message to me acknowledges it
+		 * (exec_rail_ack.c) */
+		s->hdr.flags |= R2_CHUNK_LAZY_ACK;
 		/* which piece: 0 of 0 from a daemon before the pieces */
 		s->hdr.chunk = np > 1 ? (uint32_t)np << 16 | (uint32_t)k : 0;
 		s->peer = c->hosts[h].id;
@@ -539,8 +548,14 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		e.nsend++;
 		if ((r = post(&e, s)) < 0)
 			goto out;
+		if (k == 0) /* what I owed h for earlier collectives is paid */
+			rl_acks_implied(c, (uint32_t)h, opseq);
 	}
 	t_posted = r2_now_us();
+	if (mismatch < 0) {
+		r = mismatch;
+		goto out;
+	}
 	r = run(&e, t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000);
 	for (int k = 0; r == 0 && k < np; k++) {
 		uint64_t off, len;

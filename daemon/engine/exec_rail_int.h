@@ -191,6 +191,8 @@ struct rail_dedup {
  * different paths for one collective (a count on either side of the eager
  * limit) or disagree within the eager path find the mismatch at once. */
 #define R2_CHUNK_EAGER 0x20
+/* (R2_CHUNK_LAZY_ACK 0x80, net/rails.h: an eager message posted the first
+ * time, whose receiver owes its ACK: exec_rail_ack.c) */
 
 /* What a host's ranks called, as its peers compare it: the fields a
  * collective's ranks must agree on (same_collective() in engine.c), those
@@ -285,6 +287,24 @@ struct railop {
 	struct rail_desc desc;
 };
 
+/* ---- exec_rail_ack.c: lazy acknowledgements of eager messages ---- */
+
+/* How long an ACK may stay owed when no collective to its sender follows. */
+#define R2_ACK_OWED_US 1000
+/* m (an eager message flagged R2_CHUNK_LAZY_ACK, taken) is owed an ACK. */
+void rl_ack_owe(struct r2_comm *c, const struct r2_rmsg *m);
+/* This host posted collective opseq's message to host: what it owed host
+ * for earlier collectives is paid. */
+void rl_acks_implied(struct r2_comm *c, uint32_t host, uint64_t opseq);
+void rl_acks_free(struct r2_comm *c); /* the executor's end */
+/* An ACK of the message with header hdr, which came from peer on rail (on
+ * another rail if that one fails). mbox.c */
+void rl_ack_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr);
+/* A data chunk of collective opseq came from host: every lingering message
+ * of this host's to it, of a collective before opseq and flagged
+ * R2_CHUNK_LAZY_ACK, was received (exec_rail_p2p.c). */
+void rl_p2p_implied(struct r2_comm *c, uint32_t host, uint64_t opseq);
+
 /* ---- exec_rail_mbox.c: the communicator mailbox (rails thread in,
  * executor out) ---- */
 
@@ -292,6 +312,10 @@ struct railop {
 void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied);
 /* The oldest message, waiting up to timeout_ms for one (NULL: none). */
 struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms);
+/* Quiet: an ACK or data chunk put in does not wake the executor (c->mbox_quiet). */
+void rl_mbox_quiet(struct r2_comm *c, bool on);
+/* How long a quiet executor waits before it looks at its mailbox anyway. */
+#define R2_LINGER_LOOK_MS 5
 /* exec_spin_us as this host takes it: -1 resolved by its CPUs (config.c) */
 uint64_t rl_exec_spin_us(struct r2d *d);
 /* Busy-polls up to spin_us (0: returns at once) until c->mbox_gen moves

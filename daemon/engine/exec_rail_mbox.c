@@ -15,6 +15,18 @@
 
 /* ---- delivery (rails thread) ---- */
 
+/* What an executor waiting only for its lingering messages' acknowledgements
+ * takes at its next look, without a wake-up: an ACK (not a bridge's NACK),
+ * and a data chunk (of a later operation: one in flight would have the
+ * executor awake, not quiet). Errors, connection events and send
+ * completions wake it. */
+static bool quiet_ok(const struct r2_rmsg *m)
+{
+	return m->cqe.type == R2_TPC_RECV &&
+	       ((m->cqe.hdr.kind == R2_MSG_ACK && !(m->cqe.hdr.flags & R2_CHUNK_NACK)) ||
+		m->cqe.hdr.kind == R2_MSG_DATA);
+}
+
 /* Appends m to c's mailbox; applied: m comes back from the apply queue
  * (one chunk fewer on it, counted under the same lock) */
 void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied)
@@ -29,7 +41,8 @@ void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied)
 	if (applied)
 		c->apply_inflight--;
 	atomic_fetch_add_explicit(&c->mbox_gen, 1, memory_order_release);
-	pthread_cond_signal(&c->mbox_cond);
+	if (!c->mbox_quiet || !quiet_ok(m))
+		pthread_cond_signal(&c->mbox_cond);
 	pthread_mutex_unlock(&c->mbox_lock);
 }
 
@@ -72,19 +85,21 @@ static bool comm_has_host(const struct r2_comm *c, uint64_t id)
 	return false;
 }
 
-/* A received chunk is acknowledged at once (the rails thread holds it), on
- * the rail it came by; if that one just went, on any other. */
-static void ack_chunk(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
+/* A received chunk is acknowledged on the rail it came by; if that one
+ * just went, on any other. */
+void rl_ack_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_hdr *hdr)
 {
-	struct r2_chunk_hdr ack = cqe->hdr;
+	struct r2_chunk_hdr ack = *hdr;
 	struct r2_rails *rs = d->rails;
 
 	ack.kind = R2_MSG_ACK;
 	ack.len = 0;
-	ack.aux = cqe->hdr.len; /* the sender's throughput monitor counts it */
-	if (r2d_rails_send(d, rail, cqe->peer, &ack, NULL, 0) < 0)
+	/* the sender's throughput monitor counts it (not a lazy one's: its
+	 * post was not counted, rails.c) */
+	ack.aux = hdr->flags & R2_CHUNK_LAZY_ACK ? 0 : hdr->len;
+	if (r2d_rails_send(d, rail, peer, &ack, NULL, 0) < 0)
 		for (int i = 0; rs && i < rs->n; i++)
-			if (i != rail && r2d_rails_send(d, i, cqe->peer, &ack, NULL, 0) == 0)
+			if (i != rail && r2d_rails_send(d, i, peer, &ack, NULL, 0) == 0)
 				break;
 }
 
@@ -172,8 +187,9 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	 * the cause was elsewhere, an inline chunk that did not wait for an
 	 * overlapping queued one (docs/resilience.md, Known problems), and is
 	 * fixed; the order after the mailbox has not been measured again.) */
-	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA)
-		ack_chunk(d, rail, cqe);
+	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA &&
+	    (cqe->hdr.flags & (R2_CHUNK_LAZY_ACK | R2_CHUNK_DETOUR)) != R2_CHUNK_LAZY_ACK)
+		rl_ack_send(d, rail, cqe->peer, &cqe->hdr); /* (lazy: exec_rail_ack.c) */
 	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
 	    cqe->hdr.kind != R2_MSG_ACK) {
 		r2d_rails_release(d, rail, cqe->buf);
@@ -299,6 +315,13 @@ struct r2_rmsg *rl_mbox_take_spin(struct r2_comm *c, int timeout_ms, uint64_t sp
 	return rl_mbox_take(c, timeout_ms);
 }
 
+void rl_mbox_quiet(struct r2_comm *c, bool on)
+{
+	pthread_mutex_lock(&c->mbox_lock);
+	c->mbox_quiet = on;
+	pthread_mutex_unlock(&c->mbox_lock);
+}
+
 struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms)
 {
 	struct r2_rmsg *m;
@@ -320,5 +343,10 @@ struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms)
 		m->next = NULL;
 	}
 	pthread_mutex_unlock(&c->mbox_lock);
+	/* a host's chunk of a later collective acknowledges my lingering
+	 * messages to it (exec_rail_ack.c) */
+	if (m && c->p2p_ops && m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
+	    !(m->cqe.hdr.opseq & P2P_BIT))
+		rl_p2p_implied(c, m->cqe.hdr.src, m->cqe.hdr.opseq);
 	return m;
 }

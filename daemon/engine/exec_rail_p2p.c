@@ -366,6 +366,33 @@ static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
 	rl_rmsg_free(c->d, m);
 }
 
+void rl_p2p_implied(struct r2_comm *c, uint32_t host, uint64_t opseq)
+{
+	for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
+		next = p->next;
+		if (p->peer_host != LINGER || p->seq >= opseq)
+			continue;
+		for (struct sendrec **pp = &p->sends; *pp;) {
+			struct sendrec *s = *pp;
+			if (s->acked || s->hdr.dst != host || s->via ||
+			    !(s->hdr.flags & R2_CHUNK_LAZY_ACK)) {
+				pp = &s->next;
+				continue;
+			}
+			s->acked = true; /* (not in the throughput monitor: rails.c) */
+			atomic_fetch_add(&c->d->acks_implied_total, 1);
+			if (s->sent || !s->posted) {
+				*pp = s->next;
+				rl_sendrec_free(s);
+				p->nsends--;
+			} else {
+				pp = &s->next; /* freed at its send completion (p2p_sent) */
+			}
+		}
+		p2p_check(c, p);
+	}
+}
+
 /* A transfer's data chunk: applied to its receive, or stashed until the
  * receive is posted, or dropped as an old duplicate. Takes m. */
 static void p2p_data(struct r2_comm *c, struct r2_rmsg *m)
@@ -580,10 +607,34 @@ int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n,
 	return 0;
 }
 
+/* Only collectives' lingering messages in flight: no operation waits. */
+static bool only_lingering(const struct r2_comm *c)
+{
+	for (const struct p2pop *p = c->p2p_ops; p; p = p->next)
+		if (p->x)
+			return false;
+	return true;
+}
+
 void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
 {
-	/* acknowledgements of a small operation come a round trip after it */
-	struct r2_rmsg *m = rl_mbox_take_spin(c, timeout_ms, rl_exec_spin_us(c->d));
+	/* Acknowledgements of a small operation come a round trip after it,
+	 * or with the peer's next collective (exec_rail_ack.c). When nothing
+	 * but lingering messages waits for them, their arrival does not wake
+	 * this thread (on a small host it takes the CPU the next operation's
+	 * threads need): they are taken at the next operation's start
+	 * (queue_exec wakes it) or after R2_LINGER_LOOK_MS; an error on a
+	 * connection wakes it at once. */
+	bool quiet = timeout_ms > 0 && only_lingering(c);
+	struct r2_rmsg *m;
+
+	if (quiet) {
+		rl_mbox_quiet(c, true);
+		timeout_ms = R2_MIN(timeout_ms, R2_LINGER_LOOK_MS);
+	}
+	m = rl_mbox_take_spin(c, timeout_ms, rl_exec_spin_us(c->d));
+	if (quiet)
+		rl_mbox_quiet(c, false);
 
 	for (int i = 0; m && i < 1024; i++) {
 		if (!rl_p2p_handle(c, m)) {
@@ -664,4 +715,5 @@ void r2_p2p_fail_all(struct r2_comm *c, int status)
 		c->deferred = m->next;
 		rl_rmsg_free(c->d, m);
 	}
+	rl_acks_free(c);
 }

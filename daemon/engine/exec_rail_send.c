@@ -180,6 +180,8 @@ int rl_post_via(struct r2_comm *c, struct rail_detours *det, struct sendrec *s, 
 
 	s->via = 0; /* direct when a rail is back */
 	s->hdr.flags &= (uint16_t)~R2_CHUNK_DETOUR;
+	if (s->posts) /* again: its receiver answers at once (exec_rail_ack.c) */
+		s->hdr.flags &= (uint16_t)~R2_CHUNK_LAZY_ACK;
 	r = rl_post_any(c->d, s);
 	if (r != -ENOTCONN)
 		return r;

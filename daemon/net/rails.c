@@ -104,7 +104,7 @@ int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk
 		   const void *buf, uint64_t ctx)
 {
 	struct r2_rails *rs = d->rails;
-	bool data = hdr->kind == R2_MSG_DATA && hdr->len;
+	bool data = hdr->kind == R2_MSG_DATA && hdr->len && !(hdr->flags & R2_CHUNK_LAZY_ACK);
 	int r;
 
 	if (!rs || rail < 0 || rail >= rs->n)

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lazy acknowledgements of eager messages (docs/architecture.md, Small
+ * AllReduce across hosts).
+ *
+ * An eager message goes out flagged R2_CHUNK_LAZY_ACK the first time. Its
+ * receiver does not write an ACK for it at once: it owes one (rl_ack_owe).
+ * Its next eager message to that host, of a later collective, pays it: a
+ * host posts a collective's messages only after it finished the one before,
+ * and it finished that one only with every message of it in hand. So the
+ * sender, taking from its mailbox a data chunk of collective M from host h,
+ * takes every lingering message of its own to h of a collective before M
+ * as acknowledged (rl_p2p_implied). What a host owes and cannot pay that
+ * way goes as ACKs: before a collective on another path, and when none
+ * followed within R2_ACK_OWED_US (the executor's loop, r2_acks_due).
+ *
+ * A message posted again (its connection failed) loses the flag: its
+ * receiver, which may have had it already and dropped the copy, answers it
+ * at once. So does a bridge's receiver (R2_CHUNK_DETOUR): the bridge holds
+ * its copy until then.
+ *
+ * What it saves, per small AllReduce on 2 hosts: each daemon's ACK write
+ * and the peer's read of it (a wake-up of its TCP thread), on the 2-core
+ * machine some 8 of 21 system calls per operation and host
+ * (tools/bench/small-cost.sh; docs/benchmarks.md).
+ *
+ * Executor thread only (the mailbox's reader).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "util.h"
+
+#include "engine/exec_rail_int.h"
+
+struct owed {
+	struct r2_chunk_hdr hdr; /* the message's header */
+	uint64_t peer;           /* the daemon it came from */
+	int rail;                /* the rail it came by */
+};
+
+struct owed_list {
+	struct owed *v;
+	int n, cap;
+	uint64_t since; /* us: the oldest entry's arrival */
+};
+
+static struct owed_list *owed_of(struct r2_comm *c, bool make)
+{
+	if (!c->acks_owed && make)
+		c->acks_owed = calloc(1, sizeof(struct owed_list));
+	return c->acks_owed;
+}
+
+void rl_ack_owe(struct r2_comm *c, const struct r2_rmsg *m)
+{
+	struct owed_list *o = owed_of(c, true);
+
+	if (o && o->n == o->cap) {
+		int cap = o->cap ? o->cap * 2 : 8;
+		struct owed *v = realloc(o->v, (size_t)cap * sizeof(*v));
+		if (v) {
+			o->v = v;
+			o->cap = cap;
+		}
+	}
+	if (!o || o->n == o->cap) {
+		/* no memory to remember it: answered now */
+		rl_ack_send(c->d, m->rail, m->cqe.peer, &m->cqe.hdr);
+		return;
+	}
+	if (o->n == 0)
+		o->since = m->when_us;
+	o->v[o->n++] = (struct owed){ .hdr = m->cqe.hdr, .peer = m->cqe.peer, .rail = m->rail };
+}
+
+void rl_acks_implied(struct r2_comm *c, uint32_t host, uint64_t opseq)
+{
+	struct owed_list *o = owed_of(c, false);
+	int k = 0;
+
+	if (!o)
+		return;
+	for (int i = 0; i < o->n; i++)
+		if (o->v[i].hdr.src != host || o->v[i].hdr.opseq >= opseq)
+			o->v[k++] = o->v[i];
+	o->n = k;
+}
+
+void r2_acks_flush(struct r2_comm *c)
+{
+	struct owed_list *o = owed_of(c, false);
+
+	for (int i = 0; o && i < o->n; i++)
+		rl_ack_send(c->d, o->v[i].rail, o->v[i].peer, &o->v[i].hdr);
+	if (o && o->n) {
+		atomic_fetch_add(&c->d->acks_owed_sent_total, (uint64_t)o->n);
+		o->n = 0;
+	}
+}
+
+uint64_t r2_acks_due(struct r2_comm *c)
+{
+	struct owed_list *o = owed_of(c, false);
+
+	return o && o->n ? o->since + R2_ACK_OWED_US : 0;
+}
+
+void rl_acks_free(struct r2_comm *c)
+{
+	struct owed_list *o = owed_of(c, false);
+
+	if (!o)
+		return;
+	free(o->v);
+	free(o);
+	c->acks_owed = NULL;
+}
