@@ -10,14 +10,19 @@
  * and it finished that one only with every message of it in hand. So the
  * sender, taking from its mailbox a data chunk of collective M from host h,
  * takes every lingering message of its own to h of a collective before M
- * as acknowledged (rl_p2p_implied). What a host owes and cannot pay that
- * way goes as ACKs: before a collective on another path, and when none
- * followed within R2_ACK_OWED_US (the executor's loop, r2_acks_due).
+ * as acknowledged (rl_p2p_implied), and remembers M for h: a host ahead
+ * sends its chunk of M while this one is still in M - 1, before the
+ * message it answers starts to linger (rl_acks_seen_apply then). What a
+ * host owes and cannot pay that way goes as ACKs: before a collective on
+ * another path, when none followed within R2_ACK_OWED_US (the executor's
+ * loop, r2_acks_due), and when the communicator's executor stops.
  *
  * A message posted again (its connection failed) loses the flag: its
  * receiver, which may have had it already and dropped the copy, answers it
- * at once. So does a bridge's receiver (R2_CHUNK_DETOUR): the bridge holds
- * its copy until then.
+ * at once. So does one that goes through a bridge, from then on (its
+ * receiver answers the bridge at once, R2_CHUNK_DETOUR, and may have the
+ * bridged copy when it comes direct). The flag keeps a message out of the
+ * throughput monitor only (net/rails.c); the tenants' windows count it.
  *
  * What it saves, per small AllReduce on 2 hosts: each daemon's ACK write
  * and the peer's read of it (a wake-up of its TCP thread), on the 2-core
@@ -43,6 +48,11 @@ struct owed_list {
 	struct owed *v;
 	int n, cap;
 	uint64_t since; /* us: the oldest entry's arrival */
+	/* [host]: the latest collective of a data chunk taken from it (its
+	 * chunk may come before this host's own messages of the collective
+	 * before linger: a host ahead; rl_acks_seen_apply) */
+	uint64_t *seen;
+	int nseen;
 };
 
 static struct owed_list *owed_of(struct r2_comm *c, bool make)
@@ -72,6 +82,29 @@ void rl_ack_owe(struct r2_comm *c, const struct r2_rmsg *m)
 	if (o->n == 0)
 		o->since = m->when_us;
 	o->v[o->n++] = (struct owed){ .hdr = m->cqe.hdr, .peer = m->cqe.peer, .rail = m->rail };
+}
+
+void rl_ack_seen(struct r2_comm *c, uint32_t host, uint64_t opseq)
+{
+	struct owed_list *o;
+
+	if (host >= (uint32_t)c->nhosts || !(o = owed_of(c, true)))
+		return;
+	if (!o->seen && (o->seen = calloc((size_t)c->nhosts, sizeof(*o->seen))))
+		o->nseen = c->nhosts;
+	if (host < (uint32_t)o->nseen && opseq > o->seen[host])
+		o->seen[host] = opseq;
+	if (c->p2p_ops)
+		rl_p2p_implied(c, host, opseq);
+}
+
+void rl_acks_seen_apply(struct r2_comm *c)
+{
+	struct owed_list *o = owed_of(c, false);
+
+	for (int h = 0; o && o->seen && h < o->nseen && c->p2p_ops; h++)
+		if (o->seen[h])
+			rl_p2p_implied(c, (uint32_t)h, o->seen[h]);
 }
 
 void rl_acks_implied(struct r2_comm *c, uint32_t host, uint64_t opseq)
@@ -113,6 +146,7 @@ void rl_acks_free(struct r2_comm *c)
 	if (!o)
 		return;
 	free(o->v);
+	free(o->seen);
 	free(o);
 	c->acks_owed = NULL;
 }

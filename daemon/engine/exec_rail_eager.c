@@ -455,6 +455,8 @@ static void linger(struct eager *e)
 	for (int i = 0; i < e->c->nhosts * e->np; i++)
 		if (e->send[i] && !e->send[i]->acked)
 			e->send[i] = NULL; /* the linger's now */
+	/* a host ahead whose next collective's chunk came meanwhile has them */
+	rl_acks_seen_apply(e->c);
 }
 
 int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
@@ -548,7 +550,7 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		e.nsend++;
 		if ((r = post(&e, s)) < 0)
 			goto out;
-		if (k == 0) /* what I owed h for earlier collectives is paid */
+		if (k == 0 && s->posted) /* what I owed h for earlier collectives is paid */
 			rl_acks_implied(c, (uint32_t)h, opseq);
 	}
 	t_posted = r2_now_us();

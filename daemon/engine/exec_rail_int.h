@@ -293,6 +293,12 @@ struct railop {
 #define R2_ACK_OWED_US 1000
 /* m (an eager message flagged R2_CHUNK_LAZY_ACK, taken) is owed an ACK. */
 void rl_ack_owe(struct r2_comm *c, const struct r2_rmsg *m);
+/* A data chunk of collective opseq came from host (taken from the
+ * mailbox): this host's lingering messages to it of earlier collectives
+ * were received (rl_p2p_implied), now and when they start to linger
+ * (rl_acks_seen_apply, after rl_p2p_linger). */
+void rl_ack_seen(struct r2_comm *c, uint32_t host, uint64_t opseq);
+void rl_acks_seen_apply(struct r2_comm *c);
 /* This host posted collective opseq's message to host: what it owed host
  * for earlier collectives is paid. */
 void rl_acks_implied(struct r2_comm *c, uint32_t host, uint64_t opseq);

@@ -345,8 +345,8 @@ struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms)
 	pthread_mutex_unlock(&c->mbox_lock);
 	/* a host's chunk of a later collective acknowledges my lingering
 	 * messages to it (exec_rail_ack.c) */
-	if (m && c->p2p_ops && m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
+	if (m && m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
 	    !(m->cqe.hdr.opseq & P2P_BIT))
-		rl_p2p_implied(c, m->cqe.hdr.src, m->cqe.hdr.opseq);
+		rl_ack_seen(c, m->cqe.hdr.src, m->cqe.hdr.opseq);
 	return m;
 }

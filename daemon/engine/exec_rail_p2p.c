@@ -715,5 +715,6 @@ void r2_p2p_fail_all(struct r2_comm *c, int status)
 		c->deferred = m->next;
 		rl_rmsg_free(c->d, m);
 	}
+	r2_acks_flush(c); /* the peers' lingering messages wait for them */
 	rl_acks_free(c);
 }

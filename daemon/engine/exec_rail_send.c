@@ -185,6 +185,9 @@ int rl_post_via(struct r2_comm *c, struct rail_detours *det, struct sendrec *s, 
 	r = rl_post_any(c->d, s);
 	if (r != -ENOTCONN)
 		return r;
+	/* through a bridge: answered at once, there and if it goes direct
+	 * later (its receiver may have the bridged copy) */
+	s->hdr.flags &= (uint16_t)~R2_CHUNK_LAZY_ACK;
 	return rl_detour_send(c, det, s, opseq);
 }
 

@@ -104,16 +104,19 @@ int r2d_rails_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk
 		   const void *buf, uint64_t ctx)
 {
 	struct r2_rails *rs = d->rails;
-	bool data = hdr->kind == R2_MSG_DATA && hdr->len && !(hdr->flags & R2_CHUNK_LAZY_ACK);
+	bool data = hdr->kind == R2_MSG_DATA && hdr->len;
+	/* (not a lazily acknowledged one: its answer comes with the
+	 * receiver's next collective, R2_CHUNK_LAZY_ACK) */
+	bool mon = data && !(hdr->flags & R2_CHUNK_LAZY_ACK);
 	int r;
 
 	if (!rs || rail < 0 || rail >= rs->n)
 		return -EINVAL;
 	/* throughput monitor: counted before the post (its ACK may come first) */
-	if (data)
+	if (mon)
 		r2d_health_data_posted(d, rail, peer, hdr->len);
 	r = rs->rail[rail].ops->post_send(rs->rail[rail].tp, peer, hdr, buf, ctx);
-	if (r < 0 && data)
+	if (r < 0 && mon)
 		r2d_health_data_posted(d, rail, peer, -(int64_t)hdr->len);
 	if (r >= 0 && data) {
 		struct r2_peer *p = r2d_rails_peer_find(d, peer);

@@ -19,8 +19,9 @@
 #define R2_MAX_RAILS 8
 /* hdr.flags: an eager message whose receiver owes its ACK, paid by its own
  * next collective's message (engine/exec_rail_ack.c). The throughput
- * monitor and the send-stall detector leave it out: its answer comes when
- * the receiver's next collective does, not when the path carried it. */
+ * monitor and the send-stall detector leave it out (r2d_rails_send): its
+ * answer comes when the receiver's next collective does, not when the path
+ * carried it. */
 #define R2_CHUNK_LAZY_ACK 0x80
 #define R2_MAX_PEERS 1024
 #define R2_RAIL_USE_SLOTS 32

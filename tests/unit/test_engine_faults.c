@@ -285,6 +285,67 @@ START_TEST(test_link_down_mid_eager)
 }
 END_TEST
 
+struct implied_arg {
+	struct th_host *h;
+	uint64_t before;
+};
+
+static bool implied_moved(void *arg)
+{
+	struct implied_arg *a = arg;
+
+	return atomic_load(&a->h->d.acks_implied_total) > a->before;
+}
+
+/* Lazy ACKs of eager messages (exec_rail_ack.c) with a host ahead: 3
+ * hosts, host 2's messages to host 0 come 50 ms late. Host 1 ends
+ * collective 2 and posts collective 3's message, which pays what it owed
+ * host 0 for 2; host 0, still in 2, takes that message (kept for 3) before
+ * its own message of 2 to host 1 starts to linger. The message it took
+ * still answers it (acks_implied_total moves), not host 1's message of 4,
+ * which would come only with the next collective; the results are exact. */
+START_TEST(test_eager_ack_from_host_ahead)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a, b;
+	uint64_t before;
+
+	ar_cluster(hs, ss, &a, 3, NULL, 100);
+	ar_setup(&b, ss, 3, 100);
+	ar_run(&a);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_delay(th_tp(hs[2], r), ID(0), 50000), 0);
+	/* collective 3's inputs for every rank */
+	b.round = 1;
+	for (int r = 0; r < 3; r++) {
+		for (uint64_t i = 0; i < b.count; i++)
+			b.in[r][i] = val(r, i, b.round);
+		memset(b.out[r], 0, b.count * 4);
+	}
+	/* collective 1's messages answered by now (owed ACKs go after 1 ms
+	 * with no collective), so the count moves below only for 2's */
+	th_pump(50);
+	before = atomic_load(&hs[0]->d.acks_implied_total);
+	ar_start(&a, 3);
+	/* and on host 1, queued behind 2: it posts 3's message as soon as 2
+	 * ends (an ACK owed that long would go by itself: R2_ACK_OWED_US) */
+	b.tag[1] = th_submit(ss[1], R2_OP_ALLREDUCE, b.count, R2CCL_INT32, R2CCL_SUM, 0, b.im[1],
+			     b.om[1]);
+	ar_check(&a); /* host 0 ends 2 once host 2's message comes */
+	ck_assert_msg(th_until(implied_moved, &(struct implied_arg){ hs[0], before }, 2000),
+		      "host 0's message of collective 2 to host 1 was not answered by host "
+		      "1's message of collective 3");
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_delay(th_tp(hs[2], r), ID(0), 0), 0);
+	for (int r = 0; r < 3; r += 2)
+		b.tag[r] = th_submit(ss[r], R2_OP_ALLREDUCE, b.count, R2CCL_INT32, R2CCL_SUM, 0,
+				     b.im[r], b.om[r]);
+	ar_check(&b);
+	th_free_all(hs, 3);
+}
+END_TEST
+
 /* The eager path above 64 KiB on 4 hosts (eager_hosts, the cost model
  * told the NICs are fast): 80 KB in 2 pieces to each of 3 hosts. Host 0's
  * rail 0 to host 1 held, then its link down mid-operation: the held piece
@@ -1317,6 +1378,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_link_down_mid_allreduce);
 	TH_ADD(s, test_link_down_mid_eager);
 	TH_ADD(s, test_link_down_mid_eager_4_hosts);
+	TH_ADD(s, test_eager_ack_from_host_ahead);
 	TH_ADD(s, test_ack_linger);
 	TH_ADD(s, test_send_completes_before_ack);
 	TH_ADD(s, test_duplicated_chunks);
