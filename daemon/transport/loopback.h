@@ -59,6 +59,9 @@ int r2_lb_duplicate(struct r2_tp *tp, uint64_t peer, uint32_t n);
  * releasing the hold sends them, in order. A connection that fails while
  * they are queued completes them with SEND status < 0. */
 int r2_lb_hold(struct r2_tp *tp, uint64_t peer, bool hold);
+/* Bytes of the messages to peer that a hold keeps queued now; -ENOTCONN
+ * with no connection to peer. */
+int64_t r2_lb_held(struct r2_tp *tp, uint64_t peer);
 /* The connection between tp and peer fails now: R2_TPC_ERROR (status) on
  * both ends, queued sends complete with status, messages in flight are
  * lost. -ENOTCONN when there is none. */

@@ -105,6 +105,18 @@ int r2_lb_hold(struct r2_tp *tp, uint64_t peer, bool hold)
 	return ret;
 }
 
+int64_t r2_lb_held(struct r2_tp *tp, uint64_t peer)
+{
+	struct lbpeer *p;
+	int64_t n;
+
+	pthread_mutex_lock(&lb_g.lock);
+	p = lb_is(tp) ? lb_peer_find(tp, peer) : NULL;
+	n = !lb_is(tp) ? -EINVAL : !p ? -ENOTCONN : (int64_t)p->queued;
+	pthread_mutex_unlock(&lb_g.lock);
+	return n;
+}
+
 int r2_lb_fail(struct r2_tp *tp, uint64_t peer, int status)
 {
 	struct lbpeer *p;
