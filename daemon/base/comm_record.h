@@ -105,7 +105,7 @@ struct r2_comm {
 	/* the executor waits only for acknowledgements of lingering messages
 	 * (r2_p2p_pump, quiet): an ACK or a data chunk put in does not wake
 	 * it; they wait for its next look (the next operation, at most
-	 * R2_LINGER_LOOK_MS); mbox_lock */
+	 * rl_linger_look_ms); mbox_lock */
 	bool mbox_quiet;
 	int apply_inflight; /* chunks on the apply queue (exec_rail.c); mbox_lock */
 	enum r2_comm_state state;

@@ -165,7 +165,7 @@ void r2d_comm_break(struct r2_comm *c, int err, const char *why)
 		c->broken_err = err;
 	if (!c->abort_err)
 		c->abort_err = err;
-	pthread_cond_signal(&c->mbox_cond); /* an executor waiting on peers */
+	r2d_comm_mbox_wake(c); /* an executor waiting on peers */
 }
 
 static void comm_unlink(struct r2d *d, struct r2_comm *c)
@@ -240,6 +240,7 @@ void r2d_comm_put(struct r2_comm *c)
 	if (c->thread_started) {
 		c->stop = true;
 		pthread_cond_signal(&c->cond);
+		r2d_comm_mbox_wake(c); /* (one pumping its mailbox) */
 		pthread_mutex_unlock(&d->lock);
 		pthread_join(c->thread, NULL);
 		pthread_mutex_lock(&d->lock);
@@ -275,7 +276,7 @@ void r2d_comm_member_left(struct r2_comm *c, int rank, enum r2_leave how, uint64
 	if (after < c->gone_after)
 		c->gone_after = after;
 	r2d_engine_fail_left(c, rank);
-	pthread_cond_signal(&c->mbox_cond); /* an executor waiting in a collective */
+	r2d_comm_mbox_wake(c); /* an executor waiting in a collective */
 }
 
 bool r2d_comm_left_sent_known(const struct r2_comm *c, int from)

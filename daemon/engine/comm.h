@@ -110,6 +110,10 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev);
 
 /* exec_rail.c */
 void r2d_comm_mbox_flush(struct r2_comm *c);
+/* Wakes c's executor where it waits on its mailbox: its generation moves
+ * and the mailbox's condition is signalled, under its lock (a waiter that
+ * looked before that does not sleep: rl_mbox_take_since). */
+void r2d_comm_mbox_wake(struct r2_comm *c);
 void r2d_comm_adopt_orphans(struct r2_comm *c); /* under d->lock */
 void r2d_orphans_free(struct r2d *d);
 /* Drops the orphans that came before older_than_us (under d->lock). */

@@ -224,10 +224,7 @@ static void queue_exec(struct r2_comm *c, struct r2_exec *x)
 	pthread_cond_signal(&c->cond);
 	/* an executor pumping its mailbox (transfers or acknowledgements in
 	 * flight, r2_p2p_pending) looks up at once instead of at its timeout */
-	pthread_mutex_lock(&c->mbox_lock);
-	atomic_fetch_add_explicit(&c->mbox_gen, 1, memory_order_release); /* rl_mbox_spin */
-	pthread_cond_signal(&c->mbox_cond);
-	pthread_mutex_unlock(&c->mbox_lock);
+	r2d_comm_mbox_wake(c);
 }
 
 /* Inline executions found while matching; run after the lock is dropped. */
@@ -507,9 +504,12 @@ void *r2d_comm_executor(void *arg)
 				continue;
 			}
 			if (r2_p2p_pending(c)) {
-				/* transfers across hosts in flight: pump the mailbox */
+				/* transfers across hosts in flight: pump the mailbox
+				 * (until an operation is queued: gen, seen under
+				 * d->lock, which queue_exec holds) */
+				unsigned gen = atomic_load(&c->mbox_gen);
 				pthread_mutex_unlock(&d->lock);
-				r2_p2p_pump(c, due ? (int)R2_DIV_UP(due - now, 1000) : 20);
+				r2_p2p_pump(c, due ? (int)R2_DIV_UP(due - now, 1000) : 20, gen);
 				pthread_mutex_lock(&d->lock);
 				continue;
 			}

@@ -57,8 +57,10 @@ bool r2_p2p_pending(struct r2_comm *c);
  * blocked behind a collective whose peer waits for that send's data (its
  * stream orders the receive first) would otherwise wait to the timeout. */
 void r2_p2p_advance(struct r2_comm *c);
-/* Handles mailbox messages for up to timeout_ms; completes transfers. */
-void r2_p2p_pump(struct r2_comm *c, int timeout_ms);
+/* Handles mailbox messages for up to timeout_ms; completes transfers. gen:
+ * c->mbox_gen as the executor saw it, under d->lock, when it found no
+ * operation queued (an operation queued since ends the wait). */
+void r2_p2p_pump(struct r2_comm *c, int timeout_ms, unsigned gen);
 /* The executor between operations: busy-polls up to exec_spin_us until
  * c->mbox_gen moves from gen (exec_rail_mbox.c). */
 void r2_exec_spin(struct r2_comm *c, unsigned gen);

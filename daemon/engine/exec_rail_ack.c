@@ -14,7 +14,7 @@
  * sends its chunk of M while this one is still in M - 1, before the
  * message it answers starts to linger (rl_acks_seen_apply then). What a
  * host owes and cannot pay that way goes as ACKs: before a collective on
- * another path, when none followed within R2_ACK_OWED_US (the executor's
+ * another path, when none followed within rl_ack_owed_us (the executor's
  * loop, r2_acks_due), and when the communicator's executor stops.
  *
  * A message posted again (its connection failed) loses the flag: its
@@ -37,6 +37,8 @@
 #include "util.h"
 
 #include "engine/exec_rail_int.h"
+
+uint64_t rl_ack_owed_us = 1000;
 
 struct owed {
 	struct r2_chunk_hdr hdr; /* the message's header */
@@ -136,7 +138,7 @@ uint64_t r2_acks_due(struct r2_comm *c)
 {
 	struct owed_list *o = owed_of(c, false);
 
-	return o && o->n ? o->since + R2_ACK_OWED_US : 0;
+	return o && o->n ? o->since + rl_ack_owed_us : 0;
 }
 
 void rl_acks_free(struct r2_comm *c)

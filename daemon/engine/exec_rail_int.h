@@ -289,8 +289,9 @@ struct railop {
 
 /* ---- exec_rail_ack.c: lazy acknowledgements of eager messages ---- */
 
-/* How long an ACK may stay owed when no collective to its sender follows. */
-#define R2_ACK_OWED_US 1000
+/* How long an ACK may stay owed when no collective to its sender follows
+ * (1000; a unit test makes it long, as rl_linger_look_ms). */
+extern uint64_t rl_ack_owed_us;
 /* m (an eager message flagged R2_CHUNK_LAZY_ACK, taken) is owed an ACK. */
 void rl_ack_owe(struct r2_comm *c, const struct r2_rmsg *m);
 /* A data chunk of collective opseq came from host (taken from the
@@ -320,8 +321,9 @@ void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied);
 struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms);
 /* Quiet: an ACK or data chunk put in does not wake the executor (c->mbox_quiet). */
 void rl_mbox_quiet(struct r2_comm *c, bool on);
-/* How long a quiet executor waits before it looks at its mailbox anyway. */
-#define R2_LINGER_LOOK_MS 5
+/* How long a quiet executor waits before it looks at its mailbox anyway (5;
+ * a unit test makes it long, so that a wake-up lost would be a hang) */
+extern int rl_linger_look_ms;
 /* exec_spin_us as this host takes it: -1 resolved by its CPUs (config.c) */
 uint64_t rl_exec_spin_us(struct r2d *d);
 /* Busy-polls up to spin_us (0: returns at once) until c->mbox_gen moves
@@ -329,6 +331,11 @@ uint64_t rl_exec_spin_us(struct r2d *d);
 void rl_mbox_spin(struct r2_comm *c, unsigned gen, uint64_t spin_us);
 /* rl_mbox_take, busy-polling up to spin_us first where it would sleep. */
 struct r2_rmsg *rl_mbox_take_spin(struct r2_comm *c, int timeout_ms, uint64_t spin_us);
+/* rl_mbox_take_spin from gen, the mailbox generation its caller saw when it
+ * found nothing else to do: a message or an operation queued since ends the
+ * wait at once */
+struct r2_rmsg *rl_mbox_take_since(struct r2_comm *c, int timeout_ms, uint64_t spin_us,
+				   unsigned gen);
 /* Puts messages back at the head of the mailbox, in their order. */
 void rl_mbox_unget(struct r2_comm *c, struct r2_rmsg *head, struct r2_rmsg *tail);
 /* Frees m and gives a received chunk's buffer back to its rail. */

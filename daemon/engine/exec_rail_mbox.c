@@ -58,6 +58,14 @@ void rl_rmsg_free(struct r2d *d, struct r2_rmsg *m)
 	free(m);
 }
 
+void r2d_comm_mbox_wake(struct r2_comm *c)
+{
+	pthread_mutex_lock(&c->mbox_lock);
+	atomic_fetch_add_explicit(&c->mbox_gen, 1, memory_order_release); /* rl_mbox_spin */
+	pthread_cond_signal(&c->mbox_cond);
+	pthread_mutex_unlock(&c->mbox_lock);
+}
+
 void r2d_comm_mbox_flush(struct r2_comm *c)
 {
 	struct r2_rmsg *m, *next;
@@ -301,20 +309,6 @@ void rl_mbox_spin(struct r2_comm *c, unsigned gen, uint64_t spin_us)
 		r2_cpu_relax();
 }
 
-struct r2_rmsg *rl_mbox_take_spin(struct r2_comm *c, int timeout_ms, uint64_t spin_us)
-{
-	unsigned gen;
-	struct r2_rmsg *m;
-
-	if (!spin_us || timeout_ms <= 0)
-		return rl_mbox_take(c, timeout_ms);
-	gen = atomic_load_explicit(&c->mbox_gen, memory_order_acquire);
-	if ((m = rl_mbox_take(c, 0)))
-		return m;
-	rl_mbox_spin(c, gen, spin_us);
-	return rl_mbox_take(c, timeout_ms);
-}
-
 void rl_mbox_quiet(struct r2_comm *c, bool on)
 {
 	pthread_mutex_lock(&c->mbox_lock);
@@ -322,13 +316,17 @@ void rl_mbox_quiet(struct r2_comm *c, bool on)
 	pthread_mutex_unlock(&c->mbox_lock);
 }
 
-struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms)
+/* The oldest message, waiting up to timeout_ms for one; with gen, only
+ * while c->mbox_gen is still *gen (checked under the lock that queue_exec
+ * and rl_mbox_append move it under: no wake-up is lost in between) */
+static struct r2_rmsg *mbox_take(struct r2_comm *c, int timeout_ms, const unsigned *gen)
 {
 	struct r2_rmsg *m;
 	struct timespec ts;
 
 	pthread_mutex_lock(&c->mbox_lock);
-	if (!c->mbox_head && timeout_ms > 0) {
+	if (!c->mbox_head && timeout_ms > 0 &&
+	    (!gen || atomic_load_explicit(&c->mbox_gen, memory_order_relaxed) == *gen)) {
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += (long)timeout_ms * 1000000L;
 		ts.tv_sec += ts.tv_nsec / 1000000000L;
@@ -349,4 +347,28 @@ struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms)
 	    !(m->cqe.hdr.opseq & P2P_BIT))
 		rl_ack_seen(c, m->cqe.hdr.src, m->cqe.hdr.opseq);
 	return m;
+}
+
+struct r2_rmsg *rl_mbox_take(struct r2_comm *c, int timeout_ms)
+{
+	return mbox_take(c, timeout_ms, NULL);
+}
+
+struct r2_rmsg *rl_mbox_take_since(struct r2_comm *c, int timeout_ms, uint64_t spin_us,
+				   unsigned gen)
+{
+	struct r2_rmsg *m;
+
+	if (spin_us && timeout_ms > 0) {
+		if ((m = mbox_take(c, 0, NULL)))
+			return m;
+		rl_mbox_spin(c, gen, spin_us);
+	}
+	return mbox_take(c, timeout_ms, &gen);
+}
+
+struct r2_rmsg *rl_mbox_take_spin(struct r2_comm *c, int timeout_ms, uint64_t spin_us)
+{
+	return rl_mbox_take_since(c, timeout_ms, spin_us,
+				  atomic_load_explicit(&c->mbox_gen, memory_order_acquire));
 }

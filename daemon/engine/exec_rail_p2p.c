@@ -607,6 +607,8 @@ int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n,
 	return 0;
 }
 
+int rl_linger_look_ms = 5;
+
 /* Only collectives' lingering messages in flight: no operation waits. */
 static bool only_lingering(const struct r2_comm *c)
 {
@@ -616,23 +618,23 @@ static bool only_lingering(const struct r2_comm *c)
 	return true;
 }
 
-void r2_p2p_pump(struct r2_comm *c, int timeout_ms)
+void r2_p2p_pump(struct r2_comm *c, int timeout_ms, unsigned gen)
 {
 	/* Acknowledgements of a small operation come a round trip after it,
 	 * or with the peer's next collective (exec_rail_ack.c). When nothing
 	 * but lingering messages waits for them, their arrival does not wake
 	 * this thread (on a small host it takes the CPU the next operation's
 	 * threads need): they are taken at the next operation's start
-	 * (queue_exec wakes it) or after R2_LINGER_LOOK_MS; an error on a
+	 * (queue_exec wakes it) or after rl_linger_look_ms; an error on a
 	 * connection wakes it at once. */
 	bool quiet = timeout_ms > 0 && only_lingering(c);
 	struct r2_rmsg *m;
 
 	if (quiet) {
 		rl_mbox_quiet(c, true);
-		timeout_ms = R2_MIN(timeout_ms, R2_LINGER_LOOK_MS);
+		timeout_ms = R2_MIN(timeout_ms, rl_linger_look_ms);
 	}
-	m = rl_mbox_take_spin(c, timeout_ms, rl_exec_spin_us(c->d));
+	m = rl_mbox_take_since(c, timeout_ms, rl_exec_spin_us(c->d), gen);
 	if (quiet)
 		rl_mbox_quiet(c, false);
 
@@ -697,7 +699,7 @@ bool r2_p2p_progress(struct r2_comm *c)
 {
 	if (!r2_p2p_pending(c))
 		return false;
-	r2_p2p_pump(c, 0);
+	r2_p2p_pump(c, 0, 0);
 	return true;
 }
 

@@ -308,6 +308,29 @@ START_TEST(test_eager_lazy_acks)
 }
 END_TEST
 
+/* An executor that waits only for its lingering messages' answers is woken
+ * by the next operation queued, also when it was queued while the executor
+ * busy-polled (exec_spin_us) on its way to that wait: the wake-up was lost
+ * there, and every small AllReduce of a loop on the 16-core machine took
+ * the 5 ms of rl_linger_look_ms. With it and rl_ack_owed_us (the other
+ * bound of that wait) made 60 s here, a lost wake-up is a failed th_wait;
+ * the long busy-poll makes the next submission land in it. */
+START_TEST(test_eager_loop_spinning)
+{
+	static const char *const p[] = { "exec_spin_us=20000", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+
+	rl_linger_look_ms = 60000;
+	rl_ack_owed_us = 60000000;
+	th_cluster(hs, 2, 1, 0x3, ss, p);
+	allreduce_loop(ss, 2, 100, R2CCL_SUM, 10);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 10);
+	th_free_all(hs, 2);
+}
+END_TEST
+
 /* Small AllReduces across hosts go eager (exec_rail_eager.c: one message
  * each way, in a piece per rail above 64 KiB), larger ones by the
  * planner's schedule, mixed in one communicator; exact results; the eager
@@ -1158,6 +1181,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_allreduce_three_hosts_two_ranks);
 	TH_ADD(s, test_allreduce_eager);
 	TH_ADD(s, test_eager_lazy_acks);
+	TH_ADD(s, test_eager_loop_spinning);
 	TH_ADD(s, test_allreduce_mixed_chunk_cuts);
 	TH_ADD(s, test_other_collectives);
 	TH_ADD(s, test_other_collectives_two_ranks);
