@@ -113,7 +113,12 @@ END {
 		" ranks, every rail; gloo: Gloo ring-chunked, rail 0; decode: the 256 KB loop)"
 }' "$OUT/pingpong" "$OUT/sizes" "${DFILE[@]}"
 if ((DECODE > 0)); then
-	awk -v N="$DECODE" '$1 == "#pct" && NF >= 7 {
+	# (and the ping-pong's own at 256 KB: the tail of the TCP path alone)
+	awk -v N="$DECODE" '
+	FILENAME ~ /pingpong$/ { split($2, s, "="); split($4, a, "="); split($5, b, "=")
+		if (s[2] == 262144 && a[2] > 0) pq = sprintf("%.2f", b[2] / a[2]); next }
+	$1 == "#pct" && NF >= 7 {
 		printf "decode loop, %d AllReduces of 256 KB: R2CCL p99/p50 %.2f (target <= 1.5), " \
-			"Gloo p99/p50 %.2f\n", N, $4 / $3, $6 / $5 }' "$OUT/decode"
+			"Gloo p99/p50 %.2f, TCP ping-pong p99/p50 %s\n", N, $4 / $3, $6 / $5,
+			pq == "" ? "-" : pq }' "$OUT/pingpong" "$OUT/decode"
 fi
