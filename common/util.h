@@ -21,6 +21,21 @@ static inline uint64_t r2_now_ns(void)
 
 static inline uint64_t r2_now_us(void) { return r2_now_ns() / 1000; }
 
+/* The CLOCK_REALTIME time us microseconds from now: the deadline of a
+ * pthread_cond_timedwait on a condition of the default clock. */
+static inline struct timespec r2_deadline_in_us(uint64_t us)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(us / 1000000u);
+	ts.tv_nsec += (long)(us % 1000000u) * 1000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 /* A busy-poll budget as configured: v >= 0 as is; -1 (auto) 50 us on
  * hosts of 8 or more CPUs and 0 on smaller ones, where a spinning thread
  * takes the CPU that the thread it waits for needs. */

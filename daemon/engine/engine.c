@@ -524,15 +524,7 @@ void *r2d_comm_executor(void *arg)
 				continue;
 			}
 			if (due) {
-				struct timespec ts;
-				uint64_t ns = (due - now) * 1000;
-				clock_gettime(CLOCK_REALTIME, &ts); /* c->cond's clock */
-				ts.tv_sec += (time_t)(ns / 1000000000u);
-				ts.tv_nsec += (long)(ns % 1000000000u);
-				if (ts.tv_nsec >= 1000000000L) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000L;
-				}
+				struct timespec ts = r2_deadline_in_us(due - now); /* c->cond's clock */
 				pthread_cond_timedwait(&c->cond, &d->lock, &ts);
 				continue;
 			}

@@ -322,15 +322,11 @@ void rl_mbox_quiet(struct r2_comm *c, bool on)
 static struct r2_rmsg *mbox_take(struct r2_comm *c, int timeout_ms, const unsigned *gen)
 {
 	struct r2_rmsg *m;
-	struct timespec ts;
 
 	pthread_mutex_lock(&c->mbox_lock);
 	if (!c->mbox_head && timeout_ms > 0 &&
 	    (!gen || atomic_load_explicit(&c->mbox_gen, memory_order_relaxed) == *gen)) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)timeout_ms * 1000000L;
-		ts.tv_sec += ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
+		struct timespec ts = r2_deadline_in_us((uint64_t)timeout_ms * 1000);
 		pthread_cond_timedwait(&c->mbox_cond, &c->mbox_lock, &ts);
 	}
 	m = c->mbox_head;

@@ -333,6 +333,22 @@ static void p2p_refused(struct r2_comm *c, struct p2pop *p, struct sendrec *s,
 		p2p_finish(c, p, r == -ENOTCONN ? R2CCL_E_PEER_GONE : r);
 }
 
+/* *pp of p is acknowledged: freed now if written, or waiting to go again
+ * (no completion is coming: its copy arrived after all), else at its send
+ * completion (p2p_sent). Whether it left p's list. */
+static bool send_answered(struct p2pop *p, struct sendrec **pp)
+{
+	struct sendrec *s = *pp;
+
+	s->acked = true;
+	if (!s->sent && s->posted)
+		return false;
+	*pp = s->next;
+	rl_sendrec_free(s);
+	p->nsends--;
+	return true;
+}
+
 /* A transfer's chunk was acknowledged; acknowledged and sent, it is done.
  * Frees m. */
 static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
@@ -352,15 +368,8 @@ static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
 				p2p_refused(c, p, s, h, m->cqe.peer);
 			break;
 		}
-		s->acked = true;
-		/* written, or waiting to go again (no completion is coming:
-		 * its copy arrived after all) */
-		if (s->sent || !s->posted) {
-			*pp = s->next;
-			rl_sendrec_free(s);
-			p->nsends--;
+		if (send_answered(p, pp))
 			p2p_check(c, p);
-		}
 		break;
 	}
 	rl_rmsg_free(c->d, m);
@@ -379,15 +388,10 @@ void rl_p2p_implied(struct r2_comm *c, uint32_t host, uint64_t opseq)
 				pp = &s->next;
 				continue;
 			}
-			s->acked = true; /* (not in the throughput monitor: rails.c) */
+			/* (not in the throughput monitor: rails.c) */
 			atomic_fetch_add(&c->d->acks_implied_total, 1);
-			if (s->sent || !s->posted) {
-				*pp = s->next;
-				rl_sendrec_free(s);
-				p->nsends--;
-			} else {
-				pp = &s->next; /* freed at its send completion (p2p_sent) */
-			}
+			if (!send_answered(p, pp))
+				pp = &s->next;
 		}
 		p2p_check(c, p);
 	}

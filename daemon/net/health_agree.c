@@ -311,11 +311,7 @@ struct r2_view *r2d_health_op_begin(struct r2_comm *c, uint64_t seq)
 	 * daemon gone: its next collective fails at once instead of holding
 	 * for a commit that cannot come) */
 	while (hc->hold && !c->stop && !comm_broken(c) && r2_now_us() - hc->hold_since_us < limit) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 20 * 1000000L;
-		ts.tv_sec += ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
+		struct timespec ts = r2_deadline_in_us(20000);
 		pthread_cond_timedwait(&h->cond, &h->lock, &ts);
 	}
 	if (hc->hold) /* the agreement did not finish in time: go on */
