@@ -111,8 +111,9 @@ void r2d_bootstrap_event(struct r2d *d, struct r2_loop_ev *ev);
 /* exec_rail.c */
 void r2d_comm_mbox_flush(struct r2_comm *c);
 /* Wakes c's executor where it waits on its mailbox: its generation moves
- * and the mailbox's condition is signalled, under its lock (a waiter that
- * looked before that does not sleep: rl_mbox_take_since). */
+ * under the mailbox's lock (a waiter that looked before that does not
+ * sleep: rl_mbox_take_since), then its condition is signalled. Under
+ * d->lock, which c outlives. */
 void r2d_comm_mbox_wake(struct r2_comm *c);
 void r2d_comm_adopt_orphans(struct r2_comm *c); /* under d->lock */
 void r2d_orphans_free(struct r2d *d);

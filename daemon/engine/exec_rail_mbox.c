@@ -28,9 +28,17 @@ static bool quiet_ok(const struct r2_rmsg *m)
 }
 
 /* Appends m to c's mailbox; applied: m comes back from the apply queue
- * (one chunk fewer on it, counted under the same lock) */
+ * (one chunk fewer on it, counted under the same lock). A delivery (not
+ * applied) runs under d->lock, which c outlives (r2d_comm_put destroys its
+ * mailbox under it): the executor is signalled after the mailbox's lock is
+ * dropped, so that it does not wake into a lock still held (2-core VM,
+ * small-cost.sh: 0.5-1 system call and switch fewer per operation and
+ * host). An apply thread holds no lock that c outlives: it signals under
+ * the mailbox's, since the executor may free c once apply_inflight is 0. */
 void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied)
 {
+	bool wake;
+
 	m->next = NULL;
 	pthread_mutex_lock(&c->mbox_lock);
 	if (c->mbox_tail)
@@ -41,9 +49,12 @@ void rl_mbox_append(struct r2_comm *c, struct r2_rmsg *m, bool applied)
 	if (applied)
 		c->apply_inflight--;
 	atomic_fetch_add_explicit(&c->mbox_gen, 1, memory_order_release);
-	if (!c->mbox_quiet || !quiet_ok(m))
+	wake = !c->mbox_quiet || !quiet_ok(m);
+	if (wake && applied)
 		pthread_cond_signal(&c->mbox_cond);
 	pthread_mutex_unlock(&c->mbox_lock);
+	if (wake && !applied)
+		pthread_cond_signal(&c->mbox_cond);
 }
 
 static void mbox_push(struct r2_comm *c, struct r2_rmsg *m)
@@ -62,8 +73,8 @@ void r2d_comm_mbox_wake(struct r2_comm *c)
 {
 	pthread_mutex_lock(&c->mbox_lock);
 	atomic_fetch_add_explicit(&c->mbox_gen, 1, memory_order_release); /* rl_mbox_spin */
-	pthread_cond_signal(&c->mbox_cond);
 	pthread_mutex_unlock(&c->mbox_lock);
+	pthread_cond_signal(&c->mbox_cond);
 }
 
 void r2d_comm_mbox_flush(struct r2_comm *c)
