@@ -59,7 +59,8 @@ bool r2_p2p_pending(struct r2_comm *c);
 void r2_p2p_advance(struct r2_comm *c);
 /* Handles mailbox messages for up to timeout_ms; completes transfers. gen:
  * c->mbox_gen as the executor saw it, under d->lock, when it found no
- * operation queued (an operation queued since ends the wait). */
+ * operation queued (an operation queued since ends the wait; unused with
+ * timeout_ms 0). */
 void r2_p2p_pump(struct r2_comm *c, int timeout_ms, unsigned gen);
 /* The executor between operations: busy-polls up to exec_spin_us until
  * c->mbox_gen moves from gen (exec_rail_mbox.c). */

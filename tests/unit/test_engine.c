@@ -328,6 +328,8 @@ START_TEST(test_eager_loop_spinning)
 	for (int h = 0; h < 2; h++)
 		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 10);
 	th_free_all(hs, 2);
+	rl_linger_look_ms = 5; /* (for the cases after it when not forked) */
+	rl_ack_owed_us = 1000;
 }
 END_TEST
 
