@@ -45,7 +45,7 @@ uint64_t r2_spin_budget_us(int64_t v)
 		return (uint64_t)v;
 	if (!ncpu)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	return ncpu >= 8 ? 50 : 0;
+	return ncpu >= 8 ? R2_SPIN_AUTO_US : 0;
 }
 
 /* The new thread tells its creator it runs before it calls fn: a thread

@@ -36,9 +36,10 @@ static inline struct timespec r2_deadline_in_us(uint64_t us)
 	return ts;
 }
 
-/* A busy-poll budget as configured: v >= 0 as is; -1 (auto) 50 us on
- * hosts of 8 or more CPUs and 0 on smaller ones, where a spinning thread
- * takes the CPU that the thread it waits for needs. */
+/* A busy-poll budget as configured: v >= 0 as is; -1 (auto)
+ * R2_SPIN_AUTO_US on hosts of 8 or more CPUs and 0 on smaller ones, where a
+ * spinning thread takes the CPU that the thread it waits for needs. */
+#define R2_SPIN_AUTO_US 250
 uint64_t r2_spin_budget_us(int64_t v);
 
 /* One pass of a busy-poll loop: tells the core (and a sibling thread) so. */

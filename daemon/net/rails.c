@@ -498,12 +498,25 @@ static void spin_rails(struct r2_rails *rs, struct r2_tp_cqe *cq, int max, uint6
 	}
 }
 
+/* Whether a message comes in through this thread on some rail: its
+ * provider queues received chunks for it (verbs), or tcp_rx_direct is off.
+ * Where none does, the polls after traffic would only take CPUs from the
+ * rails' own threads. */
+static bool rails_rx_here(struct r2_rails *rs)
+{
+	if (!r2_param_bool(&rs->d->params, P_TCP_RX_DIRECT))
+		return true;
+	for (int rail = 0; rail < rs->n; rail++)
+		if (!(rs->rail[rail].ops->caps & R2_TP_CAP_RX_DIRECT))
+			return true;
+	return false;
+}
+
 static void *rails_thread(void *arg)
 {
 	struct r2_rails *rs = arg;
 	struct epoll_event evs[R2_MAX_RAILS + 1];
 	struct r2_tp_cqe cq[64];
-	uint64_t spin_us = rs->spin_us;
 	int timeout = 100;
 
 	while (!atomic_load(&rs->stop)) {
@@ -520,8 +533,8 @@ static void *rails_thread(void *arg)
 				(void)0;
 			got += drain_rail(rs, rail, cq, 64);
 		}
-		if (got && spin_us)
-			spin_rails(rs, cq, 64, spin_us);
+		if (got && rs->spin_us && rails_rx_here(rs))
+			spin_rails(rs, cq, 64, rs->spin_us);
 		/* the tenants' queues: what the windows and buckets let go now,
 		 * and when a throttled chunk may go */
 		timeout = r2d_tenants_pump_all(rs->d, 100);

@@ -154,15 +154,23 @@ static void *progress_main(void *arg)
 	struct tcp_thread *th = arg;
 	struct r2_tp *tp = th->tp;
 	struct epoll_event evs[64];
-	uint64_t spin_until = 0; /* after traffic: epoll polled, not slept in */
+	uint64_t spin_until = 0; /* epoll polled, not slept in, until then */
 
+	/* After a latency-bound message (R2_CHUNK_POLL: an eager AllReduce's
+	 * whole message) the thread polls its sockets for spin_us before it
+	 * sleeps: the next one is read without a wake-up, which on a big
+	 * host's idle CPU costs some 100 us (issue 21: a small AllReduce that
+	 * once waited past the poll kept doing so, each host late for the
+	 * other). Other traffic keeps it busy without polling and leaves the
+	 * CPUs to the copies and reductions: polling after every message
+	 * (before 2026-12-06), 128 KB AllReduces on 2 namespace hosts of the
+	 * 16-core machine took 130-150 us instead of 100 at a 250 us poll,
+	 * and 128 KB-1 MB 2-5x as long at 1 ms (docs/benchmarks.md). */
 	th->last_tick = r2_tp_now_ns();
 	while (!atomic_load(&tp->stop)) {
 		bool spinning = spin_until && r2_now_us() < spin_until;
 		int n = epoll_wait(th->epfd, evs, 64, spinning ? 0 : 250);
-		if (n > 0 && tp->cfg.spin_us)
-			spin_until = r2_now_us() + tp->cfg.spin_us;
-		else if (spinning && n == 0)
+		if (spinning && n == 0)
 			r2_cpu_relax();
 		if (n < 0 && errno != EINTR) {
 			log_err("tcp %s: epoll_wait: %s", tp->cfg.ifname, strerror(errno));
@@ -181,6 +189,11 @@ static void *progress_main(void *arg)
 				on_stream(tp, (struct tcp_stream *)o, evs[i].events);
 				break;
 			}
+		}
+		if (th->poll_rx) {
+			th->poll_rx = false;
+			if (tp->cfg.spin_us)
+				spin_until = r2_now_us() + tp->cfg.spin_us;
 		}
 		tick(tp, th);
 		if (atomic_exchange(&th->reap, false))
@@ -398,7 +411,7 @@ static int tcp_link_state(struct r2_tp *tp)
 
 const struct r2_tp_ops r2_tp_tcp_ops = {
 	.name = "tcp",
-	.caps = R2_TP_CAP_ZERO_COPY | R2_TP_CAP_STREAMS,
+	.caps = R2_TP_CAP_ZERO_COPY | R2_TP_CAP_STREAMS | R2_TP_CAP_RX_DIRECT,
 	.open = tcp_open,
 	.close = tcp_close,
 	.listen_port = r2_tp_base_listen_port,

@@ -173,6 +173,8 @@ static void deliver(struct r2_tp *tp, struct tcp_stream *st)
 	st->rx_buf = NULL;
 	st->rx_phase = RX_HDR;
 	st->rx_hgot = 0;
+	if (e.hdr.kind == R2_MSG_DATA && (e.hdr.flags & R2_CHUNK_POLL))
+		st->th->poll_rx = true; /* this thread, the stream's owner */
 	if (atomic_load_explicit(&st->dead, memory_order_relaxed)) {
 		tcp_pool_put(tp, e.buf);
 		return;

@@ -143,6 +143,7 @@ struct tcp_thread {
 	struct tcp_obj wake_obj;
 	atomic_bool reap;
 	uint64_t last_tick;
+	bool poll_rx; /* an R2_CHUNK_POLL message delivered since the last look */
 };
 
 struct pool_buf {

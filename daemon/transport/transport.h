@@ -71,6 +71,12 @@ struct r2_chunk_hdr {
  * with cfg.lane: a stream of its own per peer, which no other message
  * takes); other transports send it as any. Receivers ignore it. */
 #define R2_CHUNK_URGENT 0x40
+/* hdr.flags for the transport: a message of a latency-bound operation (an
+ * eager AllReduce's whole message, engine/exec_rail_eager.c), likely
+ * followed by another within microseconds: the thread that read it polls
+ * for cfg.spin_us before it sleeps (tcp). Senders that do not know it send
+ * 0; receivers that do not know it ignore it. */
+#define R2_CHUNK_POLL 0x100
 _Static_assert(sizeof(struct r2_chunk_hdr) == 56,
 	       "chunk header size");
 
@@ -106,7 +112,8 @@ struct r2_tp_config {
 	uint32_t max_msg;         /* largest payload accepted (chunk size cap) */
 	int progress_threads;     /* per rail */
 	uint32_t spin_us;         /* tcp: a progress thread polls its sockets this long
-				   * after traffic before it sleeps (exec_spin_us) */
+				   * after a small message before it sleeps
+				   * (exec_spin_us; tcp.c progress_main) */
 	uint32_t user_timeout_ms; /* TCP_USER_TIMEOUT and connect/hello timeout base (0: 5000) */
 	uint64_t max_queued;      /* per-peer queued send bytes before -EAGAIN (0: 64 MiB) */
 	/* tcp: a received data chunk or acknowledgement goes to rx_direct,
@@ -166,6 +173,9 @@ struct r2_tp_choice {
  * start (the rails warm it up: tcp_warmup) and the host's TCP settings
  * (net.ipv4.tcp_slow_start_after_idle) apply. */
 #define R2_TP_CAP_STREAMS (1u << 1)
+/* A received data chunk or ACK goes to cfg.rx_direct from the provider's
+ * own thread (when set): the rails thread is not on a message's way in. */
+#define R2_TP_CAP_RX_DIRECT (1u << 2)
 
 struct r2_tp_ops {
 	const char *name;

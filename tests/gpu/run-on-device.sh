@@ -277,7 +277,7 @@ if [ "$what" = lat ]; then
 	for p in tcp_pingpong gloo_peer; do wrap "$p" "$L/tools/peers/$p"; done
 	export R2CCL_PEER_DIR=$L/tools/peers
 	# LAT_PARTS: which parts (default all); R2CCLD_OPTS: r2ccld options
-	# of the small-bench runs (e.g. "--logstep hd")
+	# of the small-bench runs and the GPU part (e.g. "--logstep hd")
 	part() { [[ " ${LAT_PARTS:-small2 small4 gpu react tenants} " == *" $1 "* ]]; }
 	part small2 && step small-2h 300 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=sm2 \
 		bash "$ROOT/tools/bench/small-bench.sh" -H 2 -n 1000
@@ -285,9 +285,12 @@ if [ "$what" = lat ]; then
 		bash "$ROOT/tools/bench/small-bench.sh" -H 4 -n 1000
 	if part gpu; then
 		$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
-		$C daemons start >> "$OUT/ns-up.log" 2>&1
+		# shellcheck disable=SC2086
+		$C daemons start ${R2CCLD_OPTS:-} >> "$OUT/ns-up.log" 2>&1
 		NS_GPU=0 bench lat-host 120 -b 8 -e 1M -f 2 -n 1000 -w 50 --pct
-		bench lat-gpu 120 -b 8 -e 1M -f 2 -n 1000 -w 50 --pct
+		# LAT_GPU: whose buffers are on the GPU (default every host's;
+		# h0: host 0's only, as with a GPU per host on a one-GPU machine)
+		NS_GPU=${LAT_GPU:-1} bench lat-gpu 120 -b 8 -e 1M -f 2 -n 1000 -w 50 --pct
 		$C daemons stop >> "$OUT/ns-up.log" 2>&1
 		$C down >> "$OUT/ns-up.log" 2>&1
 	fi
@@ -321,7 +324,8 @@ if [ "$what" = latprof ]; then
 	# per size, host buffers beside (issue 21: GPU within 20 us of host)
 	step copy-lat 120 "$BD/bin/copy_lat" -n 500
 	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
-	$C daemons start --log-level debug >> "$OUT/ns-up.log" 2>&1
+	# shellcheck disable=SC2086
+	$C daemons start --log-level debug ${R2CCLD_OPTS:-} >> "$OUT/ns-up.log" 2>&1
 	NS_GPU=0 bench latprof-host 120 -b "${LATPROF_B:-4K}" -e "${LATPROF_E:-128K}" -f 2 -n 300 -w 20 --pct
 	grep -aE " bytes(:| staged| eager)" /tmp/gpuns/h0/r2ccld.log > "$OUT/latprof-host-ops.txt"
 	grep -aE " bytes(:| staged| eager)" /tmp/gpuns/h1/r2ccld.log > "$OUT/latprof-host-ops-h1.txt"

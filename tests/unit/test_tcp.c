@@ -1254,7 +1254,8 @@ START_TEST(test_provider_table)
 	struct r2_tp_choice ch[R2_TP_MAX_CHOICES];
 	int n;
 
-	ck_assert_uint_eq(r2_tp_tcp_ops.caps, R2_TP_CAP_ZERO_COPY | R2_TP_CAP_STREAMS);
+	ck_assert_uint_eq(r2_tp_tcp_ops.caps,
+			  R2_TP_CAP_ZERO_COPY | R2_TP_CAP_STREAMS | R2_TP_CAP_RX_DIRECT);
 	ck_assert_ptr_null(r2_tp_tcp_ops.probe); /* any NIC */
 	n = r2_tp_select(&cfg, "tcp", ch, R2_TP_MAX_CHOICES);
 	ck_assert_int_eq(n, 1);
