@@ -543,12 +543,10 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		/* its receiver's next message to me acknowledges it
 		 * (exec_rail_ack.c) */
 		s->hdr.flags |= R2_CHUNK_LAZY_ACK;
-		/* a whole message: the next operation's is likely microseconds
-		 * away, the receiving thread polls for it (transport.h); not
-		 * the pieces of a larger one, whose polls cost the reductions
-		 * CPUs */
-		if (np <= 1)
-			s->hdr.flags |= R2_CHUNK_POLL;
+		/* latency-bound: the next operation's message is likely
+		 * microseconds away; the transport keeps these on one warm
+		 * connection and polls for the next (transport.h) */
+		s->hdr.flags |= R2_CHUNK_POLL;
 		/* which piece: 0 of 0 from a daemon before the pieces */
 		s->hdr.chunk = np > 1 ? (uint32_t)np << 16 | (uint32_t)k : 0;
 		s->peer = c->hosts[h].id;

@@ -156,16 +156,17 @@ static void *progress_main(void *arg)
 	struct epoll_event evs[64];
 	uint64_t spin_until = 0; /* epoll polled, not slept in, until then */
 
-	/* After a latency-bound message (R2_CHUNK_POLL: an eager AllReduce's
-	 * whole message) the thread polls its sockets for spin_us before it
-	 * sleeps: the next one is read without a wake-up, which on a big
-	 * host's idle CPU costs some 100 us (issue 21: a small AllReduce that
-	 * once waited past the poll kept doing so, each host late for the
-	 * other). Other traffic keeps it busy without polling and leaves the
-	 * CPUs to the copies and reductions: polling after every message
-	 * (before 2026-12-06), 128 KB AllReduces on 2 namespace hosts of the
-	 * 16-core machine took 130-150 us instead of 100 at a 250 us poll,
-	 * and 128 KB-1 MB 2-5x as long at 1 ms (docs/benchmarks.md). */
+	/* After a latency-bound message (R2_CHUNK_POLL: an eager AllReduce's,
+	 * which all come in on the peer's first stream, so on one thread per
+	 * rail) the thread polls its sockets for spin_us before it sleeps: the
+	 * next one is read without a wake-up, which on a big host's idle CPU
+	 * costs some 100 us (issue 21: a small AllReduce that once waited past
+	 * the poll kept doing so, each host late for the other). Other traffic
+	 * keeps it busy without polling and leaves the CPUs to the copies and
+	 * reductions: with every thread polling after every message (before
+	 * 2026-12-06), 128 KB AllReduces on 2 namespace hosts of the 16-core
+	 * machine took 130-150 us instead of 100 at a 250 us poll, and 128
+	 * KB-1 MB 2-5x as long at 1 ms (docs/benchmarks.md). */
 	th->last_tick = r2_tp_now_ns();
 	while (!atomic_load(&tp->stop)) {
 		bool spinning = spin_until && r2_now_us() < spin_until;

@@ -511,6 +511,12 @@ int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chunk_hdr 
 			best = st;
 		}
 	}
+	/* a latency-bound message takes the first stream while it is idle:
+	 * the same warm connection and reading thread every time (an urgent
+	 * one keeps to the lane, the last stream) */
+	if ((hdr->flags & R2_CHUNK_POLL) && !(lane >= 0 && urgent) && p->streams[0] &&
+	    !atomic_load_explicit(&p->streams[0]->queued, memory_order_relaxed))
+		best = p->streams[0];
 	if (!best) {
 		pthread_mutex_unlock(&tp->b.lock);
 		free(m);

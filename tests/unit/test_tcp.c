@@ -106,6 +106,7 @@ struct side {
 	int recv_n, recv_bad;
 	int recv_stream[64];
 	int urgent_on[64], other_on[64]; /* received R2_CHUNK_URGENT or not, per stream */
+	int poll_on[64], nopoll_on[64];  /* received R2_CHUNK_POLL or not, per stream */
 	uint64_t recv_bytes;
 	bool verify;
 	bool cheap; /* memset payloads (not verified) */
@@ -195,6 +196,10 @@ static void handle(struct side *s, struct r2_tp_cqe *e)
 				s->urgent_on[e->stream]++;
 			else
 				s->other_on[e->stream]++;
+			if (e->hdr.flags & R2_CHUNK_POLL)
+				s->poll_on[e->stream]++;
+			else
+				s->nopoll_on[e->stream]++;
 		}
 		if (!s->verify) {
 			ops->release(s->tp, e->buf);
@@ -564,6 +569,39 @@ START_TEST(test_latency_lane)
 		ck_assert_int_gt(x->other_on[1], 0);
 		ck_assert_int_eq(x->recv_stream[3], 0);
 	}
+	sides_free(a, b);
+}
+END_TEST
+
+/* A latency-bound message (R2_CHUNK_POLL, an eager AllReduce's) takes the
+ * peer's first stream while that one is idle, every time: one warm
+ * connection and reading thread; the others still take the streams in
+ * turn. Sent one at a time (each written and received before the next),
+ * so that the first stream is idle at every post; make_hdr's flags (seq *
+ * 7) set R2_CHUNK_POLL on about half of them (with R2_CHUNK_URGENT on some:
+ * no latency lane here, so they too). */
+START_TEST(test_poll_first_stream)
+{
+	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct side *ss[2] = { a, b };
+	const int nmsg = 200, streams = 4;
+	int npoll = 0;
+
+	for (int seq = 0; seq < nmsg; seq++)
+		npoll += ((uint16_t)(seq * 7) & R2_CHUNK_POLL) != 0;
+	ck_assert_int_gt(npoll, nmsg / 4);
+	side_open(a, 1, streams, 0);
+	side_open(b, 2, streams, 0);
+	connect_pair(a, b);
+	a->maxlen = b->maxlen = 4096;
+	for (int k = 0; k < nmsg; k++) {
+		a->nmsg = k + 1;
+		PUMP_UNTIL(ss, 2, b->recv_n == k + 1 && a->send_ok == k + 1);
+	}
+	ck_assert_int_eq(b->recv_bad + a->send_bad + a->send_fail + a->errors + b->errors, 0);
+	ck_assert_int_eq(b->poll_on[0], npoll); /* every one on the first stream */
+	for (int k = 0; k < streams; k++)
+		ck_assert_int_gt(b->nopoll_on[k], 0); /* the others in turn */
 	sides_free(a, b);
 }
 END_TEST
@@ -1306,6 +1344,7 @@ static Suite *suite(void)
 	ADD(traffic_1stream_small);
 	ADD(latency_lane);
 	ADD(rx_direct);
+	ADD(poll_first_stream);
 	ADD(peer_close);
 	ADD(disconnect_reconnect);
 	ADD(redial_replaces_up);
