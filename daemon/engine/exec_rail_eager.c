@@ -544,8 +544,8 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		 * (exec_rail_ack.c) */
 		s->hdr.flags |= R2_CHUNK_LAZY_ACK;
 		/* latency-bound: the next operation's message is likely
-		 * microseconds away; the transport keeps these on one warm
-		 * connection and polls for the next (transport.h) */
+		 * microseconds away; the transport polls for it
+		 * (transport.h) */
 		s->hdr.flags |= R2_CHUNK_POLL;
 		/* which piece: 0 of 0 from a daemon before the pieces */
 		s->hdr.chunk = np > 1 ? (uint32_t)np << 16 | (uint32_t)k : 0;

@@ -499,8 +499,16 @@ int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chunk_hdr 
 	/* the latency lane: the last stream, urgent messages alone */
 	int lane = tp->cfg.lane && p->nstreams >= 2 ? p->nstreams - 1 : -1;
 	bool urgent = (hdr->flags & R2_CHUNK_URGENT) != 0;
-	for (int k = 0; k < p->nstreams; k++) {
-		int i = (int)((p->rr + (unsigned)k) % (unsigned)p->nstreams);
+	/* The least queued stream, the first of equals: the first idle one.
+	 * Messages that come one at a time (a small AllReduce's, a step's to
+	 * a peer it meets once per operation) keep to the same warm
+	 * connection and reading thread; concurrent ones spread over as many
+	 * streams as are busy. Taking the streams in turn instead left each
+	 * idle for several operations: on the 16-core machine messages then
+	 * sat 0.7-3 ms on a stream now and then (a 256 KB AllReduce's p99
+	 * 2.4x its p50; recursive doubling on 8 hosts 18.4 ms where one stream
+	 * took 7.5; docs/benchmarks.md, 2026-12-06). */
+	for (int i = 0; i < p->nstreams; i++) {
 		struct tcp_stream *st = p->streams[i];
 		if (!st || (lane >= 0 && (i == lane) != urgent))
 			continue;
@@ -511,12 +519,6 @@ int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chunk_hdr 
 			best = st;
 		}
 	}
-	/* a latency-bound message takes the first stream while it is idle:
-	 * the same warm connection and reading thread every time (an urgent
-	 * one keeps to the lane, the last stream) */
-	if ((hdr->flags & R2_CHUNK_POLL) && !(lane >= 0 && urgent) && p->streams[0] &&
-	    !atomic_load_explicit(&p->streams[0]->queued, memory_order_relaxed))
-		best = p->streams[0];
 	if (!best) {
 		pthread_mutex_unlock(&tp->b.lock);
 		free(m);
@@ -527,7 +529,6 @@ int tcp_post_send(struct r2_tp *tp, uint64_t peer_id, const struct r2_chunk_hdr 
 		free(m);
 		return -EAGAIN;
 	}
-	p->rr++;
 	atomic_fetch_add_explicit(&best->queued, sz, memory_order_relaxed);
 	pthread_mutex_lock(&best->qlock);
 	if (best->q_tail)

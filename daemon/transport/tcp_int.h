@@ -130,7 +130,6 @@ struct tcp_peer {
 	int nstreams, nup, nattached;
 	bool conn_reported;
 	uint32_t max_msg;                   /* the peer's */
-	unsigned rr;
 	struct tcp_stream *streams[];
 };
 

@@ -73,11 +73,9 @@ struct r2_chunk_hdr {
 #define R2_CHUNK_URGENT 0x40
 /* hdr.flags for the transport: a message of a latency-bound operation (an
  * eager AllReduce's, engine/exec_rail_eager.c), likely followed by another
- * to the same peer within microseconds. tcp sends it on the peer's first
- * stream while that one is idle (the same warm connection and reading
- * thread each time, not the next of the streams in turn), and the thread
- * that read it polls for cfg.spin_us before it sleeps. Senders that do not
- * know it send 0; receivers that do not know it ignore it. */
+ * to the same peer within microseconds: the thread that read it polls for
+ * cfg.spin_us before it sleeps (tcp). Senders that do not know it send 0;
+ * receivers that do not know it ignore it. */
 #define R2_CHUNK_POLL 0x100
 _Static_assert(sizeof(struct r2_chunk_hdr) == 56,
 	       "chunk header size");

@@ -18,6 +18,8 @@
 #           host then GPU buffers, NCCL beside
 #   latprof a small GPU AllReduce's parts (stream wait, copies, rail phase),
 #           host buffers beside, r2ccld --log-level debug
+#   plan    tools/bench/plan-check.sh (PLAN_ARGS, PLAN_OPTS): the planner's
+#           predicted times against the measured ones on namespace hosts
 #   lat     issues 20 and 21 on 16 cores: tools/bench/small-bench.sh on 2 and
 #           4 hosts (ping-pong, R2CCL, Gloo, decode loop), small AllReduces
 #           with host then GPU buffers (p50/p99), tenant-bench.sh --only
@@ -264,7 +266,7 @@ if [ "$what" = nsprof2 ]; then
 	cat "$OUT/table.txt"
 	exit 0
 fi
-if [ "$what" = lat ]; then
+if [ "$what" = lat ] || [ "$what" = plan ]; then
 	# the bench scripts run programs from a build folder ($BUILD/tools/...):
 	# a folder of links to the bundle's wrappers stands in for it
 	L=/tmp/r2bb
@@ -276,6 +278,16 @@ if [ "$what" = lat ]; then
 	for p in r2ccl-bench r2cclctl; do wrap "$p" "$L/tools/$p"; done
 	for p in tcp_pingpong gloo_peer; do wrap "$p" "$L/tools/peers/$p"; done
 	export R2CCL_PEER_DIR=$L/tools/peers
+	if [ "$what" = plan ]; then
+		# tools/bench/plan-check.sh with PLAN_ARGS (its options) and
+		# PLAN_OPTS (r2ccld's), e.g. PLAN_ARGS='-H 8 --logsteps rd
+		# --sizes "256K 1M"' PLAN_OPTS="--logstep-hosts 8"
+		eval "set -- ${PLAN_ARGS:-}"
+		step plan 580 env BUILD=$L R2CCLD=$L/daemon/r2ccld bash "$ROOT/tools/bench/plan-check.sh" "$@"
+		{ cat "$summary"; tail -30 "$OUT/plan.log"; } > "$OUT/table.txt"
+		cat "$OUT/table.txt"
+		exit 0
+	fi
 	# LAT_PARTS: which parts (default all); R2CCLD_OPTS: r2ccld options
 	# of the small-bench runs and the GPU part (e.g. "--logstep hd")
 	part() { [[ " ${LAT_PARTS:-small2 small4 gpu react tenants} " == *" $1 "* ]]; }
