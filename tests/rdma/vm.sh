@@ -73,7 +73,18 @@ run() {
     sleep 1
     vm a $tmp/a.img -netdev socket,id=r0,connect=127.0.0.1:$p -device virtio-net-pci,netdev=r0,mac=52:54:00:00:0a:00 \
       -netdev socket,id=r1,connect=127.0.0.1:$((p+1)) -device virtio-net-pci,netdev=r1,mac=52:54:00:00:0a:01 >$tmp/a.log 2>&1
-    wait" || true
+    wait" &
+  local tpid=$! stalled=0
+  # an emulated NIC that stopped sending (below) does not come back: the
+  # run ends a minute after the first watchdog line, not at its limit
+  while kill -0 "$tpid" 2>/dev/null; do
+    if grep -qaE 'NETDEV WATCHDOG|TX timeout' "$tmp/a.log" "$tmp/b.log" 2>/dev/null; then
+      stalled=$((stalled + 1))
+      [ "$stalled" -lt 30 ] || { echo "vm.sh: a guest's NIC stalled 60 s ago: ending the run" >&2; kill "$tpid"; }
+    fi
+    sleep 2
+  done
+  wait "$tpid" || true
   grep -haE '^\[(a|b)\] ' "$tmp/a.log" "$tmp/b.log" | tr -d '\r'
   if grep -qa '^\[a\] exit 0' "$tmp/a.log" && grep -qa '^\[b\] exit 0' "$tmp/b.log"; then
     return 0

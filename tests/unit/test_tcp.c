@@ -498,9 +498,11 @@ static void traffic(int streams, int nmsg, uint32_t maxlen)
 		ck_assert_int_eq(s->recv_bad, 0);
 		ck_assert_int_eq(s->errors, 0);
 		for (int k = 0; k < streams; k++) {
-			/* spread: every stream carries a fair part */
-			ck_assert_int_ge(s->recv_stream[k], nmsg / streams / 4);
-			ck_assert_int_ge(s->send_stream[k], nmsg / streams / 4);
+			/* spread: messages posted together take every stream
+			 * (each the least queued one; how evenly depends on how
+			 * fast each socket drains, test_first_idle_stream) */
+			ck_assert_int_gt(s->recv_stream[k], 0);
+			ck_assert_int_gt(s->send_stream[k], 0);
 		}
 		for (int k = streams; k < 64; k++)
 			ck_assert_int_eq(s->recv_stream[k], 0);
