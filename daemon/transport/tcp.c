@@ -157,10 +157,10 @@ static void *progress_main(void *arg)
 	uint64_t spin_until = 0; /* epoll polled, not slept in, until then */
 
 	/* After a latency-bound message (R2_CHUNK_POLL: an eager AllReduce's,
-	 * which come one at a time, so on the peer's first idle stream and one
-	 * thread per rail, tcp_post_send) the thread polls its sockets for spin_us before it sleeps: the
-	 * next one is read without a wake-up, which on a big host's idle CPU
-	 * costs some 100 us (issue 21: a small AllReduce that once waited past
+	 * which come one at a time, so on the peer's first idle stream and
+	 * one thread per rail, tcp_post_send) the thread polls its sockets for
+	 * spin_us before it sleeps: the next one is read without a wake-up,
+	 * which on a big host's idle CPU costs some 100 us (issue 21: a small AllReduce that once waited past
 	 * the poll kept doing so, each host late for the other). Other traffic
 	 * keeps it busy without polling and leaves the CPUs to the copies and
 	 * reductions: with every thread polling after every message (before

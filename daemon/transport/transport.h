@@ -112,8 +112,8 @@ struct r2_tp_config {
 	uint32_t max_msg;         /* largest payload accepted (chunk size cap) */
 	int progress_threads;     /* per rail */
 	uint32_t spin_us;         /* tcp: a progress thread polls its sockets this long
-				   * after a small message before it sleeps
-				   * (exec_spin_us; tcp.c progress_main) */
+				   * after an R2_CHUNK_POLL message before it
+				   * sleeps (exec_spin_us; tcp.c progress_main) */
 	uint32_t user_timeout_ms; /* TCP_USER_TIMEOUT and connect/hello timeout base (0: 5000) */
 	uint64_t max_queued;      /* per-peer queued send bytes before -EAGAIN (0: 64 MiB) */
 	/* tcp: a received data chunk or acknowledgement goes to rx_direct,
