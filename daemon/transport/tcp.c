@@ -160,13 +160,14 @@ static void *progress_main(void *arg)
 	 * which come one at a time, so on the peer's first idle stream and
 	 * one thread per rail, tcp_post_send) the thread polls its sockets for
 	 * spin_us before it sleeps: the next one is read without a wake-up,
-	 * which on a big host's idle CPU costs some 100 us (issue 21: a small AllReduce that once waited past
-	 * the poll kept doing so, each host late for the other). Other traffic
-	 * keeps it busy without polling and leaves the CPUs to the copies and
-	 * reductions: with every thread polling after every message (before
-	 * 2026-12-06), 128 KB AllReduces on 2 namespace hosts of the 16-core
-	 * machine took 130-150 us instead of 100 at a 250 us poll, and 128
-	 * KB-1 MB 2-5x as long at 1 ms (docs/benchmarks.md). */
+	 * which on a big host's idle CPU costs some 100 us (issue 21: a small
+	 * AllReduce that once waited past the poll kept doing so, each host
+	 * late for the other). Other traffic keeps it busy without polling
+	 * and leaves the CPUs to the copies and reductions: with every
+	 * thread polling after every message (before 2026-12-06), 128 KB
+	 * AllReduces on 2 namespace hosts of the 16-core machine took 130-150
+	 * us instead of 100 at a 250 us poll, and 128 KB-1 MB 2-5x as long at
+	 * 1 ms (docs/benchmarks.md). */
 	th->last_tick = r2_tp_now_ns();
 	while (!atomic_load(&tp->stop)) {
 		bool spinning = spin_until && r2_now_us() < spin_until;
