@@ -226,12 +226,11 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			"the dispatcher busy-polls the rings this long after activity (0: never)" },
 	[P_EXEC_SPIN_US] = { "exec_spin_us", "R2CCL_EXEC_SPIN_US", "--exec-spin-us", R2_PT_INT,
 			     "-1", -1, 1000000, NULL, "us", false,
-			     "an executor of a communicator across hosts busy-polls its mailbox "
-			     "and its queue this long before it sleeps (while a small operation "
-			     "waits for its peers, and after each operation), a TCP progress "
-			     "thread its sockets after an eager AllReduce's message, the rails "
-			     "thread its rails' completions where messages come in through it (verbs) "
-			     "(-1: 250 us on hosts of 8 or more CPUs, 0 below; 0: never)" },
+			     "a cross-host communicator's executor busy-polls its mailbox and queue "
+			     "this long before it sleeps (for its peers, after each operation), a "
+			     "TCP progress thread its sockets after an eager AllReduce's message, "
+			     "the rails thread its completions where messages come in through it "
+			     "(verbs) (-1: 250 us with 8+ CPUs, 0 below; 0: never)" },
 	/* 200 us: with it the step model predicts the measured steady-state
 	 * times of the failure plans on 1 Gbit/s TCP rails here within 1-7%
 	 * (1 ms overestimated them by 6-9% and picked fewer, longer steps;
