@@ -320,6 +320,8 @@ START_TEST(test_eager_loop_spinning)
 	static const char *const p[] = { "exec_spin_us=20000", NULL };
 	struct th_host *hs[2];
 	struct th_sess *ss[2];
+	const int look_ms = rl_linger_look_ms;
+	const uint64_t owed_us = rl_ack_owed_us;
 
 	rl_linger_look_ms = 60000;
 	rl_ack_owed_us = 60000000;
@@ -328,8 +330,8 @@ START_TEST(test_eager_loop_spinning)
 	for (int h = 0; h < 2; h++)
 		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 10);
 	th_free_all(hs, 2);
-	rl_linger_look_ms = 5; /* (for the cases after it when not forked) */
-	rl_ack_owed_us = 1000;
+	rl_linger_look_ms = look_ms; /* (for the cases after it when not forked) */
+	rl_ack_owed_us = owed_us;
 }
 END_TEST
 
