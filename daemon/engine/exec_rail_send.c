@@ -168,10 +168,16 @@ int rl_tenant(struct railop *o)
 }
 
 /* The chunk goes to its peer on any rail; with no connection to the peer
- * left, a direct chunk goes through a bridge (detour.h). */
+ * left, a direct chunk goes through a bridge (detour.h). Written inline
+ * (tcp: a message of up to 64 KiB to an idle stream), its send completion
+ * comes back on this thread (the executor, holding no lock), to this
+ * communicator's mailbox: no wake-up of the rails thread. */
 int rl_post(struct railop *o, struct sendrec *s)
 {
-	return rl_post_via(o->c, &o->det, s, o->opseq);
+	r2d_rails_own_sends(true);
+	int r = rl_post_via(o->c, &o->det, s, o->opseq);
+	r2d_rails_own_sends(false);
+	return r;
 }
 
 int rl_post_via(struct r2_comm *c, struct rail_detours *det, struct sendrec *s, uint64_t opseq)

@@ -120,7 +120,7 @@ void tcp_stream_free(struct r2_tp *tp, struct tcp_stream *st, bool complete, int
 	st->q_head = st->q_tail = NULL;
 	pthread_mutex_unlock(&st->qlock);
 	if (complete) {
-		tcp_complete_msgs(tp, st, q, status);
+		tcp_complete_msgs(tp, st, q, status, false);
 	} else {
 		while (q) {
 			struct tcp_msg *n = q->next;
@@ -250,7 +250,7 @@ void tcp_reap_streams(struct r2_tp *tp, struct tcp_thread *th)
 		struct tcp_msg *q = st->q_head;
 		st->q_head = st->q_tail = NULL;
 		pthread_mutex_unlock(&st->qlock);
-		tcp_complete_msgs(tp, st, q, st->fail_status ? st->fail_status : -ECONNRESET);
+		tcp_complete_msgs(tp, st, q, st->fail_status ? st->fail_status : -ECONNRESET, false);
 		pthread_mutex_lock(&tp->b.lock);
 		struct tcp_peer *p = st->peer;
 		if (p) {

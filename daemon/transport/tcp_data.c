@@ -92,7 +92,11 @@ void tcp_pool_destroy(struct r2_tp *tp)
 
 /* ---- completions ---- */
 
-void tcp_complete_msgs(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg *m, int status)
+/* direct: the caller (a progress thread) holds no lock, so a data message's
+ * completion may go to cfg.sent_direct (the daemon's tcp_rx_direct: to its
+ * communicator from this thread, without the rails thread's wake-up). */
+void tcp_complete_msgs(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg *m, int status,
+		       bool direct)
 {
 	while (m) {
 		struct tcp_msg *next = m->next;
@@ -116,7 +120,9 @@ void tcp_complete_msgs(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg *
 			.stream = st->idx,
 		};
 		r2_tp_hdr_le(&e.hdr);
-		r2_tp_cq_push(&tp->b.cmpl, &e);
+		if (!(direct && status == 0 && m->ctx > 1 && e.hdr.kind == R2_MSG_DATA &&
+		      tp->cfg.sent_direct && tp->cfg.sent_direct(tp->cfg.rx_arg, &e)))
+			r2_tp_cq_push(&tp->b.cmpl, &e);
 		free(m);
 		m = next;
 	}
@@ -395,7 +401,7 @@ static int stream_tx(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg ***
 			**written = done;
 			*written = dtail;
 		} else {
-			tcp_complete_msgs(tp, st, done, 0);
+			tcp_complete_msgs(tp, st, done, 0, true); /* no lock held */
 		}
 		if ((size_t)w < total || !more)
 			return 0;

@@ -193,7 +193,8 @@ void tcp_stream_kill(struct tcp_stream *st, int status);
 int tcp_connect(struct r2_tp *tp, uint64_t peer_id, struct in_addr addr, uint16_t port);
 
 /* tcp_data.c: receive buffers, completions, reading and writing streams */
-void tcp_complete_msgs(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg *m, int status);
+void tcp_complete_msgs(struct r2_tp *tp, struct tcp_stream *st, struct tcp_msg *m, int status,
+		       bool direct);
 void tcp_pool_destroy(struct r2_tp *tp);
 void tcp_pool_put(struct r2_tp *tp, void *buf);
 void tcp_push_simple(struct r2_tp *tp, int type, int status, struct tcp_peer *p);

@@ -120,7 +120,12 @@ struct r2_tp_config {
 	 * called on the progress thread that read it, instead of the
 	 * completion queue; false: it is queued after all (NULL: always) */
 	bool (*rx_direct)(void *arg, const struct r2_tp_cqe *e);
-	void *rx_arg;
+	/* tcp: a data message's send completion (ctx > 1) goes to
+	 * sent_direct, called on the progress thread that wrote its last
+	 * byte while it holds no lock, instead of the completion queue;
+	 * false: it is queued after all (NULL: always) */
+	bool (*sent_direct)(void *arg, const struct r2_tp_cqe *e);
+	void *rx_arg; /* both's */
 	/* verbs provider (0 / empty: the default; the daemon fills them from its
 	 * parameters ib_*, docs/transports.md) */
 	char ib_hca[128];         /* R2CCL_IB_HCA: NCCL filter (mlx5_0:1, ^mlx5_2) */
@@ -173,8 +178,9 @@ struct r2_tp_choice {
  * start (the rails warm it up: tcp_warmup) and the host's TCP settings
  * (net.ipv4.tcp_slow_start_after_idle) apply. */
 #define R2_TP_CAP_STREAMS (1u << 1)
-/* A received data chunk or ACK goes to cfg.rx_direct from the provider's
- * own thread (when set): the rails thread is not on a message's way in. */
+/* A received data chunk or ACK goes to cfg.rx_direct, a data message's send
+ * completion to cfg.sent_direct, from the provider's own thread (when set):
+ * the rails thread is not on a message's way in, nor on its completion's. */
 #define R2_TP_CAP_RX_DIRECT (1u << 2)
 
 struct r2_tp_ops {
