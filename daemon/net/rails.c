@@ -433,26 +433,37 @@ static __thread struct own_send {
 	struct r2_tp_cqe c;
 } own[OWN_SENDS_MAX];
 
+/* c to cqe_in on this thread, unless the rails are stopping (then false:
+ * it is queued for the rails thread as before). */
+static bool direct_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
+{
+	atomic_fetch_add(&rs->direct_busy, 1);
+	if (atomic_load(&rs->direct_off) || !rs->d->net_ev) {
+		atomic_fetch_sub(&rs->direct_busy, 1);
+		return false;
+	}
+	cqe_in(rs, rail, c);
+	atomic_fetch_sub(&rs->direct_busy, 1);
+	return true;
+}
+
 static bool rx_direct(void *arg, const struct r2_tp_cqe *e)
 {
 	struct r2_rail *rl = arg;
 	struct r2_rails *rs = rl->rs;
 	struct r2_tp_cqe c = *e;
 
-	if (e->type == R2_TPC_SEND && (!own_depth || own_n == OWN_SENDS_MAX))
+	if (e->type != R2_TPC_SEND)
+		return direct_in(rs, rl->index, &c);
+	if (!own_depth || own_n == OWN_SENDS_MAX)
 		return false; /* not in a scope that takes them: the rails thread */
 	atomic_fetch_add(&rs->direct_busy, 1);
 	if (atomic_load(&rs->direct_off) || !rs->d->net_ev) {
 		atomic_fetch_sub(&rs->direct_busy, 1);
 		return false;
 	}
-	if (e->type == R2_TPC_SEND) {
-		/* direct_busy stays up until it is delivered (the stop waits) */
-		own[own_n++] = (struct own_send){ rs, rl->index, c };
-		return true;
-	}
-	cqe_in(rs, rl->index, &c);
-	atomic_fetch_sub(&rs->direct_busy, 1);
+	/* direct_busy stays up until it is delivered (the stop waits) */
+	own[own_n++] = (struct own_send){ rs, rl->index, c };
 	return true;
 }
 
@@ -460,22 +471,14 @@ static bool rx_direct(void *arg, const struct r2_tp_cqe *e)
  * progress thread that wrote its last byte (holding no lock), to its
  * communicator at once. Through the rails thread a large operation's
  * chunks cost that thread a wake-up each: 1 MB AllReduces on 2 namespace
- * hosts of the 2-core machine made it 4.3 switches and 20 system calls an
- * operation (docs/benchmarks.md, 2026-12-06 afternoon). */
+ * hosts of the 2-core machine made it 4.8 switches and 21 system calls an
+ * operation (docs/benchmarks.md, 2026-12-06 12:24). */
 static bool sent_direct(void *arg, const struct r2_tp_cqe *e)
 {
 	struct r2_rail *rl = arg;
-	struct r2_rails *rs = rl->rs;
 	struct r2_tp_cqe c = *e;
 
-	atomic_fetch_add(&rs->direct_busy, 1);
-	if (atomic_load(&rs->direct_off) || !rs->d->net_ev) {
-		atomic_fetch_sub(&rs->direct_busy, 1);
-		return false;
-	}
-	cqe_in(rs, rl->index, &c);
-	atomic_fetch_sub(&rs->direct_busy, 1);
-	return true;
+	return direct_in(rl->rs, rl->index, &c);
 }
 
 void r2d_rails_own_sends(bool on)
