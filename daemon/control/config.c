@@ -101,13 +101,13 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			"hd (also recursive halving/doubling for AllReduce, ReduceScatter and "
 			"AllGather where the cost model prefers it), rd (hd, and recursive "
 			"doubling by pairs for AllReduce); the same on every host" },
-	/* 4: on 8 hosts recursive doubling ran 21-143% over the model and
-	 * behind the ring at 256 KB-4 MB (docs/planner.md, "8 hosts"); more
-	 * to measure them there (tools/bench/plan-check.sh) */
+	/* 4: on 8 hosts recursive doubling at 4 MB, 6% ahead in the model,
+	 * ran 28-47% behind the ring (docs/planner.md, "8 and 16 hosts") */
 	[P_LOGSTEP_HOSTS] = { "logstep_hosts", "R2CCL_LOGSTEP_HOSTS", "--logstep-hosts", R2_PT_INT,
 			      "4", 0, 1 << 20, NULL, NULL, true,
-			      "the log-step schedules (logstep) on communicators of up to this many "
-			      "hosts (0: any number); the same on every host" },
+			      "the log-step schedules (logstep) where the cost model puts them 5% "
+			      "ahead on up to this many hosts, 15% beyond (0: 5% on any number); "
+			      "the same on every host" },
 	[P_PROXY_BUF_SIZE] = { "proxy_buf_size", "R2CCL_PROXY_BUF_SIZE", "--proxy-buf-size",
 			       R2_PT_INT, "4M", 4096, 1 << 30, NULL, "bytes", false,
 			       "proxy buffer chunk (registration unit)" },

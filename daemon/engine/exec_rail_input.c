@@ -233,10 +233,14 @@ again:
 	 * at 1 MB (14.1 against 13.2 ms), ran in 8.5 ms, rd in 13.2: there
 	 * the failure-aware plans keep the choice */
 	prm.logstep_healthy = true;
-	/* and up to logstep_hosts (4): on 8, recursive doubling ran 21-143%
-	 * over the model and behind the ring at 256 KB-4 MB, on the 2-core VM
-	 * and the 16-core machine alike (docs/planner.md, "8 hosts") */
+	/* and beyond logstep_hosts (4) only 15% ahead: on 8 hosts x 2 rails
+	 * at 1 Gbit/s recursive doubling ran as fast as the ring or faster
+	 * where the model put it 19-52% ahead (128 KB-1 MB), and 28-47% behind
+	 * at 4 MB (6% ahead in the model), on the 16-core machine and the
+	 * 2-core VM alike; on 16 hosts a small AllReduce takes 4-7 steps
+	 * instead of the ring's 30 (docs/planner.md, "8 and 16 hosts") */
 	prm.logstep_max_hosts = (uint32_t)r2_param_int(&o->d->params, P_LOGSTEP_HOSTS);
+	prm.logstep_far_margin = 0.15;
 	r = r2_plan_build(&cl, &od, &prm, &o->plan);
 	if (use_view && r < 0) {
 		/* no plan for this view: every daemon falls back alike to the

@@ -25,6 +25,7 @@ void r2_plan_params_default(struct r2_plan_params *p)
 	p->logstep_margin = 0;
 	p->logstep_healthy = false;
 	p->logstep_max_hosts = 0;
+	p->logstep_far_margin = 1;
 }
 
 /* ---- validation, bound, driver ------------------------------------------ */
@@ -214,7 +215,8 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 	/* logstep_healthy: every NIC up at one speed, no link down */
 	if (x->prm.logstep_healthy && (x->ncls > 1 || x->any_down || x->c->ndown))
 		return;
-	if (x->prm.logstep_max_hosts && x->n > x->prm.logstep_max_hosts)
+	if (x->prm.logstep_max_hosts && x->n > x->prm.logstep_max_hosts &&
+	    x->prm.logstep_far_margin >= 1)
 		return;
 	uint32_t n = x->n, R = x->R;
 	uint32_t caps[] = { 2, 4, 8, 16, R + 1, 2 * R + 1 };
@@ -308,12 +310,17 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 }
 
 /* A log-step candidate replaces the best plan so far only when it is
- * cheaper by more than logstep_margin: where the two are close (bandwidth-
- * bound sizes), the pipelined plans keep the choice (r2ccld: on TCP rails
- * the model's step costs suit them better, docs/planner.md). */
+ * cheaper by more than logstep_margin (logstep_far_margin on more than
+ * logstep_max_hosts hosts): where the two are close (bandwidth-bound
+ * sizes), the pipelined plans keep the choice (r2ccld: on TCP rails the
+ * model's step costs suit them better, docs/planner.md). */
 static void keep_logstep(const struct ctx *x, struct bld *best, struct bld *cand, bool *have)
 {
-	if (*have && !(cand->time < best->time * (1 - x->prm.logstep_margin))) {
+	double margin = x->prm.logstep_max_hosts && x->n > x->prm.logstep_max_hosts
+				? x->prm.logstep_far_margin
+				: x->prm.logstep_margin;
+
+	if (*have && !(cand->time < best->time * (1 - margin))) {
 		pl_bld_free(cand);
 		return;
 	}

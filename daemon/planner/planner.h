@@ -141,8 +141,10 @@ struct r2_plan_params {
 	                           * other by this fraction, default 0 */
 	bool logstep_healthy;     /* log-step plans only on a healthy cluster,
 	                           * default false */
-	uint32_t logstep_max_hosts; /* log-step plans only up to this many
-	                           * hosts, default 0 (any) */
+	uint32_t logstep_max_hosts; /* log-step plans with logstep_margin up to
+	                           * this many hosts, default 0 (any) */
+	double logstep_far_margin; /* beyond logstep_max_hosts, with this margin
+	                           * instead, default 1 (none there) */
 	bool rd_pairs;            /* recursive doubling only with pairs (radix 2)
 	                           * in its doubling levels, where every member
 	                           * adds its own f - 1 values in its own order

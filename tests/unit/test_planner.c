@@ -778,6 +778,46 @@ START_TEST(test_rd_choice)
 }
 END_TEST
 
+/* logstep_max_hosts with logstep_far_margin (r2ccld: 4 hosts, 25%): on 16
+ * hosts x 2 rails at 1 Gbit/s and 200 us a step (the daemon's model),
+ * recursive doubling by pairs where the model puts it far ahead of the
+ * ring's 30 steps (64 KB), the ring where the two are close (16 MB), and
+ * no log-step plan beyond the hosts at the default margin (1: none). */
+START_TEST(test_logstep_far_margin)
+{
+	struct tcl t;
+	struct r2_plan_params prm;
+	struct r2_opdesc od = { R2_PLAN_ALLREDUCE, 1 << 16, 4, 0, 0, R2_POL_OURS };
+	struct r2_plan *p = NULL;
+
+	tcl_init(&t, 16, 2, 125e6);
+	t.c.cost.alpha = 200e-6;
+	r2_plan_params_default(&prm);
+	prm.rd_pairs = true;
+	prm.logstep_margin = 0.05;
+	prm.logstep_healthy = true;
+	prm.logstep_max_hosts = 4;
+	ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &p), 0); /* far margin 1 */
+	ck_assert_int_ne(p->algo, R2_ALGO_RD);
+	ck_assert_int_ne(p->algo, R2_ALGO_HD);
+	double other = p->time;
+	r2_plan_free(p);
+	prm.logstep_far_margin = 0.25;
+	ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &p), 0);
+	ck_assert_int_eq(p->algo, R2_ALGO_RD);
+	ck_assert_uint_le(p->nsteps, 8);
+	ck_assert_msg(p->time < 0.75 * other, "rd %.6g other %.6g", p->time, other);
+	ck_assert_msg(run_symbolic(p, &t.c) == 0, "%s", fail_msg);
+	r2_plan_free(p);
+	od.size = 16 << 20;
+	ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &p), 0);
+	ck_assert_int_ne(p->algo, R2_ALGO_RD);
+	ck_assert_int_ne(p->algo, R2_ALGO_HD);
+	r2_plan_free(p);
+	tcl_free(&t);
+}
+END_TEST
+
 /* Latency rounds of the bound: ceil(log_{P+1} n). */
 START_TEST(test_bound_rounds)
 {
@@ -960,6 +1000,7 @@ int main(void)
 	tcase_add_test(tc, test_hd_large);
 	tcase_add_test(tc, test_bound_rounds);
 	tcase_add_test(tc, test_rd_choice);
+	tcase_add_test(tc, test_logstep_far_margin);
 	suite_add_tcase(s, tc);
 	TCase *tr = tcase_create("random");
 	tcase_set_timeout(tr, 120);
