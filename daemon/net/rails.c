@@ -433,15 +433,24 @@ static __thread struct own_send {
 	struct r2_tp_cqe c;
 } own[OWN_SENDS_MAX];
 
-/* c to cqe_in on this thread, unless the rails are stopping (then false:
- * it is queued for the rails thread as before). */
-static bool direct_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
+/* A delivery off the rails thread may begin (direct_busy up: the stop
+ * waits for it to end), unless the rails are stopping (then false: it is
+ * queued for the rails thread as before). */
+static bool direct_begin(struct r2_rails *rs)
 {
 	atomic_fetch_add(&rs->direct_busy, 1);
 	if (atomic_load(&rs->direct_off) || !rs->d->net_ev) {
 		atomic_fetch_sub(&rs->direct_busy, 1);
 		return false;
 	}
+	return true;
+}
+
+/* c to cqe_in on this thread (false: queued instead). */
+static bool direct_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
+{
+	if (!direct_begin(rs))
+		return false;
 	cqe_in(rs, rail, c);
 	atomic_fetch_sub(&rs->direct_busy, 1);
 	return true;
@@ -455,13 +464,8 @@ static bool rx_direct(void *arg, const struct r2_tp_cqe *e)
 
 	if (e->type != R2_TPC_SEND)
 		return direct_in(rs, rl->index, &c);
-	if (!own_depth || own_n == OWN_SENDS_MAX)
+	if (!own_depth || own_n == OWN_SENDS_MAX || !direct_begin(rs))
 		return false; /* not in a scope that takes them: the rails thread */
-	atomic_fetch_add(&rs->direct_busy, 1);
-	if (atomic_load(&rs->direct_off) || !rs->d->net_ev) {
-		atomic_fetch_sub(&rs->direct_busy, 1);
-		return false;
-	}
 	/* direct_busy stays up until it is delivered (the stop waits) */
 	own[own_n++] = (struct own_send){ rs, rl->index, c };
 	return true;
