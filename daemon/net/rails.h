@@ -141,6 +141,16 @@ struct r2_rails {
 	struct r2_loop_ev *qhead, *qtail;
 	uv_async_t async;
 	uint64_t tx_msgs, rx_msgs;
+	/* TCP warm-ups (rails.c warmup), one connection at a time per rail
+	 * (loop thread only): warm_busy the peer whose bytes are in flight (0:
+	 * none), warm_q the peers waiting, in order */
+	uint64_t warm_busy[R2_MAX_RAILS];
+	uint64_t warm_q[R2_MAX_RAILS][R2_MAX_PEERS];
+	int warm_head[R2_MAX_RAILS], warm_n[R2_MAX_RAILS];
+	/* the run of warm-ups under way since the rail's queue was last empty:
+	 * connections warmed (or given up), and when it began (logged at its end) */
+	int warm_run[R2_MAX_RAILS];
+	uint64_t warm_run_us[R2_MAX_RAILS];
 	/* tcp_threads, tcp_streams: as set, or (0) by the cores, at start-up */
 	int tcp_threads, tcp_streams;
 	/* rail overlap (metrics): the keys of the communicators whose data went

@@ -7,8 +7,9 @@
 # reducescatter, broadcast and reduce with roots 0 and n-1, a send/recv ring;
 # float32 sum, int32 max, float16 sum, int8 min, float64 avg, uint64 prod and
 # more; 1, 7 and ~1000 elements (never a multiple of the rank count), 1M+3
-# elements and 64 MB; in and out of place), then stop the daemons (each must
-# exit 0) and tear the cluster down.
+# elements and 64 MB; in and out of place), check that every daemon warmed
+# up its peers' TCP connections (one at a time per rail), then stop the
+# daemons (each must exit 0) and tear the cluster down.
 # CLUSTER_MAX_BYTES (default 64M) bounds the sizes (8M: no 64 MB ops;
 # 64K: only the small ones). Exits 77 when not root or without iproute2.
 
@@ -46,6 +47,7 @@ for H in 2 3 4; do
 				grep -E "FAIL|error|failed|timed out|killed" <<<"$out" | head -n 20 | sed 's/^/# /'
 				dump_logs
 			fi
+			warmups_ok "$name" "$H" "$R"
 			check_sanitizer "$name"
 			daemons_stop_ok "$name" || dump_logs
 			"$C" down >/dev/null || fail "$name: down"

@@ -82,6 +82,14 @@ $BUILD/tools/r2ccl-bench allreduce -b $sz -e $sz -n $ITERS -w 2 --nranks $H \
 					       p, l, s, a[1], a[2], pred, m, q, 100 * (m - pred) / pred
 				}'
 	done
+	# paths a daemon judged silent (heartbeats missed) during the pass, and
+	# the TCP warm-ups' runs (rails.c): a false failure plans around a NIC
+	local silent warm
+	silent=$(cat /tmp/"$PREFIX"/h*/r2ccld.log 2>/dev/null | grep -ac "heartbeats missed" || true)
+	warm=$(cat /tmp/"$PREFIX"/h*/r2ccld.log 2>/dev/null |
+		sed -n 's/.*TCP warm-up of [0-9]* connections\{0,1\} done, one at a time, in \([0-9]*\) ms.*/\1/p' |
+		sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "%d runs, longest %d ms", NR, v[NR]; else printf "none" }')
+	echo "# pass $name $ls: $silent paths judged silent (heartbeats missed); TCP warm-ups: $warm"
 	$C daemons stop >/dev/null
 }
 
