@@ -157,13 +157,13 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			   "bytes sent (and dropped by the peer) per stream of a new TCP rail "
 			   "connection, so that its congestion window has grown before a "
 			   "collective needs it (0: off)" },
-	/* on: a thread hand-off less per received chunk (the rails thread's
+	/* on: a thread hand-off less per small chunk (the rails thread's
 	 * wake-up); docs/benchmarks.md, "Received chunks to the mailbox" */
 	[P_TCP_RX_DIRECT] = { "tcp_rx_direct", "R2CCL_TCP_RX_DIRECT", "--tcp-rx-direct",
 			      R2_PT_BOOL, "1", 0, 0, NULL, NULL, false,
-			      "a TCP progress thread hands a data chunk or acknowledgement it "
-			      "read to its communicator's mailbox itself, not through the rails "
-			      "thread (0: through it)" },
+			      "a TCP progress thread hands an acknowledgement or a data chunk of "
+			      "up to 64 KiB (or an eager AllReduce's) it read to its communicator "
+			      "itself, not through the rails thread (0: through it)" },
 	[P_TCP_ZERO_COPY] = { "tcp_zero_copy", "R2CCL_TCP_ZERO_COPY", "--tcp-zero-copy",
 			      R2_PT_BOOL, "1", 0, 0, NULL, NULL, true,
 			      "TCP rails send chunks from the working buffer itself, not from a "

@@ -520,14 +520,26 @@ static bool direct_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
 	return true;
 }
 
+/* Larger data chunks (not an eager AllReduce's, R2_CHUNK_POLL) still go
+ * through the rails thread. Delivered here, 16-64 MB AllReduces on 4
+ * namespace hosts of the 2-core machine ran at 0.41-0.54 GB/s bus bandwidth
+ * instead of 0.62-0.82 (uncapped rails, docs/benchmarks.md section 2,
+ * 2026-12-06); the likely cause: each delivery takes d->lock
+ * (r2d_comm_deliver) on the thread that reads the socket, which reads
+ * nothing while it waits for the executor to let go of it. */
+#define RX_DIRECT_MAX (64u << 10)
 static bool rx_direct(void *arg, const struct r2_tp_cqe *e)
 {
 	struct r2_rail *rl = arg;
 	struct r2_rails *rs = rl->rs;
 	struct r2_tp_cqe c = *e;
 
-	if (e->type != R2_TPC_SEND)
+	if (e->type != R2_TPC_SEND) {
+		if (e->hdr.kind == R2_MSG_DATA && e->hdr.len > RX_DIRECT_MAX &&
+		    !(e->hdr.flags & R2_CHUNK_POLL))
+			return false; /* a bulk chunk: through the rails thread */
 		return direct_in(rs, rl->index, &c);
+	}
 	if (!own_depth || own_n == OWN_SENDS_MAX || !direct_begin(rs))
 		return false; /* not in a scope that takes them: the rails thread */
 	/* direct_busy stays up until it is delivered (the stop waits) */
