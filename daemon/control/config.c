@@ -162,7 +162,7 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	[P_TCP_RX_DIRECT] = { "tcp_rx_direct", "R2CCL_TCP_RX_DIRECT", "--tcp-rx-direct",
 			      R2_PT_BOOL, "1", 0, 0, NULL, NULL, false,
 			      "a TCP progress thread hands an acknowledgement or a data chunk of "
-			      "up to 64 KiB (or an eager AllReduce's) it read to its communicator "
+			      "up to 256 KiB (or an eager AllReduce's) it read to its communicator "
 			      "itself, not through the rails thread (0: through it)" },
 	[P_TCP_ZERO_COPY] = { "tcp_zero_copy", "R2CCL_TCP_ZERO_COPY", "--tcp-zero-copy",
 			      R2_PT_BOOL, "1", 0, 0, NULL, NULL, true,

@@ -520,14 +520,15 @@ static bool direct_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
 	return true;
 }
 
-/* Larger data chunks (not an eager AllReduce's, R2_CHUNK_POLL) still go
- * through the rails thread. Delivered here, 16-64 MB AllReduces on 4
+/* Larger data chunks (not an eager AllReduce's, R2_CHUNK_POLL), those of
+ * bulk transfers (chunk_size, 1 MiB), still go through the rails thread: a
+ * 256 KB AllReduce's on 4 hosts (128 KB a rail) stays here. Delivered here, 16-64 MB AllReduces on 4
  * namespace hosts of the 2-core machine ran at 0.41-0.54 GB/s bus bandwidth
  * instead of 0.62-0.82 (uncapped rails, docs/benchmarks.md section 2,
  * 2026-12-06); the likely cause: each delivery takes d->lock
  * (r2d_comm_deliver) on the thread that reads the socket, which reads
  * nothing while it waits for the executor to let go of it. */
-#define RX_DIRECT_MAX (64u << 10)
+#define RX_DIRECT_MAX (256u << 10)
 static bool rx_direct(void *arg, const struct r2_tp_cqe *e)
 {
 	struct r2_rail *rl = arg;
