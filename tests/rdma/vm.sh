@@ -85,14 +85,18 @@ run() {
     sleep 2
   done
   wait "$tpid" || true
-  grep -haE '^\[(a|b)\] ' "$tmp/a.log" "$tmp/b.log" | tr -d '\r'
+  # (each display below may find nothing, a guest stopped early: under
+  # set -e and pipefail that must not end the script before its verdict)
+  grep -haE '^\[(a|b)\] ' "$tmp/a.log" "$tmp/b.log" | tr -d '\r' || true
   if grep -qa '^\[a\] exit 0' "$tmp/a.log" && grep -qa '^\[b\] exit 0' "$tmp/b.log"; then
     return 0
   fi
   # a guest that ran out of time printed nothing above: what it wrote to its
   # console as it went ("live:" lines)
-  grep -qa '^\[a\] exit' "$tmp/a.log" || grep -ha '^live: ' "$tmp/a.log" | tr -d '\r' | sed 's/^/[a, timed out] /'
-  grep -qa '^\[b\] exit' "$tmp/b.log" || grep -ha '^live: ' "$tmp/b.log" | tr -d '\r' | sed 's/^/[b, timed out] /'
+  grep -qa '^\[a\] exit' "$tmp/a.log" ||
+    { grep -ha '^live: ' "$tmp/a.log" | tr -d '\r' | sed 's/^/[a, timed out] /' || true; }
+  grep -qa '^\[b\] exit' "$tmp/b.log" ||
+    { grep -ha '^live: ' "$tmp/b.log" | tr -d '\r' | sed 's/^/[b, timed out] /' || true; }
   # an emulated NIC that stopped sending (tests/rdma/README.md, Known
   # problem): qemu's fault, not the code under test's; the run could not
   # say anything, so it is a skip (77) with the guests' output above, not a
