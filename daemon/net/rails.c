@@ -59,8 +59,6 @@ int r2d_rails_match(struct r2d *d, uint32_t ipv4)
 	return -1;
 }
 
-static void warmup(struct r2_rails *rs, int rail, uint64_t peer);
-
 int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port)
 {
 	struct r2_rails *rs = d->rails;
@@ -85,7 +83,7 @@ int r2d_rails_connect(struct r2d *d, uint64_t peer, uint32_t ipv4, uint16_t port
 	if ((p->warm_pending & p->conn_mask) & (1u << rail)) {
 		/* connected before a communicator needed it: warm it up now */
 		p->warm_pending &= ~(1u << rail);
-		warmup(rs, rail, peer);
+		rl_warmup(rs, rail, peer);
 	}
 	if (p->want_mask & (1u << rail))
 		return 0;
@@ -238,84 +236,6 @@ static void to_loop(struct r2_rails *rs, int rail, const struct r2_tp_cqe *c)
 	uv_async_send(&rs->async);
 }
 
-/* Warm-up of a new TCP connection (tcp_warmup bytes per stream, in messages
- * of WARMUP_MSG the peer drops): TCP starts with a window of 10 segments and
- * grows it only while it is limited by it, so a connection that has carried
- * only heartbeats needs several round trips of slow start when a re-plan
- * first sends a chunk on it. The window then stays as long as the host keeps
- * it over idle periods (net.ipv4.tcp_slow_start_after_idle = 0,
- * docs/operations.md).
- * One connection of a rail warms up at a time (loop thread): the next starts
- * when the last message of the one before completes (WARMUP_CTX, sent or
- * failed). All at once, a host of a 16-host cluster put 15 x 2 MB per stream
- * on its NIC together, and heartbeats queued behind them went unanswered for
- * 600 ms: paths judged failed at the start (docs/planner.md). */
-#define WARMUP_MSG (256u << 10)
-#define WARMUP_CTX 2 /* the last message of a warm-up: its completion is reported */
-static const uint8_t warmup_zeros[WARMUP_MSG];
-
-/* Posts peer's warm-up on rail; false: nothing is in flight (not a TCP
- * rail, warm-up off, or the first post failed). */
-static bool warmup_post(struct r2_rails *rs, int rail, uint64_t peer)
-{
-	struct r2_rail *rl = &rs->rail[rail];
-	int64_t bytes = r2_param_int(&rs->d->params, P_TCP_WARMUP) * R2_MAX(1, rs->tcp_streams);
-	struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_HEARTBEAT,
-				  .flags = R2_HB_WARMUP, .len = WARMUP_MSG };
-
-	if (!(rl->ops->caps & R2_TP_CAP_STREAMS))
-		return false; /* verbs: no congestion window to grow */
-	for (; bytes > 0; bytes -= WARMUP_MSG) {
-		bool last = bytes <= WARMUP_MSG;
-		int r = rl->ops->post_send(rl->tp, peer, &h, warmup_zeros, last ? WARMUP_CTX : 0);
-		if (r < 0)
-			return false; /* those posted go out; the next peer's start now */
-		if (last)
-			return true;
-	}
-	return false;
-}
-
-/* The rail's next waiting warm-up that gets under way (loop thread); the
- * run logged when none is left. */
-static void warmup_next(struct r2_rails *rs, int rail)
-{
-	rs->warm_busy[rail] = 0;
-	while (rs->warm_n[rail] > 0) {
-		uint64_t peer = rs->warm_q[rail][rs->warm_head[rail]];
-		rs->warm_head[rail] = (rs->warm_head[rail] + 1) % R2_MAX_PEERS;
-		rs->warm_n[rail]--;
-		rs->warm_run[rail]++;
-		if (warmup_post(rs, rail, peer)) {
-			rs->warm_busy[rail] = peer;
-			return;
-		}
-	}
-	if (rs->warm_run[rail])
-		log_info("rail %d (%s): TCP warm-up of %d connection%s done, one at a time, in "
-			 "%llu ms",
-			 rail, rs->rail[rail].ifname, rs->warm_run[rail],
-			 rs->warm_run[rail] == 1 ? "" : "s",
-			 (unsigned long long)((r2_now_us() - rs->warm_run_us[rail]) / 1000));
-	rs->warm_run[rail] = 0;
-}
-
-static void warmup(struct r2_rails *rs, int rail, uint64_t peer)
-{
-	if (!(rs->rail[rail].ops->caps & R2_TP_CAP_STREAMS) ||
-	    !r2_param_int(&rs->d->params, P_TCP_WARMUP))
-		return;
-	if (rs->warm_n[rail] == R2_MAX_PEERS)
-		return; /* the queue is full: this one goes cold */
-	rs->warm_q[rail][(rs->warm_head[rail] + rs->warm_n[rail]) % R2_MAX_PEERS] = peer;
-	rs->warm_n[rail]++;
-	if (!rs->warm_busy[rail]) {
-		if (!rs->warm_run[rail])
-			rs->warm_run_us[rail] = r2_now_us();
-		warmup_next(rs, rail);
-	}
-}
-
 /* A connection came up (loop thread): the peer's entry, made room for if
  * the table is full (a peer no communicator needs goes), and its warm-up,
  * only when a communicator needs the peer or we dialed it (else when one
@@ -348,7 +268,7 @@ static bool conn_in(struct r2_rails *rs, const struct r2_loop_ev *ev)
 		 (unsigned long long)id);
 	if (needed || (p->want_mask & bit)) {
 		p->warm_pending &= ~bit;
-		warmup(rs, ev->rail, id);
+		rl_warmup(rs, ev->rail, id);
 	} else {
 		p->warm_pending |= bit;
 	}
@@ -368,8 +288,7 @@ static void on_async(uv_async_t *h)
 		next = ev->next;
 		if (ev->cqe.type == R2_TPC_SEND) {
 			/* a warm-up's last message (cqe_in): the rail's next */
-			if (rs->warm_busy[ev->rail] == ev->cqe.peer)
-				warmup_next(rs, ev->rail);
+			rl_warmup_done(rs, ev->rail, ev->cqe.peer);
 			free(ev);
 			continue;
 		}

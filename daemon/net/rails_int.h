@@ -20,4 +20,10 @@ void rl_ctrl_copy_free(struct r2_rails *rs, void *payload);
  * is the bridge), else *c is made the origin's. */
 bool rl_ctrl_detour_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c);
 
+/* rails_warm.c (loop thread): peer's connection on rail warmed up in its
+ * turn; a warm-up's last message completed (its SEND, ctx WARMUP_CTX). */
+#define WARMUP_CTX 2
+void rl_warmup(struct r2_rails *rs, int rail, uint64_t peer);
+void rl_warmup_done(struct r2_rails *rs, int rail, uint64_t peer);
+
 #endif
