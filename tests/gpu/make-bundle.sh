@@ -2,7 +2,7 @@
 # Builds here what tests/gpu/run-on-device.sh runs on the GPU machine (which
 # builds nothing and has no libuv/protobuf-c/ip/tc) into bundle/gpu (ignored):
 #   bundle/gpu/libexec  r2ccld r2ccl-bench r2cclctl gpu_test, ip, tc,
-#                       tcp_pingpong and test_tenants (run-on-device.sh lat)
+#                       tcp_pingpong, relay_floor and test_tenants (run-on-device.sh lat)
 #   bundle/gpu/libexec  gloo_peer too where Gloo is built (R2CCL_PEER_DIR=bundle/gpu/bin)
 #   bundle/gpu/lib      their shared libraries (not glibc's, not CUDA's)
 #   bundle/gpu/libexec/perf  with BUNDLE_PERF=1 (nsdiag's profile)
@@ -17,7 +17,8 @@ B=${B:-build-gpu}
 SHARED=${SHARED:-../shared}
 [ -f "$B/build.ninja" ] || meson setup "$B" -Dcuda=enabled -Dtests=enabled >/dev/null
 ninja -C "$B" daemon/r2ccld tools/r2ccl-bench tools/r2cclctl tests/gpu/gpu_test \
-	tools/peers/tcp_pingpong tests/integration/test_tenants tests/gpu/copy_lat
+	tools/peers/tcp_pingpong tools/peers/relay_floor tests/integration/test_tenants \
+	tests/gpu/copy_lat
 # Gloo's peer benchmark where it was built (libgloo-dev here): r2ccl-bench
 # --peer gloo on the GPU machine, with R2CCL_PEER_DIR=bundle/gpu/bin
 peers=()
@@ -32,6 +33,7 @@ extra=()
 [ "${BUNDLE_PERF:-0}" = 1 ] && command -v perf >/dev/null && extra+=("$(command -v perf)")
 bash "$SHARED/device/bundle.sh" "$O" "$B/daemon/r2ccld" "$B/tools/r2ccl-bench" \
 	"$B/tools/r2cclctl" "$B/tests/gpu/gpu_test" "$B/tools/peers/tcp_pingpong" \
+	"$B/tools/peers/relay_floor" \
 	"$B/tests/integration/test_tenants" "$B/tests/gpu/copy_lat" "${peers[@]}" "${extra[@]}" >/dev/null
 NT=fetched/nccl-tests/build
 if [ -x "$NT/all_reduce_perf" ]; then

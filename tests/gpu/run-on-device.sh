@@ -276,7 +276,9 @@ if [ "$what" = lat ] || [ "$what" = plan ]; then
 	wrap() { printf '#!/bin/sh\nexec %s "$@"\n' "$BD/bin/$1" > "$2"; chmod +x "$2"; }
 	wrap r2ccld "$L/daemon/r2ccld"
 	for p in r2ccl-bench r2cclctl; do wrap "$p" "$L/tools/$p"; done
-	for p in tcp_pingpong gloo_peer; do wrap "$p" "$L/tools/peers/$p"; done
+	for p in tcp_pingpong relay_floor gloo_peer; do
+		if [ -e "$BD/bin/$p" ]; then wrap "$p" "$L/tools/peers/$p"; fi
+	done
 	export R2CCL_PEER_DIR=$L/tools/peers
 	if [ "$what" = plan ]; then
 		# tools/bench/plan-check.sh with PLAN_ARGS (its options) and

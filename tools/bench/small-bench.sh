@@ -4,7 +4,10 @@
 # cap, MTU 1500), one rank per host, host buffers, float32, out of place,
 # every result checked. In one command:
 #  1. the floor: a TCP ping-pong (tools/peers/tcp_pingpong, TCP_NODELAY) over
-#     rail 0 between hosts 0 and 1, each size;
+#     rail 0 between hosts 0 and 1, each size; and the floor of the same
+#     exchange through a daemon on each host (tools/peers/relay_floor: a
+#     client process and a daemon per host, eventfds between them; -T 1 one
+#     daemon thread, -T 2 two: what no daemon design gets under);
 #  2. R2CCL (r2ccl-bench, every rail) and Gloo (its ring-chunked AllReduce,
 #     rail 0) at sizes -b .. -e (x2 steps), -n timed iterations each: p50
 #     and p99 of rank 0's per-iteration times (r2ccl-bench --pct);
@@ -36,6 +39,7 @@ done
 PREFIX=${R2C_PREFIX:-r2small}
 C="tests/cluster/cluster.sh --prefix $PREFIX"
 PP=$BUILD/tools/peers/tcp_pingpong
+RF=$BUILD/tools/peers/relay_floor
 OUT=/tmp/$PREFIX-bench
 mkdir -p "$OUT"
 trap '$C down >/dev/null 2>&1 || true' EXIT
@@ -65,6 +69,15 @@ SRV=$!
 $C exec 0 "$PP" -c "$($C addr 1 0)" 47100 -n "$ITERS" $(sizes "$B" "$E") $( [ "$DECODE" -gt 0 ] && bytes 256K) \
 	>"$OUT/pingpong"
 wait "$SRV"
+: >"$OUT/relay"
+for T in 1 2; do
+	[ -x "$RF" ] || break # (a bundle without it: its columns say -)
+	$C exec 1 "$RF" -l 47101 -T $T -n "$ITERS" $(sizes "$B" "$E") &
+	SRV=$!
+	$C exec 0 "$RF" -c "$($C addr 1 0)" 47101 -T $T -n "$ITERS" $(sizes "$B" "$E") \
+		>>"$OUT/relay"
+	wait "$SRV"
+done
 
 # 2, 3. R2CCL then Gloo, host 0's lines kept
 bench() { # OUTFILE R2CCL-BENCH-ARGS...
@@ -96,22 +109,28 @@ awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != 0 || $13 != 0) { bad = 1 }
 # the table
 awk -v H="$H" '
 FILENAME ~ /pingpong$/ { split($2, s, "="); split($4, p, "="); pp[s[2]] = p[2]; next }
+FILENAME ~ /relay$/ { split($2, t, "="); split($3, s, "="); split($5, p, "=")
+	rf[t[2], s[2]] = p[2]; next }
 $1 == "#pct" && NF >= 7 { k = (FILENAME ~ /decode$/) ? "decode " $2 : $2
 	r50[k] = $3; r99[k] = $4; g50[k] = $5; g99[k] = $6; z0[k] = $2
 	if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+function f(a, k) { return (k in a) ? sprintf("%.1f", a[k]) : "-" }
 END {
-	printf "%10s  %9s  %9s  %9s  %8s  %9s  %9s  %8s\n", "size (B)", "pp p50", "r2 p50",
-		"r2 p99", "r2/(2pp)", "gloo p50", "gloo p99", "r2/gloo"
+	printf "%10s  %8s  %8s  %8s  %8s  %8s  %8s  %8s  %8s  %8s\n", "size (B)", "pp p50",
+		"rf1 p50", "rf2 p50", "r2 p50", "r2 p99", "r2/(2pp)", "gloo p50", "gloo p99",
+		"r2/gloo"
 	for (i = 1; i <= n; i++) {
 		k = order[i]; z = z0[k]
-		printf "%10s  %9s  %9.1f  %9.1f  %8s  %9s  %9s  %8s\n", (k == z) ? z : "decode",
-			(z in pp) ? sprintf("%.1f", pp[z]) : "-", r50[k], r99[k],
+		printf "%10s  %8s  %8s  %8s  %8.1f  %8.1f  %8s  %8s  %8s  %8s\n",
+			(k == z) ? z : "decode", f(pp, z), (k == z) ? f(rf, 1 SUBSEP z) : "-",
+			(k == z) ? f(rf, 2 SUBSEP z) : "-", r50[k], r99[k],
 			(z in pp && pp[z] > 0) ? sprintf("%.2f", r50[k] / (2 * pp[z])) : "-",
 			g50[k], g99[k], (g50[k] > 0) ? sprintf("%.2f", r50[k] / g50[k]) : "-"
 	}
-	print "(us; pp: TCP ping-pong round trip on rail 0, host 0 <-> 1; r2: R2CCL, " H \
-		" ranks, every rail; gloo: Gloo ring-chunked, rail 0; decode: the 256 KB loop)"
-}' "$OUT/pingpong" "$OUT/sizes" "${DFILE[@]}"
+	print "(us; pp: TCP ping-pong round trip on rail 0, host 0 <-> 1; rf1, rf2: the floor " \
+		"through a daemon per host, 1 or 2 daemon threads (relay_floor), rail 0; r2: R2CCL, " \
+		H " ranks, every rail; gloo: Gloo ring-chunked, rail 0; decode: the 256 KB loop)"
+}' "$OUT/pingpong" "$OUT/relay" "$OUT/sizes" "${DFILE[@]}"
 if ((DECODE > 0)); then
 	# (and the ping-pong's own at 256 KB: the tail of the TCP path alone)
 	awk -v N="$DECODE" '
