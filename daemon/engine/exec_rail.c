@@ -90,12 +90,12 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 
 	if (K > 256)
 		return -E2BIG;
-	/* the ACKs owed for eager messages go now, unless this collective's
-	 * eager messages pay them (exec_rail_ack.c) */
-	if (x->opcode != R2_OP_ALLREDUCE)
+	/* the ACKs owed go now for a transfer; a collective's eager messages
+	 * or descriptors (to every peer) pay them (exec_rail_ack.c) */
+	if (x->opcode == R2_OP_SEND || x->opcode == R2_OP_RECV) {
 		r2_acks_flush(c);
-	if (x->opcode == R2_OP_SEND || x->opcode == R2_OP_RECV)
 		return exec_p2p(x, blk);
+	}
 	/* the view to plan with: agreed by every daemon for this seq */
 	seq = c->coll_seq + 1;
 	view = r2d_health_op_begin(c, seq);
@@ -113,7 +113,6 @@ static int exec_hier(struct r2_exec *x, struct r2_pool *pool)
 		if (!x->stage_wait && (np = rl_eager_pieces(c, blk, es, view)) > 0) {
 			r = rl_eager_allreduce(x, W, K > 1 ? NULL : in[0], blk, dt, op, seq, np);
 		} else {
-			r2_acks_flush(c);
 			r = rail_phase(x, W, K > 1 ? NULL : in[0], blk, dt, op, R2_PLAN_ALLREDUCE,
 				       0, 0, seq, view);
 		}

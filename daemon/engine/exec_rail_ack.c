@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Lazy acknowledgements of eager messages (docs/architecture.md, Small
- * AllReduce across hosts).
+ * Lazy acknowledgements of eager messages, and of a small collective's
+ * descriptors and last chunks by the planner's plan (docs/architecture.md,
+ * Small AllReduce across hosts).
  *
  * An eager message goes out flagged R2_CHUNK_LAZY_ACK the first time. Its
  * receiver does not write an ACK for it at once: it owes one (rl_ack_owe).
@@ -24,6 +25,17 @@
  * bridged copy when it comes direct). The flag keeps a message out of the
  * throughput monitor only (net/rails.c); the tenants' windows count it.
  *
+ * The planner's path does the same for a collective of up to R2_LAZY_OP_MAX
+ * bytes with ack_linger on (struct railop lazy): its descriptors, and an
+ * AllReduce's last step's direct chunks, go flagged; the descriptors, sent
+ * to every peer at each such collective's start, pay what this host owes
+ * (desc_send); a peer's message of a later collective taken during the
+ * operation acknowledges its lazy sends to that peer not yet lingering
+ * (rl_ack_implied_op); and the operation's waits send the ACKs owed past
+ * rl_ack_owed_us (op_take), so an operation that awaits its ACKs (one that
+ * could not let its chunks linger) gets them from a peer busy elsewhere.
+ * Only a transfer (Send/Recv) flushes what is owed before it.
+ *
  * What it saves, per small AllReduce on 2 hosts: each daemon's ACK write
  * and the peer's read of it (a wake-up of its TCP thread), on the 2-core
  * machine some 8 of 21 system calls per operation and host
@@ -34,6 +46,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "net/detour.h"
+#include "net/rails.h"
 #include "util.h"
 
 #include "engine/exec_rail_int.h"
@@ -66,6 +80,9 @@ static struct owed_list *owed_of(struct r2_comm *c, bool make)
 
 void rl_ack_owe(struct r2_comm *c, const struct r2_rmsg *m)
 {
+	/* not lazy, or through a bridge (answered there at once): nothing */
+	if ((m->cqe.hdr.flags & (R2_CHUNK_LAZY_ACK | R2_CHUNK_DETOUR)) != R2_CHUNK_LAZY_ACK)
+		return;
 	struct owed_list *o = owed_of(c, true);
 
 	if (o && o->n == o->cap) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "net/rails.h"
 #include "net/tenants.h"
 #include "reduce.h"
 #include "util.h"
@@ -229,6 +230,8 @@ uint64_t rl_apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken)
 	const struct r2_xfer *x = NULL;
 
 	*taken = false;
+	/* lazy: paid by my next collective's descriptor to its sender */
+	rl_ack_owe(o->c, m);
 	if (seen(&o->dedup, h->src, h->off)) {
 		atomic_fetch_add(&o->d->chunks_dup_dropped, 1);
 		log_debug("communicator %u: chunk (op %llu step %u from host %u offset %llu) "
@@ -350,20 +353,44 @@ uint64_t rl_relay(struct railop *o, const struct r2_chunk_hdr *h, const void *bu
 	return h->len;
 }
 
+/* *pp (a send of o) is acknowledged */
+static void acked(struct railop *o, struct sendrec **pp)
+{
+	struct sendrec *s = *pp;
+
+	s->acked = true;
+	/* written (its completion came), or not in any transport: reset to
+	 * go again after its connection failed, its copy having arrived after
+	 * all (no completion will come for it, and wait_acks would wait for
+	 * it to the timeout) */
+	if (s->sent || !s->posted)
+		rl_sends_free(&o->tx, pp);
+}
+
 void rl_ack(struct railop *o, const struct r2_chunk_hdr *h)
 {
 	for (struct sendrec **pp = &o->tx.sends; *pp; pp = &(*pp)->next) {
 		struct sendrec *s = *pp;
 		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
 		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked) {
-			s->acked = true;
-			/* written (its completion came), or not in any transport:
-			 * reset to go again after its connection failed, its copy
-			 * having arrived after all (no completion will come for
-			 * it, and wait_acks would wait for it to the timeout) */
-			if (s->sent || !s->posted)
-				rl_sends_free(&o->tx, pp);
+			acked(o, pp);
 			return;
 		}
+	}
+}
+
+void rl_ack_implied_op(struct railop *o, uint32_t host)
+{
+	for (struct sendrec **pp = &o->tx.sends; *pp;) {
+		struct sendrec *s = *pp;
+		if (s->acked || s->hdr.dst != host || s->via ||
+		    !(s->hdr.flags & R2_CHUNK_LAZY_ACK)) {
+			pp = &s->next;
+			continue;
+		}
+		atomic_fetch_add(&o->d->acks_implied_total, 1);
+		acked(o, pp);
+		if (*pp == s) /* kept for its send completion */
+			pp = &s->next;
 	}
 }

@@ -7,7 +7,9 @@
  *
  * At its start each host sends every other host of the communicator one
  * small DATA message flagged R2_CHUNK_DESC holding its struct op_desc; it is
- * acknowledged and sent again after a failure like any chunk. A host
+ * acknowledged and sent again after a failure like any chunk (a small
+ * operation's lazily: the peer's next collective acknowledges it, and this
+ * one pays what this host owed the peer, exec_rail_ack.c). A host
  * compares each peer's descriptor with its own once, when it comes (one
  * that comes before its operation waits with the early chunks), and an
  * operation succeeds only once every peer's came: a mismatch cannot pass
@@ -89,7 +91,7 @@ static int desc_send(struct railop *o, int h)
 	memcpy(s->buf, &o->desc.mine, sizeof(o->desc.mine));
 	s->hdr.magic = R2_CHUNK_MAGIC;
 	s->hdr.kind = R2_MSG_DATA;
-	s->hdr.flags = R2_CHUNK_DESC;
+	s->hdr.flags = R2_CHUNK_DESC | (o->lazy ? R2_CHUNK_LAZY_ACK : 0);
 	s->hdr.comm = c->key;
 	s->hdr.opseq = o->opseq;
 	s->hdr.step = R2_DESC_STEP;
@@ -107,6 +109,11 @@ static int desc_send(struct railop *o, int h)
 	r = rl_post(o, s);
 	if (r < 0)
 		o->tx.need_repost = true; /* full or no connection this instant: later */
+	else if (s->hdr.flags & R2_CHUNK_LAZY_ACK)
+		/* h takes it only once it ended every collective before this
+		 * one, so with all of my messages of them: what I owe h for
+		 * its messages of them is paid */
+		rl_acks_implied(c, (uint32_t)h, o->opseq);
 	return 0;
 }
 
@@ -200,6 +207,7 @@ int rl_desc_in(struct railop *o, const struct r2_rmsg *m)
 
 	if (h->opseq != o->opseq)
 		return 1;
+	rl_ack_owe(c, m); /* lazy: paid by my next collective's descriptor */
 	if (h->src >= (uint32_t)c->nhosts || (int)h->src == c->my_host ||
 	    h->len != sizeof(theirs) || !o->desc.got) {
 		log_warn_rl("communicator %u: a malformed operation descriptor from host %u; "

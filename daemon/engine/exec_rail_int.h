@@ -239,6 +239,11 @@ struct railop {
 	uint32_t spread; /* a transfer's chunk count is a multiple of this */
 	uint64_t deadline;
 	int err;
+	/* lazy acknowledgements (exec_rail_ack.c): its descriptors, and an
+	 * AllReduce's last step's direct chunks, go flagged
+	 * R2_CHUNK_LAZY_ACK (ack_linger on, up to R2_LAZY_OP_MAX bytes: what
+	 * end_sends lets linger without awaiting its ACKs) */
+	bool lazy, lazy_last;
 	struct r2_view *view; /* the agreed view this operation plans with */
 	/* the plan and its current step */
 	struct r2_plan *plan;
@@ -287,12 +292,18 @@ struct railop {
 	struct rail_desc desc;
 };
 
-/* ---- exec_rail_ack.c: lazy acknowledgements of eager messages ---- */
+/* ---- exec_rail_ack.c: lazy acknowledgements (eager messages, small plans) ---- */
+
+/* The largest collective by the planner's plan whose messages go flagged
+ * R2_CHUNK_LAZY_ACK (struct railop lazy): what end_sends copies to let
+ * linger past the operation rather than await its ACKs. */
+#define R2_LAZY_OP_MAX (1u << 20)
 
 /* How long an ACK may stay owed when no collective to its sender follows
  * (1000; a unit test makes it long, as rl_linger_look_ms). */
 extern uint64_t rl_ack_owed_us;
-/* m (an eager message flagged R2_CHUNK_LAZY_ACK, taken) is owed an ACK. */
+/* m (taken; owed an ACK when flagged R2_CHUNK_LAZY_ACK and not through a
+ * bridge, R2_CHUNK_DETOUR): an eager message, a plan's descriptor or chunk. */
 void rl_ack_owe(struct r2_comm *c, const struct r2_rmsg *m);
 /* A data chunk of collective opseq came from host (taken from the
  * mailbox): this host's lingering messages to it of earlier collectives
@@ -300,8 +311,9 @@ void rl_ack_owe(struct r2_comm *c, const struct r2_rmsg *m);
  * (rl_acks_seen_apply, after rl_p2p_linger). */
 void rl_ack_seen(struct r2_comm *c, uint32_t host, uint64_t opseq);
 void rl_acks_seen_apply(struct r2_comm *c);
-/* This host posted collective opseq's message to host: what it owed host
- * for earlier collectives is paid. */
+/* This host posted collective opseq's message to host (an eager message,
+ * or a plan's descriptor): what it owed host for earlier collectives is
+ * paid. */
 void rl_acks_implied(struct r2_comm *c, uint32_t host, uint64_t opseq);
 void rl_acks_free(struct r2_comm *c); /* the executor's end */
 /* An ACK of the message with header hdr, which came from peer on rail (on
@@ -418,6 +430,10 @@ void rl_applied(struct railop *o, const struct r2_rmsg *m);
 uint64_t rl_apply(struct railop *o, struct r2_rmsg *m, int nx, bool *taken);
 uint64_t rl_relay(struct railop *o, const struct r2_chunk_hdr *h, const void *buf, int nx);
 void rl_ack(struct railop *o, const struct r2_chunk_hdr *h);
+/* A message of a later collective came from host: it ended this one with
+ * every message of mine to it in hand; my sends to it flagged
+ * R2_CHUNK_LAZY_ACK (direct) are acknowledged (exec_rail_ack.c). */
+void rl_ack_implied_op(struct railop *o, uint32_t host);
 
 /* ---- exec_rail_desc.c: the descriptor exchange ---- */
 

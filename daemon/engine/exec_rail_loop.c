@@ -17,10 +17,18 @@
 
 #include "engine/exec_rail_int.h"
 
-/* mbox_take for the operation, counting the time it waited */
+/* mbox_take for the operation, counting the time it waited. ACKs owed
+ * past rl_ack_owed_us go meanwhile: a peer may wait for them (an operation
+ * that could not let its chunks linger, end_sends) while this host is in
+ * an operation that sends it nothing. */
 static struct r2_rmsg *op_take(struct railop *o, int timeout_ms)
 {
-	uint64_t t = r2_now_us();
+	uint64_t t = r2_now_us(), due = r2_acks_due(o->c);
+
+	if (due && due <= t)
+		r2_acks_flush(o->c);
+	else if (due && (int64_t)R2_DIV_UP(due - t, 1000) < timeout_ms)
+		timeout_ms = (int)R2_DIV_UP(due - t, 1000);
 	struct r2_rmsg *m = rl_mbox_take(o->c, timeout_ms);
 
 	o->prof.idle_us += r2_now_us() - t;
@@ -89,6 +97,10 @@ int64_t rl_handle(struct railop *o, struct r2_rmsg *m, uint32_t step, int nx)
 	}
 	if (rl_p2p_handle(o->c, m))
 		return 0; /* a transfer's message, handled */
+	/* its sender ended this collective: my lazy sends to it are in */
+	if (m->cqe.type == R2_TPC_RECV && h->kind == R2_MSG_DATA && !(h->opseq & P2P_BIT) &&
+	    h->opseq > o->opseq && h->src < (uint32_t)o->c->nhosts)
+		rl_ack_implied_op(o, h->src);
 	if (m->cqe.type == R2_TPC_RECV && h->kind == R2_MSG_DATA && (h->flags & R2_CHUNK_EAGER) &&
 	    h->opseq == o->opseq && h->src < (uint32_t)o->c->nhosts) {
 		/* the peer took the eager path for this collective: it posted
@@ -376,7 +388,7 @@ static int wait_acks(struct railop *o, bool descs_only)
 	return 0;
 }
 
-#define LINGER_COPY_MAX (1u << 20)
+#define LINGER_COPY_MAX R2_LAZY_OP_MAX
 
 /* A chunk must go again or waits to be posted, or a second copy of an
  * acknowledged one may still be read from W by a transport (it was posted
@@ -414,6 +426,16 @@ static int end_sends(struct railop *o)
 		return r;
 	if (!r2_param_bool(&o->d->params, P_ACK_LINGER) || linger_blocked(o))
 		return wait_acks(o, false);
+	/* ACKs already in: their chunks need no copy */
+	for (struct r2_rmsg *m; (m = rl_mbox_take(o->c, 0));) {
+		int64_t h = rl_handle(o, m, UINT32_MAX, 0);
+		if (h < 0)
+			return (int)h;
+	}
+	if (o->tx.nsends == 0)
+		return 0;
+	if (linger_blocked(o))
+		return wait_acks(o, false);
 	for (struct sendrec *s = o->tx.sends; s; s = s->next)
 		if (!s->acked && s->borrowed)
 			copy += s->hdr.len;
@@ -448,6 +470,9 @@ static int end_sends(struct railop *o)
 		return wait_acks(o, false);
 	}
 	free(keep);
+	/* a host ahead whose next collective's chunk came meanwhile has them */
+	if (n)
+		rl_acks_seen_apply(o->c);
 	/* what is left is acknowledged, its send completion still to come:
 	 * op_end leaves it to that (orphan) */
 	return 0;
@@ -480,6 +505,10 @@ static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_
 	}
 	o->prof.t0 = r2_now_us();
 	o->deadline = o->prof.t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
+	/* small: its descriptors and (AllReduce) last step's chunks are
+	 * acknowledged by the peers' next collectives (exec_rail_ack.c) */
+	o->lazy = r2_param_bool(&c->d->params, P_ACK_LINGER) && o->size <= R2_LAZY_OP_MAX;
+	o->lazy_last = o->lazy && op == R2_PLAN_ALLREDUCE;
 	r = rl_desc_begin(o); /* every peer hears what this host's ranks called */
 	if (r < 0 || o->size == 0)
 		return r;

@@ -291,6 +291,11 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	s->hdr.dst = x->peer;
 	s->hdr.off = off;
 	s->hdr.len = (uint32_t)len;
+	/* a small AllReduce's last step, direct: the receiver's next
+	 * collective acknowledges it (exec_rail_ack.c); it lingers past the
+	 * operation (end_sends) */
+	if (o->lazy_last && step + 1 == o->plan->nsteps && x->via == R2_NO_HOST)
+		s->hdr.flags |= R2_CHUNK_LAZY_ACK;
 	s->rail = x->rail;
 	/* bridged: to the bridge host on the first hop's rail; the header
 	 * names the destination, the bridge forwards (rl_relay()) */

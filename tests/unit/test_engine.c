@@ -308,6 +308,35 @@ START_TEST(test_eager_lazy_acks)
 }
 END_TEST
 
+/* The same by the planner's plan (eager_max 0): 20 small AllReduces on 2
+ * hosts x 2 rails, each host's descriptor and last-step chunks of each
+ * flagged lazy (at least 2 messages an operation: 40 answered per host,
+ * implied by the peer's next descriptor or by an ACK it wrote after
+ * R2_ACK_OWED_US); most implied. Exact results (allreduce_loop). Then a
+ * large one (over R2_LAZY_OP_MAX: acknowledged at once, as before) and a
+ * small one again: exact. */
+START_TEST(test_plan_lazy_acks)
+{
+	const char *const params[] = { "eager_max=0", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+	struct lazy_arg a = { hs, 40 };
+	uint64_t implied;
+
+	th_cluster(hs, 2, 1, 0x3, ss, params);
+	allreduce_loop(ss, 2, 100, R2CCL_SUM, 20);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 0);
+	ck_assert(th_until(lazy_answered, &a, T_MS));
+	implied = atomic_load(&hs[0]->d.acks_implied_total) +
+		  atomic_load(&hs[1]->d.acks_implied_total);
+	ck_assert_uint_ge(implied, 40);
+	allreduce(ss, 2, 1u << 19, R2CCL_SUM); /* 2 MB */
+	allreduce(ss, 2, 100, R2CCL_MAX);
+	th_free_all(hs, 2);
+}
+END_TEST
+
 /* An executor that waits only for its lingering messages' answers is woken
  * by the next operation queued, also when it was queued while the executor
  * busy-polled (exec_spin_us) on its way to that wait: the wake-up was lost
@@ -1185,6 +1214,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_allreduce_three_hosts_two_ranks);
 	TH_ADD(s, test_allreduce_eager);
 	TH_ADD(s, test_eager_lazy_acks);
+	TH_ADD(s, test_plan_lazy_acks);
 	TH_ADD(s, test_eager_loop_spinning);
 	TH_ADD(s, test_allreduce_mixed_chunk_cuts);
 	TH_ADD(s, test_other_collectives);
