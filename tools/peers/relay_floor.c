@@ -29,10 +29,6 @@
  * Every result is checked (exit 1 on a wrong sum). Sizes are whole float32
  * elements, 4 B to 1 MiB. Exit 0, 1 on an error (said), 2 on bad usage.
  */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -45,10 +41,9 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "floor_common.h"
 
 #define MAX_SIZE (1u << 20)
 
@@ -71,37 +66,6 @@ struct relay {
 	float *peer2[2];
 	atomic_int arrived[2];
 };
-
-static int io_all(int fd, void *buf, size_t n, int wr)
-{
-	char *p = buf;
-
-	while (n) {
-		ssize_t r = wr ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 static void ring(int fd)
 {
@@ -307,26 +271,6 @@ static int client(struct shared *sh, int sq, int cq, int side, int threads, int 
 	return rc || !rt;
 }
 
-static int connect_to(const char *addr, int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-
-	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1) {
-		fprintf(stderr, "relay_floor: not an IPv4 address: %s\n", addr);
-		return -1;
-	}
-	for (int t = 0; t < 200; t++) {
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (fd >= 0 && !connect(fd, (struct sockaddr *)&a, sizeof(a)))
-			return fd;
-		if (fd >= 0)
-			close(fd);
-		usleep(50000);
-	}
-	fprintf(stderr, "relay_floor: cannot connect to %s:%d: %s\n", addr, port, strerror(errno));
-	return -1;
-}
-
 static int accept_on(int port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
@@ -350,7 +294,7 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
-	int iters = 1000, warmup = 20, threads = 1, k, side, one = 1, st = 0, rc;
+	int iters = 1000, warmup = 20, threads = 1, k, side, st = 0, rc;
 	struct relay *r;
 
 	if (argc >= 3 && !strcmp(argv[1], "-l"))
@@ -386,12 +330,12 @@ int main(int argc, char **argv)
 		     -1, 0);
 	r->sq = eventfd(0, 0);
 	r->cq = eventfd(0, 0);
-	r->sock = side ? accept_on(atoi(argv[2])) : connect_to(argv[2], atoi(argv[3]));
+	r->sock = side ? accept_on(atoi(argv[2])) : dial("relay_floor", argv[2], atoi(argv[3]));
 	if (r->sh == MAP_FAILED || r->sq < 0 || r->cq < 0 || r->sock < 0) {
 		perror("relay_floor: setup");
 		return 1;
 	}
-	setsockopt(r->sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	nodelay(r->sock);
 	pid_t pid = fork();
 	if (pid < 0) {
 		perror("relay_floor: fork");

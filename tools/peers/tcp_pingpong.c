@@ -15,57 +15,14 @@
  * The client retries its connect for 10 s (the server may start after it).
  * Exit status 0, 1 on an error (said on stderr), 2 on bad usage.
  */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "floor_common.h"
 
 #define MAX_SIZE (64u << 20)
-
-static int io_all(int fd, void *buf, size_t n, int wr)
-{
-	char *p = buf;
-
-	while (n) {
-		ssize_t r = wr ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void nodelay(int fd)
-{
-	int one = 1;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
 
 /* Per size the client says the size and the number of round trips (two
  * 4-byte words, network order); then each round trip is the bytes one way
@@ -101,29 +58,6 @@ out:
 	close(l);
 	free(buf);
 	return 0;
-}
-
-static int dial(const char *addr, int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-
-	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1) {
-		fprintf(stderr, "tcp_pingpong: not an IPv4 address: %s\n", addr);
-		return -1;
-	}
-	for (int t = 0; t < 200; t++) {
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (fd >= 0 && !connect(fd, (struct sockaddr *)&a, sizeof(a))) {
-			nodelay(fd);
-			return fd;
-		}
-		if (fd >= 0)
-			close(fd);
-		usleep(50000);
-	}
-	fprintf(stderr, "tcp_pingpong: cannot connect to %s:%d: %s\n", addr, port,
-		strerror(errno));
-	return -1;
 }
 
 static int one_size(int fd, char *buf, uint32_t size, int iters, int warmup, double *rt)
@@ -173,7 +107,7 @@ int main(int argc, char **argv)
 		return usage();
 	double *rt = calloc((size_t)iters, sizeof(*rt));
 	char *buf = calloc(1, MAX_SIZE);
-	if (!rt || !buf || (fd = dial(argv[2], atoi(argv[3]))) < 0) {
+	if (!rt || !buf || (fd = dial("tcp_pingpong", argv[2], atoi(argv[3]))) < 0) {
 		free(rt);
 		free(buf);
 		return 1;
