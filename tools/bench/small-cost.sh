@@ -5,6 +5,8 @@
 # iterations of one size (r2ccl-bench: out of place and in place, checked).
 # Prints:
 #  - R2CCL's p50 / p99 (rank 0);
+#  - those of a TCP ping-pong and of the floor through a daemon per host
+#    (tools/peers/relay_floor -T 1) over rail 0, with the CPU of each;
 #  - the CPU time the whole machine spent per operation (/proc/stat, every
 #    process: both daemons, both clients, the kernel's network stack), and
 #    how busy the CPUs were;
@@ -59,6 +61,35 @@ awk '/^\[h0\] #pct/ { printf "R2CCL p50 %s us, p99 %s us\n", $4, $5 }' "$OUT/ben
 awk -v b=$((b1 - b0)) -v a=$((a1 - a0)) -v hz="$hz" -v ops="$ops" 'BEGIN {
 	printf "operations %d per host; CPU per operation, whole machine: %.0f us (CPUs %.0f%% busy)\n",
 		ops, b / hz * 1e6 / ops, 100 * b / a }'
+# the same exchange without r2ccld in it: the TCP ping-pong (one round
+# trip an iteration) and the floor through a daemon per host
+# (tools/peers/relay_floor -T 1: a client process, eventfds, one daemon
+# thread), rail 0, the same iterations and size, each with its CPU
+floor() { # NAME SERVER-ARGS... -- CLIENT-ARGS...
+	local name=$1 b0 a0 b1 a1 srv=() cli=()
+	shift
+	while [ "$1" != -- ]; do srv+=("$1"); shift; done
+	shift
+	cli=("$@")
+	read -r b0 a0 < <(cpu)
+	$C exec 1 "${srv[@]}" &
+	local pid=$!
+	$C exec 0 "${cli[@]}" > "$OUT/$name"
+	wait "$pid"
+	read -r b1 a1 < <(cpu)
+	awk -v name="$name" -v b=$((b1 - b0)) -v a=$((a1 - a0)) -v hz="$hz" \
+		-v ops=$((ITERS + 20)) '{ split($(NF - 1), p, "="); split($NF, q, "=") }
+	END { printf "%s p50 %s us, p99 %s us; CPU per operation, whole machine: %.0f us " \
+		"(CPUs %.0f%% busy)\n", name, p[2], q[2], b / hz * 1e6 / ops, 100 * b / a }' \
+		"$OUT/$name"
+}
+ADDR=$($C addr 1 0)
+floor ping-pong "$BUILD/tools/peers/tcp_pingpong" -s 47102 -- \
+	"$BUILD/tools/peers/tcp_pingpong" -c "$ADDR" 47102 -n "$ITERS" "$SIZE"
+if [ $((SIZE % 4)) = 0 ] && [ "$SIZE" -le 65536 ]; then # (a floor up to 64 KB only)
+	floor relay-floor "$BUILD/tools/peers/relay_floor" -l 47103 -n "$ITERS" "$SIZE" -- \
+		"$BUILD/tools/peers/relay_floor" -c "$ADDR" 47103 -n "$ITERS" "$SIZE"
+fi
 # then the same run again under perf: the counts (operations: the daemon's
 # count moved by the second run)
 if [ -n "$PERF" ]; then
