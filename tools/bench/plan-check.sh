@@ -11,7 +11,10 @@
 # T is the rail phase of one operation in the daemon (no client time), X the
 # cost model's time of the plan it ran. The table: per pass, logstep, size:
 # the plan, its steps, the prediction, the median and p90 of T over the
-# timed operations, and the median's error against the prediction.
+# timed operations, and the median's error against the prediction. Each
+# pass times its operations only once every daemon's TCP warm-ups are done
+# (warmed(), below); its closing line says how long that took, the paths
+# the daemons judged silent and the warm-up runs.
 # r2ccld's cost model takes every NIC at 1 Gbit/s (125e6 B/s) unless the
 # health view has measured it slower, so --rate 1gbit (the default) is the
 # cluster the model describes; alpha is cost_alpha_us (PLAN_OPTS to change).
