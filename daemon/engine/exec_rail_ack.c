@@ -31,9 +31,12 @@
  * to every peer at each such collective's start, pay what this host owes
  * (desc_send); a peer's message of a later collective taken during the
  * operation acknowledges its lazy sends to that peer not yet lingering
- * (rl_ack_implied_op); and the operation's waits send the ACKs owed past
- * rl_ack_owed_us (op_take), so an operation that awaits its ACKs (one that
- * could not let its chunks linger) gets them from a peer busy elsewhere.
+ * (rl_ack_implied_op); the operation's waits send the ACKs owed past
+ * rl_ack_owed_us (op_take); and an operation that must await its ACKs (one
+ * that could not let its chunks linger) sends its flagged messages still
+ * unanswered after 2 x rl_ack_owed_us again, unflagged (lazy_again,
+ * exec_rail_loop.c): a peer held elsewhere (a view's agreement, a GPU
+ * stream) answers a second copy from its receiving thread at once.
  * Only a transfer (Send/Recv) flushes what is owed before it.
  *
  * What it saves, per small AllReduce on 2 hosts: each daemon's ACK write

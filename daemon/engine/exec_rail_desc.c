@@ -109,10 +109,11 @@ static int desc_send(struct railop *o, int h)
 	r = rl_post(o, s);
 	if (r < 0)
 		o->tx.need_repost = true; /* full or no connection this instant: later */
-	else if (s->hdr.flags & R2_CHUNK_LAZY_ACK)
+	else
 		/* h takes it only once it ended every collective before this
 		 * one, so with all of my messages of them: what I owe h for
-		 * its messages of them is paid */
+		 * its messages of them is paid (flagged or not, h's mailbox
+		 * reader takes it so: rl_ack_seen) */
 		rl_acks_implied(c, (uint32_t)h, o->opseq);
 	return 0;
 }
@@ -207,7 +208,6 @@ int rl_desc_in(struct railop *o, const struct r2_rmsg *m)
 
 	if (h->opseq != o->opseq)
 		return 1;
-	rl_ack_owe(c, m); /* lazy: paid by my next collective's descriptor */
 	if (h->src >= (uint32_t)c->nhosts || (int)h->src == c->my_host ||
 	    h->len != sizeof(theirs) || !o->desc.got) {
 		log_warn_rl("communicator %u: a malformed operation descriptor from host %u; "
@@ -216,6 +216,7 @@ int rl_desc_in(struct railop *o, const struct r2_rmsg *m)
 	}
 	if (o->desc.got[h->src])
 		return 0; /* delivered twice */
+	rl_ack_owe(c, m); /* lazy: paid by my next collective's descriptor */
 	memcpy(&theirs, m->cqe.buf, sizeof(theirs));
 	if (rl_desc_check(c, o->opseq, &o->desc.mine, &theirs, h->src) < 0)
 		return R2CCL_E_MISMATCH;

@@ -354,16 +354,43 @@ static int send_all(struct railop *o)
 	return r;
 }
 
+/* A message flagged lazy (exec_rail_ack.c), written and not acknowledged:
+ * its receiver answers it with its next collective, or after
+ * rl_ack_owed_us when it waits in an operation or idles; one held in
+ * between (a view's agreement, a GPU stream) does neither. An operation
+ * that must await its ACKs sends such messages again, unflagged, once: the
+ * receiver answers a second copy at once (and drops it). */
+static void lazy_again(struct railop *o)
+{
+	for (struct sendrec *s = o->tx.sends; s; s = s->next) {
+		if (s->acked || !s->posted || !s->sent || s->via ||
+		    !(s->hdr.flags & R2_CHUNK_LAZY_ACK))
+			continue;
+		s->posted = false; /* (posted before: it goes unflagged) */
+		s->sent = false;
+		o->tx.need_repost = true;
+	}
+}
+
 /* Until every peer's descriptor came and (descs_only false) every chunk is
  * acknowledged. */
 static int wait_acks(struct railop *o, bool descs_only)
 {
+	/* lazy messages unanswered after 2 x rl_ack_owed_us go again */
+	uint64_t again_at = descs_only || !o->lazy ? 0 : r2_now_us() + 2 * rl_ack_owed_us;
+
 	while ((!descs_only && o->tx.nsends > 0) || !rl_desc_done(o)) {
 		struct r2_rmsg *m;
-		int r = rl_repost(o);
-		if (r < 0)
+		int r, tmo = o->c->p2p_ops ? 10 : 100;
+		if (again_at && r2_now_us() >= again_at) {
+			lazy_again(o);
+			again_at = 0;
+		}
+		if ((r = rl_repost(o)) < 0)
 			return r;
-		m = op_take(o, o->c->p2p_ops ? 10 : 100);
+		if (again_at)
+			tmo = R2_MIN(tmo, (int)R2_DIV_UP(2 * rl_ack_owed_us, 1000));
+		m = op_take(o, tmo);
 		if (!m) {
 			if (o->c->p2p_ops)
 				r2_p2p_advance(o->c); /* transfers go on meanwhile */
@@ -426,8 +453,12 @@ static int end_sends(struct railop *o)
 		return r;
 	if (!r2_param_bool(&o->d->params, P_ACK_LINGER) || linger_blocked(o))
 		return wait_acks(o, false);
-	/* ACKs already in: their chunks need no copy */
-	for (struct r2_rmsg *m; (m = rl_mbox_take(o->c, 0));) {
+	/* ACKs already in: their chunks need no copy (a few: a steady
+	 * flow of other messages must not keep the operation from ending) */
+	for (int i = 0; i < 64; i++) {
+		struct r2_rmsg *m = rl_mbox_take(o->c, 0);
+		if (!m)
+			break;
 		int64_t h = rl_handle(o, m, UINT32_MAX, 0);
 		if (h < 0)
 			return (int)h;
