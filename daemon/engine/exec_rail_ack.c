@@ -106,6 +106,11 @@ void rl_ack_owe(struct r2_comm *c, const struct r2_rmsg *m)
 	o->v[o->n++] = (struct owed){ .hdr = m->cqe.hdr, .peer = m->cqe.peer, .rail = m->rail };
 }
 
+bool rl_lazy_unanswered(const struct sendrec *s)
+{
+	return !s->acked && !s->via && (s->hdr.flags & R2_CHUNK_LAZY_ACK);
+}
+
 void rl_ack_seen(struct r2_comm *c, uint32_t host, uint64_t opseq)
 {
 	struct owed_list *o;

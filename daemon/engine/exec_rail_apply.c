@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "net/rails.h"
 #include "net/tenants.h"
 #include "reduce.h"
 #include "util.h"
@@ -384,8 +383,7 @@ void rl_ack_implied_op(struct railop *o, uint32_t host)
 {
 	for (struct sendrec **pp = &o->tx.sends; *pp;) {
 		struct sendrec *s = *pp;
-		if (s->acked || s->hdr.dst != host || s->via ||
-		    !(s->hdr.flags & R2_CHUNK_LAZY_ACK)) {
+		if (!rl_lazy_unanswered(s) || s->hdr.dst != host) {
 			pp = &s->next;
 			continue;
 		}

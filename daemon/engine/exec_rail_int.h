@@ -323,6 +323,10 @@ void rl_ack_send(struct r2d *d, int rail, uint64_t peer, const struct r2_chunk_h
  * of this host's to it, of a collective before opseq and flagged
  * R2_CHUNK_LAZY_ACK, was received (exec_rail_p2p.c). */
 void rl_p2p_implied(struct r2_comm *c, uint32_t host, uint64_t opseq);
+/* s went flagged R2_CHUNK_LAZY_ACK, direct, and is not acknowledged yet:
+ * its receiver's next collective answers it (rl_p2p_implied,
+ * rl_ack_implied_op; lazy_again in exec_rail_loop.c). */
+bool rl_lazy_unanswered(const struct sendrec *s);
 
 /* ---- exec_rail_mbox.c: the communicator mailbox (rails thread in,
  * executor out) ---- */

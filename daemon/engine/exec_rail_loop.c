@@ -27,8 +27,8 @@ static struct r2_rmsg *op_take(struct railop *o, int timeout_ms)
 
 	if (due && due <= t)
 		r2_acks_flush(o->c);
-	else if (due && (int64_t)R2_DIV_UP(due - t, 1000) < timeout_ms)
-		timeout_ms = (int)R2_DIV_UP(due - t, 1000);
+	else if (due)
+		timeout_ms = (int)R2_MIN((uint64_t)timeout_ms, R2_DIV_UP(due - t, 1000));
 	struct r2_rmsg *m = rl_mbox_take(o->c, timeout_ms);
 
 	o->prof.idle_us += r2_now_us() - t;
@@ -363,8 +363,7 @@ static int send_all(struct railop *o)
 static void lazy_again(struct railop *o)
 {
 	for (struct sendrec *s = o->tx.sends; s; s = s->next) {
-		if (s->acked || !s->posted || !s->sent || s->via ||
-		    !(s->hdr.flags & R2_CHUNK_LAZY_ACK))
+		if (!rl_lazy_unanswered(s) || !s->posted || !s->sent)
 			continue;
 		s->posted = false; /* (posted before: it goes unflagged) */
 		s->sent = false;

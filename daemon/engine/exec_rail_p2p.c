@@ -383,8 +383,7 @@ void rl_p2p_implied(struct r2_comm *c, uint32_t host, uint64_t opseq)
 			continue;
 		for (struct sendrec **pp = &p->sends; *pp;) {
 			struct sendrec *s = *pp;
-			if (s->acked || s->hdr.dst != host || s->via ||
-			    !(s->hdr.flags & R2_CHUNK_LAZY_ACK)) {
+			if (!rl_lazy_unanswered(s) || s->hdr.dst != host) {
 				pp = &s->next;
 				continue;
 			}
