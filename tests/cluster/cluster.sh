@@ -72,6 +72,11 @@ Commands:
   daemons stop [--hosts I,J,...]
         SIGTERM every daemon, wait (then SIGKILL), report exit codes;
         non-zero if any daemon did not exit 0
+  warmups
+        the TCP warm-ups (r2ccld's rails.c: each new connection gets
+        tcp_warmup bytes, one connection at a time per rail) not yet done:
+        prints "hI rail R: K of H-1" for every daemon's rail whose log has
+        fewer than H-1 peers warmed up; exit 0 when none is left, 1 if any
   run [--timeout SECONDS] [--hosts I,J,...] [--quiet] -- CMD...
         run CMD in every host namespace at once with R2CCL_SOCKET,
         R2CCL_HOST_INDEX, R2CCL_NHOSTS, R2CCL_NRAILS, R2CCL_CLUSTER_DIR set;
@@ -641,6 +646,24 @@ cmd_run() {
 	return $rc
 }
 
+# Every daemon's rails whose TCP warm-ups of its H - 1 peers are not all
+# logged done ("rail N (...): TCP warm-up of K connections done").
+cmd_warmups() {
+	check_prefix
+	load_state
+	local h r n left=0
+	for ((h = 0; h < H; h++)); do
+		for ((r = 0; r < R; r++)); do
+			n=$(sed -n "s/.*rail $r ([^)]*): TCP warm-up of \([0-9]*\) connections\{0,1\} done.*/\1/p" \
+				"$DIR/h$h/r2ccld.log" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
+			((n >= H - 1)) && continue
+			echo "h$h rail $r: $n of $((H - 1))"
+			left=1
+		done
+	done
+	return $left
+}
+
 # Global options before the command.
 while (($#)); do
 	case $1 in
@@ -666,6 +689,7 @@ rate) cmd_rate "$@" ;;
 link) cmd_link "$@" ;;
 exec) cmd_exec "$@" ;;
 daemons) cmd_daemons "$@" ;;
+warmups) cmd_warmups ;;
 run) cmd_run "$@" ;;
 help | -h | --help) usage ;;
 *) usage >&2; exit 2 ;;

@@ -63,26 +63,21 @@ check_sanitizer() {
 	return 0
 }
 
-# warmups_ok WHAT H R: every daemon of H hosts x R rails warmed up each of
-# its H-1 peers' TCP connections on every rail, one connection at a time
-# (rails.c warmup: its log lines "rail N (...): TCP warm-up of K connections
-# done"; waits 20 s at most for the runs under way to end).
+# warmups_ok WHAT: every daemon of the cluster warmed up each of its H-1
+# peers' TCP connections on every rail, one connection at a time (rails.c
+# warmup; `cluster.sh warmups` reads the daemons' logs); waits 20 s at most
+# for the runs under way to end.
 warmups_ok() {
-	local what=$1 H=$2 R=$3 h r n bad=
+	local what=$1 bad=
 	for ((i = 0; i < 40; i++)); do
-		bad=
-		for ((h = 0; h < H; h++)); do
-			for ((r = 0; r < R; r++)); do
-				n=$(sed -n "s/.*rail $r ([^)]*): TCP warm-up of \([0-9]*\) connections\{0,1\} done.*/\1/p" \
-					"$DIR/h$h/r2ccld.log" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
-				((n >= H - 1)) || bad+=" h$h rail $r: $n of $((H - 1))"
-			done
-		done
-		[[ -z $bad ]] && break
+		if bad=$("$C" --prefix "$R2C_PREFIX" warmups); then
+			bad=
+			break
+		fi
 		sleep 0.5
 	done
 	if [[ -n $bad ]]; then
-		fail "$what: TCP warm-ups not all done:$bad"
+		fail "$what: TCP warm-ups not all done: $(echo "$bad" | paste -sd';')"
 		return 1
 	fi
 	ok "$what: every peer's TCP connection warmed up, one at a time per rail"

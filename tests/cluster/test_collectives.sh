@@ -47,7 +47,7 @@ for H in 2 3 4; do
 				grep -E "FAIL|error|failed|timed out|killed" <<<"$out" | head -n 20 | sed 's/^/# /'
 				dump_logs
 			fi
-			warmups_ok "$name" "$H" "$R"
+			warmups_ok "$name"
 			check_sanitizer "$name"
 			daemons_stop_ok "$name" || dump_logs
 			"$C" down >/dev/null || fail "$name: down"

@@ -66,21 +66,14 @@ printf '%-8s %-7s %6s %-6s %5s %12s %12s %12s %7s\n' pass logstep size plan step
 # daemon logged the warm-up of its H - 1 peers on every rail (120 s at most).
 # Prints the seconds waited.
 warmed() {
-	local t0 h r n left
+	local t0 left
 	t0=$(date +%s.%N)
 	$C run --quiet --timeout 600 -- sh -c "LD_LIBRARY_PATH=$BUILD/libclient \
 $BUILD/tools/r2ccl-bench allreduce -b 8 -e 8 -n 1 -w 0 --nranks $H \
 --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 --uid-file \$R2CCL_CLUSTER_DIR/uid-warm-$1" \
 		>/dev/null
 	for ((i = 0; i < 240; i++)); do
-		left=0
-		for ((h = 0; h < H; h++)); do
-			for ((r = 0; r < R; r++)); do
-				n=$(sed -n "s/.*rail $r ([^)]*): TCP warm-up of \([0-9]*\) connections\{0,1\} done.*/\1/p" \
-					"/tmp/$PREFIX/h$h/r2ccld.log" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
-				((n >= H - 1)) || left=$((left + 1))
-			done
-		done
+		left=$($C warmups | wc -l)
 		((left == 0)) && break
 		sleep 0.5
 	done
