@@ -571,6 +571,27 @@ START_TEST(test_allreduce_threads)
 }
 END_TEST
 
+/* With an apply thread: an AllReduce of 1 MB by the plan (over eager_max)
+ * applies its received chunks on the executor, none on the apply queue (a
+ * latency-bound operation: exec_rail_apply.c APPLY_ASYNC_OP_MIN); one of
+ * 4 MB queues them; both exact. */
+START_TEST(test_apply_inline_latency_bound)
+{
+	static const char *const p[] = { "apply_threads=1", NULL };
+	struct th_host *hs[2];
+	struct th_sess *ss[2];
+
+	th_cluster(hs, 2, 1, 0x3, ss, p);
+	allreduce_loop(ss, 2, 256 * 1024, R2CCL_SUM, 3);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_eq(atomic_load(&hs[h]->d.chunks_applyq_total), 0);
+	allreduce(ss, 2, 1 << 20, R2CCL_SUM);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_gt(atomic_load(&hs[h]->d.chunks_applyq_total), 0);
+	th_free_all(hs, 2);
+}
+END_TEST
+
 /* Send/Recv between hosts, both directions, then a mismatch refused */
 START_TEST(test_send_recv)
 {
@@ -1220,6 +1241,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_other_collectives);
 	TH_ADD(s, test_other_collectives_two_ranks);
 	TH_ADD(s, test_allreduce_threads);
+	TH_ADD(s, test_apply_inline_latency_bound);
 	TH_ADD(s, test_local_collectives);
 	TH_ADD(s, test_send_recv);
 	TH_ADD(s, test_send_recv_counter_wrap);

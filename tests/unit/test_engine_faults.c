@@ -748,9 +748,10 @@ START_TEST(test_bridge_stop_mid_forward)
 END_TEST
 
 /* Three hosts, host 0's rail 1 down: the fault-aware shard plan, where the
- * peers' chunks REDUCE into the same bytes in one step (host 1 gets host
- * 0's 128 KB of a region on rail 0 and host 2's 32 KB and 96 KB of it),
- * with the apply queue, each queued chunk held 20 ms
+ * peers' chunks REDUCE into the same bytes in one step (at 1 MB host 1
+ * got host 0's 128 KB of a region on rail 0 and host 2's 32 KB and 96 KB
+ * of it; 1.5 MB here, as an operation of up to 1 MiB applies every chunk
+ * inline), with the apply queue, each queued chunk held 20 ms
  * (inject_apply_delay_us): a chunk that overlaps a queued one waits for it,
  * whether it is queued too or applied inline (under 64 KB). The inline one
  * did not (2026-12-04): the queued one, the region's first (lazy input:
@@ -763,14 +764,16 @@ START_TEST(test_overlapping_reduces_applyq)
 	struct th_sess *ss[3];
 	struct ar a;
 
-	ar_cluster(hs, ss, &a, 3, p, 256 * 1024); /* 1 MB */
+	ar_cluster(hs, ss, &a, 3, p, 384 * 1024); /* 1.5 MB */
 	ar_run(&a);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	for (int h = 1; h < 3; h++)
 		ck_assert(wait_path(hs[h], ID(0), 1, R2_RS_FAILED, 2000));
+	uint64_t q0 = atomic_load(&hs[1]->d.chunks_applyq_total);
 	for (int i = 0; i < 3; i++)
 		ar_run(&a);
 	ck_assert_uint_gt(committed(hs[1]), 0); /* the view without (0, rail 1) */
+	ck_assert_uint_gt(atomic_load(&hs[1]->d.chunks_applyq_total), q0); /* queued */
 	th_free_all(hs, 3);
 }
 END_TEST
