@@ -26,7 +26,7 @@
  * (512 KiB a rail), apply_threads 2, three rounds: p50 892/830/789 ->
  * 839/728/646 us, the machine's CPU per operation -13% to -21%
  * (docs/benchmarks.md, "Latency-bound operations apply inline") */
-#define APPLY_ASYNC_OP_MIN ((uint64_t)R2_LAZY_OP_MAX + 1)
+#define APPLY_INLINE_OP_MAX R2_LAZY_OP_MAX
 
 bool rl_in_range(uint64_t off, uint64_t len, uint64_t base, uint64_t size)
 {
@@ -203,7 +203,7 @@ static bool apply_queue(struct railop *o, struct r2_rmsg *m, int kind, const voi
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
 	struct apply_job *j;
 
-	if (!q || h->len < APPLY_ASYNC_MIN || o->size < APPLY_ASYNC_OP_MIN)
+	if (!q || h->len < APPLY_ASYNC_MIN || o->size <= APPLY_INLINE_OP_MAX)
 		return false;
 	if (!(j = calloc(1, sizeof(*j))))
 		return false;

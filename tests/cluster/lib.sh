@@ -70,7 +70,7 @@ check_sanitizer() {
 warmups_ok() {
 	local what=$1 bad=
 	for ((i = 0; i < 40; i++)); do
-		if bad=$("$C" --prefix "$R2C_PREFIX" warmups); then
+		if bad=$("$C" warmups); then
 			bad=
 			break
 		fi

@@ -573,7 +573,7 @@ END_TEST
 
 /* With an apply thread: an AllReduce of 1 MB by the plan (over eager_max)
  * applies its received chunks on the executor, none on the apply queue (a
- * latency-bound operation: exec_rail_apply.c APPLY_ASYNC_OP_MIN); one of
+ * latency-bound operation: exec_rail_apply.c APPLY_INLINE_OP_MAX); one of
  * 4 MB queues them; both exact. */
 START_TEST(test_apply_inline_latency_bound)
 {
