@@ -194,7 +194,7 @@ START_TEST(sigterm_idle)
 	th_start(&D, NULL);
 	ck_assert_int_eq(stat(D.socket, &st), 0);
 	ck_assert(S_ISSOCK(st.st_mode));
-	rc = th_daemon_stop(&D, SIGTERM, 5000);
+	rc = th_daemon_stop(&D, SIGTERM, 30000);
 	ck_assert_msg(rc == 0, "exit status %d", rc);
 	ck_assert_msg(stat(D.socket, &st) < 0 && errno == ENOENT, "socket file left behind");
 	ck_assert_int_ge(th_log_count(&D, "r2ccld stopped"), 1);
@@ -207,7 +207,7 @@ START_TEST(sigint_idle)
 	int rc;
 
 	th_start(&D, NULL);
-	rc = th_daemon_stop(&D, SIGINT, 5000);
+	rc = th_daemon_stop(&D, SIGINT, 30000);
 	ck_assert_msg(rc == 0, "exit status %d", rc);
 	ck_assert_int_ne(access(D.socket, F_OK), 0);
 	th_daemon_cleanup(&D);
@@ -350,7 +350,7 @@ START_TEST(fatal_signal)
 
 	ck_assert_int_eq(setrlimit(RLIMIT_CORE, &nocore), 0); /* inherited */
 	th_start(&D, NULL);
-	rc = th_daemon_stop(&D, SIGSEGV, 5000);
+	rc = th_daemon_stop(&D, SIGSEGV, 30000);
 #if defined(__SANITIZE_ADDRESS__)
 	/* ASan's own handler reports it instead */
 	ck_assert_msg(rc != 0 && rc != -1, "exit status %d", rc);

@@ -459,15 +459,19 @@ static void *abort_later(void *arg)
 }
 
 /* Rank 0 waits in an AllReduce rank 1 never joins; ncclCommAbort from
- * another thread must release it at once (not after the op timeout). */
+ * another thread must release it at once (not after the op timeout, 30
+ * s). Rank 1 stays (blocked on a pipe) until rank 0 has exited, so only
+ * the abort can release rank 0. */
 START_TEST(abort_releases_waiter)
 {
 	struct th_daemon d;
 	ncclUniqueId id;
 	pid_t pids[2];
+	int hold[2];
 
 	ck_assert_int_eq(th_daemon_start(&d, NULL), 0);
 	ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+	ck_assert_int_eq(pipe(hold), 0);
 	for (int r = 0; r < 2; r++) {
 		pids[r] = fork();
 		ck_assert_int_ge(pids[r], 0);
@@ -477,24 +481,30 @@ START_TEST(abort_releases_waiter)
 			void *p;
 			double t0;
 			ncclResult_t res;
+			char c;
 
 			rank = r;
 			alarm(60);
 			NCHECK(ncclCommInitRank(&comm, 2, id, r));
 			NCHECK(ncclMemAlloc(&p, 4096));
 			if (r == 1) {
-				sleep(3);
+				close(hold[1]);
+				/* EOF once rank 0 and the parent closed theirs */
+				while (read(hold[0], &c, 1) < 0 && errno == EINTR)
+					;
 				_exit(0);
 			}
 			pthread_create(&t, NULL, abort_later, comm);
 			t0 = th_now_ms();
 			res = ncclAllReduce(p, p, 16, ncclFloat32, ncclSum, comm, NULL);
 			EXPECT(res != ncclSuccess);
-			EXPECT(th_now_ms() - t0 < 2500);
+			EXPECT(th_now_ms() - t0 < 15000);
 			pthread_join(t, NULL);
 			_exit(0);
 		}
 	}
+	close(hold[0]);
+	close(hold[1]);
 	for (int r = 0; r < 2; r++) {
 		int st = 0;
 		waitpid(pids[r], &st, 0);
@@ -612,15 +622,21 @@ START_TEST(shrink_after_death)
 END_TEST
 
 /* The daemon dies mid-job: the rank waiting in an AllReduce and the rank
- * calling one later both get ncclSystemError (not a hang), with a message. */
+ * calling one later both get ncclSystemError (not a hang), with a message.
+ * The parent kills the daemon once both ranks are ready (a byte each on a
+ * pipe); rank 1 calls its AllReduce after that (the pipe closed). */
 START_TEST(daemon_dies)
 {
 	struct th_daemon d;
 	ncclUniqueId id;
 	pid_t pids[2];
+	int ready[2], go[2];
+	char c[2];
 
 	ck_assert_int_eq(th_daemon_start(&d, NULL), 0);
 	ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go), 0);
 	for (int r = 0; r < 2; r++) {
 		pids[r] = fork();
 		ck_assert_int_ge(pids[r], 0);
@@ -634,8 +650,11 @@ START_TEST(daemon_dies)
 			alarm(60);
 			NCHECK(ncclCommInitRank(&comm, 2, id, r));
 			NCHECK(ncclMemAlloc(&p, 4096));
-			if (r == 1)
-				sleep(2); /* the daemon is killed meanwhile */
+			close(go[1]);
+			EXPECT(write(ready[1], "r", 1) == 1);
+			if (r == 1) /* until the daemon was killed */
+				while (read(go[0], c, 1) < 0 && errno == EINTR)
+					;
 			t0 = th_now_ms();
 			res = ncclAllReduce(p, p, 16, ncclFloat32, ncclSum, comm, NULL);
 			EXPECT(res == ncclSystemError || res == ncclRemoteError);
@@ -647,8 +666,18 @@ START_TEST(daemon_dies)
 			_exit(0);
 		}
 	}
-	usleep(1000000);
+	close(ready[1]);
+	close(go[0]);
+	/* both ranks ready (rank 0 then in its AllReduce, or about to be) */
+	for (size_t got = 0; got < 2;) {
+		ssize_t k = read(ready[0], c, 2 - got);
+		ck_assert_msg(k > 0 || (k < 0 && errno == EINTR), "a rank failed before its AllReduce");
+		got += k > 0 ? (size_t)k : 0;
+	}
+	close(ready[0]);
+	usleep(200000); /* rank 0 into its wait */
 	kill(d.pid, SIGKILL);
+	close(go[1]);
 	for (int r = 0; r < 2; r++) {
 		int st = 0;
 		waitpid(pids[r], &st, 0);
@@ -680,7 +709,8 @@ START_TEST(abort_releases_init)
 	ck_assert_int_eq(st, ncclInProgress);
 	t0 = th_now_ms();
 	ck_assert_int_eq(ncclCommAbort(comm), ncclSuccess);
-	ck_assert_msg(th_now_ms() - t0 < 2500, "abort took %.0f ms", th_now_ms() - t0);
+	/* the bootstrap timeout is 30 s: well under it means the abort did it */
+	ck_assert_msg(th_now_ms() - t0 < 15000, "abort took %.0f ms", th_now_ms() - t0);
 	ck_assert_int_eq(th_daemon_stop(&d, SIGTERM, 20000), 0);
 	th_daemon_cleanup(&d);
 }

@@ -217,9 +217,19 @@ struct later_put {
 	unsigned delay_us;
 };
 
+/* Gives l->buf back delay_us after a getter started to wait for one (so
+ * the wait is there whatever the threads' timing; at most 20 s for it). */
 static void *put_later(void *arg)
 {
 	struct later_put *l = arg;
+	struct r2_bufpool_stats st;
+
+	for (int i = 0; i < 20000; i++) {
+		r2_bufpool_stats(l->p, &st);
+		if (st.waits > 0)
+			break;
+		usleep(1000);
+	}
 	usleep(l->delay_us);
 	r2_bufpool_put(l->p, l->buf);
 	return NULL;

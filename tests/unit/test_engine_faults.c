@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "engine_harness.h"
+#include "engine/exec_rail_int.h"
 #include "net/health_int.h"
 #include "peer.pb-c.h"
 #include "engine/comm.h"
@@ -203,9 +204,9 @@ START_TEST(test_link_down_mid_allreduce)
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(1), false), 0);
 	ar_check(&a);
-	ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[0], ID(1), 1, R2_RS_FAILED, T_MS));
 	ck_assert(has_event(hs[0], "path", "-> failed"));
-	ck_assert(wait_event(hs[0], "rail_state", "-> failed", 2000));
+	ck_assert(wait_event(hs[0], "rail_state", "-> failed", T_MS));
 	/* what r2cclctl rails / paths show */
 	struct r2d_health_snap snap;
 	bool seen = false;
@@ -263,7 +264,7 @@ START_TEST(test_link_down_mid_eager)
 		ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 0), false), 0);
 		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 0), ID(1), false), 0);
 		ar_check(&a); /* re-sent on rail 1 by host 0's idle executor */
-		ck_assert(wait_path(hs[0], ID(1), 0, R2_RS_FAILED, 2000));
+		ck_assert(wait_path(hs[0], ID(1), 0, R2_RS_FAILED, T_MS));
 		for (int i = 0; i < 5; i++)
 			ar_run(&a);
 		for (int h = 0; h < 2; h++)
@@ -327,15 +328,21 @@ START_TEST(test_eager_ack_from_host_ahead)
 	 * with no collective), so the count moves below only for 2's */
 	th_pump(50);
 	before = atomic_load(&hs[0]->d.acks_implied_total);
+	/* from here an owed ACK waits 2 s, not 1 ms: host 1 may take a while
+	 * (a loaded machine) between ending 2 and posting 3's message, and
+	 * only that message may answer host 0's of 2 */
+	const uint64_t owed_us = rl_ack_owed_us;
+	rl_ack_owed_us = 2000000;
 	ar_start(&a, 3);
 	/* and on host 1, queued behind 2: it posts 3's message as soon as 2
 	 * ends (an ACK owed that long would go by itself: R2_ACK_OWED_US) */
 	b.tag[1] = th_submit(ss[1], R2_OP_ALLREDUCE, b.count, R2CCL_INT32, R2CCL_SUM, 0, b.im[1],
 			     b.om[1]);
 	ar_check(&a); /* host 0 ends 2 once host 2's message comes */
-	ck_assert_msg(th_until(implied_moved, &(struct implied_arg){ hs[0], before }, 2000),
+	ck_assert_msg(th_until(implied_moved, &(struct implied_arg){ hs[0], before }, T_MS),
 		      "host 0's message of collective 2 to host 1 was not answered by host "
 		      "1's message of collective 3");
+	rl_ack_owed_us = owed_us;
 	for (int r = 0; r < 2; r++)
 		ck_assert_int_eq(r2_lb_delay(th_tp(hs[2], r), ID(0), 0), 0);
 	for (int r = 0; r < 3; r += 2)
@@ -368,7 +375,7 @@ START_TEST(test_link_down_mid_eager_4_hosts)
 	ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 0), ID(1), false), 0);
 	ar_check(&a);
 	for (int h = 1; h < 4; h++)
-		ck_assert(wait_path(hs[h], ID(0), 0, R2_RS_FAILED, 2000));
+		ck_assert(wait_path(hs[h], ID(0), 0, R2_RS_FAILED, T_MS));
 	for (int i = 0; i < 4; i++)
 		ar_run(&a);
 	for (int h = 0; h < 4; h++)
@@ -647,7 +654,7 @@ START_TEST(test_peer_silent)
 		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[1], r), -ETIMEDOUT), 0);
 		ck_assert_int_eq(r2_lb_drop(th_tp(hs[1], r), ID(0), R2_LB_ALL), 0);
 	}
-	ck_assert(wait_path(hs[0], ID(1), 0, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[0], ID(1), 0, R2_RS_FAILED, T_MS));
 	ck_assert(has_event(hs[0], "path", "-> failed"));
 	st = th_wait(ss[0], a.tag[0], 5000);
 	ck_assert_msg(st == R2CCL_E_PEER_GONE || st == R2CCL_E_NO_PATH, "status %d", st);
@@ -666,8 +673,8 @@ static void bridged_cluster(struct th_host **hs, struct th_sess **ss, struct ar 
 	ar_run(a);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
-	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
-	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, T_MS));
+	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, T_MS));
 	ar_run(a);
 }
 
@@ -768,7 +775,7 @@ START_TEST(test_overlapping_reduces_applyq)
 	ar_run(&a);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	for (int h = 1; h < 3; h++)
-		ck_assert(wait_path(hs[h], ID(0), 1, R2_RS_FAILED, 2000));
+		ck_assert(wait_path(hs[h], ID(0), 1, R2_RS_FAILED, T_MS));
 	uint64_t q0 = atomic_load(&hs[1]->d.chunks_applyq_total);
 	for (int i = 0; i < 3; i++)
 		ar_run(&a);
@@ -802,7 +809,7 @@ START_TEST(test_shard_8_hosts_exact)
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[1], 1), false), 0);
 	for (int h = 0; h < 8; h++)
 		if (h != 1)
-			ck_assert(wait_path(hs[h], ID(1), 1, R2_RS_FAILED, 2000));
+			ck_assert(wait_path(hs[h], ID(1), 1, R2_RS_FAILED, T_MS));
 	for (int i = 0; i < 6; i++) {
 		for (int h = 0; h < 8; h++)
 			for (int q = 0; q < 8; q++)
@@ -840,8 +847,8 @@ START_TEST(test_routed_around_outlives_peer_timeout)
 	ar_run(&a);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
-	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
-	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, T_MS));
+	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, T_MS));
 	t0 = th_now_ms();
 	while (th_now_ms() - t0 < 6000 && n < 400) { /* a session keeps 512 completions */
 		ar_run(&a);
@@ -874,7 +881,7 @@ static void eager_detour_before_view(const char *const *params, uint64_t count)
 	for (int i = 0; i < 50; i++)
 		ar_run(&a);
 	ck_assert_uint_gt(atomic_load(&hs[0]->d.eager_ops_total), eager0);
-	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, T_MS));
 	for (int i = 0; i < 20; i++)
 		ar_run(&a);
 	th_free_all(hs, 3);
@@ -914,7 +921,7 @@ START_TEST(test_peer_check_clock_before_completion)
 	ar_run(&a);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[2], 0), false), 0);
-	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[2], ID(0), 0, R2_RS_FAILED, T_MS));
 	t0 = th_now_ms();
 	while (th_now_ms() - t0 < 600) /* host 0 out of reach for 2 x the timeout */
 		ar_run(&a);
@@ -976,7 +983,7 @@ static void no_bridge_left_n(const char *const *params, bool refused, uint64_t b
 		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[2], 1), -ETIMEDOUT), 0);
 		ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], 1), ID(2), -ETIMEDOUT), 0);
 	}
-	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[0], ID(2), 1, R2_RS_FAILED, T_MS));
 	t0 = th_now_ms();
 	ar_start(&a, 3);
 	for (int r = 0; r < 3; r++) {
@@ -1033,8 +1040,8 @@ START_TEST(test_stalled_send_settles)
 	ck_assert_uint_ge(th_now_ms() - t0, 400);
 	ck_assert_uint_lt(th_now_ms() - t0, 4000);
 	/* the dropped connections: host 1 saw them reset */
-	ck_assert(wait_path(hs[1], ID(0), 0, R2_RS_FAILED, 2000) ||
-		  wait_path(hs[1], ID(0), 1, R2_RS_FAILED, 2000));
+	ck_assert(wait_path(hs[1], ID(0), 0, R2_RS_FAILED, T_MS) ||
+		  wait_path(hs[1], ID(0), 1, R2_RS_FAILED, T_MS));
 	for (int r = 0; r < 2; r++)
 		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], r), ID(1), false), 0);
 	th_free_all(hs, 2);
@@ -1195,22 +1202,37 @@ static uint32_t norphans(struct th_host *h, uint64_t *bytes)
 /* Chunks for a communicator host 0 does not have (one that failed there, or
  * a peer's junk: tests/fuzz/fuzz_peer found them held until exit) wait as
  * orphans, at most proxy_pool_max bytes of them, and are dropped once older
- * than bootstrap_timeout_ms; the communicator that is there goes on */
+ * than bootstrap_timeout_ms (3 s here: a loaded machine may take a while to
+ * deliver them all, and none may be dropped before); the communicator that
+ * is there goes on */
+struct orphans_arg {
+	struct th_host *h;
+	uint32_t want;
+};
+
+static bool orphans_are(void *arg)
+{
+	struct orphans_arg *o = arg;
+	uint64_t bytes;
+
+	return norphans(o->h, &bytes) == o->want;
+}
+
 START_TEST(test_orphans_bounded)
 {
-	static const char *const params[] = { "bootstrap_timeout_ms=300", "proxy_pool_max=2M",
+	static const char *const params[] = { "bootstrap_timeout_ms=3000", "proxy_pool_max=2M",
 					      NULL };
 	struct th_host *hs[2];
 	struct th_sess *ss[2];
 	struct r2_tp *tp;
 	struct ar a;
 	uint64_t bytes, t0;
-	uint32_t n = 0;
 
 	static const uint8_t zeros[256 << 10];
 
 	th_cluster(hs, 2, 1, 0x3, ss, params);
 	tp = th_tp(hs[1], 0);
+	t0 = th_now_ms(); /* before any arrives: none is older than that */
 	for (int i = 0; i < 12; i++) {
 		struct r2_chunk_hdr h = { .magic = R2_CHUNK_MAGIC, .kind = R2_MSG_DATA,
 					  .comm = 0xdead, .opseq = 1, .chunk = (uint32_t)i,
@@ -1220,22 +1242,30 @@ START_TEST(test_orphans_bounded)
 		ck_assert_ptr_nonnull(buf);
 		ck_assert_int_eq(r2_tp_loopback_ops.post_send(tp, ID(0), &h, buf, 1), 0);
 	}
-	t0 = th_now_ms();
-	while (th_now_ms() - t0 < 250 && (n = norphans(hs[0], &bytes)) < 8)
-		th_pump(2);
-	ck_assert_uint_eq(n, 8); /* 2 MiB of 256 KiB chunks */
+	/* 2 MiB of 256 KiB chunks kept, the other 4 refused */
+	ck_assert(th_until(orphans_are, &(struct orphans_arg){ hs[0], 8 }, 2500));
+	ck_assert_uint_eq(norphans(hs[0], &bytes), 8);
 	ck_assert_uint_eq(bytes, 2u << 20);
-	t0 = th_now_ms();
-	while (th_now_ms() - t0 < 2000 && norphans(hs[0], &bytes) > 0)
-		th_pump(10);
+	ck_assert(th_until(orphans_are, &(struct orphans_arg){ hs[0], 0 }, 3000 + T_MS));
 	ck_assert_uint_eq(norphans(hs[0], &bytes), 0);
 	ck_assert_uint_eq(bytes, 0);
-	ck_assert_uint_ge(th_now_ms() - t0, 30); /* not at once: at the age limit */
+	ck_assert_uint_ge(th_now_ms() - t0, 3000); /* not at once: at the age limit */
 	ar_setup(&a, ss, 2, 4096);
 	ar_run(&a);
 	th_free_all(hs, 2);
 }
 END_TEST
+
+static bool report_kept(void *arg)
+{
+	struct th_host *h = arg;
+	size_t n;
+
+	pthread_mutex_lock(&h->d.health->lock);
+	n = h->d.health->nreps;
+	pthread_mutex_unlock(&h->d.health->lock);
+	return n > 0;
+}
 
 /* A peer's reports of failed paths between itself and hosts this host does
  * not know are not kept (they piled up, one entry each, for the life of the
@@ -1261,12 +1291,20 @@ START_TEST(test_path_reports_bounded)
 						     R2PEER__PEER_MSG__PEER_RAIL_EVENT, buf,
 						     (uint32_t)n), 0);
 	}
-	th_pump(200);
+	/* sent in order: once the last (kept) is there, the others were seen */
+	ck_assert(th_until(report_kept, hs[0], T_MS));
 	ck_assert_uint_eq(hs[0]->d.health->nreps, 1);
 	ck_assert(hs[0]->d.health->reps[0].b == ID(2));
 	th_free_all(hs, 3);
 }
 END_TEST
+
+static bool engine_busy(void *arg)
+{
+	struct th_host *h = arg;
+
+	return r2d_engine_busy(&h->d) > 0;
+}
 
 /* The engine stops (main.c's stop order: r2d_engine_stop first) while a
  * communicator across hosts is still there and its executor waits in the
@@ -1284,7 +1322,7 @@ START_TEST(test_engine_stop_mid_allreduce)
 	ar_cluster(hs, ss, &a, 2, NULL, 64 * 1024);
 	ar_run(&a);
 	ar_start(&a, 1); /* rank 1 never comes: rank 0's rail phase waits */
-	th_pump(50);
+	ck_assert(th_until(engine_busy, hs[0], T_MS));
 	ck_assert_int_eq(r2d_engine_busy(&hs[0]->d), 1);
 	r2d_engine_stop(&hs[0]->d);
 	ck_assert_ptr_null(hs[0]->d.engine);
@@ -1374,13 +1412,13 @@ static void lost_commit(bool gap)
 				 0);
 	ck_assert_int_eq(r2d_health_drain(&hs[0]->d, "lb0", true, err, sizeof(err)), 0);
 	struct cwait w0 = { hs[0], 1 };
-	ck_assert(th_until(committed_is, &w0, 2000));
+	ck_assert(th_until(committed_is, &w0, T_MS));
 	ck_assert_uint_eq(committed(hs[1]), 0); /* lost */
 	/* host 0 starts the next collective with view 1; host 1 holds (it
 	 * acknowledged the proposal) */
 	ar_start(&a, 3);
 	struct cwait s0 = { hs[0], 2 };
-	ck_assert(th_until(started_is, &s0, 2000));
+	ck_assert(th_until(started_is, &s0, T_MS));
 	ck_assert_uint_eq(committed(hs[1]), 0);
 	if (!gap)
 		atomic_store(&vd.epoch, 0);
