@@ -893,9 +893,9 @@ struct pair_rank {
 	r2ccl_comm_t *comm;
 	r2ccl_unique_id_t *id;
 	int rank;
-	atomic_bool *stop;
+	atomic_bool *stop; /* asked: rank 0 ends the loop (pair_loop) */
 	atomic_long *failed, *ops;
-	atomic_long *stop_at, *iter;
+	atomic_long *stop_at;
 };
 
 static void *pair_init(void *a)
@@ -918,7 +918,12 @@ static void *pair_loop(void *a)
 		return NULL;
 	}
 	for (long it = 0; it < atomic_load(k->stop_at); it++) {
-		atomic_store(k->iter, it);
+		/* rank 0, before it enters AllReduce it, when asked to stop:
+		 * rank 1 is at most in it, so both still run it and it + 1 and
+		 * stop there (one at a different AllReduce would wait for the
+		 * other until the op timeout) */
+		if (k->rank == 0 && atomic_load(k->stop) && atomic_load(k->stop_at) > it + 2)
+			atomic_store(k->stop_at, it + 2);
 		buf[0] = 1.0f;
 		buf[n - 1] = 2.0f;
 		if (r2ccl_allreduce(k->comm, buf, buf, n, R2CCL_FLOAT32, R2CCL_SUM) != 0 ||
@@ -971,7 +976,7 @@ START_TEST(reaction)
 {
 	static r2ccl_unique_id_t id;
 	static atomic_bool stop;
-	static atomic_long failed, ops, stop_at, iter[2];
+	static atomic_long failed, ops, stop_at;
 	struct pair_rank k[2];
 	pthread_t t[2];
 	r2ccl_connect_opts_t o = R2CCL_CONNECT_OPTS_INITIALIZER;
@@ -988,7 +993,7 @@ START_TEST(reaction)
 	atomic_store(&stop_at, 1L << 40);
 	for (int r = 0; r < 2; r++) {
 		k[r] = (struct pair_rank){ .id = &id, .rank = r, .stop = &stop, .failed = &failed,
-					   .ops = &ops, .stop_at = &stop_at, .iter = &iter[r] };
+					   .ops = &ops, .stop_at = &stop_at };
 		o.socket_path = r ? RB.socket : RA.socket;
 		ck_assert_int_eq(r2ccl_connect(&o, &k[r].c), 0);
 	}
@@ -1050,8 +1055,7 @@ START_TEST(reaction)
 	       "started (polled through r2cclctl, a few ms per poll)\n",
 	       t1 - t0, tlast > t1 ? tlast - t1 : 0.0, tgrow);
 	fflush(stdout);
-	long i0 = atomic_load(&iter[0]), i1 = atomic_load(&iter[1]);
-	atomic_store(&stop_at, (i0 > i1 ? i0 : i1) + 2);
+	atomic_store(&stop, true);
 	for (int r = 0; r < 2; r++)
 		pthread_join(t[r], NULL);
 	ck_assert_msg(atomic_load(&failed) == 0, "an AllReduce failed");

@@ -35,7 +35,12 @@ static void *rank_loop(void *a)
 		return NULL;
 	}
 	for (long it = 0; it < atomic_load(&v->stop_at); it++) {
-		atomic_store(&v->iter[k->rank], it);
+		/* rank 0, before it enters AllReduce it, when asked to stop:
+		 * rank 1 is at most in it, so both still run it and it + 1 and
+		 * stop there (one at a different AllReduce would wait for the
+		 * other until the op timeout) */
+		if (k->rank == 0 && atomic_load(&v->stop) && atomic_load(&v->stop_at) > it + 2)
+			atomic_store(&v->stop_at, it + 2);
 		for (size_t i = 0; i < n; i++)
 			buf[i] = (float)(k->rank + 1);
 		double t0 = th_now_ms();
@@ -86,6 +91,7 @@ int th_victim_init_size(struct th_victim *v, size_t bytes)
 	}
 	v->n = bytes / sizeof(float);
 	atomic_store(&v->stop_at, 1L << 40);
+	atomic_store(&v->stop, false);
 	for (int r = 0; r < 2; r++)
 		if (r2ccl_connect(NULL, &v->cl[r]) != 0) {
 			snprintf(v->why, sizeof(v->why), "connect: %s", r2ccl_last_error());
@@ -105,6 +111,7 @@ int th_victim_init_size(struct th_victim *v, size_t bytes)
 int th_victim_run(struct th_victim *v)
 {
 	atomic_store(&v->stop_at, 1L << 40);
+	atomic_store(&v->stop, false);
 	atomic_store(&v->ops, 0);
 	v->nlat = 0;
 	v->p50 = v->p99 = 0;
@@ -124,9 +131,7 @@ int th_victim_stop(struct th_victim *v, long min_ops, int wait_s)
 			!atomic_load(&v->failed);
 	     i++)
 		usleep(100000);
-	/* the ranks are at most one AllReduce apart: both stop at the same one */
-	long i0 = atomic_load(&v->iter[0]), i1 = atomic_load(&v->iter[1]);
-	atomic_store(&v->stop_at, (i0 > i1 ? i0 : i1) + 2);
+	atomic_store(&v->stop, true); /* both stop at the same AllReduce */
 	for (int r = 0; r < 2; r++)
 		pthread_join(v->t[r], NULL);
 	th_victim_window(v, 0, 1e300);

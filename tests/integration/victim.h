@@ -33,7 +33,7 @@ struct th_victim {
 	pthread_t t[2];
 	struct th_vrank rk[2];
 	atomic_long stop_at; /* both ranks run AllReduces 0 .. stop_at - 1 */
-	atomic_long iter[2];
+	atomic_bool stop;    /* asked (th_victim_stop): rank 0 sets stop_at */
 	atomic_long ops;     /* AllReduces done (rank 0's count) */
 	atomic_long failed;
 	size_t n;            /* floats per AllReduce */
