@@ -650,11 +650,16 @@ START_TEST(daemon_dies)
 			alarm(60);
 			NCHECK(ncclCommInitRank(&comm, 2, id, r));
 			NCHECK(ncclMemAlloc(&p, 4096));
+			/* only the ends it uses: a rank that fails closes its
+			 * ready end as it exits, and the parent sees EOF */
 			close(go[1]);
+			close(ready[0]);
 			EXPECT(write(ready[1], "r", 1) == 1);
+			close(ready[1]);
 			if (r == 1) /* until the daemon was killed */
 				while (read(go[0], c, 1) < 0 && errno == EINTR)
 					;
+			close(go[0]);
 			t0 = th_now_ms();
 			res = ncclAllReduce(p, p, 16, ncclFloat32, ncclSum, comm, NULL);
 			EXPECT(res == ncclSystemError || res == ncclRemoteError);

@@ -323,23 +323,23 @@ START_TEST(test_plan_lazy_acks)
 	struct lazy_arg a = { hs, 40 };
 	uint64_t implied;
 
-	th_cluster(hs, 2, 1, 0x3, ss, params);
-	/* an owed ACK after 2 s, not 1 ms, in this loop: the test thread's
-	 * gap between two operations (longer than 1 ms on a loaded machine)
-	 * must not decide which answers them */
+	/* an owed ACK after 2 s, not 1 ms: the test thread's gap between two
+	 * operations (longer than 1 ms on a loaded machine) must not decide
+	 * which answers them (set before any thread reads it) */
 	const uint64_t owed_us = rl_ack_owed_us;
 	rl_ack_owed_us = 2000000;
+	th_cluster(hs, 2, 1, 0x3, ss, params);
 	allreduce_loop(ss, 2, 100, R2CCL_SUM, 20);
 	for (int h = 0; h < 2; h++)
 		ck_assert_uint_eq(atomic_load(&hs[h]->d.eager_ops_total), 0);
 	ck_assert(th_until(lazy_answered, &a, T_MS));
-	rl_ack_owed_us = owed_us;
 	implied = atomic_load(&hs[0]->d.acks_implied_total) +
 		  atomic_load(&hs[1]->d.acks_implied_total);
 	ck_assert_uint_ge(implied, 40);
 	allreduce(ss, 2, 1u << 19, R2CCL_SUM); /* 2 MB */
 	allreduce(ss, 2, 100, R2CCL_MAX);
 	th_free_all(hs, 2);
+	rl_ack_owed_us = owed_us; /* (for the cases after it when not forked) */
 }
 END_TEST
 

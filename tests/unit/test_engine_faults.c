@@ -1312,6 +1312,11 @@ static bool engine_busy(void *arg)
 	return r2d_engine_busy(&h->d) > 0;
 }
 
+static bool engine_idle(void *arg)
+{
+	return !engine_busy(arg);
+}
+
 /* The engine stops (main.c's stop order: r2d_engine_stop first) while a
  * communicator across hosts is still there and its executor waits in the
  * rail phase of an AllReduce (rank 1 never comes): the executor is joined
@@ -1327,6 +1332,9 @@ START_TEST(test_engine_stop_mid_allreduce)
 
 	ar_cluster(hs, ss, &a, 2, NULL, 64 * 1024);
 	ar_run(&a);
+	/* collective 1 let go of the engine (its completions are written
+	 * before busy drops), then 2 takes it */
+	ck_assert(th_until(engine_idle, hs[0], T_MS));
 	ar_start(&a, 1); /* rank 1 never comes: rank 0's rail phase waits */
 	ck_assert(th_until(engine_busy, hs[0], T_MS));
 	ck_assert_int_eq(r2d_engine_busy(&hs[0]->d), 1);
