@@ -918,12 +918,7 @@ static void *pair_loop(void *a)
 		return NULL;
 	}
 	for (long it = 0; it < atomic_load(k->stop_at); it++) {
-		/* rank 0, before it enters AllReduce it, when asked to stop:
-		 * rank 1 is at most in it, so both still run it and it + 1 and
-		 * stop there (one at a different AllReduce would wait for the
-		 * other until the op timeout) */
-		if (k->rank == 0 && atomic_load(k->stop) && atomic_load(k->stop_at) > it + 2)
-			atomic_store(k->stop_at, it + 2);
+		th_loop_stop_point(k->rank, k->stop, k->stop_at, it);
 		buf[0] = 1.0f;
 		buf[n - 1] = 2.0f;
 		if (r2ccl_allreduce(k->comm, buf, buf, n, R2CCL_FLOAT32, R2CCL_SUM) != 0 ||

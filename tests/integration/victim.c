@@ -35,12 +35,7 @@ static void *rank_loop(void *a)
 		return NULL;
 	}
 	for (long it = 0; it < atomic_load(&v->stop_at); it++) {
-		/* rank 0, before it enters AllReduce it, when asked to stop:
-		 * rank 1 is at most in it, so both still run it and it + 1 and
-		 * stop there (one at a different AllReduce would wait for the
-		 * other until the op timeout) */
-		if (k->rank == 0 && atomic_load(&v->stop) && atomic_load(&v->stop_at) > it + 2)
-			atomic_store(&v->stop_at, it + 2);
+		th_loop_stop_point(k->rank, &v->stop, &v->stop_at, it);
 		for (size_t i = 0; i < n; i++)
 			buf[i] = (float)(k->rank + 1);
 		double t0 = th_now_ms();

@@ -17,6 +17,17 @@
 
 struct th_victim;
 
+/* A 2-rank AllReduce loop's stop (`for (it = 0; it < stop_at; it++)`): at
+ * the top of iteration it, before it enters AllReduce it, rank 0 asked to
+ * stop sets stop_at to it + 2. Rank 1 is at most in it then, so both still
+ * run it and it + 1 and stop there (one at a different AllReduce would
+ * wait for the other until the op timeout). */
+static inline void th_loop_stop_point(int rank, atomic_bool *stop, atomic_long *stop_at, long it)
+{
+	if (rank == 0 && atomic_load(stop) && atomic_load(stop_at) > it + 2)
+		atomic_store(stop_at, it + 2);
+}
+
 /* AllReduce times kept (the later ones are not): 256 Ki, some seconds of a
  * fast loop */
 #define TH_VICTIM_SAMPLES (1u << 18)
