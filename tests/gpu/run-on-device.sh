@@ -292,12 +292,13 @@ if [ "$what" = lat ] || [ "$what" = plan ]; then
 	fi
 	# LAT_PARTS: which parts (default all); R2CCLD_OPTS: r2ccld options
 	# of the small-bench runs and the GPU part (e.g. "--logstep hd");
-	# LAT_RAILS: the small-bench runs' rails (default 2)
+	# LAT_RAILS: the small-bench runs' rails (default 2); LAT_SMALL_ARGS:
+	# more small-bench options (e.g. "-b 128K -e 1M": those sizes only)
 	part() { [[ " ${LAT_PARTS:-small2 small4 gpu react tenants} " == *" $1 "* ]]; }
 	part small2 && step small-2h 300 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=sm2 \
-		bash "$ROOT/tools/bench/small-bench.sh" -H 2 -R "${LAT_RAILS:-2}" -n 1000
+		bash "$ROOT/tools/bench/small-bench.sh" -H 2 -R "${LAT_RAILS:-2}" -n 1000 ${LAT_SMALL_ARGS:-}
 	part small4 && step small-4h 400 env BUILD=$L R2CCLD=$L/daemon/r2ccld R2C_PREFIX=sm4 \
-		bash "$ROOT/tools/bench/small-bench.sh" -H 4 -R "${LAT_RAILS:-2}" -n 1000
+		bash "$ROOT/tools/bench/small-bench.sh" -H 4 -R "${LAT_RAILS:-2}" -n 1000 ${LAT_SMALL_ARGS:-}
 	if part gpu; then
 		$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
 		# shellcheck disable=SC2086
