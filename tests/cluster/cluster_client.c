@@ -52,6 +52,7 @@
 
 #include "expect.h"
 #include "r2ccl.h"
+#include "uidfile.h"
 
 #define MEG3 (((size_t)1 << 20) + 3)
 #define BIG_BYTES ((size_t)64 << 20)
@@ -353,91 +354,6 @@ done:
 }
 
 /* ------------------------------------------------------------------------ */
-/* The unique id (r2ccl-bench's format: one line of hex)                     */
-/* ------------------------------------------------------------------------ */
-
-static void uid_to_hex(const r2ccl_unique_id_t *id, char *hex)
-{
-	static const char digits[] = "0123456789abcdef";
-	const unsigned char *b = (const unsigned char *)id->internal;
-	for (int i = 0; i < R2CCL_UNIQUE_ID_BYTES; i++) {
-		hex[2 * i] = digits[b[i] >> 4];
-		hex[2 * i + 1] = digits[b[i] & 15];
-	}
-	hex[2 * R2CCL_UNIQUE_ID_BYTES] = 0;
-}
-
-static int hexval(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-static int uid_from_hex(const char *hex, r2ccl_unique_id_t *id)
-{
-	for (int i = 0; i < R2CCL_UNIQUE_ID_BYTES; i++) {
-		int hi = hexval(hex[2 * i]), lo = hi < 0 ? -1 : hexval(hex[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return -1;
-		id->internal[i] = (char)(hi << 4 | lo);
-	}
-	return 0;
-}
-
-static int uid_write(const char *path, const r2ccl_unique_id_t *id)
-{
-	char tmp[PATH_MAX + 32], hex[2 * R2CCL_UNIQUE_ID_BYTES + 1];
-	FILE *f;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	uid_to_hex(id, hex);
-	f = fopen(tmp, "w");
-	if (!f)
-		return -errno;
-	fprintf(f, "%s\n", hex);
-	if (fflush(f) || fsync(fileno(f))) {
-		int e = -errno;
-		fclose(f);
-		unlink(tmp);
-		return e;
-	}
-	fclose(f);
-	if (rename(tmp, path)) {
-		int e = -errno;
-		unlink(tmp);
-		return e;
-	}
-	return 0;
-}
-
-/* Waits up to timeout_s for path to hold an id; -EINVAL: it holds something else. */
-static int uid_wait(const char *path, double timeout_s, r2ccl_unique_id_t *id)
-{
-	double deadline = mono_s() + timeout_s;
-
-	for (;;) {
-		FILE *f = fopen(path, "r");
-		if (f) {
-			char line[2 * R2CCL_UNIQUE_ID_BYTES + 8] = { 0 };
-			bool got = fgets(line, sizeof(line), f) != NULL;
-			fclose(f);
-			if (got && strlen(line) >= 2 * R2CCL_UNIQUE_ID_BYTES)
-				return uid_from_hex(line, id) ? -EINVAL : 0;
-		} else if (errno != ENOENT) {
-			return -errno;
-		}
-		if (mono_s() > deadline)
-			return -ETIMEDOUT;
-		usleep(20 * 1000);
-	}
-}
-
-/* ------------------------------------------------------------------------ */
 
 static void usage(FILE *f)
 {
@@ -615,14 +531,14 @@ int main(int argc, char **argv)
 			r2ccl_disconnect(client);
 			return 2;
 		}
-		if (o.uid_file && o.local < o.nranks && (err = uid_write(o.uid_file, &id))) {
+		if (o.uid_file && o.local < o.nranks && (err = r2_uid_write(o.uid_file, &id))) {
 			fprintf(stderr, "cluster_client: cannot write %s: %s\n", o.uid_file,
 				strerror(-err));
 			r2ccl_disconnect(client);
 			return 3;
 		}
 	} else {
-		err = uid_wait(o.uid_file, o.uid_timeout_s, &id);
+		err = r2_uid_wait(o.uid_file, o.uid_timeout_s, &id);
 		if (err) {
 			fprintf(stderr, "cluster_client: %s: %s\n", o.uid_file,
 				err == -ETIMEDOUT ? "no unique id (is the host with rank 0 running?)"

@@ -39,89 +39,9 @@
 #include "bench.h"
 #include "gpumem.h"
 #include "r2ccl.h"
+#include "uidfile.h"
 
 
-/* ----------------------------------------------------------- unique id */
-
-static void uid_to_hex(const r2ccl_unique_id_t *id, char *hex)
-{
-	static const char digits[] = "0123456789abcdef";
-	const unsigned char *b = (const unsigned char *)id->internal;
-	for (int i = 0; i < R2CCL_UNIQUE_ID_BYTES; i++) {
-		hex[2 * i] = digits[b[i] >> 4];
-		hex[2 * i + 1] = digits[b[i] & 15];
-	}
-	hex[2 * R2CCL_UNIQUE_ID_BYTES] = 0;
-}
-
-static int hexval(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-static int uid_from_hex(const char *hex, r2ccl_unique_id_t *id)
-{
-	for (int i = 0; i < R2CCL_UNIQUE_ID_BYTES; i++) {
-		int hi = hexval(hex[2 * i]), lo = hi < 0 ? -1 : hexval(hex[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return -1;
-		id->internal[i] = (char)(hi << 4 | lo);
-	}
-	return 0;
-}
-
-/* Writes the id as one line of hex to path, atomically (temp file + rename). */
-static int uid_write(const char *path, const r2ccl_unique_id_t *id)
-{
-	char tmp[PATH_MAX], hex[2 * R2CCL_UNIQUE_ID_BYTES + 1];
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	uid_to_hex(id, hex);
-	FILE *f = fopen(tmp, "w");
-	if (!f)
-		return -errno;
-	fprintf(f, "%s\n", hex);
-	if (fflush(f) || fsync(fileno(f))) {
-		int e = -errno;
-		fclose(f);
-		unlink(tmp);
-		return e;
-	}
-	fclose(f);
-	if (rename(tmp, path)) {
-		int e = -errno;
-		unlink(tmp);
-		return e;
-	}
-	return 0;
-}
-
-/* Waits up to timeout_s for path to hold an id. */
-static int uid_wait(const char *path, double timeout_s, r2ccl_unique_id_t *id)
-{
-	double deadline = bench_now_us() + timeout_s * 1e6;
-	for (;;) {
-		FILE *f = fopen(path, "r");
-		if (f) {
-			char line[2 * R2CCL_UNIQUE_ID_BYTES + 8] = { 0 };
-			bool ok = fgets(line, sizeof(line), f) && strlen(line) >= 2 * R2CCL_UNIQUE_ID_BYTES &&
-				  !uid_from_hex(line, id);
-			fclose(f);
-			if (ok)
-				return 0;
-		} else if (errno != ENOENT) {
-			return -errno;
-		}
-		if (bench_now_us() > deadline)
-			return -ETIMEDOUT;
-		usleep(50 * 1000);
-	}
-}
 
 /* ------------------------------------------------------------------ main */
 
@@ -187,20 +107,21 @@ static int get_uid(const struct bench_opts *o, r2ccl_client_t **client, r2ccl_un
 		} else if ((err = r2ccl_get_unique_id(*client, id))) {
 			fprintf(stderr, "r2ccl-bench: r2ccl_get_unique_id: %s\n", r2ccl_strerror(err));
 			return EXIT_WRONG;
-		} else if (o->uid_file && (err = uid_write(o->uid_file, id))) {
+		} else if (o->uid_file && (err = r2_uid_write(o->uid_file, id))) {
 			fprintf(stderr, "r2ccl-bench: cannot write %s: %s\n", o->uid_file, strerror(-err));
 			return EXIT_WRONG;
 		}
 		return 0;
 	}
-	err = uid_wait(o->uid_file, o->uid_timeout_s, id);
+	err = r2_uid_wait(o->uid_file, o->uid_timeout_s, id);
 	if (err == -ETIMEDOUT) {
 		fprintf(stderr,
 			"r2ccl-bench: no unique id in %s after %g s (is the host with rank 0 running?)\n",
 			o->uid_file, o->uid_timeout_s);
 		return EXIT_WRONG;
 	} else if (err) {
-		fprintf(stderr, "r2ccl-bench: cannot read %s: %s\n", o->uid_file, strerror(-err));
+		fprintf(stderr, "r2ccl-bench: cannot read %s: %s\n", o->uid_file,
+			err == -EINVAL ? "not a unique id" : strerror(-err));
 		return EXIT_WRONG;
 	}
 	return 0;
@@ -305,10 +226,10 @@ int main(int argc, char **argv)
 
 	r2ccl_unique_id_t id;
 	r2ccl_client_t *client = NULL;
-	char uid_hex[2 * R2CCL_UNIQUE_ID_BYTES + 1] = "";
+	char uid_hex[R2_UID_HEX_LEN + 1] = "";
 	int rc = get_uid(&o, &client, &id);
 	if (!rc)
-		uid_to_hex(&id, uid_hex);
+		r2_uid_to_hex(&id, uid_hex);
 	for (int i = 0; i < k; i++) {
 		if (!rc && write(wfd[i], &id, sizeof(id)) != (ssize_t)sizeof(id))
 			fprintf(stderr, "r2ccl-bench: rank %d did not take its id\n", o.first_rank + i);
