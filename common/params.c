@@ -15,29 +15,15 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "params.h"
+#include "util.h"
 
 #define VALUE_SHOWN 128 /* characters of a bad value quoted in a message */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Copies s without leading and trailing blanks into a new string. */
 static char *strdup_trim(const char *s)
@@ -196,7 +182,7 @@ static int parse_value(const struct r2_param_def *d, const char *key, const char
 	int ret = 0;
 
 	if (!t) {
-		seterr(err, errlen, "%s: out of memory", key);
+		r2_seterr(err, errlen, "%s: out of memory", key);
 		return -ENOMEM;
 	}
 	memset(v, 0, sizeof(*v));
@@ -208,27 +194,27 @@ static int parse_value(const struct r2_param_def *d, const char *key, const char
 		ret = parse_int(t, sizes, &v->i);
 		if (ret == -EINVAL) {
 			if (sizes)
-				seterr(err, errlen,
+				r2_seterr(err, errlen,
 				       "%s: \"%.*s\" is not a size (an integer with an optional "
 				       "K, M, G or T suffix)",
 				       key, VALUE_SHOWN, t);
 			else
-				seterr(err, errlen, "%s: \"%.*s\" is not an integer", key,
+				r2_seterr(err, errlen, "%s: \"%.*s\" is not an integer", key,
 				       VALUE_SHOWN, t);
 			break;
 		}
 		if (ret == -ERANGE) {
-			seterr(err, errlen, "%s: \"%.*s\" is too large", key, VALUE_SHOWN, t);
+			r2_seterr(err, errlen, "%s: \"%.*s\" is too large", key, VALUE_SHOWN, t);
 			break;
 		}
 		if (v->i < 0 && !(bounded && d->min < 0)) {
-			seterr(err, errlen, "%s: \"%.*s\" must not be negative", key, VALUE_SHOWN,
+			r2_seterr(err, errlen, "%s: \"%.*s\" must not be negative", key, VALUE_SHOWN,
 			       t);
 			ret = -ERANGE;
 			break;
 		}
 		if (bounded && (v->i < d->min || v->i > d->max)) {
-			seterr(err, errlen,
+			r2_seterr(err, errlen,
 			       "%s: \"%.*s\" is out of range (must be between %lld and %lld%s%s)",
 			       key, VALUE_SHOWN, t, (long long)d->min, (long long)d->max,
 			       d->unit ? " " : "", d->unit ? d->unit : "");
@@ -239,7 +225,7 @@ static int parse_value(const struct r2_param_def *d, const char *key, const char
 	case R2_PT_BOOL:
 		ret = parse_bool(t, &v->b);
 		if (ret < 0)
-			seterr(err, errlen,
+			r2_seterr(err, errlen,
 			       "%s: \"%.*s\" is not a boolean (use 1/0, true/false, yes/no or "
 			       "on/off)",
 			       key, VALUE_SHOWN, t);
@@ -250,10 +236,10 @@ static int parse_value(const struct r2_param_def *d, const char *key, const char
 		errno = 0;
 		v->d = strtod(t, &end);
 		if (!*t || *end || isspace((unsigned char)*t)) {
-			seterr(err, errlen, "%s: \"%.*s\" is not a number", key, VALUE_SHOWN, t);
+			r2_seterr(err, errlen, "%s: \"%.*s\" is not a number", key, VALUE_SHOWN, t);
 			ret = -EINVAL;
 		} else if (!isfinite(v->d) || errno == ERANGE) {
-			seterr(err, errlen, "%s: \"%.*s\" is not a finite number", key, VALUE_SHOWN,
+			r2_seterr(err, errlen, "%s: \"%.*s\" is not a finite number", key, VALUE_SHOWN,
 			       t);
 			ret = errno == ERANGE ? -ERANGE : -EINVAL;
 		}
@@ -266,13 +252,13 @@ static int parse_value(const struct r2_param_def *d, const char *key, const char
 	case R2_PT_ENUM:
 		v->s = enum_match(d->enum_values, t);
 		if (!v->s) {
-			seterr(err, errlen, "%s: \"%.*s\" is not one of %s", key, VALUE_SHOWN, t,
+			r2_seterr(err, errlen, "%s: \"%.*s\" is not one of %s", key, VALUE_SHOWN, t,
 			       d->enum_values ? d->enum_values : "(no values)");
 			ret = -EINVAL;
 		}
 		break;
 	default:
-		seterr(err, errlen, "%s: parameter has an unknown type %d", key, (int)d->type);
+		r2_seterr(err, errlen, "%s: parameter has an unknown type %d", key, (int)d->type);
 		ret = -EINVAL;
 	}
 	free(t);
@@ -306,7 +292,7 @@ int r2_params_init(struct r2_params *p, const struct r2_param_def *defs, int n, 
 
 	memset(p, 0, sizeof(*p));
 	if (n < 0 || n > R2_PARAM_MAX || (n && !defs)) {
-		seterr(err, errlen, "%d parameters given, at most %d are supported", n,
+		r2_seterr(err, errlen, "%d parameters given, at most %d are supported", n,
 		       R2_PARAM_MAX);
 		return -EINVAL;
 	}
@@ -316,14 +302,14 @@ int r2_params_init(struct r2_params *p, const struct r2_param_def *defs, int n, 
 		char msg[256];
 
 		if (!d->name) {
-			seterr(err, errlen, "parameter %d has no name", i);
+			r2_seterr(err, errlen, "parameter %d has no name", i);
 			ret = -EINVAL;
 			goto fail;
 		}
 		ret = parse_value(d, d->name, d->defval ? d->defval : "", &p->v[i], msg,
 				  sizeof(msg));
 		if (ret < 0) {
-			seterr(err, errlen, "default value of %s: %s", d->name, msg);
+			r2_seterr(err, errlen, "default value of %s: %s", d->name, msg);
 			ret = -EINVAL;
 			goto fail;
 		}
@@ -399,7 +385,7 @@ int r2_params_set(struct r2_params *p, const char *key, const char *value,
 	int idx = r2_params_find(p, key);
 
 	if (idx < 0) {
-		seterr(err, errlen, "unknown parameter \"%.*s\"", VALUE_SHOWN, key ? key : "");
+		r2_seterr(err, errlen, "unknown parameter \"%.*s\"", VALUE_SHOWN, key ? key : "");
 		return -ENOENT;
 	}
 	return set_idx(p, idx, key, value, src, err, errlen);
@@ -468,13 +454,13 @@ int r2_params_load_file(struct r2_params *p, const char *path, char *err, size_t
 	fp = fopen(path, "re");
 	if (!fp) {
 		ret = -errno;
-		seterr(err, errlen, "%s: %s", path, strerror(-ret));
+		r2_seterr(err, errlen, "%s: %s", path, strerror(-ret));
 		return ret;
 	}
 	c = params_clone(p);
 	file = strdup(path);
 	if (!c || !file) {
-		seterr(err, errlen, "%s: out of memory", path);
+		r2_seterr(err, errlen, "%s: out of memory", path);
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -490,12 +476,12 @@ int r2_params_load_file(struct r2_params *p, const char *path, char *err, size_t
 		if (len < 0) {
 			ret = errno ? -errno : 0;
 			if (ret)
-				seterr(err, errlen, "%s: %s", path, strerror(-ret));
+				r2_seterr(err, errlen, "%s: %s", path, strerror(-ret));
 			break;
 		}
 		lineno++;
 		if (strlen(line) != (size_t)len) {
-			seterr(err, errlen, "%s:%u: the line contains a NUL byte", path, lineno);
+			r2_seterr(err, errlen, "%s:%u: the line contains a NUL byte", path, lineno);
 			ret = -EINVAL;
 			break;
 		}
@@ -511,7 +497,7 @@ int r2_params_load_file(struct r2_params *p, const char *path, char *err, size_t
 		}
 		eq = strchr(s, '=');
 		if (!eq) {
-			seterr(err, errlen, "%s:%u: expected \"key = value\", got \"%.*s\"", path,
+			r2_seterr(err, errlen, "%s:%u: expected \"key = value\", got \"%.*s\"", path,
 			       lineno, VALUE_SHOWN, s);
 			ret = -EINVAL;
 			break;
@@ -520,7 +506,7 @@ int r2_params_load_file(struct r2_params *p, const char *path, char *err, size_t
 		key = trim_inplace(s);
 		val = eq + 1;
 		if (!*key) {
-			seterr(err, errlen, "%s:%u: a key is missing before \"=\"", path, lineno);
+			r2_seterr(err, errlen, "%s:%u: a key is missing before \"=\"", path, lineno);
 			ret = -EINVAL;
 			break;
 		}
@@ -530,14 +516,14 @@ int r2_params_load_file(struct r2_params *p, const char *path, char *err, size_t
 		    !(c->defs[idx].env && !strcmp(c->defs[idx].env, key)))
 			idx = -ENOENT;
 		if (idx < 0) {
-			seterr(err, errlen, "%s:%u: unknown parameter \"%.*s\"", path, lineno,
+			r2_seterr(err, errlen, "%s:%u: unknown parameter \"%.*s\"", path, lineno,
 			       VALUE_SHOWN, key);
 			ret = -EINVAL;
 			break;
 		}
 		ret = set_idx(c, idx, key, val, R2_PS_FILE, msg, sizeof(msg));
 		if (ret < 0) {
-			seterr(err, errlen, "%s:%u: %s", path, lineno, msg);
+			r2_seterr(err, errlen, "%s:%u: %s", path, lineno, msg);
 			ret = ret == -ENOMEM ? ret : -EINVAL;
 			break;
 		}
@@ -568,7 +554,7 @@ int r2_params_load_env(struct r2_params *p, char *const *envp,
 		return 0;
 	c = params_clone(p);
 	if (!c) {
-		seterr(err, errlen, "out of memory");
+		r2_seterr(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	for (char *const *e = envp; *e; e++) {

@@ -21,6 +21,11 @@ static inline uint64_t r2_now_ns(void)
 
 static inline uint64_t r2_now_us(void) { return r2_now_ns() / 1000; }
 
+/* Formats a message into err[errlen], if err is given (the err/errlen
+ * out-parameters of parsers and probes). */
+void r2_seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* The CLOCK_REALTIME time us microseconds from now: the deadline of a
  * pthread_cond_timedwait on a condition of the default clock. */
 static inline struct timespec r2_deadline_in_us(uint64_t us)

@@ -17,7 +17,6 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include <hwloc.h>
 
 #include "nicfilter.h"
+#include "util.h"
 
 #define PCI_VENDOR_NVIDIA 0x10de
 #define PCI_VENDOR_AMD 0x1002
@@ -48,20 +48,6 @@ struct disc {
 	struct nic_tmp nics[R2_TOPO_MAX_NICS];
 	int ngpus, nnics;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static void copy_str(char *dst, size_t len, const char *src)
 {
@@ -432,7 +418,7 @@ int r2_topology_scan_netdevs(struct r2_topology *t, const char *netdir, char *er
 	dir = opendir(netdir);
 	if (!dir) {
 		ret = -errno;
-		set_err(err, errlen, "cannot list %s: %s", netdir, strerror(-ret));
+		r2_seterr(err, errlen, "cannot list %s: %s", netdir, strerror(-ret));
 		return ret;
 	}
 	/* Netdevs hwloc found: state from sysfs. */
@@ -564,24 +550,24 @@ int r2_topology_discover(struct r2_topology *t, const char *xml_path, char *err,
 		err[0] = '\0';
 	d = calloc(1, sizeof(*d));
 	if (!d) {
-		set_err(err, errlen, "out of memory");
+		r2_seterr(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	if (hwloc_topology_init(&topo)) {
 		ret = errno ? -errno : -ENOMEM;
 		topo = NULL;
-		set_err(err, errlen, "hwloc_topology_init failed: %s", strerror(-ret));
+		r2_seterr(err, errlen, "hwloc_topology_init failed: %s", strerror(-ret));
 		goto out;
 	}
 	if (xml_path) {
 		if (access(xml_path, R_OK)) {
 			ret = -errno;
-			set_err(err, errlen, "topology XML %s: %s", xml_path, strerror(-ret));
+			r2_seterr(err, errlen, "topology XML %s: %s", xml_path, strerror(-ret));
 			goto out;
 		}
 		if (hwloc_topology_set_xml(topo, xml_path)) {
 			ret = errno ? -errno : -EINVAL;
-			set_err(err, errlen, "hwloc cannot use %s as XML: %s", xml_path,
+			r2_seterr(err, errlen, "hwloc cannot use %s as XML: %s", xml_path,
 				strerror(-ret));
 			goto out;
 		}
@@ -594,7 +580,7 @@ int r2_topology_discover(struct r2_topology *t, const char *xml_path, char *err,
 	hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
 	if (hwloc_topology_load(topo)) {
 		ret = errno ? -errno : -EINVAL;
-		set_err(err, errlen, "hwloc cannot load the %s topology%s%s: %s",
+		r2_seterr(err, errlen, "hwloc cannot load the %s topology%s%s: %s",
 			xml_path ? "XML" : "live", xml_path ? " " : "", xml_path ? xml_path : "",
 			strerror(-ret));
 		goto out;
