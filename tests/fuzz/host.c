@@ -2,18 +2,14 @@
 /* The in-process r2ccld host of the fuzzing harnesses (host.h). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "control/control.h"
 #include "engine/comm.h"
 #include "host.h"
-#include "log.h"
-#include "net/rails.h"
-#include "transport/loopback.h"
+#include "lbhost.h"
 
-extern char **environ;
 static struct fz_host *hosts[FZ_MAX_HOSTS];
 
 _Noreturn void fz_fail(const char *file, int line, const char *what)
@@ -28,46 +24,6 @@ uint64_t fz_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void set_param(struct fz_host *h, const char *kv)
-{
-	char key[64], err[256] = "";
-	const char *eq = strchr(kv, '=');
-
-	FZ_CHECK(eq);
-	snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
-	if (r2_params_set(&h->d.params, key, eq + 1, R2_PS_FILE, err, sizeof(err)) < 0) {
-		fprintf(stderr, "parameter %s: %s\n", kv, err);
-		abort();
-	}
-}
-
-/* One NIC per rail of the mask, at 10.0.<rail>.<idx + 1>; no GPUs. */
-static void topology(struct fz_host *h, uint32_t rail_mask)
-{
-	struct r2_topology *t = &h->d.topo;
-
-	memset(t, 0, sizeof(*t));
-	t->ncpus = t->ncores = 2;
-	t->nsockets = t->nnuma = 1;
-	for (int r = 0; r < 8; r++) {
-		struct r2_topo_nic *n;
-		if (!(rail_mask & (1u << r)))
-			continue;
-		n = &t->nics[t->nnics++];
-		snprintf(n->name, sizeof(n->name), "lb%d", r);
-		n->kind = R2_NIC_ETHERNET;
-		n->numa_node = -1;
-		n->up = true;
-		n->speed_mbps = 100000;
-		n->port = -1;
-		snprintf(n->addr, sizeof(n->addr), "10.0.%d.%d", r, h->idx + 1);
-	}
-	for (int g = 0; g < R2_TOPO_MAX_GPUS; g++)
-		for (int i = 0; i < R2_TOPO_MAX_NICS; i++)
-			t->gpu_nic_dist[g][i] = -1;
-	FZ_CHECK(r2_topology_select(t, "") == t->nnics);
 }
 
 struct fz_host *fz_host_new(int idx, uint32_t rail_mask, const char *const *params)
@@ -85,33 +41,15 @@ struct fz_host *fz_host_new(int idx, uint32_t rail_mask, const char *const *para
 		"max_req_rate=1000000",	 NULL
 	};
 	struct fz_host *h = calloc(1, sizeof(*h));
+	const struct r2t_host_cfg cfg = { .idx = idx, .rail_mask = rail_mask, .defaults = defaults,
+					  .params = params, .src = R2_PS_FILE, .name = "fuzz" };
 	char err[256] = "";
-	int lvl;
 
 	FZ_CHECK(h);
 	FZ_CHECK(idx >= 0 && idx < FZ_MAX_HOSTS && !hosts[idx]);
 	h->idx = idx;
-	h->d.listen_fd = -1;
-	pthread_mutex_init(&h->d.lock, NULL);
-	FZ_CHECK(r2_params_init(&h->d.params, r2d_param_defs, P_COUNT, err, sizeof(err)) == 0);
-	for (int i = 0; defaults[i]; i++)
-		set_param(h, defaults[i]);
-	for (int i = 0; params && params[i]; i++)
-		set_param(h, params[i]);
-	FZ_CHECK(r2_params_load_env(&h->d.params, environ, NULL, NULL, err, sizeof(err)) == 0);
-	if (r2_log_level_parse(r2_param_str(&h->d.params, P_LOG_LEVEL), &lvl) == 0)
-		r2_log_set_level(lvl);
-	snprintf(h->d.hostname, sizeof(h->d.hostname), "fuzz%d", idx);
-	h->d.host_id = 0x1000 + (uint64_t)idx;
-	h->d.next_session_id = 1;
-	h->d.next_comm_id = 1;
-	h->d.start_us = fz_now_ms() * 1000;
-	topology(h, rail_mask);
-	r2d_caps_update(&h->d);
-	FZ_CHECK(uv_loop_init(&h->loop) == 0);
-	h->d.loop = &h->loop;
-	FZ_CHECK(r2d_engine_start(&h->d) == 0);
-	FZ_CHECK(r2d_rails_start_on(&h->d, &r2_tp_loopback_ops) == 0);
+	if (r2t_host_start(&h->d, &h->loop, &cfg, err, sizeof(err)))
+		fz_fail(__FILE__, __LINE__, err);
 	hosts[idx] = h;
 	return h;
 }

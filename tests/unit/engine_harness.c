@@ -12,12 +12,11 @@
 
 #include "control/control.h"
 #include "engine_harness.h"
+#include "lbhost.h"
 #include "engine/source.h"
-#include "log.h"
 #include "net/health.h"
 #include "r2ccl.pb-c.h"
 
-extern char **environ;
 static struct th_host *hosts[TH_MAX_HOSTS];
 
 uint64_t th_now_ms(void)
@@ -116,44 +115,6 @@ static const struct r2_source_ops src_ops = {
 
 /* ---- hosts ---- */
 
-static void set_param(struct th_host *h, const char *kv)
-{
-	char key[64], err[256] = "";
-	const char *eq = strchr(kv, '=');
-
-	ck_assert_ptr_nonnull(eq);
-	snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
-	ck_assert_msg(r2_params_set(&h->d.params, key, eq + 1, R2_PS_CLI, err, sizeof(err)) == 0,
-		      "%s", err);
-}
-
-/* One NIC per rail of the mask, at 10.0.<rail>.<idx + 1>; no GPUs. */
-static void topology(struct th_host *h, uint32_t rail_mask)
-{
-	struct r2_topology *t = &h->d.topo;
-
-	memset(t, 0, sizeof(*t));
-	t->ncpus = t->ncores = 2;
-	t->nsockets = t->nnuma = 1;
-	for (int r = 0; r < 8; r++) {
-		struct r2_topo_nic *n;
-		if (!(rail_mask & (1u << r)))
-			continue;
-		n = &t->nics[t->nnics++];
-		snprintf(n->name, sizeof(n->name), "lb%d", r);
-		n->kind = R2_NIC_ETHERNET;
-		n->numa_node = -1;
-		n->up = true;
-		n->speed_mbps = 100000;
-		n->port = -1;
-		snprintf(n->addr, sizeof(n->addr), "10.0.%d.%d", r, h->idx + 1);
-	}
-	for (int g = 0; g < R2_TOPO_MAX_GPUS; g++)
-		for (int i = 0; i < R2_TOPO_MAX_NICS; i++)
-			t->gpu_nic_dist[g][i] = -1;
-	ck_assert_int_eq(r2_topology_select(t, ""), t->nnics);
-}
-
 struct th_host *th_host_new(int idx, uint32_t rail_mask, const char *const *params)
 {
 	static const char *const defaults[] = {
@@ -164,36 +125,15 @@ struct th_host *th_host_new(int idx, uint32_t rail_mask, const char *const *para
 		"proxy_pool_max=64M",  "proxy_buf_size=1M",	NULL
 	};
 	struct th_host *h = calloc(1, sizeof(*h));
+	const struct r2t_host_cfg cfg = { .idx = idx, .rail_mask = rail_mask, .defaults = defaults,
+					  .params = params, .src = R2_PS_CLI, .name = "host" };
 	char err[256] = "";
-	int lvl;
 
 	ck_assert_ptr_nonnull(h);
 	ck_assert(idx >= 0 && idx < TH_MAX_HOSTS && !hosts[idx]);
 	h->idx = idx;
-	h->d.listen_fd = -1;
-	pthread_mutex_init(&h->d.lock, NULL);
-	ck_assert_int_eq(r2_params_init(&h->d.params, r2d_param_defs, P_COUNT, err, sizeof(err)),
-			 0);
-	for (int i = 0; defaults[i]; i++)
-		set_param(h, defaults[i]);
-	for (int i = 0; params && params[i]; i++)
-		set_param(h, params[i]);
-	/* R2CCL_* of the environment last (R2CCL_LOG_LEVEL=debug to look) */
-	ck_assert_msg(r2_params_load_env(&h->d.params, environ, NULL, NULL, err, sizeof(err)) == 0,
-		      "%s", err);
-	if (r2_log_level_parse(r2_param_str(&h->d.params, P_LOG_LEVEL), &lvl) == 0)
-		r2_log_set_level(lvl); /* as config.c does */
-	snprintf(h->d.hostname, sizeof(h->d.hostname), "host%d", idx);
-	h->d.host_id = 0x1000 + (uint64_t)idx;
-	h->d.next_session_id = 1;
-	h->d.next_comm_id = 1;
-	h->d.start_us = (uint64_t)th_now_ms() * 1000;
-	topology(h, rail_mask);
-	r2d_caps_update(&h->d); /* the per-uid caps, sized as config.c sizes them */
-	ck_assert_int_eq(uv_loop_init(&h->loop), 0);
-	h->d.loop = &h->loop;
-	ck_assert_int_eq(r2d_engine_start(&h->d), 0);
-	ck_assert_int_eq(r2d_rails_start_on(&h->d, &r2_tp_loopback_ops), 0);
+	ck_assert_msg(r2t_host_start(&h->d, &h->loop, &cfg, err, sizeof(err)) == 0, "host %d: %s", idx,
+		      err);
 	ck_assert_int_eq(h->d.rails->n, __builtin_popcount(rail_mask));
 	hosts[idx] = h;
 	return h;
