@@ -1,7 +1,7 @@
 #!/bin/bash
 # The whole test suite, as CI runs it (as root on a fresh Debian 12 machine):
-#  1. unit, integration, cluster (namespaces), system (install under
-#     systemd-nspawn) and rdma suites on a normal build;
+#  1. unit, integration, cluster (namespaces), the main job (tools/demo.sh),
+#     system (install under systemd-nspawn) and rdma suites on a normal build;
 #  2. unit and integration suites again under ASan+UBSan;
 #  3. valgrind over a daemon start / serve / SIGTERM cycle;
 #  4. the libFuzzer harnesses (tests/fuzz/) under ASan+UBSan: the committed
@@ -20,7 +20,7 @@ failed_stages=()
 mtest() {
 	local rc=0
 	meson test "$@" 2>&1 | tee -a "$LOG" || rc=$?
-	[ "$rc" -eq 0 ] || failed_stages+=("$*")
+	[ "$rc" -eq 0 ] || failed_stages+=("meson test $*")
 	# what the failed tests said, kept for the closing lines (the next
 	# stage on the same build directory overwrites its testlog)
 	[ "$rc" -eq 0 ] || python3 tools/ci-failures.py "$2/meson-logs/testlog.json" >>"$FAILS" || true
@@ -33,6 +33,16 @@ ninja -C build-test -j "$JOBS"
 echo "=== unit, integration, cluster ==="
 mtest -C build-test --print-errorlogs --num-processes 1 \
 	--suite unit --suite integration --suite cluster --suite valgrind --suite gpu
+
+echo "=== the main job (the README's first command, tools/demo.sh, on this build) ==="
+# r2ccld with its defaults on /run/r2ccl, 4 ranks' AllReduces to 64 MB
+# (r2ccl-bench checks every element), r2cclctl status, a clean stop
+if BUILD=build-test bash tools/demo.sh 2>&1 | tee -a "$LOG"; then
+	echo "Ok: 1" >>"$LOG"
+else
+	echo "Fail: 1" >>"$LOG"
+	failed_stages+=("main job (tools/demo.sh)")
+fi
 
 echo "=== system (meson install, systemctl enable --now in systemd-nspawn) ==="
 mtest -C build-test --print-errorlogs --num-processes 1 --suite system
@@ -108,7 +118,7 @@ skip=$(awk '/^Skipped:/ {s += $2} END {print s + 0}' "$LOG")
 cat "$FAILS"
 echo "=== all suites done in $(( $(date +%s) - t0 )) s ==="
 for st in "${failed_stages[@]}"; do
-	echo "failed: meson test $st"
+	echo "failed: $st"
 done
 # the failing tests by name (the closing lines are all a CI log may keep)
 grep -E '^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT|ERROR) ' "$LOG" | awk '!seen[$0]++' | sed 's/^ */failed test: /' || true
