@@ -25,12 +25,13 @@
 # 128 us at 1 Gbit/s), a cap closer to a NIC's line rate.
 # Usage: tools/bench/plan-check.sh [-H 4] [-R 2] [--rate 1gbit] [--burst BYTES]
 #        [--sizes "1M 4M 16M 64M"] [-n 5] [--down H R] [--logsteps "off hd rd"]
+#        [--steps] (a line per size: host 0's wait in each step of the plan)
 # Environment: BUILD (default build), R2C_PREFIX (default r2plan),
 # PLAN_OPTS (more r2ccld options). Root (namespaces).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 H=4 R=2 RATE=1gbit BURST="" SIZES="1M 4M 16M 64M" ITERS=5 DOWN_H="" DOWN_R="" BUILD=${BUILD:-build}
-LOGSTEPS="off hd rd"
+LOGSTEPS="off hd rd" STEPS=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	-H) H=$2; shift 2 ;;
@@ -41,6 +42,7 @@ while [ $# -gt 0 ]; do
 	-n) ITERS=$2; shift 2 ;;
 	--down) DOWN_H=$2; DOWN_R=$3; shift 3 ;;
 	--logsteps) LOGSTEPS=$2; shift 2 ;;
+	--steps) STEPS=1; shift ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -81,6 +83,31 @@ $BUILD/tools/r2ccl-bench allreduce -b 8 -e 8 -n 1 -w 0 --nranks $H \
 		'BEGIN { printf "%.1f s%s", b - a, l ? " (" l " rails not done)" : "" }'
 }
 
+# --steps: where host 0's rail phase waited, per step of the plan: the
+# median over the timed operations of the step's wait for its bytes
+# (r2ccld's "op N step K of S: waited T ms" debug line), and of when its
+# last chunk came in, from the step's start
+step_waits() { # LOG OPSFILE
+	local ops
+	ops=$(sed -n 's/.* op \([0-9]*\), [0-9]* bytes: .*/\1/p' "$2" | tr '\n' ' ')
+	grep -a " step [0-9]* of [0-9]*: waited " "$1" |
+		sed -n 's/.* op \([0-9]*\) step \([0-9]*\) of [0-9]*: waited \([0-9.]*\) ms for \([0-9]*\) bytes.*at \([-+0-9.]*\) ms).*/\1 \2 \3 \4 \5/p' |
+		awk -v ops="$ops" '
+			BEGIN { n = split(ops, o, " "); for (i = 1; i <= n; i++) want[o[i]] = 1 }
+			want[$1] { k = $2; c[k]++; w[k, c[k]] = $3; by[k] = $4; last[k, c[k]] = $5; if (k > K) K = k }
+			function med(a, k, n,   i, j, t, v) {
+				for (i = 1; i <= n; i++) v[i] = a[k, i]
+				for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+				return v[int((n + 1) / 2)]
+			}
+			END {
+				if (!length(c)) exit
+				printf "#   steps (host 0, median ms waited / last chunk in at):"
+				for (k = 0; k <= K; k++) if (c[k]) printf " %d: %.2f/%+.2f (%d KB)", k, med(w, k, c[k]), med(last, k, c[k]), by[k] / 1024
+				printf "\n"
+			}'
+}
+
 # one pass: PASSNAME LOGSTEP (the cluster is up, the NIC state set)
 pass() {
 	local name=$1 ls=$2 log sz b wt
@@ -104,7 +131,8 @@ $BUILD/tools/r2ccl-bench allreduce -b $sz -e $sz -n $ITERS -w 2 --nranks $H \
 		log=/tmp/$PREFIX/h0/r2ccld.log
 		# the timed operations: the last 2 x ITERS of this size (out of
 		# place then in place), their plan and prediction
-		grep -a "op [0-9]*, $b bytes: " "$log" | tail -n $((2 * ITERS)) |
+		grep -a "op [0-9]*, $b bytes: " "$log" | tail -n $((2 * ITERS)) >"$OUT/ops-$name-$ls-$sz.txt"
+		cat "$OUT/ops-$name-$ls-$sz.txt" |
 			sed -n 's/.* bytes: \([0-9.]*\) ms .*plan \([a-z]*\), \([0-9]*\) steps, predicted \([0-9.]*\) ms.*/\1 \2 \3 \4/p' |
 			sort -n | awk -v p="$name" -v l="$ls" -v s="$sz" '
 				{ t[NR] = $1; plan[$2 " " $3]++; pred = $4 }
@@ -116,6 +144,7 @@ $BUILD/tools/r2ccl-bench allreduce -b $sz -e $sz -n $ITERS -w 2 --nranks $H \
 					printf "%-8s %-7s %6s %-6s %5d %12.1f %12.1f %12.1f %+6.0f%%\n",
 					       p, l, s, a[1], a[2], pred, m, q, 100 * (m - pred) / pred
 				}'
+		[ -z "$STEPS" ] || step_waits "$log" "$OUT/ops-$name-$ls-$sz.txt"
 	done
 	# paths a daemon judged silent (heartbeats missed) during the pass, and
 	# the TCP warm-ups' runs (rails.c): a false failure plans around a NIC
@@ -129,7 +158,25 @@ $BUILD/tools/r2ccl-bench allreduce -b $sz -e $sz -n $ITERS -w 2 --nranks $H \
 	$C daemons stop >/dev/null
 }
 
+# The cap itself, before the passes: a TCP ping-pong over rail 0 (hosts 0
+# and 1) at 256 KB and 1 MB, against 2 x size at RATE (the bucket lets up
+# to 2 x its bytes go faster): whether the NICs run at the rate the model
+# takes them at, on this machine
+cap_check() {
+	local pp=$BUILD/tools/peers/tcp_pingpong srv bps
+	[ -x "$pp" ] || return 0
+	bps=$(numfmt --from=si "$(echo "${RATE%bit}" | tr 'a-z' 'A-Z')")
+	$C exec 1 "$pp" -s 47109 >/dev/null 2>&1 &
+	srv=$!
+	$C exec 0 "$pp" -c "$($C addr 1 0)" 47109 -n 10 -w 2 262144 1048576 2>/dev/null |
+		sed -n 's/.*size=\([0-9]*\) .*p50_us=\([0-9.]*\).*/\1 \2/p' |
+		awk -v bps="$bps" '{ printf "%s %d KB round trip %.2f ms (2 x size at the rate: %.2f)", (NR > 1 ? ";" : "# cap check, TCP ping-pong on rail 0:"), $1 / 1024, $2 / 1000, 2 * $1 * 8 / bps * 1000 }
+			END { if (NR) printf "\n" }'
+	wait "$srv" 2>/dev/null || true
+}
+
 $C up -H "$H" -R "$R" --rate "$RATE" ${BURST:+--burst "$BURST"} >/dev/null
+cap_check
 for ls in $LOGSTEPS; do
 	pass healthy "$ls"
 done
