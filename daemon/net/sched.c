@@ -290,10 +290,12 @@ static size_t prefix_match(const char *prefix, const char *path)
 	return n;
 }
 
-int r2_sched_tenant_find(const struct r2_sched *s, const char *cgroup)
+/* The tenant of cgroup: a dynamic tenant's cgroup exactly, else the
+ * configured tenant with the longest prefix of it; -1 if none. */
+static int match(const struct r2_sched *s, const char *cgroup)
 {
 	size_t best = 0;
-	int bi = -ENOENT;
+	int bi = -1;
 
 	for (int i = 1; i < R2_SCHED_MAX_TENANTS; i++) {
 		size_t m;
@@ -313,26 +315,17 @@ int r2_sched_tenant_find(const struct r2_sched *s, const char *cgroup)
 	return bi;
 }
 
+int r2_sched_tenant_find(const struct r2_sched *s, const char *cgroup)
+{
+	int i = match(s, cgroup);
+
+	return i < 0 ? -ENOENT : i;
+}
+
 int r2_sched_tenant_of(struct r2_sched *s, const char *cgroup, uint64_t now_us)
 {
-	size_t best = 0;
-	int bi = -1;
+	int bi = match(s, cgroup);
 
-	for (int i = 1; i < s->ntenants; i++) {
-		size_t m;
-		if (!s->t[i].used)
-			continue;
-		if (s->t[i].dynamic) {
-			if (!strcmp(s->t[i].pol.cgroup, cgroup))
-				return i;
-			continue;
-		}
-		m = prefix_match(s->t[i].pol.cgroup, cgroup);
-		if (m > best) {
-			best = m;
-			bi = i;
-		}
-	}
 	if (bi >= 0)
 		return bi;
 	if (s->ntenants >= R2_SCHED_MAX_TENANTS - 1) {
