@@ -132,8 +132,8 @@ $BUILD/tools/r2ccl-bench allreduce -b $sz -e $sz -n $ITERS -w 2 --nranks $H \
 		# the timed operations: the last 2 x ITERS of this size (out of
 		# place then in place), their plan and prediction
 		grep -a "op [0-9]*, $b bytes: " "$log" | tail -n $((2 * ITERS)) >"$OUT/ops-$name-$ls-$sz.txt"
-		cat "$OUT/ops-$name-$ls-$sz.txt" |
-			sed -n 's/.* bytes: \([0-9.]*\) ms .*plan \([a-z]*\), \([0-9]*\) steps, predicted \([0-9.]*\) ms.*/\1 \2 \3 \4/p' |
+		sed -n 's/.* bytes: \([0-9.]*\) ms .*plan \([a-z]*\), \([0-9]*\) steps, predicted \([0-9.]*\) ms.*/\1 \2 \3 \4/p' \
+			"$OUT/ops-$name-$ls-$sz.txt" |
 			sort -n | awk -v p="$name" -v l="$ls" -v s="$sz" '
 				{ t[NR] = $1; plan[$2 " " $3]++; pred = $4 }
 				END {
