@@ -623,10 +623,12 @@ static int run_step(struct railop *o, uint32_t k)
 	/* where a slow collective waits (--log-level debug) */
 	log_debug("communicator %u: op %llu step %u of %u: waited %.1f ms for %llu "
 		  "bytes (last chunk from host %u on rail %d, in the mailbox at "
-		  "%+.1f ms)", c->id, (unsigned long long)o->opseq, k, o->plan->nsteps,
+		  "%+.1f ms), from %.1f ms into the operation", c->id,
+		  (unsigned long long)o->opseq, k, o->plan->nsteps,
 		  (double)(r2_now_us() - w0) / 1000.0, (unsigned long long)expect,
 		  o->last_rx_src, o->last_rx_us ? o->last_rx_rail : -1,
-		  o->last_rx_us ? ((double)o->last_rx_us - (double)w0) / 1000.0 : 0.0);
+		  o->last_rx_us ? ((double)o->last_rx_us - (double)w0) / 1000.0 : 0.0,
+		  (double)(w0 - o->prof.t0) / 1000.0);
 	return 0;
 }
 
