@@ -89,9 +89,11 @@ $BUILD/tools/r2ccl-bench allreduce -b 8 -e 8 -n 1 -w 0 --nranks $H \
 # last chunk came in, from the step's start
 step_waits() { # LOG OPSFILE
 	local ops
-	ops=$(sed -n 's/.* op \([0-9]*\), [0-9]* bytes: .*/\1/p' "$2" | tr '\n' ' ')
+	# communicator:op of the timed operations (each size is its own
+	# communicator, numbering its operations from 0)
+	ops=$(sed -n 's/.*communicator \([0-9]*\): op \([0-9]*\), [0-9]* bytes: .*/\1:\2/p' "$2" | tr '\n' ' ')
 	grep -a " step [0-9]* of [0-9]*: waited " "$1" |
-		sed -n 's/.* op \([0-9]*\) step \([0-9]*\) of [0-9]*: waited \([0-9.]*\) ms for \([0-9]*\) bytes.*at \([-+0-9.]*\) ms), from \([0-9.]*\) ms .*/\1 \2 \3 \4 \5 \6/p' |
+		sed -n 's/.*communicator \([0-9]*\): op \([0-9]*\) step \([0-9]*\) of [0-9]*: waited \([0-9.]*\) ms for \([0-9]*\) bytes.*at \([-+0-9.]*\) ms), from \([0-9.]*\) ms .*/\1:\2 \3 \4 \5 \6 \7/p' |
 		awk -v ops="$ops" '
 			BEGIN { n = split(ops, o, " "); for (i = 1; i <= n; i++) want[o[i]] = 1 }
 			want[$1] { k = $2; c[k]++; w[k, c[k]] = $3; by[k] = $4; last[k, c[k]] = $5; at[k, c[k]] = $6; if (k > K) K = k }
