@@ -567,7 +567,7 @@ static int run_step(struct railop *o, uint32_t k)
 {
 	struct r2_comm *c = o->c;
 	struct r2_xfer *t;
-	uint64_t expect = 0, w0;
+	uint64_t expect = 0, w0, s0 = r2_now_us(), s1;
 	int nx, r;
 
 	/* this step's sends: the list was made (and partly posted early)
@@ -579,6 +579,7 @@ static int run_step(struct railop *o, uint32_t k)
 	}
 	if (r < 0)
 		return r;
+	s1 = r2_now_us();
 	t = o->xf;
 	o->xf = o->xfn;
 	o->xfn = t;
@@ -623,12 +624,14 @@ static int run_step(struct railop *o, uint32_t k)
 	/* where a slow collective waits (--log-level debug) */
 	log_debug("communicator %u: op %llu step %u of %u: waited %.1f ms for %llu "
 		  "bytes (last chunk from host %u on rail %d, in the mailbox at "
-		  "%+.1f ms), from %.1f ms into the operation", c->id,
+		  "%+.1f ms), from %.1f ms into the operation (its sends %.2f ms, "
+		  "the next step's %.2f ms before)", c->id,
 		  (unsigned long long)o->opseq, k, o->plan->nsteps,
 		  (double)(r2_now_us() - w0) / 1000.0, (unsigned long long)expect,
 		  o->last_rx_src, o->last_rx_us ? o->last_rx_rail : -1,
 		  o->last_rx_us ? ((double)o->last_rx_us - (double)w0) / 1000.0 : 0.0,
-		  (double)(w0 - o->prof.t0) / 1000.0);
+		  (double)(w0 - o->prof.t0) / 1000.0, (double)(s1 - s0) / 1000.0,
+		  (double)(w0 - s1) / 1000.0);
 	return 0;
 }
 

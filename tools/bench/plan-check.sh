@@ -93,10 +93,10 @@ step_waits() { # LOG OPSFILE
 	# communicator, numbering its operations from 0)
 	ops=$(sed -n 's/.*communicator \([0-9]*\): op \([0-9]*\), [0-9]* bytes: .*/\1:\2/p' "$2" | tr '\n' ' ')
 	grep -a " step [0-9]* of [0-9]*: waited " "$1" |
-		sed -n 's/.*communicator \([0-9]*\): op \([0-9]*\) step \([0-9]*\) of [0-9]*: waited \([0-9.]*\) ms for \([0-9]*\) bytes.*at \([-+0-9.]*\) ms), from \([0-9.]*\) ms .*/\1:\2 \3 \4 \5 \6 \7/p' |
+		sed -n 's/.*communicator \([0-9]*\): op \([0-9]*\) step \([0-9]*\) of [0-9]*: waited \([0-9.]*\) ms for \([0-9]*\) bytes.*at \([-+0-9.]*\) ms), from \([0-9.]*\) ms into the operation (its sends \([0-9.]*\) ms.*/\1:\2 \3 \4 \5 \6 \7 \8/p' |
 		awk -v ops="$ops" '
 			BEGIN { n = split(ops, o, " "); for (i = 1; i <= n; i++) want[o[i]] = 1 }
-			want[$1] { k = $2; c[k]++; w[k, c[k]] = $3; by[k] = $4; last[k, c[k]] = $5; at[k, c[k]] = $6; if (k > K) K = k }
+			want[$1] { k = $2; c[k]++; w[k, c[k]] = $3; by[k] = $4; last[k, c[k]] = $5; at[k, c[k]] = $6; snd[k, c[k]] = $7; if (k > K) K = k }
 			function med(a, k, n,   i, j, t, v) {
 				for (i = 1; i <= n; i++) v[i] = a[k, i]
 				for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
@@ -104,8 +104,8 @@ step_waits() { # LOG OPSFILE
 			}
 			END {
 				if (!length(c)) exit
-				printf "#   steps (host 0, median ms: wait began @ / waited / last chunk in at):"
-				for (k = 0; k <= K; k++) if (c[k]) printf " %d: @%.1f %.2f/%+.2f (%d KB)", k, med(at, k, c[k]), med(w, k, c[k]), med(last, k, c[k]), by[k] / 1024
+				printf "#   steps (host 0, median ms: wait began @, its sends took s, waited / last chunk in at):"
+				for (k = 0; k <= K; k++) if (c[k]) printf " %d: @%.1f s%.2f %.2f/%+.2f (%d KB)", k, med(at, k, c[k]), med(snd, k, c[k]), med(w, k, c[k]), med(last, k, c[k]), by[k] / 1024
 				printf "\n"
 			}'
 }
