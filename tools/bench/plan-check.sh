@@ -146,7 +146,10 @@ $BUILD/tools/r2ccl-bench allreduce -b $sz -e $sz -n $ITERS -w 2 --nranks $H \
 					printf "%-8s %-7s %6s %-6s %5d %12.1f %12.1f %12.1f %+6.0f%%\n",
 					       p, l, s, a[1], a[2], pred, m, q, 100 * (m - pred) / pred
 				}'
-		[ -z "$STEPS" ] || step_waits "$log" "$OUT/ops-$name-$ls-$sz.txt"
+		if [ -n "$STEPS" ]; then
+			grep -a " step [0-9]* of [0-9]*: waited " "$log" >"$OUT/steps-$name-$ls-$sz.txt" || true
+			step_waits "$log" "$OUT/ops-$name-$ls-$sz.txt"
+		fi
 	done
 	# paths a daemon judged silent (heartbeats missed) during the pass, and
 	# the TCP warm-ups' runs (rails.c): a false failure plans around a NIC
