@@ -625,13 +625,13 @@ static int run_step(struct railop *o, uint32_t k)
 	log_debug("communicator %u: op %llu step %u of %u: waited %.1f ms for %llu "
 		  "bytes (last chunk from host %u on rail %d, in the mailbox at "
 		  "%+.1f ms), from %.1f ms into the operation (its sends %.2f ms, "
-		  "the next step's %.2f ms before)", c->id,
+		  "the next step's %.2f ms before; monotonic clock %llu us)", c->id,
 		  (unsigned long long)o->opseq, k, o->plan->nsteps,
 		  (double)(r2_now_us() - w0) / 1000.0, (unsigned long long)expect,
 		  o->last_rx_src, o->last_rx_us ? o->last_rx_rail : -1,
 		  o->last_rx_us ? ((double)o->last_rx_us - (double)w0) / 1000.0 : 0.0,
 		  (double)(w0 - o->prof.t0) / 1000.0, (double)(s1 - s0) / 1000.0,
-		  (double)(w0 - s1) / 1000.0);
+		  (double)(w0 - s1) / 1000.0, (unsigned long long)w0);
 	return 0;
 }
 

@@ -147,7 +147,11 @@ $BUILD/tools/r2ccl-bench allreduce -b $sz -e $sz -n $ITERS -w 2 --nranks $H \
 					       p, l, s, a[1], a[2], pred, m, q, 100 * (m - pred) / pred
 				}'
 		if [ -n "$STEPS" ]; then
-			grep -a " step [0-9]* of [0-9]*: waited " "$log" >"$OUT/steps-$name-$ls-$sz.txt" || true
+			# every host's (the clock is the machine's: they line up)
+			for f in /tmp/"$PREFIX"/h*/r2ccld.log; do
+				h=${f%/r2ccld.log}
+				grep -a " step [0-9]* of [0-9]*: waited " "$f" >"$OUT/steps-$name-$ls-$sz-${h##*/}.txt" || true
+			done
 			step_waits "$log" "$OUT/ops-$name-$ls-$sz.txt"
 		fi
 	done
