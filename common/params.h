@@ -38,7 +38,7 @@ struct r2_param_def {
 	const char *help;
 };
 
-#define R2_PARAM_MAX 96
+#define R2_PARAM_MAX 128
 
 struct r2_param_val {
 	enum r2_param_source src;

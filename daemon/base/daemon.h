@@ -91,6 +91,7 @@ enum r2d_param {
 	P_EAGER_MAX,
 	P_EAGER_HOSTS,
 	P_ACK_LINGER,
+	P_STEP_ORDER,
 	P_INJECT_DUP,
 	P_INJECT_APPLY_DELAY_US,
 	P_SPIN_US,
@@ -175,6 +176,7 @@ struct r2d_caps {
 };
 
 extern const struct r2_param_def r2d_param_defs[P_COUNT];
+_Static_assert(P_COUNT <= R2_PARAM_MAX, "raise R2_PARAM_MAX (common/params.h)");
 
 /* Operation statistics of one tenant (metrics, control/metrics.c): the
  * engine adds each completed operation under d->lock (r2d_exec_complete).

@@ -62,6 +62,7 @@ struct sendrec {
 	uint64_t peer;
 	uint64_t via; /* 0, or the bridge it went to (detour.h): no rail to peer */
 	bool posted, sent, acked;
+	uint64_t post_us; /* when it was first posted (step_order's bound) */
 	uint8_t posts; /* times posted (saturates): more than once, an earlier
 			* copy may still be queued */
 	bool orphan; /* its operation ended first: freed at its send completion */
@@ -131,6 +132,9 @@ struct rail_tx {
 	/* the proxy buffer pool is exhausted: sends wait for acknowledgements */
 	struct r2_bufpool *pool_wait;
 	uint64_t pool_wait_since;
+	/* step_order: a chunk of a later step waits behind an earlier step's
+	 * unacknowledged ones on its rail (rl_send_ready) */
+	bool order_wait;
 };
 
 /* Detours of an operation, the sender's side (exec_rail_detour.c). */
@@ -244,6 +248,9 @@ struct railop {
 	 * R2_CHUNK_LAZY_ACK (ack_linger on, up to R2_LAZY_OP_MAX bytes: what
 	 * end_sends lets linger without awaiting its ACKs) */
 	bool lazy, lazy_last;
+	/* step_order on and a log-step plan (exec_rail_send.c rl_send_ready) */
+	bool order;
+	double order_bw; /* cost_nic_bw, bytes/s: how long a held chunk may wait */
 	struct r2_view *view; /* the agreed view this operation plans with */
 	/* the plan and its current step */
 	struct r2_plan *plan;

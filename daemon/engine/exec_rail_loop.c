@@ -257,7 +257,8 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 			if (r < 0)
 				return r;
 		}
-		m = op_take(o, o->tx.pool_wait ? 1 : o->tx.need_repost || o->c->p2p_ops ? 10 : 100);
+		m = op_take(o, o->tx.pool_wait || o->tx.order_wait ? 1
+			       : o->tx.need_repost || o->c->p2p_ops ? 10 : 100);
 
 		if (!m) {
 			if (o->c->p2p_ops)
@@ -272,7 +273,7 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 				return o->tx.pool_wait ? rl_pool_timeout(o) : -ETIMEDOUT;
 			if (broken(o->c))
 				return broken(o->c);
-			if (o->tx.pool_wait) {
+			if (o->tx.pool_wait || o->tx.order_wait) {
 				int r = rl_send_ready(o, false);
 				if (r < 0)
 					return r;
@@ -289,7 +290,7 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 		if (why < 0) /* messages keep coming, the step does not end */
 			return why;
 		o->step_got = got + o->aq.async_got;
-		if (o->applied_since || o->tx.pool_wait) {
+		if (o->applied_since || o->tx.pool_wait || o->tx.order_wait) {
 			int r = rl_send_ready(o, false);
 			if (r < 0)
 				return r;
@@ -321,7 +322,7 @@ static int send_all(struct railop *o)
 {
 	int r = rl_send_ready(o, true);
 
-	while (r == 0 && o->tx.pool_wait) {
+	while (r == 0 && (o->tx.pool_wait || o->tx.order_wait)) {
 		struct r2_rmsg *m = op_take(o, 1);
 		if (!m) {
 			if (o->c->stop)
@@ -548,6 +549,9 @@ static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_
 			 c->id, (unsigned)o->size, (int)op, root, peer, c->nhosts);
 		return r;
 	}
+	o->order = r2_param_bool(&c->d->params, P_STEP_ORDER) &&
+		   (o->plan->algo == R2_ALGO_HD || o->plan->algo == R2_ALGO_RD);
+	o->order_bw = (double)r2_param_int(&c->d->params, P_COST_NIC_BW);
 	r = rl_stage_plan(o);
 	if (r < 0)
 		return r;

@@ -300,6 +300,7 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	/* bridged: to the bridge host on the first hop's rail; the header
 	 * names the destination, the bridge forwards (rl_relay()) */
 	s->peer = c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via : x->peer].id;
+	s->post_us = r2_now_us();
 	rl_sends_add(&o->tx, s);
 	r = rl_post(o, s);
 	if (r < 0 && r != -EAGAIN)
@@ -311,14 +312,40 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	return 0;
 }
 
+/* step_order: true while the rail of x (a transfer of step `step`) still
+ * carries an earlier step's chunk of this operation to another host,
+ * unacknowledged and posted less than its time at cost_nic_bw (+ 100 us)
+ * ago. Rails to different peers share the NIC: in a log-step plan a host
+ * that runs late posts step k + 1's chunks while step k's are on the wire,
+ * and the peer of step k, waiting, would get them at half the rate. */
+static bool order_held(struct railop *o, const struct r2_xfer *x, uint32_t step, uint64_t now)
+{
+	const struct r2_comm *c = o->c;
+	uint64_t peer = c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via
+										     : x->peer].id;
+
+	for (const struct sendrec *s = o->tx.sends; s; s = s->next) {
+		if (s->acked || !s->posted || s->hdr.opseq != o->opseq || s->hdr.step >= step ||
+		    s->rail != x->rail || s->peer == peer || s->owner)
+			continue;
+		double us = o->order_bw > 0 ? (double)s->hdr.len * 1e6 / o->order_bw : 0;
+		if (now < s->post_us + (uint64_t)us + 100)
+			return true;
+	}
+	return false;
+}
+
 /* Posts the next step's send chunks whose bytes this step no longer awaits.
  * Without a free proxy buffer it stops there (o->tx.pool_wait set): the
  * acknowledgements of what is in flight free buffers, and the caller calls
- * again. */
+ * again. A chunk held by step_order (order_held) waits (o->tx.order_wait
+ * set): the caller calls again at acknowledgements and every millisecond. */
 int rl_send_ready(struct railop *o, bool all)
 {
 	struct r2_bufpool *blocked = NULL;
+	uint64_t now = o->order ? r2_now_us() : 0;
 
+	o->tx.order_wait = false;
 	for (size_t i = 0; i < o->nnsend; i++) {
 		struct pend *p = &o->nsend[i];
 		bool ready = true;
@@ -337,6 +364,10 @@ int rl_send_ready(struct railop *o, bool all)
 		}
 		if (!ready)
 			continue;
+		if (o->order && order_held(o, &o->xfn[p->xi], o->step + 1, now)) {
+			o->tx.order_wait = true;
+			continue;
+		}
 		r = send_chunk(o, &o->xfn[p->xi], p->off, p->len, o->step + 1);
 		if (r == -ENOBUFS) {
 			blocked = r2d_bufpool_for(o->d, o->xfn[p->xi].rail);
