@@ -406,6 +406,8 @@ void rl_inject_dup(struct r2d *d, const struct sendrec *s);
 void rl_sends_add(struct rail_tx *tx, struct sendrec *s);
 void rl_sends_free(struct rail_tx *tx, struct sendrec **pp);
 int rl_send_ready(struct railop *o, bool all);
+/* step_order: a chunk of transfer x of step `step` waits (exec_rail_send.c) */
+bool rl_order_held(const struct railop *o, const struct r2_xfer *x, uint32_t step, uint64_t now);
 int rl_pool_timeout(struct railop *o);
 int rl_repost(struct railop *o);
 bool rl_sent_on_failed(const struct r2_comm *c, const struct sendrec *s);

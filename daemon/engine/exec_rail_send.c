@@ -318,7 +318,7 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
  * ago. Rails to different peers share the NIC: in a log-step plan a host
  * that runs late posts step k + 1's chunks while step k's are on the wire,
  * and the peer of step k, waiting, would get them at half the rate. */
-static bool order_held(struct railop *o, const struct r2_xfer *x, uint32_t step, uint64_t now)
+bool rl_order_held(const struct railop *o, const struct r2_xfer *x, uint32_t step, uint64_t now)
 {
 	const struct r2_comm *c = o->c;
 	uint64_t peer = c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via
@@ -338,7 +338,7 @@ static bool order_held(struct railop *o, const struct r2_xfer *x, uint32_t step,
 /* Posts the next step's send chunks whose bytes this step no longer awaits.
  * Without a free proxy buffer it stops there (o->tx.pool_wait set): the
  * acknowledgements of what is in flight free buffers, and the caller calls
- * again. A chunk held by step_order (order_held) waits (o->tx.order_wait
+ * again. A chunk held by step_order (rl_order_held) waits (o->tx.order_wait
  * set): the caller calls again at acknowledgements and every millisecond. */
 int rl_send_ready(struct railop *o, bool all)
 {
@@ -364,7 +364,7 @@ int rl_send_ready(struct railop *o, bool all)
 		}
 		if (!ready)
 			continue;
-		if (o->order && order_held(o, &o->xfn[p->xi], o->step + 1, now)) {
+		if (o->order && rl_order_held(o, &o->xfn[p->xi], o->step + 1, now)) {
 			o->tx.order_wait = true;
 			continue;
 		}

@@ -2,7 +2,7 @@
 /* Unit tests of the rail phase's pure pieces (daemon/exec_rail_*.c, through
  * exec_rail_int.h): the lazy input's set of regions W holds (init_mark,
  * init_cov) against a byte map, the cut of a step's transfers into chunks
- * (list_chunks), the send/recv sequence numbers (p2p_slot, p2p_seq) and the
+ * (list_chunks), step_order's rule (order_held), the send/recv sequence numbers (p2p_slot, p2p_seq) and the
  * communicator mailbox's order (mbox_append, mbox_take, mbox_unget). */
 #include <check.h>
 #include <pthread.h>
@@ -226,6 +226,67 @@ START_TEST(test_p2p_counters_per_pair)
 }
 END_TEST
 
+/* ---- step_order: a later step's chunk behind an earlier step's ---- */
+
+/* rl_order_held against a list of sends of operation 7, rail 0 unless
+ * said: which earlier-step chunks hold a step-2 chunk to host 1 on rail 0
+ * back (cost_nic_bw 1e9 B/s: 100 KB take 100 us, the bound 200 us) */
+START_TEST(test_order_held_rule)
+{
+	struct r2_host hosts[4] = { { .id = 100 }, { .id = 101 }, { .id = 102 }, { .id = 103 } };
+	struct r2_comm c = { .hosts = hosts, .nhosts = 4 };
+	struct railop o = { .c = &c, .opseq = 7, .order_bw = 1e9 };
+	struct r2_xfer x = { .peer = 1, .via = R2_NO_HOST, .rail = 0 };
+	struct sendrec s = { .peer = 102, .posted = true, .post_us = 1000 };
+	uint64_t now = 1150;
+
+	s.hdr.opseq = 7;
+	s.hdr.step = 1;
+	s.hdr.len = 100000;
+	o.tx.sends = &s;
+	/* step 1's chunk to host 2, posted 150 us ago, unacknowledged: held */
+	ck_assert(rl_order_held(&o, &x, 2, now));
+	/* bounded: past its time at cost_nic_bw + 100 us it holds nothing */
+	ck_assert(!rl_order_held(&o, &x, 2, 1000 + 100 + 100));
+	ck_assert(rl_order_held(&o, &x, 2, 1000 + 100 + 99));
+	/* the same peer (one connection, in order anyway): not held */
+	s.peer = 101;
+	ck_assert(!rl_order_held(&o, &x, 2, now));
+	s.peer = 102;
+	/* another rail, the same step, a later step, another operation, a
+	 * transfer's chunk, acknowledged or not yet posted: not held */
+	x.rail = 1;
+	ck_assert(!rl_order_held(&o, &x, 2, now));
+	x.rail = 0;
+	ck_assert(!rl_order_held(&o, &x, 1, now));
+	s.hdr.step = 3;
+	ck_assert(!rl_order_held(&o, &x, 2, now));
+	s.hdr.step = 1;
+	s.hdr.opseq = 6;
+	ck_assert(!rl_order_held(&o, &x, 2, now));
+	s.hdr.opseq = 7;
+	s.owner = &o;
+	ck_assert(!rl_order_held(&o, &x, 2, now));
+	s.owner = NULL;
+	s.acked = true;
+	ck_assert(!rl_order_held(&o, &x, 2, now));
+	s.acked = false;
+	s.posted = false;
+	ck_assert(!rl_order_held(&o, &x, 2, now));
+	s.posted = true;
+	/* bridged through host 2 (the chunk's next hop is host 2's): not held */
+	x.via = 2;
+	ck_assert(!rl_order_held(&o, &x, 2, now));
+	x.via = R2_NO_HOST;
+	/* a step 0 chunk later in the list holds it too */
+	struct sendrec s0 = s;
+	s.acked = true;
+	s0.hdr.step = 0;
+	s.next = &s0;
+	ck_assert(rl_order_held(&o, &x, 2, now));
+}
+END_TEST
+
 /* ---- the mailbox ---- */
 
 static struct r2_rmsg *msg(int rail)
@@ -308,6 +369,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_lazy_without_input);
 	tcase_add_test(t, test_chunks_cover_each_transfer);
 	tcase_add_test(t, test_busy_set_by_job);
+	tcase_add_test(t, test_order_held_rule);
 	tcase_add_test(t, test_p2p_counters_per_pair);
 	tcase_add_test(t, test_mbox_order);
 	tcase_add_test(t, test_p2p_progress_idle);
