@@ -18,7 +18,10 @@
 # decode loop's p99 / p50 (within 1.5x).
 # Usage: tools/bench/small-bench.sh [-H 2] [-R 2] [-n 500] [-b 8] [-e 1M]
 #        [--decode 1000]
-# Environment: BUILD (default build), R2C_PREFIX (default r2small), extra
+# Environment: BUILD (default build), R2C_PREFIX (default r2small),
+# DECODE_TRACE=1 (the decode loop's per-iteration times of every rank in
+# /tmp/PREFIX-bench/decode-trace.RANK), KEEP_LOGS=1 (the daemons' logs
+# there too, r2ccld-hN.log), extra
 # r2ccld options in R2CCLD_OPTS, another r2ccld in R2CCLD (an A/B). Root
 # (namespaces).
 set -euo pipefail
@@ -100,8 +103,17 @@ allreduce $* -w 20 --nranks $H --first-rank \$R2CCL_HOST_INDEX --local-ranks 1 \
 bench sizes -b "$B" -e "$E" -f 2 -n "$ITERS"
 DFILE=()
 if ((DECODE > 0)); then
-	bench decode -b 256K -e 256K -n "$DECODE"
+	# DECODE_TRACE=1: every rank's per-iteration times of the loop
+	# ($OUT/decode-trace.RANK: iteration,start_us,end_us,...)
+	rm -f "$OUT"/decode-trace.*
+	# shellcheck disable=SC2046
+	bench decode -b 256K -e 256K -n "$DECODE" $([ -n "${DECODE_TRACE:-}" ] && echo --trace-all --trace "$OUT/decode-trace")
 	DFILE=("$OUT/decode")
+fi
+# KEEP_LOGS=1: the daemons' logs to $OUT/r2ccld-hN.log (the cluster's
+# folder goes with it at the end)
+if [ -n "${KEEP_LOGS:-}" ]; then
+	for ((i = 0; i < H; i++)); do cp "/tmp/$PREFIX/h$i/r2ccld.log" "$OUT/r2ccld-h$i.log" 2>/dev/null || true; done
 fi
 $C daemons stop >/dev/null
 
