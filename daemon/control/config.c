@@ -210,17 +210,19 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 			   "for its last chunks' acknowledgements: each unacknowledged chunk keeps "
 			   "its own copy until its ACK comes and is sent again if its connection "
 			   "fails, as the eager path's messages are (0: it waits for them)" },
-	/* on: a log-step plan's chunks of a step wait on a rail while that
-	 * rail still carries the step before's to another peer
-	 * (exec_rail_send.c rl_send_ready) */
-	[P_STEP_ORDER] = { "step_order", "R2CCL_STEP_ORDER", "--step-order", R2_PT_BOOL, "1", 0, 0,
-			   NULL, NULL, true,
-			   "in a log-step plan (recursive halving/doubling), a step's chunks wait "
-			   "on a rail while it still carries unacknowledged chunks of an earlier "
-			   "step to another host (at most about their time at cost_nic_bw), so "
-			   "that the host waiting for those gets them first rather than sharing "
-			   "the NIC with the next step's (0: every chunk goes as soon as its "
-			   "bytes are final)" },
+	/* a log-step plan of this many steps or more: its chunks of a step
+	 * wait on a rail while that rail still carries the step before's to
+	 * another peer (exec_rail_send.c rl_send_ready). 4: 8 hosts and more
+	 * (rd and HD take 3 steps on 4 hosts, where the wait for an ACK cost
+	 * 5-10% uncapped and there is little lateness to undo; docs/planner.md) */
+	[P_STEP_ORDER] = { "step_order", "R2CCL_STEP_ORDER", "--step-order", R2_PT_INT, "4", 0, 64,
+			   NULL, "steps", true,
+			   "in a log-step plan (recursive halving/doubling) of at least this many "
+			   "steps, a step's chunks wait on a rail while it still carries "
+			   "unacknowledged chunks of an earlier step to another host (at most "
+			   "about their time at cost_nic_bw), so that the host waiting for those "
+			   "gets them first rather than sharing the NIC with the next step's (0: "
+			   "never; every chunk goes as soon as its bytes are final)" },
 	/* on: the control thread's wake-ups (a client's request, a tick) do not
 	 * preempt the dispatcher or an executor mid-operation (a neighbour
 	 * tenant's refused requests moved a victim's p99 some 3 points less);

@@ -248,7 +248,8 @@ struct railop {
 	 * R2_CHUNK_LAZY_ACK (ack_linger on, up to R2_LAZY_OP_MAX bytes: what
 	 * end_sends lets linger without awaiting its ACKs) */
 	bool lazy, lazy_last;
-	/* step_order on and a log-step plan (exec_rail_send.c rl_send_ready) */
+	/* a log-step plan of step_order steps or more (exec_rail_send.c
+	 * rl_send_ready) */
 	bool order;
 	double order_bw; /* cost_nic_bw, bytes/s: how long a held chunk may wait */
 	struct r2_view *view; /* the agreed view this operation plans with */

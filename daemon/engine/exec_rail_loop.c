@@ -549,7 +549,8 @@ static int op_begin(struct railop *o, enum r2_plan_op op, uint32_t root, uint32_
 			 c->id, (unsigned)o->size, (int)op, root, peer, c->nhosts);
 		return r;
 	}
-	o->order = r2_param_bool(&c->d->params, P_STEP_ORDER) &&
+	int64_t order_min = r2_param_int(&c->d->params, P_STEP_ORDER);
+	o->order = order_min > 0 && o->plan->nsteps >= order_min &&
 		   (o->plan->algo == R2_ALGO_HD || o->plan->algo == R2_ALGO_RD);
 	o->order_bw = (double)r2_param_int(&c->d->params, P_COST_NIC_BW);
 	r = rl_stage_plan(o);
