@@ -133,8 +133,11 @@ struct rail_tx {
 	struct r2_bufpool *pool_wait;
 	uint64_t pool_wait_since;
 	/* step_order: a chunk of a later step waits behind an earlier step's
-	 * unacknowledged ones on its rail (rl_send_ready) */
+	 * unacknowledged ones on its rail (rl_send_ready); holds: the (rail,
+	 * next hop) pairs such chunks still occupy (rl_order_scan) */
 	bool order_wait;
+	struct order_hold { int rail; uint64_t peer; } *holds;
+	size_t nholds, capholds;
 };
 
 /* Detours of an operation, the sender's side (exec_rail_detour.c). */
@@ -407,8 +410,10 @@ void rl_inject_dup(struct r2d *d, const struct sendrec *s);
 void rl_sends_add(struct rail_tx *tx, struct sendrec *s);
 void rl_sends_free(struct rail_tx *tx, struct sendrec **pp);
 int rl_send_ready(struct railop *o, bool all);
-/* step_order: a chunk of transfer x of step `step` waits (exec_rail_send.c) */
-bool rl_order_held(const struct railop *o, const struct r2_xfer *x, uint32_t step, uint64_t now);
+/* step_order (exec_rail_send.c): the rails an earlier step than `step`
+ * still occupies (o->tx.holds), then whether transfer x waits for them */
+int rl_order_scan(struct railop *o, uint32_t step, uint64_t now);
+bool rl_order_held(const struct railop *o, const struct r2_xfer *x);
 int rl_pool_timeout(struct railop *o);
 int rl_repost(struct railop *o);
 bool rl_sent_on_failed(const struct r2_comm *c, const struct sendrec *s);

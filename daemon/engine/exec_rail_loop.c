@@ -707,6 +707,7 @@ static void op_end(struct railop *o, int r)
 	free(o->rcv);
 	free(o->stage.wr);
 	free(o->aq.busy);
+	free(o->tx.holds);
 	rl_desc_end(o);
 	r2_plan_free(o->plan);
 }

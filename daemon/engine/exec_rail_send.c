@@ -312,26 +312,51 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	return 0;
 }
 
-/* step_order: true while the rail of x (a transfer of step `step`) still
- * carries an earlier step's chunk of this operation to another host,
- * unacknowledged and posted less than its time at cost_nic_bw (+ 100 us)
- * ago. Rails to different peers share the NIC: in a log-step plan a host
- * that runs late posts step k + 1's chunks while step k's are on the wire,
- * and the peer of step k, waiting, would get them at half the rate. */
-bool rl_order_held(const struct railop *o, const struct r2_xfer *x, uint32_t step, uint64_t now)
+/* step_order. Rails to different peers share the NIC: in a log-step plan
+ * a host that runs late posts step k + 1's chunks while step k's are on
+ * the wire, and the peer of step k, waiting, would get them at half the
+ * rate. o->tx.holds: the (rail, next hop) pairs of this operation's chunks
+ * of steps before `step`, unacknowledged and posted less than their time at
+ * cost_nic_bw (+ 100 us) ago, once each (one pass over the sends per
+ * rl_send_ready, not one per chunk it posts). */
+int rl_order_scan(struct railop *o, uint32_t step, uint64_t now)
+{
+	struct rail_tx *tx = &o->tx;
+
+	tx->nholds = 0;
+	for (const struct sendrec *s = tx->sends; s; s = s->next) {
+		if (s->acked || !s->posted || s->hdr.opseq != o->opseq || s->hdr.step >= step ||
+		    s->owner)
+			continue;
+		double us = o->order_bw > 0 ? (double)s->hdr.len * 1e6 / o->order_bw : 0;
+		if (now >= s->post_us + (uint64_t)us + 100)
+			continue;
+		int rail = s->rail;
+		size_t i = 0;
+		while (i < tx->nholds && (tx->holds[i].rail != rail || tx->holds[i].peer != s->peer))
+			i++;
+		if (i < tx->nholds)
+			continue;
+		if (R2_GROW(tx->holds, tx->capholds, tx->nholds, 8) < 0)
+			return -ENOMEM;
+		tx->holds[tx->nholds].rail = rail;
+		tx->holds[tx->nholds].peer = s->peer;
+		tx->nholds++;
+	}
+	return 0;
+}
+
+/* True while x's rail carries such a chunk to another host than x's next
+ * hop (the same one: one connection, in order anyway). */
+bool rl_order_held(const struct railop *o, const struct r2_xfer *x)
 {
 	const struct r2_comm *c = o->c;
 	uint64_t peer = c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via
 										     : x->peer].id;
 
-	for (const struct sendrec *s = o->tx.sends; s; s = s->next) {
-		if (s->acked || !s->posted || s->hdr.opseq != o->opseq || s->hdr.step >= step ||
-		    s->rail != x->rail || s->peer == peer || s->owner)
-			continue;
-		double us = o->order_bw > 0 ? (double)s->hdr.len * 1e6 / o->order_bw : 0;
-		if (now < s->post_us + (uint64_t)us + 100)
+	for (size_t i = 0; i < o->tx.nholds; i++)
+		if (o->tx.holds[i].rail == x->rail && o->tx.holds[i].peer != peer)
 			return true;
-	}
 	return false;
 }
 
@@ -343,9 +368,13 @@ bool rl_order_held(const struct railop *o, const struct r2_xfer *x, uint32_t ste
 int rl_send_ready(struct railop *o, bool all)
 {
 	struct r2_bufpool *blocked = NULL;
-	uint64_t now = o->order ? r2_now_us() : 0;
 
 	o->tx.order_wait = false;
+	if (o->order && o->nnsend) {
+		int r = rl_order_scan(o, o->step + 1, r2_now_us());
+		if (r < 0)
+			return r;
+	}
 	for (size_t i = 0; i < o->nnsend; i++) {
 		struct pend *p = &o->nsend[i];
 		bool ready = true;
@@ -364,8 +393,9 @@ int rl_send_ready(struct railop *o, bool all)
 		}
 		if (!ready)
 			continue;
-		if (o->order && rl_order_held(o, &o->xfn[p->xi], o->step + 1, now)) {
+		if (o->order && rl_order_held(o, &o->xfn[p->xi])) {
 			o->tx.order_wait = true;
+			atomic_fetch_add(&o->d->order_holds_total, 1);
 			continue;
 		}
 		r = send_chunk(o, &o->xfn[p->xi], p->off, p->len, o->step + 1);

@@ -598,6 +598,30 @@ START_TEST(test_apply_inline_latency_bound)
 }
 END_TEST
 
+/* step_order on every log-step plan (step_order=1) on 8 hosts x 2 rails,
+ * the log-step plans allowed there (logstep_hosts=8) and chosen (alpha 2
+ * ms: rd of 3-5 steps): AllReduces of 256 KB, 1 MB and an odd ~4 MB, exact
+ * (a chunk held behind another step's must still go, once, and every wait
+ * end); chunks were held (169-953 looks in three runs on 2 cores). */
+START_TEST(test_step_order_eight_hosts)
+{
+	static const char *const p[] = { "eager_max=0", "step_order=1", "logstep_hosts=8",
+					 "cost_alpha_us=2000", NULL };
+	struct th_host *hs[8];
+	struct th_sess *ss[8];
+
+	th_cluster(hs, 8, 1, 0x3, ss, p);
+	allreduce_loop(ss, 8, 64 * 1024, R2CCL_SUM, 3);
+	allreduce_loop(ss, 8, 256 * 1024, R2CCL_SUM, 2);
+	allreduce(ss, 8, 1000003, R2CCL_SUM);
+	uint64_t holds = 0;
+	for (int h = 0; h < 8; h++)
+		holds += atomic_load(&hs[h]->d.order_holds_total);
+	ck_assert_uint_gt(holds, 0);
+	th_free_all(hs, 8);
+}
+END_TEST
+
 /* Send/Recv between hosts, both directions, then a mismatch refused */
 START_TEST(test_send_recv)
 {
@@ -1248,6 +1272,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_other_collectives_two_ranks);
 	TH_ADD(s, test_allreduce_threads);
 	TH_ADD(s, test_apply_inline_latency_bound);
+	TH_ADD(s, test_step_order_eight_hosts);
 	TH_ADD(s, test_local_collectives);
 	TH_ADD(s, test_send_recv);
 	TH_ADD(s, test_send_recv_counter_wrap);

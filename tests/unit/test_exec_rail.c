@@ -228,9 +228,17 @@ END_TEST
 
 /* ---- step_order: a later step's chunk behind an earlier step's ---- */
 
-/* rl_order_held against a list of sends of operation 7, rail 0 unless
- * said: which earlier-step chunks hold a step-2 chunk to host 1 on rail 0
- * back (cost_nic_bw 1e9 B/s: 100 KB take 100 us, the bound 200 us) */
+/* rl_order_scan, then rl_order_held for x */
+static bool held(struct railop *o, const struct r2_xfer *x, uint32_t step, uint64_t now)
+{
+	ck_assert_int_eq(rl_order_scan(o, step, now), 0);
+	return rl_order_held(o, x);
+}
+
+/* rl_order_scan and rl_order_held against a list of sends of operation 7,
+ * rail 0 unless said: which earlier-step chunks hold a step-2 chunk to host
+ * 1 on rail 0 back (cost_nic_bw 1e9 B/s: 100 KB take 100 us, the bound 200
+ * us) */
 START_TEST(test_order_held_rule)
 {
 	struct r2_host hosts[4] = { { .id = 100 }, { .id = 101 }, { .id = 102 }, { .id = 103 } };
@@ -245,45 +253,54 @@ START_TEST(test_order_held_rule)
 	s.hdr.len = 100000;
 	o.tx.sends = &s;
 	/* step 1's chunk to host 2, posted 150 us ago, unacknowledged: held */
-	ck_assert(rl_order_held(&o, &x, 2, now));
+	ck_assert(held(&o, &x, 2, now));
 	/* bounded: past its time at cost_nic_bw + 100 us it holds nothing */
-	ck_assert(!rl_order_held(&o, &x, 2, 1000 + 100 + 100));
-	ck_assert(rl_order_held(&o, &x, 2, 1000 + 100 + 99));
+	ck_assert(!held(&o, &x, 2, 1000 + 100 + 100));
+	ck_assert(held(&o, &x, 2, 1000 + 100 + 99));
 	/* the same peer (one connection, in order anyway): not held */
 	s.peer = 101;
-	ck_assert(!rl_order_held(&o, &x, 2, now));
+	ck_assert(!held(&o, &x, 2, now));
 	s.peer = 102;
 	/* another rail, the same step, a later step, another operation, a
 	 * transfer's chunk, acknowledged or not yet posted: not held */
 	x.rail = 1;
-	ck_assert(!rl_order_held(&o, &x, 2, now));
+	ck_assert(!held(&o, &x, 2, now));
 	x.rail = 0;
-	ck_assert(!rl_order_held(&o, &x, 1, now));
+	ck_assert(!held(&o, &x, 1, now));
 	s.hdr.step = 3;
-	ck_assert(!rl_order_held(&o, &x, 2, now));
+	ck_assert(!held(&o, &x, 2, now));
 	s.hdr.step = 1;
 	s.hdr.opseq = 6;
-	ck_assert(!rl_order_held(&o, &x, 2, now));
+	ck_assert(!held(&o, &x, 2, now));
 	s.hdr.opseq = 7;
 	s.owner = &o;
-	ck_assert(!rl_order_held(&o, &x, 2, now));
+	ck_assert(!held(&o, &x, 2, now));
 	s.owner = NULL;
 	s.acked = true;
-	ck_assert(!rl_order_held(&o, &x, 2, now));
+	ck_assert(!held(&o, &x, 2, now));
 	s.acked = false;
 	s.posted = false;
-	ck_assert(!rl_order_held(&o, &x, 2, now));
+	ck_assert(!held(&o, &x, 2, now));
 	s.posted = true;
 	/* bridged through host 2 (the chunk's next hop is host 2's): not held */
 	x.via = 2;
-	ck_assert(!rl_order_held(&o, &x, 2, now));
+	ck_assert(!held(&o, &x, 2, now));
 	x.via = R2_NO_HOST;
 	/* a step 0 chunk later in the list holds it too */
 	struct sendrec s0 = s;
 	s.acked = true;
 	s0.hdr.step = 0;
 	s.next = &s0;
-	ck_assert(rl_order_held(&o, &x, 2, now));
+	ck_assert(held(&o, &x, 2, now));
+	/* each (rail, next hop) once, however many chunks occupy it */
+	s.acked = false;
+	s0.peer = 102;
+	ck_assert(held(&o, &x, 2, now));
+	ck_assert_uint_eq(o.tx.nholds, 1);
+	s0.rail = 1;
+	ck_assert(held(&o, &x, 2, now));
+	ck_assert_uint_eq(o.tx.nholds, 2);
+	free(o.tx.holds);
 }
 END_TEST
 
