@@ -47,7 +47,7 @@ struct r2_source_ops;
 struct r2_outbuf;
 struct r2_metrics;
 
-/* Parameter indices (config.c holds the table). */
+/* Parameter indices (control/config_params.c holds the table). */
 enum r2d_param {
 	P_SOCKET,
 	P_SOCKET_MODE,

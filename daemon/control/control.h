@@ -23,7 +23,7 @@ struct r2_outbuf {
 	uint8_t data[];
 };
 
-/* config.c */
+/* config.c (the table: config_params.c) */
 int r2d_config_load(struct r2d *d, int argc, char **argv, char *err, size_t errlen);
 void r2d_config_log(const struct r2d *d);
 int r2d_config_reload(struct r2d *d);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# The parameter text generated from r2ccld's registry (daemon/config.c) and
+# The parameter text generated from r2ccld's registry (daemon/control/config_params.c) and
 # the committed copies of it: systemd/r2ccld.conf.example and the table of
 # docs/operations.md (between <!-- params:begin --> and <!-- params:end -->).
 # Usage: params_docs.sh check|write R2CCLD SOURCE_ROOT
