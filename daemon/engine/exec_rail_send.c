@@ -243,6 +243,13 @@ void rl_sends_free(struct rail_tx *tx, struct sendrec **pp)
 	tx->nsends--;
 }
 
+/* The host a chunk of transfer x goes to first: the bridge when bridged
+ * (the header names the destination, the bridge forwards: rl_relay()). */
+static uint64_t next_hop(const struct r2_comm *c, const struct r2_xfer *x)
+{
+	return c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via : x->peer].id;
+}
+
 /* Posts one chunk [off, off+len) of transfer x (a copy: the sender keeps it
  * until acknowledged). */
 static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, uint64_t len,
@@ -297,9 +304,8 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	if (o->lazy_last && step + 1 == o->plan->nsteps && x->via == R2_NO_HOST)
 		s->hdr.flags |= R2_CHUNK_LAZY_ACK;
 	s->rail = x->rail;
-	/* bridged: to the bridge host on the first hop's rail; the header
-	 * names the destination, the bridge forwards (rl_relay()) */
-	s->peer = c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via : x->peer].id;
+	/* bridged: to the bridge host on the first hop's rail */
+	s->peer = next_hop(c, x);
 	s->post_us = r2_now_us();
 	rl_sends_add(&o->tx, s);
 	r = rl_post(o, s);
@@ -317,8 +323,8 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
  * the wire, and the peer of step k, waiting, would get them at half the
  * rate. o->tx.holds: the (rail, next hop) pairs of this operation's chunks
  * of steps before `step`, unacknowledged and posted less than their time at
- * cost_nic_bw (+ 100 us) ago, once each (one pass over the sends per
- * rl_send_ready, not one per chunk it posts). */
+ * cost_nic_bw (+ 100 us) ago, once each (rl_send_ready passes over the
+ * sends at most once, at its first chunk ready, not once per chunk). */
 int rl_order_scan(struct railop *o, uint32_t step, uint64_t now)
 {
 	struct rail_tx *tx = &o->tx;
@@ -350,9 +356,7 @@ int rl_order_scan(struct railop *o, uint32_t step, uint64_t now)
  * hop (the same one: one connection, in order anyway). */
 bool rl_order_held(const struct railop *o, const struct r2_xfer *x)
 {
-	const struct r2_comm *c = o->c;
-	uint64_t peer = c->hosts[x->via != R2_NO_HOST && x->via < (uint32_t)c->nhosts ? x->via
-										     : x->peer].id;
+	uint64_t peer = next_hop(o->c, x);
 
 	for (size_t i = 0; i < o->tx.nholds; i++)
 		if (o->tx.holds[i].rail == x->rail && o->tx.holds[i].peer != peer)
@@ -368,13 +372,9 @@ bool rl_order_held(const struct railop *o, const struct r2_xfer *x)
 int rl_send_ready(struct railop *o, bool all)
 {
 	struct r2_bufpool *blocked = NULL;
+	bool scanned = false; /* step_order's holds, listed at the first chunk ready */
 
 	o->tx.order_wait = false;
-	if (o->order && o->nnsend) {
-		int r = rl_order_scan(o, o->step + 1, r2_now_us());
-		if (r < 0)
-			return r;
-	}
 	for (size_t i = 0; i < o->nnsend; i++) {
 		struct pend *p = &o->nsend[i];
 		bool ready = true;
@@ -393,6 +393,11 @@ int rl_send_ready(struct railop *o, bool all)
 		}
 		if (!ready)
 			continue;
+		if (o->order && !scanned) {
+			if ((r = rl_order_scan(o, o->step + 1, r2_now_us())) < 0)
+				return r;
+			scanned = true;
+		}
 		if (o->order && rl_order_held(o, &o->xfn[p->xi])) {
 			o->tx.order_wait = true;
 			atomic_fetch_add(&o->d->order_holds_total, 1);
