@@ -106,8 +106,9 @@ if ((DECODE > 0)); then
 	# DECODE_TRACE=1: every rank's per-iteration times of the loop
 	# ($OUT/decode-trace.RANK: iteration,start_us,end_us,...)
 	rm -f "$OUT"/decode-trace.*
-	# shellcheck disable=SC2046
-	bench decode -b 256K -e 256K -n "$DECODE" $([ -n "${DECODE_TRACE:-}" ] && echo --trace-all --trace "$OUT/decode-trace")
+	TRACE=()
+	if [ -n "${DECODE_TRACE:-}" ]; then TRACE=(--trace-all --trace "$OUT/decode-trace"); fi
+	bench decode -b 256K -e 256K -n "$DECODE" "${TRACE[@]}"
 	DFILE=("$OUT/decode")
 fi
 # KEEP_LOGS=1: the daemons' logs to $OUT/r2ccld-hN.log (the cluster's
