@@ -31,6 +31,7 @@
 #include "nvdev.h"
 #include "params.h"
 #include "r2ccl.pb-c.h"
+#include "stage_kernel.h"
 #include "util.h"
 
 static struct {
@@ -156,6 +157,13 @@ struct greg {
  * CUDA work for it. STAGE_AREAS areas per communicator, taken in turn; an
  * area whose last copy back has not run yet (its event) is not waited for:
  * that operation goes the daemon's way instead.
+ * With R2CCL_GPU_STAGE_KERNEL=1 the stream's part is one kernel launch
+ * (stage_kernel.cu): the areas are mapped into the GPU and the kernel
+ * copies in, writes "ready", waits for "done" and copies back, without the
+ * copy engines and the stream memory operations (copy_lat: 15-19 us for
+ * 4-64 KiB against 27-28). Not the default: its wait holds the GPU, so two
+ * processes sharing one GPU without MPS wait for each other's time slice
+ * (stage_kernel.h). A launch refused: the copies from then on.
  */
 #define STAGE_AREAS 8u
 #define STAGE_DEFAULT (256u << 10)
@@ -172,6 +180,8 @@ struct gcomm {
 	uint64_t tag[R2_GPU_SLOTS];
 	/* client staging: STAGE_AREAS x (input, output) of stage_max bytes */
 	char *stage;               /* NULL: none yet */
+	CUdeviceptr dstage;        /* the same, mapped into the GPU (0: not) */
+	struct r2c_stage_kernel kern;
 	bool stage_failed;         /* could not set it up: the daemon stages */
 	uint32_t stage_mem, stage_next;
 	uint64_t stage_max;
@@ -257,6 +267,7 @@ static void stage_free(struct gcomm *m)
 	for (uint32_t i = 0; i < STAGE_AREAS; i++)
 		if (m->stage_ev[i])
 			cu.eventDestroy(m->stage_ev[i]);
+	r2c_stage_kernel_free(&m->kern);
 	cu.memHostUnregister(m->stage); /* unmapped with the client */
 	m->stage = NULL;
 }
@@ -276,8 +287,19 @@ static char *stage_take(r2ccl_client_t *c, r2ccl_comm_t *comm, struct gcomm *m, 
 		uint64_t o;
 		void *p;
 		bool ok = r2ccl_mem_alloc(c, 2 * STAGE_AREAS * max, &p) == 0;
-		if (ok && cu.memHostRegister(p, 2 * STAGE_AREAS * max, CU_MEMHOSTREGISTER_PORTABLE) !=
-				  CUDA_SUCCESS) {
+		/* mapped into the GPU for the kernel, else pinned only */
+		m->dstage = 0;
+		if (ok && r2c_stage_kernel_enabled() &&
+		    cu.memHostRegister(p, 2 * STAGE_AREAS * max,
+				       CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
+			    CUDA_SUCCESS &&
+		    cu.memHostGetDevicePointer(&m->dstage, p, 0) != CUDA_SUCCESS) {
+			cu.memHostUnregister(p);
+			m->dstage = 0;
+		}
+		if (ok && !m->dstage &&
+		    cu.memHostRegister(p, 2 * STAGE_AREAS * max, CU_MEMHOSTREGISTER_PORTABLE) !=
+			    CUDA_SUCCESS) {
 			r2ccl_mem_free(c, p);
 			ok = false;
 		}
@@ -697,6 +719,7 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 	struct r2_gpu_slot *s;
 	struct r2_sqe q;
 	uint32_t seq, idx, area = 0;
+	bool kern;
 	uint64_t soff = 0;
 	char *stage = NULL;
 	int r;
@@ -753,10 +776,12 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 	}
 	/* the stream's own copies through host memory (above) */
 	stage = stage_take(c, comm, m, slen, rlen, &soff);
+	kern = stage && m->dstage && !m->kern.failed; /* the input after the post */
 	if (stage) {
 		area = (uint32_t)(soff / (2 * m->stage_max));
-		if (slen && cu.memcpyDtoHAsync(stage, (CUdeviceptr)sendbuff, slen, (CUstream)stream) !=
-				    CUDA_SUCCESS) {
+		if (!kern && slen &&
+		    cu.memcpyDtoHAsync(stage, (CUdeviceptr)sendbuff, slen, (CUstream)stream) !=
+			    CUDA_SUCCESS) {
 			/* a copy the driver refuses on this stream: this
 			 * communicator's operations go the daemon's way */
 			m->stage_failed = true;
@@ -782,7 +807,7 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 	r = post(g, &q);
 	if (r < 0) {
 		slot_release(m, seq, r); /* nothing to wait for */
-		if (stage) { /* the area is free once the input's copy has run */
+		if (stage && !kern) { /* the area is free once the input's copy has run */
 			if (cu.eventRecord(m->stage_ev[area], (CUstream)stream) != CUDA_SUCCESS)
 				m->stage_failed = true; /* not knowing when: no more */
 			m->stage_used[area] = true;
@@ -790,6 +815,24 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 		goto out;
 	}
 	m->tag[idx] = q.tag;
+	if (kern && r2c_stage_kernel_launch(&m->kern, (CUstream)stream, (CUdeviceptr)sendbuff,
+					    m->dstage + soff, slen, m->dstage + soff + m->stage_max,
+					    (CUdeviceptr)recvbuff, rlen,
+					    m->dslots + (uint64_t)idx * sizeof(*s), idx, seq, true) == 0) {
+		/* the area is free once the kernel has run */
+		if (cu.eventRecord(m->stage_ev[area], (CUstream)stream) != CUDA_SUCCESS)
+			m->stage_failed = true;
+		m->stage_used[area] = true;
+		goto out;
+	}
+	/* a launch refused (no more from now on): the copies instead */
+	if (kern && slen &&
+	    cu.memcpyDtoHAsync(stage, (CUdeviceptr)sendbuff, slen, (CUstream)stream) != CUDA_SUCCESS) {
+		__atomic_store_n(&s->ready, seq, __ATOMIC_RELEASE); /* the daemon runs it */
+		m->stage_failed = true;
+		r = -EIO; /* without this rank's input */
+		goto out;
+	}
 	/* the stream: ready = seq after its earlier work, then wait done >= seq */
 	if (stream_sync_ops((CUstream)stream, m->dslots + (uint64_t)idx * sizeof(*s), seq) < 0) {
 		/* the daemon will time the op out; tell the caller now */

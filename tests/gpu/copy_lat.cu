@@ -12,7 +12,13 @@
  * (libclient/gpu.c): input to the host, "ready" written, a wait for "done"
  * (which a host thread writes WAIT_US after it sees "ready", standing in for
  * r2ccld), the output back; "seq" is its time less WAIT_US, "seq-noin"
- * and "seq-noout" the same without the first or the last copy.
+ * and "seq-noout" the same without the first or the last copy; "seq-kernel"
+ * the same sequence as one kernel launch on the mapped host memory (each
+ * block copies its slice out, the last one writes "ready", every block
+ * waits for "done" and copies its slice back): no copy engine, no stream
+ * memory operation (libclient/stage_kernel.cu, included here); "seq-kin"
+ * that kernel for the input and "ready" only, then the stream's wait for
+ * "done" and the copy engine's copy back.
  * The device buffer is another process's cudaMalloc opened with
  * cudaIpcOpenMemHandle, as r2ccld sees a client's buffer (ipc), or this
  * process's own (own).
@@ -34,6 +40,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* libr2ccl's kernel for the one-launch sequence, as shipped */
+#include "../../libclient/stage_kernel.cu"
 
 static uint64_t now_ns(void)
 {
@@ -116,15 +125,40 @@ static void *fake_daemon(void *arg)
 	return NULL;
 }
 
-/* the client staging's sequence, n times: median and p99 less WAIT_US */
-static void measure_seq(int in, int out, char *dev, char *host, size_t sz, int n, cudaStream_t st,
-			CUdeviceptr dflags, double *p50, double *p99)
+static unsigned stage_blocks(size_t sz) /* as libclient/stage_kernel.c */
+{
+	size_t b = (sz + 4095) / 4096;
+	return (unsigned)(b > 32 ? 32 : b ? b : 1);
+}
+
+/* the client staging's sequence, n times: median and p99 less WAIT_US
+ * (in -1: as one kernel, r2c_stage, on the mapped area hmap; -2: the
+ * kernel for the input, then the stream's wait and a copy back) */
+static void measure_seq(int in, int out, char *dev, char *host, char *hmap, size_t sz, int n,
+			cudaStream_t st, CUdeviceptr dflags, unsigned *count, double *p50, double *p99)
 {
 	static uint32_t seq;
 	uint64_t *t = (uint64_t *)calloc((size_t)n, sizeof(*t));
 	for (int i = -10; i < n; i++) {
 		uint64_t t0 = now_ns();
 		seq++;
+		if (in < 0) {
+			r2c_stage<<<stage_blocks(sz), 256, 0, st>>>(dev, hmap, sz, hmap + (1 << 19),
+								    dev, sz, (volatile uint32_t *)dflags,
+								    seq, count, in == -1);
+			CK(cudaGetLastError());
+			if (in == -2 && (waitValue32((CUstream)st, dflags + 4, seq,
+						     CU_STREAM_WAIT_VALUE_GEQ) ||
+					 cudaMemcpyAsync(dev, host + (1 << 19), sz, cudaMemcpyDefault,
+							 st) != cudaSuccess)) {
+				fprintf(stderr, "copy_lat: wait or copy refused\n");
+				exit(1);
+			}
+			CK(cudaStreamSynchronize(st));
+			if (i >= 0)
+				t[i] = now_ns() - t0 - WAIT_US * 1000ull;
+			continue;
+		}
 		if (in)
 			CK(cudaMemcpyAsync(host, dev, sz, cudaMemcpyDefault, st));
 		if (writeValue32((CUstream)st, dflags, seq, CU_STREAM_WRITE_VALUE_DEFAULT) ||
@@ -258,15 +292,23 @@ int main(int argc, char **argv)
 	pthread_create(&th, NULL, fake_daemon, NULL);
 	printf("# the client staging's sequence (us, less the %d us the stand-in daemon waits)\n",
 	       WAIT_US);
-	printf("%10s %14s %8s %14s %8s %14s %8s\n", "size", "seq p50", "p99", "seq-noin p50", "p99",
-	       "seq-noout p50", "p99");
+	unsigned *count;
+	CK(cudaMalloc((void **)&count, 2 * sizeof(*count)));
+	CK(cudaMemset(count, 0, 2 * sizeof(*count)));
+	printf("%10s %14s %8s %14s %8s %14s %8s %14s %8s %14s %8s\n", "size", "seq p50", "p99",
+	       "seq-noin p50", "p99", "seq-noout p50", "p99", "seq-kernel p50", "p99",
+	       "seq-kin p50", "p99");
 	for (size_t i = 0; i < nsz && sizes[i] <= (1u << 19) && sizes[i] <= hsz / 2; i++) {
-		double a, b, c, d, e, f;
-		measure_seq(1, 1, own, host, sizes[i], n, st, dfl, &a, &b);
-		measure_seq(0, 1, own, host, sizes[i], n, st, dfl, &c, &d);
-		measure_seq(1, 0, own, host, sizes[i], n, st, dfl, &e, &f);
-		printf("%10zu %14.1f %8.1f %14.1f %8.1f %14.1f %8.1f\n", sizes[i], a, b, c, d, e, f);
+		double a, b, c, d, e, f, g, k, l, m;
+		measure_seq(1, 1, own, host, hmap, sizes[i], n, st, dfl, count, &a, &b);
+		measure_seq(0, 1, own, host, hmap, sizes[i], n, st, dfl, count, &c, &d);
+		measure_seq(1, 0, own, host, hmap, sizes[i], n, st, dfl, count, &e, &f);
+		measure_seq(-1, 1, own, host, hmap, sizes[i], n, st, dfl, count, &g, &k);
+		measure_seq(-2, 1, own, host, hmap, sizes[i], n, st, dfl, count, &l, &m);
+		printf("%10zu %14.1f %8.1f %14.1f %8.1f %14.1f %8.1f %14.1f %8.1f %14.1f %8.1f\n",
+		       sizes[i], a, b, c, d, e, f, g, k, l, m);
 	}
+	CK(cudaFree(count));
 	stop_daemon = 1;
 	pthread_join(th, NULL);
 	CK(cudaIpcCloseMemHandle(ipc));

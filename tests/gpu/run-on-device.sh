@@ -8,7 +8,8 @@
 #   ar      AllReduce float32 on 2 GPUs, 8 B .. 4 GB: r2ccl and nccl-tests
 #   copies  AllGather, ReduceScatter, Broadcast at 1 GB: r2ccl and nccl-tests
 #   nstune  the ns AllReduce with daemon options: NS_ARGS="set1;set2;..."
-#   nsops   every collective with --gpu over the 2 namespace hosts, 4 B..16 MB
+#   nsops   every collective with --gpu over the 2 namespace hosts, 4 B..16 MB,
+#           the clients' small staging by the copy engines, then by the kernel
 #   ns      2 namespace hosts x 1 GPU, 2 TCP rails: r2ccl-bench --gpu and
 #           PyTorch's NCCL (socket transport, 4 threads x 4 sockets), then a
 #           rail set down in the middle of a loop (exact results required)
@@ -167,17 +168,24 @@ if [ "$what" = nsops ]; then
 	# both hosts then share it)
 	$C up -H 2 -R 2 > "$OUT/ns-up.log" 2>&1
 	$C daemons start --log-level info >> "$OUT/ns-up.log" 2>&1
-	for op in allreduce allgather reducescatter broadcast reduce; do
-		rm -f /tmp/gpuns/uid
-		step "nsops-$op" 120 $C run --timeout 115 -- sh -c "$(ns_r2 -b 4 -e 16M -f 4 -n 3 -w 1 |
-			sed "s/r2ccl-bench allreduce/r2ccl-bench $op/")"
+	# each op twice: the clients' staging (up to 256 KiB) by the copy
+	# engines (the default), then by the kernel (R2CCL_GPU_STAGE_KERNEL=1)
+	for k in 0 1; do
+		for op in allreduce allgather reducescatter broadcast reduce; do
+			rm -f /tmp/gpuns/uid
+			step "nsops-$op-k$k" 120 env R2CCL_GPU_STAGE_KERNEL=$k $C run --timeout 115 -- \
+				sh -c "$(ns_r2 -b 4 -e 16M -f 4 -n 3 -w 1 |
+				sed "s/r2ccl-bench allreduce/r2ccl-bench $op/")"
+		done
 	done
 	$C daemons stop >> "$OUT/ns-up.log" 2>&1
 	for i in 0 1; do cp "/tmp/gpuns/h$i/r2ccld.log" "$OUT/ns-r2ccld-h$i.log" 2>/dev/null; done
 	$C down >> "$OUT/ns-up.log" 2>&1
-	for op in allreduce allgather reducescatter broadcast reduce; do
-		echo "== nsops-$op"
-		grep -E "^\[h[01]\] *([0-9]|# Out)|error|wrong|failed" "$OUT/nsops-$op.log" | head -30
+	for k in 0 1; do
+		for op in allreduce allgather reducescatter broadcast reduce; do
+			echo "== nsops-$op-k$k"
+			grep -E "^\[h[01]\] *([0-9]|# Out)|error|wrong|failed" "$OUT/nsops-$op-k$k.log" | head -30
+		done
 	done > "$OUT/table.txt"
 	cat "$summary" "$OUT/table.txt"
 	tar -C "$OUT" -czf "$OUT/../logs-${what}.tgz" --exclude=table.txt . 2>/dev/null
