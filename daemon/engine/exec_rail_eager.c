@@ -21,14 +21,6 @@
  * bytes as the planner's plan would, and the operation still waits for no
  * acknowledgement.
  *
- * On a rail that can send from the caller's memory (tcp_zero_copy), a
- * message goes from the caller's buffer itself, and the copy the sender
- * keeps for a re-send is made after all are posted (lent): the bytes leave
- * a copy sooner (17 us to post 256 KiB on the H100 machine, most of it
- * that copy). That transport may read the caller's buffer until its send
- * completes: an in-place operation reduces into W, and any operation
- * ends, only after that (lent_held).
- *
  * The guarantees of the chunk protocol stay: each message is acknowledged
  * by the receiving rails thread, the sender keeps its copy until then (past
  * the operation's end: rl_p2p_linger), and one lost with a failed
@@ -58,7 +50,6 @@ struct eager {
 	struct r2_rmsg **got;    /* [host * np + piece]: its to me */
 	int nsend, nacked, ngot;
 	bool repost;             /* a send waits for a rail or queue room */
-	bool hold_lent;          /* run() also waits for the lent sends' completions */
 	uint64_t t_in, t_take;   /* the last message: in the mailbox, taken (us) */
 	struct op_desc mine;     /* what this host's ranks called (in each header) */
 	struct rail_detours det; /* messages sent through a bridge (detour.h) */
@@ -401,34 +392,14 @@ static bool all_posted(const struct eager *e)
 	return true;
 }
 
-/* A transport may still read the caller's buffer for a lent send: its
- * first post's completion has not come (an acknowledgement means its bytes
- * were all written). A later post (after a failure) is from the copy. */
-static bool lent_held(const struct eager *e)
-{
-	for (int i = 0; i < e->c->nhosts * e->np; i++) {
-		const struct sendrec *s = e->send[i];
-		if (s && s->lent && s->posted && !s->sent && !s->acked)
-			return true;
-	}
-	return false;
-}
-
-static bool finished(const struct eager *e)
-{
-	return e->ngot >= (e->c->nhosts - 1) * e->np && all_posted(e) &&
-	       !(e->hold_lent && lent_held(e));
-}
-
-/* Until every message came and every one of mine is on its way (posted),
- * and with hold_lent until no transport reads the caller's buffer; their
- * acknowledgements are awaited after the operation (rl_p2p_linger). */
+/* Until every message came and every one of mine is on its way (posted);
+ * their acknowledgements are awaited after the operation (rl_p2p_linger). */
 static int run(struct eager *e, uint64_t deadline)
 {
 	struct r2_comm *c = e->c;
 	uint64_t spin_us = rl_exec_spin_us(c->d); /* the peers' messages are microseconds away */
 
-	while (!finished(e)) {
+	while (e->ngot < (c->nhosts - 1) * e->np || !all_posted(e)) {
 		struct r2_rmsg *m;
 		int r;
 
@@ -456,7 +427,7 @@ static int run(struct eager *e, uint64_t deadline)
 			return r;
 		/* a steady flow of other messages must not hide the stop, an
 		 * abort or the deadline */
-		if (finished(e))
+		if (e->ngot >= (c->nhosts - 1) * e->np && all_posted(e))
 			break;
 		if (c->stop)
 			return R2CCL_E_SHUTDOWN;
@@ -488,34 +459,6 @@ static void linger(struct eager *e)
 	rl_acks_seen_apply(e->c);
 }
 
-/* A failed operation ends: no transport may read the caller's buffer
- * afterwards (the client may reuse or unmap it). The failed connections
- * complete their sends at once; one still holding a lent send after a
- * second is dropped (its sends then complete with an error): bounded. */
-static void lent_settle(struct eager *e)
-{
-	for (int pass = 0; pass < 2 && lent_held(e); pass++) {
-		uint64_t until = r2_now_us() + (pass ? 2000000 : 1000000);
-		while (lent_held(e) && r2_now_us() < until) {
-			struct r2_rmsg *m = rl_mbox_take(e->c, 10);
-			if (m)
-				(void)handle(e, m); /* failing already */
-		}
-		for (int i = 0; pass == 0 && i < e->c->nhosts * e->np; i++) {
-			struct sendrec *s = e->send[i];
-			if (!s || !s->lent || !s->posted || s->sent || s->acked)
-				continue;
-			log_warn("communicator %u: eager op %llu: a message to host %u is still "
-				 "queued on rail %d: dropping that connection", e->c->id,
-				 (unsigned long long)e->opseq, s->hdr.dst, (int)s->rail);
-			r2d_rails_drop(e->c->d, s->rail, s->peer);
-		}
-	}
-	if (lent_held(e))
-		log_err("communicator %u: a transport still holds eager op %llu's messages",
-			e->c->id, (unsigned long long)e->opseq);
-}
-
 int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		       r2ccl_dtype_t dtype, r2ccl_redop_t redop, uint64_t opseq, int np)
 {
@@ -524,7 +467,7 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 	int nh = c->nhosts, me = c->my_host, r = 0;
 	const void *mybuf = S ? S : W;
 	const void *in[R2_EAGER_MAX_HOSTS];
-	uint64_t t0 = r2_now_us(), t_posted = t0, deadline = 0;
+	uint64_t t0 = r2_now_us(), t_posted = t0;
 	struct eager e = {
 		.c = c,
 		.opseq = opseq,
@@ -580,17 +523,10 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		/* a copy: W receives the result while the transport may still
 		 * read, and a re-send after a failure needs the bytes; in a
 		 * proxy buffer (registered on every rail: verbs sends it
-		 * without another copy), the heap when the pool is full. On a
-		 * rail that sends from any memory, made once all are posted
-		 * (lent, above) */
-		if (r2d_rails_zero_copy(c->d, s->rail)) {
-			s->buf = (void *)((const char *)mybuf + off);
-			s->borrowed = true;
-			s->lent = true;
-		} else if (rl_chunk_buf(c->d, s, (const char *)mybuf + off, len) == -ENOBUFS &&
-			   (s->buf = malloc(len))) {
+		 * without another copy), the heap when the pool is full */
+		if (rl_chunk_buf(c->d, s, (const char *)mybuf + off, len) == -ENOBUFS &&
+		    (s->buf = malloc(len)))
 			memcpy(s->buf, (const char *)mybuf + off, len);
-		}
 		if (!s->buf) {
 			free(s);
 			r = -ENOMEM;
@@ -622,18 +558,11 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 			rl_acks_implied(c, (uint32_t)h, opseq);
 	}
 	t_posted = r2_now_us();
-	/* the lent messages' copies for a re-send, now that all are on their
-	 * way (a transport keeps reading the caller's buffer meanwhile) */
-	for (int i = 0; i < nh * np; i++)
-		if (e.send[i] && e.send[i]->borrowed && (r = rl_unborrow(c->d, e.send[i])) < 0)
-			goto out;
 	if (mismatch < 0) {
 		r = mismatch;
 		goto out;
 	}
-	deadline = t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000;
-	e.hold_lent = mybuf == W; /* in place: W takes the result below */
-	r = run(&e, deadline);
+	r = run(&e, t0 + (uint64_t)r2_param_int(&c->d->params, P_OP_TIMEOUT_MS) * 1000);
 	for (int k = 0; r == 0 && k < np; k++) {
 		uint64_t off, len;
 		piece(size, e.es, np, k, &off, &len);
@@ -650,10 +579,6 @@ int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 			r = r2_reduce((char *)W + off, in, nh, len / e.es, dtype,
 				      redop == R2CCL_AVG ? R2CCL_SUM : redop, 1);
 	}
-	/* out of place: the caller may reuse S once the operation ends */
-	e.hold_lent = true;
-	if (r == 0)
-		r = run(&e, deadline);
 	if (r == 0)
 		atomic_fetch_add(&c->d->eager_ops_total, 1);
 	if (r == 0)
@@ -675,8 +600,6 @@ out:
 		log_warn("communicator %u: eager operation %llu failed: %s (%d of %d messages in, "
 			 "%d of %d acknowledged)", c->id, (unsigned long long)opseq,
 			 r2ccl_strerror(r), e.ngot, (nh - 1) * np, e.nacked, e.nsend);
-	if (e.send && lent_held(&e))
-		lent_settle(&e);
 	for (int i = 0; e.send && i < nh * np; i++) {
 		struct sendrec *s = e.send[i];
 		if (!s)

@@ -83,10 +83,6 @@ struct sendrec {
 	/* borrowed from the caller's input S (lazy input), which does not
 	 * change during the operation: never copied out */
 	bool stable;
-	/* the eager path's: first posted from the caller's buffer (borrowed),
-	 * copied out right after; that post's transport may read the
-	 * caller's buffer until its completion (exec_rail_eager.c, lent) */
-	bool lent;
 	int tenant; /* its communicator's tenant in the scheduler (net/tenants.h) */
 	/* its proxy buffer counted against that tenant's max_proxy: the tenant
 	 * + 1 (0: not counted) and the bytes (r2d_tenants_proxy_take) */

@@ -81,9 +81,7 @@ int rl_chunk_buf(struct r2d *d, struct sendrec *s, const void *src, uint64_t len
 /* A chunk sent from W gets its own copy (a proxy buffer, else the heap),
  * before W changes under it or before it goes on a rail that cannot send
  * from W. Only while no transport holds it (not posted, or its send
- * completed), or where the caller itself waits for that transport to let
- * go of W (the eager path's lent messages: a transport keeps the pointer
- * it was given). */
+ * completed). */
 int rl_unborrow(struct r2d *d, struct sendrec *s)
 {
 	void *src = s->buf;
