@@ -678,6 +678,16 @@ static int lookup(struct gclient *g, const void *p, uint64_t len, uint32_t *id, 
  * seq after its earlier work, then wait until done >= seq. One driver call
  * (cuStreamBatchMemOp, the two in this order) where the driver has it, else
  * two. */
+/* The staging area is free once what st queued for it has run: its event.
+ * Without the event its end is unknown: no more staging for m (the
+ * operation itself is fine). */
+static void area_queued(struct gcomm *m, uint32_t area, CUstream st)
+{
+	if (cu.eventRecord(m->stage_ev[area], st) != CUDA_SUCCESS)
+		m->stage_failed = true;
+	m->stage_used[area] = true;
+}
+
 static int stream_sync_ops(CUstream st, CUdeviceptr slot, uint32_t seq)
 {
 	CUdeviceptr ready = slot + offsetof(struct r2_gpu_slot, ready);
@@ -807,22 +817,16 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 	r = post(g, &q);
 	if (r < 0) {
 		slot_release(m, seq, r); /* nothing to wait for */
-		if (stage && !kern) { /* the area is free once the input's copy has run */
-			if (cu.eventRecord(m->stage_ev[area], (CUstream)stream) != CUDA_SUCCESS)
-				m->stage_failed = true; /* not knowing when: no more */
-			m->stage_used[area] = true;
-		}
+		if (stage && !kern) /* the area is free once the input's copy has run */
+			area_queued(m, area, (CUstream)stream);
 		goto out;
 	}
 	m->tag[idx] = q.tag;
 	if (kern && r2c_stage_kernel_launch(&m->kern, (CUstream)stream, (CUdeviceptr)sendbuff,
 					    m->dstage + soff, slen, m->dstage + soff + m->stage_max,
 					    (CUdeviceptr)recvbuff, rlen,
-					    m->dslots + (uint64_t)idx * sizeof(*s), idx, seq, true) == 0) {
-		/* the area is free once the kernel has run */
-		if (cu.eventRecord(m->stage_ev[area], (CUstream)stream) != CUDA_SUCCESS)
-			m->stage_failed = true;
-		m->stage_used[area] = true;
+					    m->dslots + (uint64_t)idx * sizeof(*s), idx, seq) == 0) {
+		area_queued(m, area, (CUstream)stream); /* free once the kernel has run */
 		goto out;
 	}
 	/* a launch refused (no more from now on): the copies instead */
@@ -846,11 +850,7 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 		if (rlen && cu.memcpyHtoDAsync((CUdeviceptr)recvbuff, stage + m->stage_max, rlen,
 					       (CUstream)stream) != CUDA_SUCCESS)
 			r = -EIO; /* the output will not reach the caller's buffer */
-		/* without the event the area's end is unknown: no more staging
-		 * here (the operation itself is fine) */
-		if (cu.eventRecord(m->stage_ev[area], (CUstream)stream) != CUDA_SUCCESS)
-			m->stage_failed = true;
-		m->stage_used[area] = true;
+		area_queued(m, area, (CUstream)stream);
 	}
 out:
 	pthread_mutex_unlock(&glock);

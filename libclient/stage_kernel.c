@@ -129,13 +129,12 @@ static int kernel_for(struct r2c_stage_kernel *k, CUstream st)
 
 int r2c_stage_kernel_launch(struct r2c_stage_kernel *k, CUstream st, CUdeviceptr src,
 			    CUdeviceptr hin, uint64_t slen, CUdeviceptr hout, CUdeviceptr dst,
-			    uint64_t rlen, CUdeviceptr slot, uint32_t idx, uint32_t seq, bool wait)
+			    uint64_t rlen, CUdeviceptr slot, uint32_t idx, uint32_t seq)
 {
 	uint64_t big = slen > rlen ? slen : rlen;
 	unsigned blocks = (unsigned)R2_MIN((big + 4095) / 4096, MAX_BLOCKS);
 	CUdeviceptr sync;
-	uint32_t w = wait;
-	void *args[] = { &src, &hin, &slen, &hout, &dst, &rlen, &slot, &seq, &sync, &w };
+	void *args[] = { &src, &hin, &slen, &hout, &dst, &rlen, &slot, &seq, &sync };
 	int r = kernel_for(k, st);
 
 	if (r < 0)

@@ -6,9 +6,7 @@
  * device->host copy, a "ready" write, a wait for "done" and a host->device
  * copy (two copy-engine transfers and two stream memory operations: 27-32
  * us for 4-256 KB on the H100 machine, against 15-29 us this way,
- * tests/gpu/copy_lat.cu). wait = 0: the input and "ready" only (the stream
- * then waits and copies back; copy_lat's "seq-kin": no faster than the
- * copies, kept for that measurement). Built to PTX and loaded by the
+ * tests/gpu/copy_lat.cu). Built to PTX and loaded by the
  * driver at run time (cuModuleLoadData): libr2ccl has no link-time CUDA
  * dependency.
  *
@@ -54,7 +52,7 @@ __device__ static void copy_in(char *dst, const char *src, uint64_t len, uint64_
 
 extern "C" __global__ void r2c_stage(const char *src, char *hin, uint64_t slen, const char *hout,
 				     char *dst, uint64_t rlen, volatile uint32_t *slot, uint32_t seq,
-				     unsigned *sync, uint32_t wait)
+				     unsigned *sync)
 {
 	uint64_t i0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	uint64_t step = (uint64_t)gridDim.x * blockDim.x;
@@ -68,20 +66,16 @@ extern "C" __global__ void r2c_stage(const char *src, char *hin, uint64_t slen, 
 			sync[0] = 0;
 			__threadfence_system();
 			slot[0] = seq; /* ready (struct r2_gpu_slot) */
-			if (!wait)
-				return; /* the stream waits for "done" */
 			while ((int32_t)(slot[1] - seq) < 0) /* done */
 				;
 			__threadfence_system();
 			*seen = seq;
-		} else if (wait) {
+		} else {
 			while (*seen != seq)
 				;
 		}
 		__threadfence_system();
 	}
-	if (!wait)
-		return;
 	__syncthreads();
 	copy_in(dst, hout, rlen, i0, step);
 }

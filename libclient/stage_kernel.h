@@ -41,7 +41,7 @@ bool r2c_stage_kernel_enabled(void);
  * and the caller stages the copy-engine way from then on). */
 int r2c_stage_kernel_launch(struct r2c_stage_kernel *k, CUstream st, CUdeviceptr src,
 			    CUdeviceptr hin, uint64_t slen, CUdeviceptr hout, CUdeviceptr dst,
-			    uint64_t rlen, CUdeviceptr slot, uint32_t idx, uint32_t seq, bool wait);
+			    uint64_t rlen, CUdeviceptr slot, uint32_t idx, uint32_t seq);
 
 /* Releases what k holds (its context must still exist, or nothing is
  * done). */

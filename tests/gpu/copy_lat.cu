@@ -16,9 +16,9 @@
  * the same sequence as one kernel launch on the mapped host memory (each
  * block copies its slice out, the last one writes "ready", every block
  * waits for "done" and copies its slice back): no copy engine, no stream
- * memory operation (libclient/stage_kernel.cu, included here); "seq-kin"
- * that kernel for the input and "ready" only, then the stream's wait for
- * "done" and the copy engine's copy back.
+ * memory operation (libclient/stage_kernel.cu, included here). (A kernel
+ * for the input and "ready" only, then the stream's wait and a copy back,
+ * was no faster than the copies: docs/benchmarks.md, 2026-12-07.)
  * The device buffer is another process's cudaMalloc opened with
  * cudaIpcOpenMemHandle, as r2ccld sees a client's buffer (ipc), or this
  * process's own (own).
@@ -132,8 +132,7 @@ static unsigned stage_blocks(size_t sz) /* as libclient/stage_kernel.c */
 }
 
 /* the client staging's sequence, n times: median and p99 less WAIT_US
- * (in -1: as one kernel, r2c_stage, on the mapped area hmap; -2: the
- * kernel for the input, then the stream's wait and a copy back) */
+ * (in < 0: as one kernel, r2c_stage, on the mapped area hmap) */
 static void measure_seq(int in, int out, char *dev, char *host, char *hmap, size_t sz, int n,
 			cudaStream_t st, CUdeviceptr dflags, unsigned *count, double *p50, double *p99)
 {
@@ -145,15 +144,8 @@ static void measure_seq(int in, int out, char *dev, char *host, char *hmap, size
 		if (in < 0) {
 			r2c_stage<<<stage_blocks(sz), 256, 0, st>>>(dev, hmap, sz, hmap + (1 << 19),
 								    dev, sz, (volatile uint32_t *)dflags,
-								    seq, count, in == -1);
+								    seq, count);
 			CK(cudaGetLastError());
-			if (in == -2 && (waitValue32((CUstream)st, dflags + 4, seq,
-						     CU_STREAM_WAIT_VALUE_GEQ) ||
-					 cudaMemcpyAsync(dev, host + (1 << 19), sz, cudaMemcpyDefault,
-							 st) != cudaSuccess)) {
-				fprintf(stderr, "copy_lat: wait or copy refused\n");
-				exit(1);
-			}
 			CK(cudaStreamSynchronize(st));
 			if (i >= 0)
 				t[i] = now_ns() - t0 - WAIT_US * 1000ull;
@@ -295,18 +287,16 @@ int main(int argc, char **argv)
 	unsigned *count;
 	CK(cudaMalloc((void **)&count, 2 * sizeof(*count)));
 	CK(cudaMemset(count, 0, 2 * sizeof(*count)));
-	printf("%10s %14s %8s %14s %8s %14s %8s %14s %8s %14s %8s\n", "size", "seq p50", "p99",
-	       "seq-noin p50", "p99", "seq-noout p50", "p99", "seq-kernel p50", "p99",
-	       "seq-kin p50", "p99");
+	printf("%10s %14s %8s %14s %8s %14s %8s %14s %8s\n", "size", "seq p50", "p99",
+	       "seq-noin p50", "p99", "seq-noout p50", "p99", "seq-kernel p50", "p99");
 	for (size_t i = 0; i < nsz && sizes[i] <= (1u << 19) && sizes[i] <= hsz / 2; i++) {
-		double a, b, c, d, e, f, g, k, l, m;
+		double a, b, c, d, e, f, g, k;
 		measure_seq(1, 1, own, host, hmap, sizes[i], n, st, dfl, count, &a, &b);
 		measure_seq(0, 1, own, host, hmap, sizes[i], n, st, dfl, count, &c, &d);
 		measure_seq(1, 0, own, host, hmap, sizes[i], n, st, dfl, count, &e, &f);
 		measure_seq(-1, 1, own, host, hmap, sizes[i], n, st, dfl, count, &g, &k);
-		measure_seq(-2, 1, own, host, hmap, sizes[i], n, st, dfl, count, &l, &m);
-		printf("%10zu %14.1f %8.1f %14.1f %8.1f %14.1f %8.1f %14.1f %8.1f %14.1f %8.1f\n",
-		       sizes[i], a, b, c, d, e, f, g, k, l, m);
+		printf("%10zu %14.1f %8.1f %14.1f %8.1f %14.1f %8.1f %14.1f %8.1f\n", sizes[i], a, b,
+		       c, d, e, f, g, k);
 	}
 	CK(cudaFree(count));
 	stop_daemon = 1;
