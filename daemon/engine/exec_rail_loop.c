@@ -194,6 +194,20 @@ static int busy_stop(struct railop *o)
 	return 0;
 }
 
+/* The mailbox was found empty: point-to-point transfers go on meanwhile;
+ * 0 or why to stop (a member gone, busy_stop's reasons, a communicator
+ * broken elsewhere). */
+static int idle_stop(struct railop *o)
+{
+	int r;
+
+	if (o->c->p2p_ops)
+		r2_p2p_advance(o->c);
+	if ((r = member_gone(o)) || (r = busy_stop(o)))
+		return r;
+	return broken(o->c);
+}
+
 /* Why an operation did not finish (a timeout, a broken communicator): what
  * the step still waited for and which chunks were not acknowledged. */
 static void stuck(const struct railop *o, uint32_t step, uint64_t got, uint64_t expect, int r)
@@ -261,18 +275,9 @@ static int wait_step_in(struct railop *o, uint32_t step, int nx, uint64_t expect
 			       : o->tx.need_repost || o->c->p2p_ops ? 10 : 100);
 
 		if (!m) {
-			if (o->c->p2p_ops)
-				r2_p2p_advance(o->c); /* transfers go on meanwhile */
-			if (o->c->stop)
-				return R2CCL_E_SHUTDOWN;
-			if (o->c->abort_err)
-				return o->c->abort_err; /* broken elsewhere: stop waiting */
-			if (member_gone(o))
-				return member_gone(o);
-			if (r2_now_us() > o->deadline)
-				return o->tx.pool_wait ? rl_pool_timeout(o) : -ETIMEDOUT;
-			if (broken(o->c))
-				return broken(o->c);
+			int why = idle_stop(o);
+			if (why < 0)
+				return why;
 			if (o->tx.pool_wait || o->tx.order_wait) {
 				int r = rl_send_ready(o, false);
 				if (r < 0)
@@ -392,18 +397,8 @@ static int wait_acks(struct railop *o, bool descs_only)
 			tmo = R2_MIN(tmo, (int)R2_DIV_UP(2 * rl_ack_owed_us, 1000));
 		m = op_take(o, tmo);
 		if (!m) {
-			if (o->c->p2p_ops)
-				r2_p2p_advance(o->c); /* transfers go on meanwhile */
-			if (o->c->stop)
-				return R2CCL_E_SHUTDOWN;
-			if (o->c->abort_err)
-				return o->c->abort_err; /* broken elsewhere: stop waiting */
-			if (member_gone(o))
-				return member_gone(o);
-			if (r2_now_us() > o->deadline)
-				return -ETIMEDOUT;
-			if (broken(o->c))
-				return broken(o->c);
+			if ((r = idle_stop(o)) < 0)
+				return r;
 			continue;
 		}
 		int64_t n = rl_handle(o, m, UINT32_MAX, 0);

@@ -262,27 +262,6 @@ uint32_t pl_add_hosts(struct bld *b, const uint32_t *h, uint32_t k)
 	return at;
 }
 
-bool r2_link_is_down(const struct r2_link *d, uint32_t nd, uint32_t a, uint32_t b, uint16_t rail)
-{
-	if (!nd)
-		return false;
-	if (a > b) {
-		uint32_t t = a;
-		a = b;
-		b = t;
-	}
-	uint32_t lo = 0, hi = nd;
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		const struct r2_link *m = &d[mid];
-		if (m->a < a || (m->a == a && (m->b < b || (m->b == b && m->rail < rail))))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < nd && d[lo].a == a && d[lo].b == b && d[lo].rail == rail;
-}
-
 uint16_t r2_pair_down_mask(const struct r2_link *d, uint32_t nd, uint32_t a, uint32_t b)
 {
 	if (!nd)
@@ -302,9 +281,14 @@ uint16_t r2_pair_down_mask(const struct r2_link *d, uint32_t nd, uint32_t a, uin
 	}
 	uint16_t m = 0;
 	for (; lo < nd && d[lo].a == a && d[lo].b == b; lo++)
-		if (d[lo].rail < 16)
+		if (d[lo].rail < R2_PLAN_MAX_RAILS)
 			m |= (uint16_t)(1u << d[lo].rail);
 	return m;
+}
+
+bool r2_link_is_down(const struct r2_link *d, uint32_t nd, uint32_t a, uint32_t b, uint16_t rail)
+{
+	return rail < R2_PLAN_MAX_RAILS && (r2_pair_down_mask(d, nd, a, b) >> rail) & 1u;
 }
 
 bool pl_pair_ok(const struct ctx *x, uint32_t a, uint32_t b, uint32_t r)
