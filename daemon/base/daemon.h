@@ -313,6 +313,7 @@ struct r2d {
 	atomic_uint_fast64_t eager_ops_total;    /* small AllReduces in one exchange */
 	atomic_uint_fast64_t chunks_applyq_total; /* received chunks applied on the apply queue */
 	atomic_uint_fast64_t order_holds_total; /* chunks step_order held back, at each look */
+	atomic_uint_fast64_t bruck_ops_total;   /* rail phases by a Bruck plan (any n) */
 	/* eager messages of this host's taken as acknowledged by the peer's
 	 * next collective's chunk; ACKs this host wrote for eager messages
 	 * after waiting (engine/exec_rail_ack.c) */

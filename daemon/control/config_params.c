@@ -86,11 +86,12 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 	 * (every collective exact, tests/cluster/test_collectives.sh and
 	 * test_faults.sh); the planner, docs/planner.md */
 	[P_LOGSTEP] = { "logstep", "R2CCL_LOGSTEP", "--logstep", R2_PT_ENUM, "rd", 0, 0,
-			"off|hd|rd", NULL, true,
+			"off|hd|rd|bruck", NULL, true,
 			"log-step schedules in the planner's choice: off (rings, shards, trees), "
-			"hd (also recursive halving/doubling for AllReduce, ReduceScatter and "
-			"AllGather where the cost model prefers it), rd (hd, and recursive "
-			"doubling by pairs for AllReduce); the same on every host" },
+			"hd (also recursive halving/doubling, and Bruck's schedule for any "
+			"number of hosts, for AllReduce, ReduceScatter and AllGather where the "
+			"cost model prefers it), rd (hd, and recursive doubling by pairs for "
+			"AllReduce), bruck (of those, Bruck's alone); the same on every host" },
 	/* 4: on 8 hosts recursive doubling at 4 MB, 6% ahead in the model,
 	 * ran 28-47% behind the ring (docs/planner.md, "8 and 16 hosts") */
 	[P_LOGSTEP_HOSTS] = { "logstep_hosts", "R2CCL_LOGSTEP_HOSTS", "--logstep-hosts", R2_PT_INT,

@@ -224,6 +224,7 @@ again:
 	const char *ls = r2_param_str(&o->d->params, P_LOGSTEP);
 	prm.no_logstep = strcmp(ls, "off") == 0;
 	prm.no_rd = strcmp(ls, "rd") != 0;
+	prm.bruck_only = strcmp(ls, "bruck") == 0;
 	prm.rd_pairs = true;
 	/* within 5% the pipelined plans stay: at 16 MB on 4 hosts x 2 TCP
 	 * rails at 1 Gbit/s the model put rd 0.7% ahead of the ring and it ran
@@ -257,6 +258,8 @@ again:
 	free(nics);
 	if (r < 0)
 		return r;
+	if (o->plan->algo == R2_ALGO_BRUCK)
+		atomic_fetch_add(&o->d->bruck_ops_total, 1);
 	o->maxx = r2_plan_max_xfers(o->plan);
 	o->xf = calloc(o->maxx ? o->maxx : 1, sizeof(*o->xf));
 	o->xfn = calloc(o->maxx ? o->maxx : 1, sizeof(*o->xfn));

@@ -386,29 +386,34 @@ static void expand_shard(struct out *o, const struct r2_view *v, const struct r2
 	}
 }
 
+/* HD, RD and Bruck: their messages, each split over its rails */
 static void expand_hd(struct out *o, const struct r2_view *v, const struct r2_comp *c,
 		      uint32_t h, int64_t j)
 {
 	struct r2_hd_geo g;
-	struct r2_hd_msg msg[2 * R2_HD_MAX_FAN + 2];
+	struct r2_hd_msg msg[4 * R2_HD_MAX_FAN];
 	uint64_t lens[R2_PLAN_MAX_RAILS];
-	r2_hd_geo(v, c, &g);
-	size_t nm = r2_hd_msgs(v, c, &g, h, j, msg, R2_ARRAY_SIZE(msg));
+	size_t nm;
+	if (c->algo == R2_ALGO_BRUCK) {
+		nm = r2_bruck_msgs(v, c, h, j, msg, R2_ARRAY_SIZE(msg));
+	} else {
+		r2_hd_geo(v, c, &g);
+		nm = r2_hd_msgs(v, c, &g, h, j, msg, R2_ARRAY_SIZE(msg));
+	}
 	if (nm > R2_ARRAY_SIZE(msg))
 		nm = R2_ARRAY_SIZE(msg); /* cannot happen: the builder caps the radix */
 	for (size_t i = 0; i < nm; i++) {
 		const struct r2_hd_msg *m = &msg[i];
 		uint32_t a = m->send ? h : m->peer, b = m->send ? m->peer : h;
-		if (!r2_hd_rails(v, c, a, b, m->slot, m->nslot, m->len, lens))
+		if (!r2_hd_rails(v, c, a, b, m->slot, m->nslot, m->len + m->len2, lens))
 			continue; /* cannot happen: the builder checked every pair */
-		uint64_t at = m->off;
-		for (uint32_t r = 0; r < v->R; r++) {
-			if (!lens[r])
-				continue;
-			struct r2_xfer x = { m->peer, R2_NO_HOST, (uint16_t)r, (uint16_t)r,
-					     m->send ? R2_XFER_SEND : R2_XFER_RECV, m->kind, at, lens[r] };
+		struct r2_hd_part pt[R2_PLAN_MAX_RAILS + 1];
+		size_t np = r2_hd_parts(m, lens, v->R, v->elem, c->lrail & 2, pt);
+		for (size_t q = 0; q < np; q++) {
+			struct r2_xfer x = { m->peer, R2_NO_HOST, pt[q].rail, pt[q].rail,
+					     m->send ? R2_XFER_SEND : R2_XFER_RECV, m->kind,
+					     pt[q].off, pt[q].len };
 			put(o, &x);
-			at += lens[r];
 		}
 	}
 }
@@ -436,6 +441,7 @@ static void expand_plain(struct out *o, const struct r2_view *v, uint32_t h, uin
 			break;
 		case R2_ALGO_HD:
 		case R2_ALGO_RD:
+		case R2_ALGO_BRUCK:
 			expand_hd(o, v, c, h, j);
 			break;
 		default:
@@ -532,10 +538,13 @@ size_t r2_plan_max_xfers(const struct r2_plan *p)
 			t += 4 * (size_t)(p->nhosts - 1) * p->nrails;
 			break;
 		case R2_ALGO_HD:
-		case R2_ALGO_RD: {
+		case R2_ALGO_RD:
+		case R2_ALGO_BRUCK: {
 			struct r2_view v;
 			r2_view_of_plan(p, &v);
-			t += r2_hd_max_msgs(&v, c) * p->nrails;
+			/* a wrapped Bruck block: one more on a rail */
+			t += c->algo == R2_ALGO_BRUCK ? r2_bruck_max_msgs(&v, c) * (p->nrails + 1)
+						      : r2_hd_max_msgs(&v, c) * p->nrails;
 			break;
 		}
 		}

@@ -181,7 +181,7 @@ bool r2_hd_rails(const struct r2_view *v, const struct r2_comp *c, uint32_t a, u
 	 * (one message per NIC), rail i % R otherwise; the rails of its group
 	 * the pair cannot use are left out, an empty group falls back to all */
 	uint16_t grp = 0;
-	if (c->lrail == 1 && slot != 0xffff && msg_nslot) {
+	if ((c->lrail & 1) && slot != 0xffff && msg_nslot) {
 		for (uint32_t r = 0; r < v->R; r++)
 			if (msg_nslot <= v->R ? r % msg_nslot == slot : r == slot % v->R)
 				grp |= (uint16_t)(1u << r);
@@ -197,6 +197,60 @@ bool r2_hd_rails(const struct r2_view *v, const struct r2_comp *c, uint32_t a, u
 		frac[r] = sum > 0 ? frac[r] / sum : ((m >> r) & 1u);
 	r2_split_bytes(len, v->elem, v->R, frac, lens);
 	return true;
+}
+
+/* len bytes at off over the rails u[0 .. nu), in proportion to lens */
+static size_t lay(uint64_t off, uint64_t len, const uint32_t *u, uint32_t nu,
+		  const uint64_t lens[], uint32_t elem, struct r2_hd_part out[])
+{
+	double frac[R2_PLAN_MAX_RAILS] = { 0 }, sum = 0;
+	uint64_t part[R2_PLAN_MAX_RAILS];
+	size_t n = 0;
+	for (uint32_t i = 0; i < nu; i++)
+		sum += (double)lens[u[i]];
+	for (uint32_t i = 0; i < nu; i++)
+		frac[i] = (double)lens[u[i]] / sum;
+	r2_split_bytes(len, elem, nu, frac, part);
+	for (uint32_t i = 0; i < nu; i++) {
+		if (part[i])
+			out[n++] = (struct r2_hd_part){ (uint16_t)u[i], off, part[i] };
+		off += part[i];
+	}
+	return n;
+}
+
+size_t r2_hd_parts(const struct r2_hd_msg *m, const uint64_t lens[], uint32_t R, uint32_t elem,
+		   bool aligned, struct r2_hd_part out[])
+{
+	size_t n = 0;
+	if (aligned && m->len2) {
+		/* one range on the first rails, the other on the rest: one
+		 * transfer a rail, the bytes split by whole rails */
+		uint32_t u[R2_PLAN_MAX_RAILS], nu = 0;
+		for (uint32_t r = 0; r < R; r++)
+			if (lens[r])
+				u[nu++] = r;
+		if (nu >= 2) {
+			uint32_t a = (uint32_t)((double)nu * (double)m->len /
+						(double)(m->len + m->len2) + 0.5);
+			a = a < 1 ? 1 : a > nu - 1 ? nu - 1 : a;
+			n = lay(m->off, m->len, u, a, lens, elem, out);
+			return n + lay(m->off2, m->len2, u + a, nu - a, lens, elem, out + n);
+		}
+	}
+	uint64_t at = 0; /* bytes of the message before this rail's */
+	for (uint32_t r = 0; r < R; r++) {
+		uint64_t a = at, e = at + lens[r];
+		at = e;
+		if (a < m->len && a < e)
+			out[n++] = (struct r2_hd_part){ (uint16_t)r, m->off + a,
+							(e < m->len ? e : m->len) - a };
+		if (e > m->len && e > a) {
+			uint64_t b = a > m->len ? a : m->len;
+			out[n++] = (struct r2_hd_part){ (uint16_t)r, m->off2 + (b - m->len), e - b };
+		}
+	}
+	return n;
 }
 
 uint32_t r2_hd_nsteps(enum r2_plan_op op, const struct r2_comp *c)

@@ -232,7 +232,7 @@ int r2_cost_fit(const struct r2_sample *s, size_t n, double *alpha, double *beta
 static const char *const op_names[] = { "allreduce", "allgather", "reducescatter",
 					"broadcast", "reduce", "sendrecv" };
 static const char *const pol_names[] = { "ours", "plain", "hotrepair", "balance", "r2ccl" };
-static const char *const algo_names[] = { "ring", "recursive", "shard", "chain", "tree", "direct", "hd", "rd" };
+static const char *const algo_names[] = { "ring", "recursive", "shard", "chain", "tree", "direct", "hd", "rd", "bruck" };
 
 const char *r2_op_name(enum r2_plan_op op)
 {

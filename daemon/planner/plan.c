@@ -22,6 +22,7 @@ void r2_plan_params_default(struct r2_plan_params *p)
 	p->no_logstep = false;
 	p->no_rd = false;
 	p->rd_pairs = false;
+	p->bruck_only = false;
 	p->logstep_margin = 0;
 	p->logstep_healthy = false;
 	p->logstep_max_hosts = 0;
@@ -179,6 +180,18 @@ static int hd_candidate(struct ctx *x, struct bld *b, const uint32_t *fac, uint3
 	return e;
 }
 
+static int bruck_candidate(struct ctx *x, struct bld *b, uint32_t r, int variant)
+{
+	int e = pl_bld_init(b, x, R2_ALGO_BRUCK);
+	if (!e)
+		e = pl_build_bruck(b, r, variant);
+	if (!e)
+		e = b->err;
+	if (!e)
+		e = pl_bld_cost(b);
+	return e;
+}
+
 /* Radices of m, each <= F, greedily the largest divisor, in ascending order
  * (the first reduce-scatter steps carry the most bytes: small radices there
  * use every rail); 0 if m has a prime factor above F. */
@@ -233,7 +246,7 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 		}
 		txmax = t > txmax ? t : txmax;
 	}
-	for (uint32_t lead = 0; lead < NLEAD; lead++)
+	for (uint32_t lead = 0; lead < NLEAD && !x->prm.bruck_only; lead++)
 		for (size_t ci = 0; ci < R2_ARRAY_SIZE(caps); ci++) {
 			uint32_t F = caps[ci], fac[R2_HD_MAX_LEVELS + NLEAD], L = 0, m = n;
 			for (; m >= 2 && (m == n || x->op->op == R2_PLAN_ALLREDUCE) && 2 * m >= n; m--) {
@@ -303,6 +316,37 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 				else
 					pl_bld_free(&cand);
 			}
+		}
+	}
+	/* Bruck, where no halving/doubling candidate has every host a member
+	 * (n has a prime factor above 2R + 1 and 16; bruck_only: always),
+	 * radix 2, one peer per NIC and two: at least its steps of alpha and
+	 * (n - 1) / n of the buffer in (twice for allreduce) at a host's best
+	 * rate. A wrapped block's ranges on disjoint rails (variants 2, 3:
+	 * one message a rail, the bytes split by whole rails) only where the
+	 * steps' alpha outweighs the bytes and on up to 256 hosts: those
+	 * variants load every host to cost (bruck_phase_load). */
+	bool whole = false;
+	for (uint32_t s = 0; s < nseen; s++)
+		whole |= seen[s][0] == n;
+	uint32_t radix[] = { 2, R + 1, 2 * R + 1 };
+	for (size_t i = 0; i < R2_ARRAY_SIZE(radix) && !whole; i++) {
+		uint32_t r = radix[i];
+		if (r >= n || r - 1 > R2_HD_MAX_FAN || (i && r == radix[i - 1]))
+			continue;
+		uint32_t L = r2_bruck_levels(n, r);
+		double lb = (x->op->op == R2_PLAN_ALLREDUCE ? 2 : 1) *
+			    (L * x->c->cost.alpha + (double)(n - 1) / n * (double)x->op->size / txmax);
+		if (lshave ? lb >= ls.time : (*have && lb >= best->time))
+			continue;
+		double bytes = (double)(n - 1) / n * (double)x->op->size / txmax;
+		int nvar = bytes < 4 * L * x->c->cost.alpha && n <= 256 ? 4 : 2;
+		for (int variant = 0; variant < nvar; variant++) {
+			struct bld cand;
+			if (!bruck_candidate(x, &cand, r, variant))
+				keep_best(&ls, &cand, &lshave);
+			else
+				pl_bld_free(&cand);
 		}
 	}
 	if (lshave)
@@ -500,6 +544,32 @@ int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, con
 	e = pl_ctx_init(&x, c, op, NULL);
 	if (!e)
 		e = hd_candidate(&x, &b, fac, L, m, variant);
+	struct r2_plan *p = e ? NULL : pack(&b, op);
+	pl_bld_free(&b);
+	pl_ctx_free(&x);
+	if (e)
+		return e;
+	if (!p)
+		return -ENOMEM;
+	p->bound = r2_bound(c, op);
+	p->gap = p->bound > 0 ? p->time / p->bound : 1.0;
+	*out = p;
+	return 0;
+}
+
+int r2_plan_build_bruck(const struct r2_cluster *c, const struct r2_opdesc *op, uint32_t r,
+			int variant, struct r2_plan **out)
+{
+	*out = NULL;
+	int e = validate(c, op);
+	if (e)
+		return e;
+	struct ctx x;
+	struct bld b;
+	memset(&b, 0, sizeof(b));
+	e = pl_ctx_init(&x, c, op, NULL);
+	if (!e)
+		e = bruck_candidate(&x, &b, r, variant);
 	struct r2_plan *p = e ? NULL : pack(&b, op);
 	pl_bld_free(&b);
 	pl_ctx_free(&x);

@@ -77,6 +77,7 @@ void pl_ld_clear(struct ctx *x);
 /* plan_sched.c */
 int pl_build_direct(struct bld *b);
 int pl_build_hd(struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m, int variant);
+int pl_build_bruck(struct bld *b, uint32_t r, int variant);
 int pl_build_pipe(struct bld *b, enum r2_algo algo, bool steiner, uint32_t K, enum share_rule rule);
 int pl_build_recursive(struct bld *b);
 int pl_build_rings(struct bld *b, enum share_rule rule);

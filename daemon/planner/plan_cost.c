@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "plan_bld.h"
+#include "util.h"
 
 /* ---- analytic cost: phases of identical steps ---------------------------- */
 
@@ -230,6 +231,97 @@ static void hd_phase_load(struct bld *b, const struct r2_view *v, const struct r
 	}
 }
 
+/* Sends of host a in Bruck step j. */
+static void bruck_load_host(struct ctx *x, const struct r2_view *v, const struct r2_comp *cp,
+			    uint32_t a, int64_t j)
+{
+	struct r2_hd_msg msg[4 * R2_HD_MAX_FAN];
+	uint64_t lens[R2_PLAN_MAX_RAILS];
+	size_t nm = r2_bruck_msgs(v, cp, a, j, msg, R2_ARRAY_SIZE(msg));
+	for (size_t i = 0; i < nm && i < R2_ARRAY_SIZE(msg); i++) {
+		if (!msg[i].send || !r2_hd_rails(v, cp, a, msg[i].peer, msg[i].slot, msg[i].nslot,
+						 msg[i].len + msg[i].len2, lens))
+			continue;
+		struct r2_hd_part pt[R2_PLAN_MAX_RAILS + 1];
+		size_t np = r2_hd_parts(&msg[i], lens, v->R, v->elem, cp->lrail & 2, pt);
+		for (size_t q = 0; q < np; q++) {
+			struct r2_hop h = { pt[q].rail, pt[q].rail, R2_NO_HOST };
+			r2_ld_hop(x, a, msg[i].peer, &h, (double)pt[q].len, 1);
+		}
+	}
+}
+
+static int u32_cmp(const void *pa, const void *pb)
+{
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	return a < b ? -1 : a > b;
+}
+
+/* Adds host h and the hosts it exchanges with in step j to set[*n]. */
+static void bruck_with_peers(const struct r2_view *v, const struct r2_comp *cp, uint32_t h,
+			     int64_t j, uint32_t *set, size_t *n)
+{
+	struct r2_hd_msg msg[4 * R2_HD_MAX_FAN];
+	size_t nm = r2_bruck_msgs(v, cp, h, j, msg, R2_ARRAY_SIZE(msg));
+	set[(*n)++] = h;
+	for (size_t i = 0; i < nm && i < R2_ARRAY_SIZE(msg); i++)
+		set[(*n)++] = msg[i].peer;
+}
+
+/*
+ * Loads of one Bruck step. Every host's step has the same shape, so with
+ * few special hosts (a class other than 0, a failed link) in a large
+ * cluster whose pieces are all non-empty, only the special hosts, host
+ * n - 1 (its blocks wrap) and the hosts they exchange with can differ from
+ * a plain host: those and one plain host get their exact loads (their own
+ * sends and their senders'), which give the step's maximum. Otherwise (and
+ * with a wrapped block's ranges on disjoint rails, variant bit 1, which
+ * loads each host by where its blocks wrap) every host is loaded.
+ */
+static void bruck_phase_load(struct bld *b, const struct r2_view *v, const struct r2_comp *cp,
+			     int64_t j)
+{
+	struct ctx *x = b->x;
+	uint32_t n = x->n, nsp = x->nhcx + 2 * x->c->ndown;
+	size_t per = 1 + r2_bruck_max_msgs(v, cp), ny = 0, nz = 0;
+	uint32_t *y = NULL, *z = NULL;
+	if (n > 64 && nsp <= 64 && v->size / v->elem >= n && !(cp->lrail & 2)) {
+		y = malloc(((nsp + 1) * per + 1) * sizeof(uint32_t));
+		z = malloc(((nsp + 1) * per + 1) * per * sizeof(uint32_t));
+	}
+	if (!z) {
+		free(y);
+		for (uint32_t h = 0; h < n; h++)
+			bruck_load_host(x, v, cp, h, j);
+		return;
+	}
+	for (uint32_t i = 0; i < nsp; i++) {
+		uint32_t h = i < x->nhcx ? x->hcx[i].host :
+			     ((i - x->nhcx) % 2 ? x->c->down[(i - x->nhcx) / 2].b :
+						  x->c->down[(i - x->nhcx) / 2].a);
+		bruck_with_peers(v, cp, h, j, y, &ny);
+	}
+	/* host n - 1: its blocks wrap past the last piece (two messages
+	 * each), as one block each of the hosts it sends them to */
+	bruck_with_peers(v, cp, n - 1, j, y, &ny);
+	qsort(y, ny, sizeof(uint32_t), u32_cmp);
+	uint32_t plain = 0; /* the first host outside y */
+	for (size_t i = 0; i < ny && y[i] <= plain; i++)
+		if (y[i] == plain)
+			plain++;
+	if (plain < n)
+		y[ny++] = plain;
+	/* each of them with its peers: their sends load its NICs both ways */
+	for (size_t i = 0; i < ny; i++)
+		bruck_with_peers(v, cp, y[i], j, z, &nz);
+	qsort(z, nz, sizeof(uint32_t), u32_cmp);
+	for (size_t i = 0; i < nz; i++)
+		if (!i || z[i] != z[i - 1])
+			bruck_load_host(x, v, cp, z[i], j);
+	free(y);
+	free(z);
+}
+
 static void phase_load(struct bld *b, const struct r2_view *v, const struct phase *ph)
 {
 	struct ctx *x = b->x;
@@ -305,7 +397,10 @@ static void phase_load(struct bld *b, const struct r2_view *v, const struct phas
 		break;
 	}
 	case PH_HD:
-		hd_phase_load(b, v, cp, (int64_t)ph->s0 - cp->step0);
+		if (cp->algo == R2_ALGO_BRUCK)
+			bruck_phase_load(b, v, cp, (int64_t)ph->s0 - cp->step0);
+		else
+			hd_phase_load(b, v, cp, (int64_t)ph->s0 - cp->step0);
 		break;
 	default:
 		r2_shard_phase_load(x, v, cp, ph->type - PH_SHARD_FIRST);
@@ -381,7 +476,9 @@ int pl_bld_cost(struct bld *b)
 			break;
 		case R2_ALGO_HD:
 		case R2_ALGO_RD:
-			cp->nsteps = r2_hd_nsteps(v.op, cp);
+		case R2_ALGO_BRUCK:
+			cp->nsteps = cp->algo == R2_ALGO_BRUCK ? r2_bruck_nsteps(v.op, cp)
+							      : r2_hd_nsteps(v.op, cp);
 			for (uint32_t j = 0; j < cp->nsteps && !err; j++)
 				err = add_phase(&ph, &nph, &cap, s + j, s + j + 1, i, PH_HD);
 			break;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "plan_bld.h"
+#include "util.h"
 
 /* ---- rings over rails --------------------------------------------------- */
 
@@ -512,6 +513,51 @@ int pl_build_hd(struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m, int 
 		for (uint32_t j = 0; j < ns; j++) {
 			size_t nm = r2_hd_msgs_at(&v, c, &g, h, p, j, msg, 2 * R2_HD_MAX_FAN + 2);
 			for (size_t k = 0; k < nm; k++) {
+				uint32_t a = msg[k].send ? h : msg[k].peer, bb = msg[k].send ? msg[k].peer : h;
+				if (!r2_hd_rails(&v, c, a, bb, msg[k].slot, msg[k].nslot, 1, lens))
+					return -ENETUNREACH;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Bruck (bruck.c): radix r < n over every host; variant: bit 0 as
+ * pl_build_hd's, bit 1 a wrapped block's two ranges on disjoint rails
+ * (r2_hd_parts). */
+int pl_build_bruck(struct bld *b, uint32_t r, int variant)
+{
+	struct ctx *x = b->x;
+	if (r < 2 || r - 1 > R2_HD_MAX_FAN || r >= x->n || variant < 0 || variant > 3 ||
+	    x->op->op > R2_PLAN_REDUCESCATTER)
+		return -EINVAL;
+	struct r2_comp *c = pl_add_comp(b);
+	if (!c)
+		return b->err;
+	c->algo = R2_ALGO_BRUCK;
+	c->lrail = (uint16_t)variant;
+	c->level = (uint8_t)r2_bruck_levels(x->n, r);
+	c->nmem = x->n;
+	c->off = 0;
+	c->len = x->op->size;
+	c->fac = pl_add_hosts(b, &r, 1);
+	if (b->err)
+		return b->err;
+	b->nchunks = 1;
+	/* the special hosts' pairs must share a rail, as in pl_build_hd */
+	struct r2_view v;
+	pl_bld_view(b, &v);
+	c = &b->comp[b->ncomp - 1];
+	struct r2_hd_msg msg[4 * R2_HD_MAX_FAN];
+	uint64_t lens[R2_PLAN_MAX_RAILS];
+	uint32_t ns = r2_bruck_nsteps(v.op, c), nsp = x->nhcx + 2 * x->c->ndown;
+	for (uint32_t i = 0; i < nsp; i++) {
+		uint32_t h = i < x->nhcx ? x->hcx[i].host :
+			     ((i - x->nhcx) % 2 ? x->c->down[(i - x->nhcx) / 2].b :
+						  x->c->down[(i - x->nhcx) / 2].a);
+		for (uint32_t j = 0; j < ns; j++) {
+			size_t nm = r2_bruck_msgs(&v, c, h, j, msg, R2_ARRAY_SIZE(msg));
+			for (size_t k = 0; k < nm && k < R2_ARRAY_SIZE(msg); k++) {
 				uint32_t a = msg[k].send ? h : msg[k].peer, bb = msg[k].send ? msg[k].peer : h;
 				if (!r2_hd_rails(&v, c, a, bb, msg[k].slot, msg[k].nslot, 1, lens))
 					return -ENETUNREACH;

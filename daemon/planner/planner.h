@@ -116,6 +116,8 @@ enum r2_algo {
 	                    * the owned range each step, after nhalf halving
 	                    * levels; receives overlap the step's own sends: see
 	                    * docs/planner.md "Execution contract") */
+	R2_ALGO_BRUCK,     /* log-step for any n: Bruck's all-gather (radix k + 1),
+	                    * its mirror reduce-scatter, both for allreduce */
 	R2_ALGO_COUNT
 };
 
@@ -145,6 +147,8 @@ struct r2_plan_params {
 	                           * this many hosts, default 0 (any) */
 	double logstep_far_margin; /* beyond logstep_max_hosts, with this margin
 	                           * instead, default 1 (none there) */
+	bool bruck_only;          /* of the log-step schedules, Bruck's alone (any
+	                           * n; R2CCL_LOGSTEP=bruck), default false */
 	bool rd_pairs;            /* recursive doubling only with pairs (radix 2)
 	                           * in its doubling levels, where every member
 	                           * adds its own f - 1 values in its own order
@@ -194,7 +198,8 @@ struct r2_comp {
 	                     * (HD: the whole buffer) */
 	uint32_t fac;       /* HD: radices plan->hosts[fac .. fac+level); lrail =
 	                     * rail variant (0 split by bandwidth, 1 one rail per
-	                     * peer); leaf/nleaf = the folded extra hosts */
+	                     * peer); leaf/nleaf = the folded extra hosts.
+	                     * Bruck: radix plan->hosts[fac], level = its levels */
 };
 
 /* A host class: hosts with the same rail states and bandwidths. */

@@ -83,14 +83,26 @@ struct r2_hd_geo {
 	uint32_t f[R2_HD_MAX_LEVELS], stride[R2_HD_MAX_LEVELS], w[R2_HD_MAX_LEVELS];
 };
 /* One message of a host in one step; slot: the sender's offset - 1 within
- * its group (rail of variant 1), 0xffff for the fold of an extra host. */
+ * its group (rail of variant 1), 0xffff for the fold of an extra host. A
+ * Bruck block that wraps past the last piece has a second range: its bytes
+ * are [off, off+len) then [off2, off2+len2). */
 struct r2_hd_msg {
 	uint32_t peer;
 	bool send;
 	uint8_t kind;
 	uint16_t slot, nslot; /* nslot: f - 1 of the step (0: fold) */
 	uint64_t off, len;
+	uint64_t off2, len2;
 };
+/* A message's transfers: lens (r2_hd_rails over len + len2) laid over its
+ * bytes in order, rail by rail; a rail whose share crosses from the first
+ * range to the second has two. aligned (a Bruck comp's lrail bit 1): the
+ * two ranges on disjoint rails instead (one transfer a rail, the bytes
+ * split by whole rails), where the message has two rails. Returns the count
+ * (at most R + 1). */
+struct r2_hd_part { uint16_t rail; uint64_t off, len; };
+size_t r2_hd_parts(const struct r2_hd_msg *m, const uint64_t lens[], uint32_t R, uint32_t elem,
+		   bool aligned, struct r2_hd_part out[]);
 void r2_hd_geo(const struct r2_view *v, const struct r2_comp *c, struct r2_hd_geo *g);
 uint32_t r2_hd_host(const struct r2_view *v, const struct r2_comp *c, const struct r2_hd_geo *g,
 		    uint32_t p);
@@ -108,6 +120,15 @@ bool r2_hd_rails(const struct r2_view *v, const struct r2_comp *c, uint32_t a, u
 uint32_t r2_hd_nsteps(enum r2_plan_op op, const struct r2_comp *c);
 size_t r2_hd_max_msgs(const struct r2_view *v, const struct r2_comp *c);
 
+/* Bruck's log-step schedule for any n (bruck.c): levels ceil(log_r n), steps
+ * of the comp, the most messages of a host in a step, and host h's messages
+ * in step j (the same records as HD's; r2_hd_rails splits them). */
+uint32_t r2_bruck_levels(uint32_t n, uint32_t r);
+uint32_t r2_bruck_nsteps(enum r2_plan_op op, const struct r2_comp *c);
+size_t r2_bruck_max_msgs(const struct r2_view *v, const struct r2_comp *c);
+size_t r2_bruck_msgs(const struct r2_view *v, const struct r2_comp *c, uint32_t h, int64_t j,
+		     struct r2_hd_msg *out, size_t max);
+
 /* An HD plan with the given radices, members and rail variant (0 or 1; |
  * R2_HD_RD: recursive doubling instead, allreduce only, | R2_HD_NHALF(h):
  * its first h < L levels halving), whatever its cost (tests, r2ccl-sim). */
@@ -115,6 +136,10 @@ size_t r2_hd_max_msgs(const struct r2_view *v, const struct r2_comp *c);
 #define R2_HD_NHALF(h) ((h) << 8)
 int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, const uint32_t *fac,
 		     uint32_t L, uint32_t m, int variant, struct r2_plan **out);
+/* A Bruck plan of radix r (2 .. R2_HD_MAX_FAN + 1, below n) and variant
+ * 0 .. 3 (pl_build_bruck), whatever its cost (tests, r2ccl-sim). */
+int r2_plan_build_bruck(const struct r2_cluster *c, const struct r2_opdesc *op, uint32_t r,
+			int variant, struct r2_plan **out);
 
 /* Cluster-derived context shared by the candidates of one r2_plan_build. */
 struct ctx {

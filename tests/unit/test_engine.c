@@ -461,7 +461,7 @@ END_TEST
  * ranks each */
 static void other_collectives(int nhosts, int rph, const char *const *params)
 {
-	struct th_host *hs[4];
+	struct th_host *hs[8];
 	struct th_sess *ss[8];
 	const int n = nhosts * rph;
 	const uint64_t cnt = 30000;
@@ -619,6 +619,33 @@ START_TEST(test_step_order_eight_hosts)
 		holds += atomic_load(&hs[h]->d.order_holds_total);
 	ck_assert_uint_gt(holds, 0);
 	th_free_all(hs, 8);
+}
+END_TEST
+
+/* Bruck's schedule (logstep=bruck) on 5 and 7 hosts x 2 rails, the
+ * log-step plans allowed there and chosen (alpha 2 ms): AllReduces of 3
+ * elements (empty pieces), 16 Ki elements and an odd ~400 KB, then
+ * AllGather and ReduceScatter, every element exact; each host ran every
+ * AllReduce by a Bruck plan. */
+START_TEST(test_bruck_hosts)
+{
+	static const char *const p[] = { "eager_max=0", "logstep=bruck", "logstep_hosts=8",
+					 "cost_alpha_us=2000", NULL };
+	const int ns[] = { 5, 7 };
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		struct th_host *hs[8];
+		struct th_sess *ss[8];
+		int n = ns[i];
+
+		th_cluster(hs, n, 1, 0x3, ss, p);
+		allreduce(ss, n, 3, R2CCL_SUM);
+		allreduce_loop(ss, n, 16 * 1024, R2CCL_SUM, 2);
+		allreduce(ss, n, 100003, R2CCL_SUM);
+		for (int h = 0; h < n; h++)
+			ck_assert_uint_eq(atomic_load(&hs[h]->d.bruck_ops_total), 4);
+		th_free_all(hs, n);
+	}
+	other_collectives(5, 1, p);
 }
 END_TEST
 
@@ -1273,6 +1300,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_allreduce_threads);
 	TH_ADD(s, test_apply_inline_latency_bound);
 	TH_ADD(s, test_step_order_eight_hosts);
+	TH_ADD(s, test_bruck_hosts);
 	TH_ADD(s, test_local_collectives);
 	TH_ADD(s, test_send_recv);
 	TH_ADD(s, test_send_recv_counter_wrap);

@@ -726,6 +726,123 @@ START_TEST(test_hd_large)
 }
 END_TEST
 
+/* ---- Bruck (any n) ------------------------------------------------------- */
+
+/* Every op, radix and rail variant, symbolically exact, with the step
+ * count, the step-by-step evaluation equal to the prediction, and no plan
+ * under the bound. Sizes: whole segments, and (allreduce) uneven or empty
+ * pieces. */
+static void check_bruck(struct tcl *t, const char *what)
+{
+	uint32_t n = t->c.nhosts;
+	enum r2_plan_op ops[] = { R2_PLAN_ALLGATHER, R2_PLAN_REDUCESCATTER, R2_PLAN_ALLREDUCE,
+				  R2_PLAN_ALLREDUCE, R2_PLAN_ALLREDUCE };
+	uint64_t sizes[] = { 4ull * n * 3, 4ull * n * 5, 4ull * n * 7 + 8, 4ull * (n / 2 + 1), 4 };
+	for (size_t o = 0; o < R2_ARRAY_SIZE(ops); o++)
+		for (uint32_t r = 2; r < n && r <= 9; r++)
+			for (int variant = 0; variant < 4; variant++) {
+				struct r2_opdesc od = { ops[o], sizes[o], 4, 0, 0, R2_POL_OURS };
+				struct r2_plan *p = NULL;
+				int e = r2_plan_build_bruck(&t->c, &od, r, variant, &p);
+				ck_assert_msg(e == 0, "%s: bruck build %d (r=%u)", what, e, r);
+				ck_assert_int_eq(p->algo, R2_ALGO_BRUCK);
+				ck_assert_msg(run_symbolic(p, &t->c) == 0, "%s: %s r=%u v%d size %llu: %s",
+					      what, r2_op_name(ops[o]), r, variant,
+					      (unsigned long long)sizes[o], fail_msg);
+				uint32_t L = 0;
+				for (uint64_t c = 1; c < n; c *= r)
+					L++;
+				ck_assert_uint_eq(p->nsteps, (ops[o] == R2_PLAN_ALLREDUCE ? 2 : 1) * L);
+				double ev = r2_plan_eval(p, &t->c);
+				ck_assert_msg(fabs(ev - p->time) <= 1e-9 * ev + 1e-15,
+					      "%s: bruck r=%u eval %.9g predicted %.9g", what, r, ev, p->time);
+				ck_assert_msg(p->time >= p->bound * 0.999, "%s: bruck below the bound", what);
+				r2_plan_free(p);
+			}
+}
+
+START_TEST(test_bruck_exact)
+{
+	/* healthy, a NIC down, a slow NIC, a failed link; n prime or not */
+	uint32_t ns[] = { 3, 5, 6, 7, 10, 11, 13 };
+	for (size_t a = 0; a < R2_ARRAY_SIZE(ns); a++)
+		for (int health = 0; health < 4; health++) {
+			uint32_t n = ns[a], R = 3;
+			struct tcl t;
+			tcl_init(&t, n, R, 1e9);
+			t.c.cost.alpha = 1e-6;
+			if (health == 1)
+				NIC(&t, n - 1, 1)->state = R2_NIC_DOWN;
+			if (health == 2)
+				NIC(&t, 0, 2)->bw_tx = NIC(&t, 0, 2)->bw_rx = 2.5e8;
+			if (health == 3)
+				tcl_add_down(&t, 0, n - 1, 0);
+			char what[64];
+			snprintf(what, sizeof(what), "bruck n=%u health %d", n, health);
+			check_bruck(&t, what);
+			tcl_free(&t);
+		}
+	/* radix at n or above, or beyond the fan limit: refused */
+	struct tcl t;
+	tcl_init(&t, 5, 2, 1e9);
+	struct r2_opdesc od = { R2_PLAN_ALLGATHER, 4 * 5, 4, 0, 0, R2_POL_OURS };
+	struct r2_plan *p = NULL;
+	ck_assert_int_eq(r2_plan_build_bruck(&t.c, &od, 5, 0, &p), -EINVAL);
+	ck_assert_int_eq(r2_plan_build_bruck(&t.c, &od, 1, 0, &p), -EINVAL);
+	od.op = R2_PLAN_BROADCAST;
+	ck_assert_int_eq(r2_plan_build_bruck(&t.c, &od, 2, 0, &p), -EINVAL);
+	tcl_free(&t);
+}
+END_TEST
+
+/* A prime number of hosts at scale (61 and 257 x 8 rails): the analytic
+ * cost with few special hosts (bruck_phase_load) equals the step-by-step
+ * evaluation, and the planner picks Bruck for an AllGather, where halving
+ * and doubling cannot factor n (the ring was 30x the bound at 64 KB). */
+START_TEST(test_bruck_choice)
+{
+	uint32_t ns[] = { 61, 257 };
+	for (size_t a = 0; a < R2_ARRAY_SIZE(ns); a++) {
+		struct tcl t;
+		uint32_t n = ns[a];
+		tcl_init(&t, n, 8, 25e9);
+		t.c.cost.alpha = 5e-6;
+		for (int health = 0; health < 2; health++) {
+			if (health)
+				NIC(&t, 0, 0)->state = R2_NIC_DOWN;
+			for (uint32_t r = 2; r <= 17; r += 7)
+				for (int variant = 0; variant < 4; variant++) {
+					struct r2_opdesc od = { R2_PLAN_ALLREDUCE, 4ull * n * 101 + 4, 4, 0,
+								0, R2_POL_OURS };
+					struct r2_plan *p = NULL;
+					ck_assert_int_eq(r2_plan_build_bruck(&t.c, &od, r, variant, &p), 0);
+					double ev = r2_plan_eval(p, &t.c);
+					/* one piece is an element longer: the analytic
+					 * cost takes a plain host's (as HD's, 1e-3) */
+					ck_assert_msg(fabs(ev - p->time) <= 1e-4 * ev,
+						      "n=%u r=%u v%d: eval %.9g predicted %.9g", n, r,
+						      variant, ev, p->time);
+					r2_plan_free(p);
+				}
+			struct r2_opdesc od = { R2_PLAN_ALLGATHER, 1024ull * n, 4, 0, 0, R2_POL_OURS };
+			struct r2_plan_params prm;
+			r2_plan_params_default(&prm);
+			struct r2_plan *p = NULL, *q = NULL;
+			ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &p), 0);
+			prm.no_logstep = true;
+			ck_assert_int_eq(r2_plan_build(&t.c, &od, &prm, &q), 0);
+			ck_assert_int_eq(p->algo, R2_ALGO_BRUCK);
+			ck_assert_msg(p->time < q->time / 4, "n=%u: bruck %.6g ring %.6g", n, p->time,
+				      q->time);
+			ck_assert_msg(run_symbolic(p, &t.c) == 0, "n=%u: %s", n, fail_msg);
+			r2_plan_free(p);
+			r2_plan_free(q);
+		}
+		tcl_free(&t);
+	}
+}
+END_TEST
+
 /* The choice at small sizes: 16 x 8 rails, 64 KB: recursive doubling on
  * radices (4, 4), 2 steps of alpha + S / (2 bw) (3 peers dealt 3/3/2 rails),
  * exact, healthy and with a NIC down (of a 3-rail group); 64 x 8, 1 MB:
@@ -998,6 +1115,8 @@ int main(void)
 	tcase_add_test(tc, test_hd_exact);
 	tcase_add_test(tc, test_hd_fold_unreachable);
 	tcase_add_test(tc, test_hd_large);
+	tcase_add_test(tc, test_bruck_exact);
+	tcase_add_test(tc, test_bruck_choice);
 	tcase_add_test(tc, test_bound_rounds);
 	tcase_add_test(tc, test_rd_choice);
 	tcase_add_test(tc, test_logstep_far_margin);
