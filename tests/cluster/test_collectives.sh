@@ -9,7 +9,8 @@
 # more; 1, 7 and ~1000 elements (never a multiple of the rank count), 1M+3
 # elements and 64 MB; in and out of place), check that every daemon warmed
 # up its peers' TCP connections (one at a time per rail), then stop the
-# daemons (each must exit 0) and tear the cluster down.
+# daemons (each must exit 0) and tear the cluster down. Then 5 hosts x 2
+# rails with Bruck's schedule (logstep=bruck), up to 8 MB.
 # CLUSTER_MAX_BYTES (default 64M) bounds the sizes (8M: no 64 MB ops;
 # 64K: only the small ones). Exits 77 when not root or without iproute2.
 
@@ -55,6 +56,38 @@ for H in 2 3 4; do
 		done
 	done
 done
+# Bruck's schedule (daemon/planner/bruck.c) over real TCP rails: 5 hosts
+# x 2 rails, the log-step plans Bruck's alone and chosen (alpha 2 ms), up
+# to 8 MB; every host must have run operations by a Bruck plan (debug log).
+name="5 hosts x 2 rails, logstep=bruck"
+t0=$(now)
+if "$C" up -H 5 -R 2 >/dev/null &&
+	"$C" daemons start --logstep bruck --logstep-hosts 8 --eager-max 0 \
+		--cost-alpha-us 2000 --log-level debug >/dev/null; then
+	uid=$DIR/uid-bruck-$RANDOM
+	out=$("$C" run --timeout "$RUN_TIMEOUT" -- "$CC" --local-ranks 1 --uid-file "$uid" \
+		--max-bytes 8M --timeout $((RUN_TIMEOUT - 10)) 2>&1)
+	rc=$?
+	npass=$(grep -c "cluster_client: PASS" <<<"$out")
+	nb=0
+	for f in "$DIR"/h*/r2ccld.log; do
+		grep -q "plan bruck" "$f" && nb=$((nb + 1))
+	done
+	if ((rc == 0 && npass == 5 && nb == 5)); then
+		ok "$name: every op exact ($(grep -m1 -o '[0-9]* ops, [0-9]* elements' <<<"$out") per host), Bruck plans on every host"
+	else
+		fail "$name: run exit $rc, $npass of 5 hosts passed, $nb of 5 ran Bruck plans"
+		grep -E "FAIL|error|failed|timed out|killed" <<<"$out" | head -n 20 | sed 's/^/# /'
+		dump_logs
+	fi
+	check_sanitizer "$name"
+	daemons_stop_ok "$name" || dump_logs
+else
+	fail "$name: cluster or daemons start"
+	dump_logs
+fi
+"$C" down >/dev/null || fail "$name: down"
+echo "# $name: $(elapsed "$t0") s"
 left=$(ip netns list | awk '{print $1}' | grep -E "^${R2C_PREFIX}(h[0-9]+|sw)\$")
 [[ -z $left ]] && ok "no namespaces left" || fail "namespaces left: $left"
 finish
