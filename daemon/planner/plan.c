@@ -525,25 +525,19 @@ int r2_plan_build(const struct r2_cluster *c, const struct r2_opdesc *op,
 	return 0;
 }
 
-int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, const uint32_t *fac,
-		     uint32_t L, uint32_t m, int variant, struct r2_plan **out)
+/* One candidate, whatever its cost: r2_plan_build_hd (fac, L, m, variant)
+ * or, with fac NULL, r2_plan_build_bruck (radix m, variant). */
+static int build_forced(const struct r2_cluster *c, const struct r2_opdesc *op,
+			const uint32_t *fac, uint32_t L, uint32_t m, int variant,
+			struct r2_plan **out)
 {
-	*out = NULL;
-	int e = validate(c, op);
-	if (e)
-		return e;
-	if ((op->op != R2_PLAN_ALLREDUCE && op->op != R2_PLAN_ALLGATHER &&
-	     op->op != R2_PLAN_REDUCESCATTER) || variant < 0 ||
-	    (variant & ~(1 | R2_HD_RD | R2_HD_NHALF(0xff))) ||
-	    ((variant & R2_HD_RD) && op->op != R2_PLAN_ALLREDUCE) ||
-	    (!(variant & R2_HD_RD) && variant >> 8) || (uint32_t)variant >> 8 >= (L ? L : 1))
-		return -EINVAL;
 	struct ctx x;
 	struct bld b;
 	memset(&b, 0, sizeof(b));
-	e = pl_ctx_init(&x, c, op, NULL);
+	int e = pl_ctx_init(&x, c, op, NULL);
 	if (!e)
-		e = hd_candidate(&x, &b, fac, L, m, variant);
+		e = fac ? hd_candidate(&x, &b, fac, L, m, variant)
+			: bruck_candidate(&x, &b, m, variant);
 	struct r2_plan *p = e ? NULL : pack(&b, op);
 	pl_bld_free(&b);
 	pl_ctx_free(&x);
@@ -557,28 +551,26 @@ int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, con
 	return 0;
 }
 
-int r2_plan_build_bruck(const struct r2_cluster *c, const struct r2_opdesc *op, uint32_t r,
-			int variant, struct r2_plan **out)
+int r2_plan_build_hd(const struct r2_cluster *c, const struct r2_opdesc *op, const uint32_t *fac,
+		     uint32_t L, uint32_t m, int variant, struct r2_plan **out)
 {
 	*out = NULL;
 	int e = validate(c, op);
 	if (e)
 		return e;
-	struct ctx x;
-	struct bld b;
-	memset(&b, 0, sizeof(b));
-	e = pl_ctx_init(&x, c, op, NULL);
-	if (!e)
-		e = bruck_candidate(&x, &b, r, variant);
-	struct r2_plan *p = e ? NULL : pack(&b, op);
-	pl_bld_free(&b);
-	pl_ctx_free(&x);
-	if (e)
-		return e;
-	if (!p)
-		return -ENOMEM;
-	p->bound = r2_bound(c, op);
-	p->gap = p->bound > 0 ? p->time / p->bound : 1.0;
-	*out = p;
-	return 0;
+	if (!fac || (op->op != R2_PLAN_ALLREDUCE && op->op != R2_PLAN_ALLGATHER &&
+		     op->op != R2_PLAN_REDUCESCATTER) || variant < 0 ||
+	    (variant & ~(1 | R2_HD_RD | R2_HD_NHALF(0xff))) ||
+	    ((variant & R2_HD_RD) && op->op != R2_PLAN_ALLREDUCE) ||
+	    (!(variant & R2_HD_RD) && variant >> 8) || (uint32_t)variant >> 8 >= (L ? L : 1))
+		return -EINVAL;
+	return build_forced(c, op, fac, L, m, variant, out);
+}
+
+int r2_plan_build_bruck(const struct r2_cluster *c, const struct r2_opdesc *op, uint32_t r,
+			int variant, struct r2_plan **out)
+{
+	*out = NULL;
+	int e = validate(c, op);
+	return e ? e : build_forced(c, op, NULL, 0, r, variant, out);
 }

@@ -591,6 +591,35 @@ static uint32_t seqs_of(uint32_t m, uint32_t seq[][8], uint32_t *len)
 	return ns;
 }
 
+/* n hosts x 3 rails at 1 GB/s, alpha 1 us, in health 0 (healthy), 1 (NIC
+ * (n-1, 1) down), 2 (NIC (0, 2) at a quarter) or 3 (link 0 - n-1 down on
+ * rail 0). */
+static void tcl_health(struct tcl *t, uint32_t n, int health)
+{
+	tcl_init(t, n, 3, 1e9);
+	t->c.cost.alpha = 1e-6;
+	if (health == 1)
+		NIC(t, n - 1, 1)->state = R2_NIC_DOWN;
+	if (health == 2)
+		NIC(t, 0, 2)->bw_tx = NIC(t, 0, 2)->bw_rx = 2.5e8;
+	if (health == 3)
+		tcl_add_down(t, 0, n - 1, 0);
+}
+
+/* A forced log-step plan: its step count, the analytic cost equal to the
+ * step-by-step evaluation, and not under the bound; then freed. */
+static void check_forced(struct r2_plan *p, const struct r2_cluster *c, uint32_t steps,
+			 const char *what)
+{
+	ck_assert_uint_eq(p->nsteps, steps);
+	double ev = r2_plan_eval(p, c);
+	ck_assert_msg(fabs(ev - p->time) <= 1e-9 * ev + 1e-15, "%s: %s eval %.9g predicted %.9g",
+		      what, r2_algo_name(p->algo), ev, p->time);
+	ck_assert_msg(p->time >= p->bound * 0.999, "%s: %s below the bound", what,
+		      r2_algo_name(p->algo));
+	r2_plan_free(p);
+}
+
 /* rd: recursive doubling (R2_HD_RD) instead of halving/doubling, after
  * every possible number of halving levels. */
 static void check_hd(struct tcl *t, enum r2_plan_op op, uint32_t m, uint64_t size, const char *what,
@@ -614,12 +643,7 @@ static void check_hd(struct tcl *t, enum r2_plan_op op, uint32_t m, uint64_t siz
 				      fail_msg);
 			uint32_t steps = (op == R2_PLAN_ALLREDUCE && !rd ? 2 : 1) * len[s] + nh +
 					 (m < t->c.nhosts ? 2 : 0);
-			ck_assert_uint_eq(p->nsteps, steps);
-			double ev = r2_plan_eval(p, &t->c);
-			ck_assert_msg(fabs(ev - p->time) <= 1e-9 * ev + 1e-15,
-				      "%s: hd eval %.9g predicted %.9g", what, ev, p->time);
-			ck_assert_msg(p->time >= p->bound * 0.999, "%s: hd below the bound", what);
-			r2_plan_free(p);
+			check_forced(p, &t->c, steps, what);
 		}
 }
 
@@ -630,16 +654,9 @@ START_TEST(test_hd_exact)
 	uint32_t ns[] = { 2, 3, 4, 6, 8, 12, 16 };
 	for (size_t a = 0; a < R2_ARRAY_SIZE(ns); a++)
 		for (int health = 0; health < 4; health++) {
-			uint32_t n = ns[a], R = 3;
+			uint32_t n = ns[a];
 			struct tcl t;
-			tcl_init(&t, n, R, 1e9);
-			t.c.cost.alpha = 1e-6;
-			if (health == 1)
-				NIC(&t, n - 1, 1)->state = R2_NIC_DOWN;
-			if (health == 2)
-				NIC(&t, 0, 2)->bw_tx = NIC(&t, 0, 2)->bw_rx = 2.5e8;
-			if (health == 3)
-				tcl_add_down(&t, 0, n - 1, 0);
+			tcl_health(&t, n, health);
 			char what[64];
 			snprintf(what, sizeof(what), "hd n=%u health %d", n, health);
 			uint64_t size = 4ull * n * 30;
@@ -752,12 +769,7 @@ static void check_bruck(struct tcl *t, const char *what)
 				uint32_t L = 0;
 				for (uint64_t c = 1; c < n; c *= r)
 					L++;
-				ck_assert_uint_eq(p->nsteps, (ops[o] == R2_PLAN_ALLREDUCE ? 2 : 1) * L);
-				double ev = r2_plan_eval(p, &t->c);
-				ck_assert_msg(fabs(ev - p->time) <= 1e-9 * ev + 1e-15,
-					      "%s: bruck r=%u eval %.9g predicted %.9g", what, r, ev, p->time);
-				ck_assert_msg(p->time >= p->bound * 0.999, "%s: bruck below the bound", what);
-				r2_plan_free(p);
+				check_forced(p, &t->c, (ops[o] == R2_PLAN_ALLREDUCE ? 2 : 1) * L, what);
 			}
 }
 
@@ -767,16 +779,9 @@ START_TEST(test_bruck_exact)
 	uint32_t ns[] = { 3, 5, 6, 7, 10, 11, 13 };
 	for (size_t a = 0; a < R2_ARRAY_SIZE(ns); a++)
 		for (int health = 0; health < 4; health++) {
-			uint32_t n = ns[a], R = 3;
+			uint32_t n = ns[a];
 			struct tcl t;
-			tcl_init(&t, n, R, 1e9);
-			t.c.cost.alpha = 1e-6;
-			if (health == 1)
-				NIC(&t, n - 1, 1)->state = R2_NIC_DOWN;
-			if (health == 2)
-				NIC(&t, 0, 2)->bw_tx = NIC(&t, 0, 2)->bw_rx = 2.5e8;
-			if (health == 3)
-				tcl_add_down(&t, 0, n - 1, 0);
+			tcl_health(&t, n, health);
 			char what[64];
 			snprintf(what, sizeof(what), "bruck n=%u health %d", n, health);
 			check_bruck(&t, what);
