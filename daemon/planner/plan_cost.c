@@ -305,6 +305,11 @@ static void bruck_phase_load(struct bld *b, const struct r2_view *v, const struc
 	 * each), as one block each of the hosts it sends them to */
 	bruck_with_peers(v, cp, n - 1, j, y, &ny);
 	qsort(y, ny, sizeof(uint32_t), u32_cmp);
+	size_t nu = 0; /* each once */
+	for (size_t i = 0; i < ny; i++)
+		if (!nu || y[i] != y[nu - 1])
+			y[nu++] = y[i];
+	ny = nu;
 	uint32_t plain = 0; /* the first host outside y */
 	for (size_t i = 0; i < ny && y[i] <= plain; i++)
 		if (y[i] == plain)
