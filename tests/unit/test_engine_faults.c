@@ -390,6 +390,44 @@ START_TEST(test_link_down_mid_eager_4_hosts)
 }
 END_TEST
 
+/* Bruck's schedule (logstep=bruck) on 5 hosts: host 0's rail 1 holds its
+ * messages to every peer mid-operation, then its link goes down: what was
+ * held goes again on rail 0 and the result is exact; the next operations
+ * (on the view without the NIC: no log-step plan there) are exact too. */
+START_TEST(test_link_down_mid_bruck)
+{
+	struct th_host *hs[5];
+	struct th_sess *ss[5];
+	struct ar a;
+
+	static const char *const p[] = { "eager_max=0", "logstep=bruck", "logstep_hosts=8",
+					 "cost_alpha_us=2000", "hb_misses=25",
+					 "hb_stall_misses=25", NULL }; /* slow_silence */
+
+	ar_cluster(hs, ss, &a, 5, p, 100003);
+	ar_run(&a);
+	ck_assert_uint_eq(atomic_load(&hs[0]->d.bruck_ops_total), 1);
+	for (int h = 1; h < 5; h++)
+		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(h), true), 0);
+	ar_start(&a, 5);
+	th_pump(30);
+	bool running = false;
+	for (int r = 0; r < 5; r++)
+		running |= th_wait(ss[r], a.tag[r], 0) == TH_TIMEOUT;
+	ck_assert(running); /* something of host 0's is held */
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	for (int h = 1; h < 5; h++)
+		ck_assert_int_eq(r2_lb_hold(th_tp(hs[0], 1), ID(h), false), 0);
+	ar_check(&a);
+	ck_assert_uint_eq(atomic_load(&hs[0]->d.bruck_ops_total), 2);
+	for (int h = 1; h < 5; h++)
+		ck_assert(wait_path(hs[h], ID(0), 1, R2_RS_FAILED, T_MS));
+	ar_run(&a);
+	ar_run(&a);
+	th_free_all(hs, 5);
+}
+END_TEST
+
 /* ack_linger: an AllReduce by the planner's plan (eager_max 0) ends on a
  * host before its last chunks' ACKs. From the second round on, everything
  * host 1 writes to host 0 on rail 0 vanishes (its chunk of the exchange,
@@ -1476,6 +1514,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_link_down_mid_allreduce);
 	TH_ADD(s, test_link_down_mid_eager);
 	TH_ADD(s, test_link_down_mid_eager_4_hosts);
+	TH_ADD(s, test_link_down_mid_bruck);
 	TH_ADD(s, test_eager_ack_from_host_ahead);
 	TH_ADD(s, test_ack_linger);
 	TH_ADD(s, test_send_completes_before_ack);
