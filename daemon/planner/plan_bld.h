@@ -68,6 +68,9 @@ int pl_edge_route(struct bld *b, uint32_t a, uint32_t bb, uint16_t l, struct r2_
 bool pl_find_bridge(struct bld *b, uint32_t a, uint32_t bb, uint32_t pa, uint32_t pb, struct r2_hop *hop);
 void *pl_grow(void *p, uint32_t *cap, uint32_t need, size_t sz);
 bool pl_pair_ok(const struct ctx *x, uint32_t a, uint32_t b, uint32_t r);
+/* Special host i of nhcx + 2 ndown: the hosts outside class 0, then both
+ * ends of each failed link (a host may come more than once). */
+uint32_t pl_special_host(const struct ctx *x, uint32_t i);
 int pl_rhash_find(struct bld *b, uint32_t a, uint32_t bb, uint16_t l);
 
 /* plan_cost.c */

@@ -181,12 +181,8 @@ static void hd_phase_load(struct bld *b, const struct r2_view *v, const struct r
 	}
 	/* special positions */
 	uint32_t sp[2 * 64 + 1], ns = 0;
-	for (uint32_t i = 0; i < x->nhcx; i++)
-		sp[ns++] = r2_hd_pos(v, cp, &g, x->hcx[i].host);
-	for (uint32_t i = 0; i < x->c->ndown; i++) {
-		sp[ns++] = r2_hd_pos(v, cp, &g, x->c->down[i].a);
-		sp[ns++] = r2_hd_pos(v, cp, &g, x->c->down[i].b);
-	}
+	for (uint32_t i = 0; i < nsp; i++)
+		sp[ns++] = r2_hd_pos(v, cp, &g, pl_special_host(x, i));
 	uint32_t grp[2 * 64 + 2], ng = 0; /* fold: pair index; else base position */
 	for (uint32_t i = 0; i < ns; i++) {
 		uint32_t q;
@@ -296,9 +292,7 @@ static void bruck_phase_load(struct bld *b, const struct r2_view *v, const struc
 		return;
 	}
 	for (uint32_t i = 0; i < nsp; i++) {
-		uint32_t h = i < x->nhcx ? x->hcx[i].host :
-			     ((i - x->nhcx) % 2 ? x->c->down[(i - x->nhcx) / 2].b :
-						  x->c->down[(i - x->nhcx) / 2].a);
+		uint32_t h = pl_special_host(x, i);
 		bruck_with_peers(v, cp, h, j, y, &ny);
 	}
 	/* host n - 1: its blocks wrap past the last piece (two messages

@@ -291,6 +291,14 @@ bool r2_link_is_down(const struct r2_link *d, uint32_t nd, uint32_t a, uint32_t 
 	return rail < R2_PLAN_MAX_RAILS && (r2_pair_down_mask(d, nd, a, b) >> rail) & 1u;
 }
 
+uint32_t pl_special_host(const struct ctx *x, uint32_t i)
+{
+	if (i < x->nhcx)
+		return x->hcx[i].host;
+	const struct r2_link *d = &x->c->down[(i - x->nhcx) / 2];
+	return (i - x->nhcx) % 2 ? d->b : d->a;
+}
+
 bool pl_pair_ok(const struct ctx *x, uint32_t a, uint32_t b, uint32_t r)
 {
 	return usable(x, a, r) && usable(x, b, r) &&

@@ -506,9 +506,7 @@ int pl_build_hd(struct bld *b, const uint32_t *fac, uint32_t L, uint32_t m, int 
 	 * a common rail with a peer */
 	uint32_t nsp = x->nhcx + 2 * x->c->ndown;
 	for (uint32_t i = 0; i < nsp; i++) {
-		uint32_t h = i < x->nhcx ? x->hcx[i].host :
-			     ((i - x->nhcx) % 2 ? x->c->down[(i - x->nhcx) / 2].b :
-						  x->c->down[(i - x->nhcx) / 2].a);
+		uint32_t h = pl_special_host(x, i);
 		uint32_t p = r2_hd_pos(&v, c, &g, h);
 		for (uint32_t j = 0; j < ns; j++) {
 			size_t nm = r2_hd_msgs_at(&v, c, &g, h, p, j, msg, 2 * R2_HD_MAX_FAN + 2);
@@ -552,9 +550,7 @@ int pl_build_bruck(struct bld *b, uint32_t r, int variant)
 	uint64_t lens[R2_PLAN_MAX_RAILS];
 	uint32_t ns = r2_bruck_nsteps(v.op, c), nsp = x->nhcx + 2 * x->c->ndown;
 	for (uint32_t i = 0; i < nsp; i++) {
-		uint32_t h = i < x->nhcx ? x->hcx[i].host :
-			     ((i - x->nhcx) % 2 ? x->c->down[(i - x->nhcx) / 2].b :
-						  x->c->down[(i - x->nhcx) / 2].a);
+		uint32_t h = pl_special_host(x, i);
 		for (uint32_t j = 0; j < ns; j++) {
 			size_t nm = r2_bruck_msgs(&v, c, h, j, msg, R2_ARRAY_SIZE(msg));
 			for (size_t k = 0; k < nm && k < R2_ARRAY_SIZE(msg); k++) {
