@@ -21,73 +21,64 @@ cluster_lib_init ccol
 MAXB=${CLUSTER_MAX_BYTES:-64M}
 RUN_TIMEOUT=${CLUSTER_RUN_TIMEOUT:-90}
 
+# one_cluster NAME H R L MAXB PLAN [R2CCLD-ARGS...]: an H x R cluster, its
+# daemons started with R2CCLD-ARGS, cluster_client with L local ranks per
+# host up to MAXB on every host (every op exact), the TCP warm-ups, no
+# sanitizer report, every daemon exiting 0, the cluster down. PLAN other
+# than "-": every host's daemon log (--log-level debug) shows an operation
+# by a plan of that kind.
+one_cluster() {
+	local name=$1 H=$2 R=$3 L=$4 maxb=$5 plan=$6 t0 uid out rc npass nplan f
+	shift 6
+	t0=$(now)
+	if ! "$C" up -H "$H" -R "$R" >/dev/null; then
+		fail "$name: cluster up"
+		return
+	fi
+	if ! "$C" daemons start "$@" >/dev/null; then
+		fail "$name: daemons start"
+		dump_logs
+		"$C" down >/dev/null 2>&1
+		return
+	fi
+	uid=$DIR/uid-$H-$R-$L-$RANDOM
+	out=$("$C" run --timeout "$RUN_TIMEOUT" -- "$CC" --local-ranks "$L" \
+		--uid-file "$uid" --max-bytes "$maxb" --timeout $((RUN_TIMEOUT - 10)) 2>&1)
+	rc=$?
+	npass=$(grep -c "cluster_client: PASS" <<<"$out")
+	nplan=$H
+	if [[ $plan != - ]]; then
+		nplan=0
+		for f in "$DIR"/h*/r2ccld.log; do
+			grep -q "plan $plan" "$f" && nplan=$((nplan + 1))
+		done
+	fi
+	if ((rc == 0 && npass == H && nplan == H)); then
+		ok "$name: every op exact ($(grep -m1 -o '[0-9]* ops, [0-9]* elements' <<<"$out") per host)$([[ $plan == - ]] || echo ", $plan plans on every host")"
+	else
+		fail "$name: cluster_client failed (run exit $rc, $npass of $H hosts passed, $nplan of $H ran the plans asked for)"
+		grep -E "FAIL|error|failed|timed out|killed" <<<"$out" | head -n 20 | sed 's/^/# /'
+		dump_logs
+	fi
+	warmups_ok "$name"
+	check_sanitizer "$name"
+	daemons_stop_ok "$name" || dump_logs
+	"$C" down >/dev/null || fail "$name: down"
+	echo "# $name: $(elapsed "$t0") s"
+}
+
 for H in 2 3 4; do
 	for R in 1 2; do
 		for L in 1 2; do
-			name="${H} hosts x ${R} rails x ${L} local ranks"
-			t0=$(now)
-			if ! "$C" up -H "$H" -R "$R" >/dev/null; then
-				fail "$name: cluster up"
-				continue
-			fi
-			if ! "$C" daemons start >/dev/null; then
-				fail "$name: daemons start"
-				dump_logs
-				"$C" down >/dev/null 2>&1
-				continue
-			fi
-			uid=$DIR/uid-$H-$R-$L-$RANDOM
-			out=$("$C" run --timeout "$RUN_TIMEOUT" -- "$CC" --local-ranks "$L" \
-				--uid-file "$uid" --max-bytes "$MAXB" --timeout $((RUN_TIMEOUT - 10)) 2>&1)
-			rc=$?
-			npass=$(grep -c "cluster_client: PASS" <<<"$out")
-			if ((rc == 0 && npass == H)); then
-				ok "$name: every op exact ($(grep -m1 -o '[0-9]* ops, [0-9]* elements' <<<"$out") per host)"
-			else
-				fail "$name: cluster_client failed (run exit $rc, $npass of $H hosts passed)"
-				grep -E "FAIL|error|failed|timed out|killed" <<<"$out" | head -n 20 | sed 's/^/# /'
-				dump_logs
-			fi
-			warmups_ok "$name"
-			check_sanitizer "$name"
-			daemons_stop_ok "$name" || dump_logs
-			"$C" down >/dev/null || fail "$name: down"
-			echo "# $name: $(elapsed "$t0") s"
+			one_cluster "${H} hosts x ${R} rails x ${L} local ranks" "$H" "$R" "$L" "$MAXB" -
 		done
 	done
 done
 # Bruck's schedule (daemon/planner/bruck.c) over real TCP rails: 5 hosts
 # x 2 rails, the log-step plans Bruck's alone and chosen (alpha 2 ms), up
-# to 8 MB; every host must have run operations by a Bruck plan (debug log).
-name="5 hosts x 2 rails, logstep=bruck"
-t0=$(now)
-if "$C" up -H 5 -R 2 >/dev/null &&
-	"$C" daemons start --logstep bruck --logstep-hosts 8 --eager-max 0 \
-		--cost-alpha-us 2000 --log-level debug >/dev/null; then
-	uid=$DIR/uid-bruck-$RANDOM
-	out=$("$C" run --timeout "$RUN_TIMEOUT" -- "$CC" --local-ranks 1 --uid-file "$uid" \
-		--max-bytes 8M --timeout $((RUN_TIMEOUT - 10)) 2>&1)
-	rc=$?
-	npass=$(grep -c "cluster_client: PASS" <<<"$out")
-	nb=0
-	for f in "$DIR"/h*/r2ccld.log; do
-		grep -q "plan bruck" "$f" && nb=$((nb + 1))
-	done
-	if ((rc == 0 && npass == 5 && nb == 5)); then
-		ok "$name: every op exact ($(grep -m1 -o '[0-9]* ops, [0-9]* elements' <<<"$out") per host), Bruck plans on every host"
-	else
-		fail "$name: run exit $rc, $npass of 5 hosts passed, $nb of 5 ran Bruck plans"
-		grep -E "FAIL|error|failed|timed out|killed" <<<"$out" | head -n 20 | sed 's/^/# /'
-		dump_logs
-	fi
-	check_sanitizer "$name"
-	daemons_stop_ok "$name" || dump_logs
-else
-	fail "$name: cluster or daemons start"
-	dump_logs
-fi
-"$C" down >/dev/null || fail "$name: down"
-echo "# $name: $(elapsed "$t0") s"
+# to 8 MB
+one_cluster "5 hosts x 2 rails, logstep=bruck" 5 2 1 8M bruck --logstep bruck --logstep-hosts 8 \
+	--eager-max 0 --cost-alpha-us 2000 --log-level debug
 left=$(ip netns list | awk '{print $1}' | grep -E "^${R2C_PREFIX}(h[0-9]+|sw)\$")
 [[ -z $left ]] && ok "no namespaces left" || fail "namespaces left: $left"
 finish
