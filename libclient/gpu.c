@@ -674,10 +674,6 @@ static int lookup(struct gclient *g, const void *p, uint64_t len, uint32_t *id, 
 
 /* ---- stream-ordered submission ---- */
 
-/* The stream's half of an operation on slot (device address): write ready =
- * seq after its earlier work, then wait until done >= seq. One driver call
- * (cuStreamBatchMemOp, the two in this order) where the driver has it, else
- * two. */
 /* The staging area is free once what st queued for it has run: its event.
  * Without the event its end is unknown: no more staging for m (the
  * operation itself is fine). */
@@ -688,6 +684,10 @@ static void area_queued(struct gcomm *m, uint32_t area, CUstream st)
 	m->stage_used[area] = true;
 }
 
+/* The stream's half of an operation on slot (device address): write ready =
+ * seq after its earlier work, then wait until done >= seq. One driver call
+ * (cuStreamBatchMemOp, the two in this order) where the driver has it, else
+ * two. */
 static int stream_sync_ops(CUstream st, CUdeviceptr slot, uint32_t seq)
 {
 	CUdeviceptr ready = slot + offsetof(struct r2_gpu_slot, ready);

@@ -335,11 +335,10 @@ static void hd_candidates(struct ctx *x, struct bld *best, bool *have)
 		if (r >= n || r - 1 > R2_HD_MAX_FAN || (i && r == radix[i - 1]))
 			continue;
 		uint32_t L = r2_bruck_levels(n, r);
-		double lb = (x->op->op == R2_PLAN_ALLREDUCE ? 2 : 1) *
-			    (L * x->c->cost.alpha + (double)(n - 1) / n * (double)x->op->size / txmax);
+		double bytes = (double)(n - 1) / n * (double)x->op->size / txmax;
+		double lb = (x->op->op == R2_PLAN_ALLREDUCE ? 2 : 1) * (L * x->c->cost.alpha + bytes);
 		if (lshave ? lb >= ls.time : (*have && lb >= best->time))
 			continue;
-		double bytes = (double)(n - 1) / n * (double)x->op->size / txmax;
 		int nvar = bytes < 4 * L * x->c->cost.alpha && n <= 256 ? 4 : 2;
 		for (int variant = 0; variant < nvar; variant++) {
 			struct bld cand;
