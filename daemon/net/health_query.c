@@ -61,12 +61,17 @@ int r2d_health_events(struct r2d *d, uint64_t since, uint32_t max, struct r2d_ev
 	if (!h)
 		return 0;
 	pthread_mutex_lock(&h->lock);
+	/* the ring's window after since (since may be anything a client
+	 * sends: at or past the last event there is nothing; since + 1 must
+	 * not wrap), at most max of them, never more than the ring holds */
 	uint64_t first = h->evseq > EV_RING ? h->evseq - EV_RING + 1 : 1;
-	if (first <= since)
+	if (since >= h->evseq)
+		first = h->evseq + 1;
+	else if (first <= since)
 		first = since + 1;
 	if (max && h->evseq >= first && h->evseq - first + 1 > max)
 		first = h->evseq - max + 1;
-	for (uint64_t q = first; q <= h->evseq; q++) {
+	for (uint64_t q = first; q <= h->evseq && *n < EV_RING; q++) {
 		const struct hevent *e = &h->ev[(q - 1) % EV_RING];
 		struct r2d_event_info *x = &out[(*n)++];
 		x->seq = e->seq;

@@ -287,6 +287,17 @@ START_TEST(test_events_window)
 	ck_assert_uint_eq(n, 0);
 	ck_assert_uint_eq(last, 300);
 	free(ev);
+	/* since past the last event, up to the largest a client can send
+	 * (since + 1 wrapped to 0 and wrote 301 events into the ring's 256
+	 * slots before 2026-12-07): nothing, with or without max */
+	uint64_t bad[] = { 301, 1ull << 63, UINT64_MAX - 1, UINT64_MAX };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		for (uint32_t mx = 0; mx < 2; mx++) {
+			ck_assert_int_eq(r2d_health_events(d, bad[i], mx, &ev, &n, &last), 0);
+			ck_assert_uint_eq(n, 0);
+			ck_assert_uint_eq(last, 300);
+			free(ev);
+		}
 	qd_free(d);
 }
 END_TEST
