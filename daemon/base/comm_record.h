@@ -73,6 +73,7 @@ struct r2_host {
 struct r2_comm {
 	struct r2d *d;
 	uint32_t id;
+	uint64_t serial;       /* never reused (ids are): names it in events */
 	struct r2_uid uid;
 	uint64_t key;          /* names it in chunk headers: uid host_id ^ nonce */
 	bool root_local;       /* this daemon is the root (bootstrap) */

@@ -301,6 +301,7 @@ struct r2d {
 	/* engine (engine/): communicators, the dispatcher, counters */
 	struct r2_comm *comms;
 	uint32_t next_comm_id;
+	uint64_t comm_serial; /* the last r2_comm serial given */
 	struct r2_engine *engine;
 	void *orphans; /* rail messages for communicators not ready yet */
 	uint32_t norphans;

@@ -87,6 +87,13 @@ int r2d_mem_register_gpu(struct r2_session *s, const struct r2_gpu_reg_req *req,
 void r2d_ctl_status(struct r2_session *s, uint64_t req_id);
 int r2d_ctl_rails(struct r2_session *s, struct r2_frame *f);
 int r2d_ctl_events(struct r2_session *s, struct r2_frame *f);
+/* Whether uid (tenant) may see event x: root every event, another user
+ * those of a communicator it owns that is still known (by its serial: an id
+ * given again to someone else's communicator does not show the old one's);
+ * the rest (rails, peers, the configuration) are root's. */
+struct r2d_event_info;
+bool r2d_event_visible(struct r2d *d, uint32_t uid, const char *tenant,
+		       const struct r2d_event_info *x);
 int r2d_ctl_nic_admin(struct r2_session *s, struct r2_frame *f);
 int r2d_ctl_rebalance(struct r2_session *s, struct r2_frame *f);
 /* ctl_tenants.c: r2cclctl tenants, tenants set, r2ccl_set_bandwidth_limit */

@@ -130,23 +130,20 @@ send:
 	free(addrs);
 }
 
-/* Whether a user other than root may see event x: only those of a
- * communicator it owns (uid and tenant) that is still known; the rest (rails,
- * peers, other users' communicators, the configuration) are root's. */
-static bool event_visible(struct r2_session *s, const struct r2d_event_info *x)
+bool r2d_event_visible(struct r2d *d, uint32_t uid, const char *tenant,
+		       const struct r2d_event_info *x)
 {
-	unsigned id;
 	bool mine = false;
 
-	if (s->uid == 0)
+	if (uid == 0)
 		return true;
-	if (sscanf(x->subject, "communicator %u", &id) != 1)
+	if (!x->owner)
 		return false;
-	pthread_mutex_lock(&s->d->lock);
-	for (struct r2_comm *c = s->d->comms; c; c = c->next)
-		if (c->id == id && c->owner_uid == s->uid && !strcmp(c->tenant, s->tenant))
+	pthread_mutex_lock(&d->lock);
+	for (struct r2_comm *c = d->comms; c; c = c->next)
+		if (c->serial == x->owner && c->owner_uid == uid && !strcmp(c->tenant, tenant))
 			mine = true;
-	pthread_mutex_unlock(&s->d->lock);
+	pthread_mutex_unlock(&d->lock);
 	return mine;
 }
 
@@ -167,7 +164,7 @@ static void events_reply(struct r2_session *s, uint64_t req_id, uint64_t since, 
 	}
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!event_visible(s, &x[i]))
+		if (!r2d_event_visible(s->d, s->uid, s->tenant, &x[i]))
 			continue;
 		r2ccl__event__init(&ev[k]);
 		ev[k].seq = x[i].seq;

@@ -144,8 +144,9 @@ void r2d_comm_break(struct r2_comm *c, int err, const char *why)
 		snprintf(c->why, sizeof(c->why), "%s", why);
 	char subj[32];
 	snprintf(subj, sizeof(subj), "communicator %u", c->id);
-	r2d_health_event(c->d, 2, "comm_failed", subj, "%s: %s (%d ranks, tenant %s)", why,
-			 r2ccl_strerror(err), c->nranks, c->tenant);
+	r2d_health_event_of(c->d, c->serial, 2, "comm_failed", subj,
+			    "%s: %s (%d ranks, tenant %s)", why, r2ccl_strerror(err), c->nranks,
+			    c->tenant);
 	if (c->state == R2_COMM_JOINING) {
 		char msg[256];
 		snprintf(msg, sizeof(msg), "%s", why);
@@ -384,6 +385,7 @@ struct r2_comm *r2d_comm_new(struct r2d *d, const struct r2_uid *uid, int nranks
 		errno = EAGAIN;
 		return NULL;
 	}
+	c->serial = ++d->comm_serial;
 	pthread_mutex_init(&c->mbox_lock, NULL);
 	pthread_cond_init(&c->mbox_cond, NULL);
 	c->uid = *uid;

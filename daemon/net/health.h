@@ -104,6 +104,7 @@ struct r2d_event_info {
 	uint64_t seq, time_ms;  /* time_ms: Unix time */
 	const char *severity;   /* "err", "warn", "info" */
 	char kind[16], subject[64], msg[224];
+	uint64_t owner;         /* the communicator's serial (0: the daemon's) */
 };
 
 /* Copies the events after seq `since` still kept, the last max of them (0:
@@ -112,9 +113,14 @@ struct r2d_event_info {
 int r2d_health_events(struct r2d *d, uint64_t since, uint32_t max, struct r2d_event_info **ev,
 		      size_t *n, uint64_t *last_seq);
 
-/* An event for `r2cclctl events` and the log (loop thread). */
+/* An event for `r2cclctl events` and the log (loop thread); _of: one of
+ * communicator serial owner's, which its owner may see too
+ * (r2d_event_visible). */
 void r2d_health_event(struct r2d *d, int sev, const char *kind, const char *subject,
 		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void r2d_health_event_of(struct r2d *d, uint64_t owner, int sev, const char *kind,
+			 const char *subject, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
 
 const char *r2d_rstate_name(int st);
 

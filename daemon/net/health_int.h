@@ -68,6 +68,7 @@ struct hevent {
 	uint64_t seq, ms;
 	int sev;
 	char kind[16], subject[64], msg[224];
+	uint64_t owner; /* r2d_health_event_of */
 };
 
 /* A failed path a - b on a rail that a peer reported (not our own). */

@@ -15,17 +15,14 @@
 #include "log.h"
 #include "util.h"
 
-void r2d_health_event(struct r2d *d, int sev, const char *kind, const char *subject,
-		      const char *fmt, ...)
+static void event_add(struct r2d *d, uint64_t owner, int sev, const char *kind,
+		      const char *subject, const char *fmt, va_list ap)
 {
 	struct r2_health *h = d->health;
 	struct timespec ts;
 	char msg[224];
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	if (sev <= 1)
 		log_err("%s %s: %s", kind, subject, msg);
 	else if (sev == 2)
@@ -38,12 +35,33 @@ void r2d_health_event(struct r2d *d, int sev, const char *kind, const char *subj
 	pthread_mutex_lock(&h->lock);
 	struct hevent *e = &h->ev[h->evseq % EV_RING];
 	e->seq = ++h->evseq;
+	e->owner = owner;
 	e->ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 	e->sev = sev;
 	snprintf(e->kind, sizeof(e->kind), "%s", kind);
 	snprintf(e->subject, sizeof(e->subject), "%s", subject);
 	snprintf(e->msg, sizeof(e->msg), "%s", msg);
 	pthread_mutex_unlock(&h->lock);
+}
+
+void r2d_health_event(struct r2d *d, int sev, const char *kind, const char *subject,
+		      const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	event_add(d, 0, sev, kind, subject, fmt, ap);
+	va_end(ap);
+}
+
+void r2d_health_event_of(struct r2d *d, uint64_t owner, int sev, const char *kind,
+			 const char *subject, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	event_add(d, owner, sev, kind, subject, fmt, ap);
+	va_end(ap);
 }
 
 int r2d_health_events(struct r2d *d, uint64_t since, uint32_t max, struct r2d_event_info **ev,
@@ -75,6 +93,7 @@ int r2d_health_events(struct r2d *d, uint64_t since, uint32_t max, struct r2d_ev
 		const struct hevent *e = &h->ev[(q - 1) % EV_RING];
 		struct r2d_event_info *x = &out[(*n)++];
 		x->seq = e->seq;
+		x->owner = e->owner;
 		x->time_ms = e->ms;
 		x->severity = sev[e->sev & 3];
 		memcpy(x->kind, e->kind, sizeof(x->kind));

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/control.h"
+#include "engine/comm.h"
 #include "net/health_int.h"
 
 #define S 1000000ull /* 1 s in us */
@@ -302,6 +304,55 @@ START_TEST(test_events_window)
 }
 END_TEST
 
+/* A communicator's event is its owner's (uid and tenant) while it is known;
+ * the daemon's own events are root's; a later communicator that gets the
+ * same id (ids are reused, serials are not) does not show the old one's. */
+START_TEST(test_events_owner)
+{
+	struct r2d *d = qd_new();
+	struct r2_uid ua = { 1, 2 }, ub = { 3, 4 };
+	struct r2d_event_info *ev;
+	uint64_t last;
+	size_t n;
+
+	pthread_mutex_lock(&d->lock);
+	struct r2_comm *a = r2d_comm_new(d, &ua, 2, "/jobs/a");
+	ck_assert_ptr_nonnull(a);
+	a->owner_uid = 1000;
+	uint32_t id = a->id;
+	r2d_comm_break(a, R2CCL_E_MISMATCH, "rank 1 says nranks 3");
+	pthread_mutex_unlock(&d->lock);
+	r2d_health_event(d, 3, "drain", "eth0", "by r2cclctl");
+	ck_assert_int_eq(r2d_health_events(d, 0, 0, &ev, &n, &last), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(ev[0].kind, "comm_failed");
+	ck_assert_uint_eq(ev[0].owner, a->serial);
+	ck_assert(r2d_event_visible(d, 1000, "/jobs/a", &ev[0]));
+	ck_assert(!r2d_event_visible(d, 1001, "/jobs/a", &ev[0]));
+	ck_assert(!r2d_event_visible(d, 1000, "/jobs/b", &ev[0]));
+	ck_assert(r2d_event_visible(d, 0, "", &ev[0]));
+	ck_assert(!r2d_event_visible(d, 1000, "/jobs/a", &ev[1]));
+	ck_assert(r2d_event_visible(d, 0, "", &ev[1]));
+	/* a is gone; user 1001's communicator in the same tenant gets its id */
+	pthread_mutex_lock(&d->lock);
+	r2d_comm_put(a);
+	d->next_comm_id = id;
+	struct r2_comm *b = r2d_comm_new(d, &ub, 1, "/jobs/a");
+	ck_assert_ptr_nonnull(b);
+	ck_assert_uint_eq(b->id, id);
+	b->owner_uid = 1001;
+	pthread_mutex_unlock(&d->lock);
+	ck_assert(!r2d_event_visible(d, 1001, "/jobs/a", &ev[0]));
+	ck_assert(!r2d_event_visible(d, 1000, "/jobs/a", &ev[0]));
+	free(ev);
+	pthread_mutex_lock(&d->lock);
+	r2d_comm_put(b);
+	pthread_mutex_unlock(&d->lock);
+	free(d->comm_tombs);
+	qd_free(d);
+}
+END_TEST
+
 /* no health (no rails): empty, not an error */
 START_TEST(test_events_no_health)
 {
@@ -420,6 +471,7 @@ static Suite *health_suite(void)
 	suite_add_tcase(s, t);
 	t = tcase_create("query");
 	tcase_add_test(t, test_events_window);
+	tcase_add_test(t, test_events_owner);
 	tcase_add_test(t, test_events_no_health);
 	tcase_add_test(t, test_snapshot);
 	suite_add_tcase(s, t);
