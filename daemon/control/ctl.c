@@ -117,6 +117,8 @@ struct status_bufs {
 	R2ccl__CommInfo *comms, **commp;
 	R2ccl__ParamInfo *params, **paramp;
 	char (*uidhex)[40], (*pval)[256];
+	char (*ctenant)[256]; /* comms' tenants: a comm may be freed (off this
+			       * thread, under d->lock) before the reply is packed */
 	R2ccl__CapInfo caps[NCAPS], *capp[NCAPS];
 };
 
@@ -135,11 +137,12 @@ static int status_alloc(struct r2d *d, struct status_bufs *b)
 	b->comms = calloc(ncomms + 1, sizeof(*b->comms));
 	b->commp = calloc(ncomms + 1, sizeof(*b->commp));
 	b->uidhex = calloc(ncomms + 1, sizeof(*b->uidhex));
+	b->ctenant = calloc(ncomms + 1, sizeof(*b->ctenant));
 	b->params = calloc(P_COUNT, sizeof(*b->params));
 	b->paramp = calloc(P_COUNT, sizeof(*b->paramp));
 	b->pval = calloc(P_COUNT, sizeof(*b->pval));
 	return b->nics && b->nicp && b->gpus && b->gpup && b->sess && b->sessp && b->comms &&
-			       b->commp && b->uidhex && b->params && b->paramp && b->pval
+			       b->commp && b->uidhex && b->ctenant && b->params && b->paramp && b->pval
 		       ? 0
 		       : -ENOMEM;
 }
@@ -155,6 +158,7 @@ static void status_free(struct status_bufs *b)
 	free(b->comms);
 	free(b->commp);
 	free(b->uidhex);
+	free(b->ctenant);
 	free(b->params);
 	free(b->paramp);
 	free(b->pval);
@@ -272,7 +276,8 @@ static void status_clients(struct r2_session *s, R2ccl__StatusReply *rep,
 		ci->local_ranks = (uint32_t)(c->local_ranks ? c->local_ranks : c->joined);
 		ci->joined = (uint32_t)c->joined;
 		ci->state = (char *)r2d_comm_state_name(c->state);
-		ci->tenant = c->tenant;
+		snprintf(b->ctenant[n], sizeof(b->ctenant[n]), "%s", c->tenant);
+		ci->tenant = b->ctenant[n];
 		ci->ops_total = c->ops_total;
 		ci->bytes_total = c->bytes_total;
 		ci->op_latency_ns_total = c->lat_ns_total;

@@ -162,7 +162,8 @@ int r2d_mem_deregister(struct r2_session *s, uint32_t id)
 		if (m->id != id)
 			continue;
 		*pp = m->next;
-		s->mem_bytes -= m->size;
+		if (!r2_mem_is_gpu(m))
+			s->mem_bytes -= m->size;
 		s->nmem--;
 		/* An operation still using it (a client that frees memory
 		 * before its operation completed) keeps the mapping alive. */
@@ -232,8 +233,7 @@ int r2d_mem_register_gpu(struct r2_session *s, const struct r2_gpu_reg_req *req,
 	m->id = s->next_mem_id++;
 	m->next = s->mem;
 	s->mem = m;
-	s->mem_bytes += m->size;
-	s->nmem++;
+	s->nmem++; /* its bytes are not host memory: mem_bytes stays */
 	*id = m->id;
 	return 0;
 }

@@ -444,8 +444,8 @@ static int proof_in(struct r2_tp *tp, struct tcp_stream *st, const struct tcp_he
 		return refuse(tp, st, h, r);
 	pthread_mutex_lock(&tp->b.lock);
 	struct tcp_peer *p = tcp_peer_find(tp, dh->self_id);
-	if (p && p->role == ROLE_ACCEPT && p->nonce == dh->nonce && !p->streams[dh->stream] &&
-	    p->nstreams == dh->nstreams) {
+	if (p && p->role == ROLE_ACCEPT && p->nonce == dh->nonce && p->nstreams == dh->nstreams &&
+	    !p->streams[dh->stream]) { /* (streams has nstreams slots: compare first) */
 		/* one more stream of the connection being set up */
 	} else {
 		if (p && p->role == ROLE_DIAL && !p->h.failed) {
