@@ -370,6 +370,8 @@ void rl_rmsg_free(struct r2d *d, struct r2_rmsg *m);
 
 /* ---- exec_rail_p2p.c: send/recv ---- */
 
+/* The most messages one r2_p2p_pump takes from the mailbox */
+#define R2_P2P_PUMP_MAX 1024
 /* Handles a transfer's message; true if it was one (and m is consumed). */
 bool rl_p2p_handle(struct r2_comm *c, struct r2_rmsg *m);
 int rl_p2p_linger(struct r2_comm *c, uint64_t seq, struct sendrec **s, int n,

@@ -641,7 +641,9 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms, unsigned gen)
 	if (quiet)
 		rl_mbox_quiet(c, false);
 
-	for (int i = 0; m && i < 1024; i++) {
+	/* at most R2_P2P_PUMP_MAX messages a pump: the last one handled is
+	 * the last one taken (the rest stay in the mailbox) */
+	for (int i = 0; m; i++) {
 		if (!rl_p2p_handle(c, m)) {
 			if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
 			    m->cqe.hdr.opseq > c->coll_seq) {
@@ -661,7 +663,7 @@ void r2_p2p_pump(struct r2_comm *c, int timeout_ms, unsigned gen)
 				rl_rmsg_free(c->d, m);
 			}
 		}
-		m = rl_mbox_take(c, 0);
+		m = i + 1 < R2_P2P_PUMP_MAX ? rl_mbox_take(c, 0) : NULL;
 	}
 	r2_p2p_advance(c);
 }
