@@ -264,14 +264,30 @@ static int desc_in(struct eager *e, const struct r2_rmsg *m)
 	return rl_desc_check(e->c, e->opseq, &e->mine, &theirs, h->src);
 }
 
+int rl_eager_slot(const struct r2_chunk_hdr *h, uint32_t nhosts, uint32_t me, int np,
+		  uint64_t size, size_t es)
+{
+	uint32_t k = h->chunk & 0xffffu, hnp = h->chunk >> 16;
+	uint64_t off = 0, len = 0;
+
+	if (np < 1 || h->src >= nhosts || h->src == me || h->dst != me ||
+	    !(h->flags & R2_CHUNK_EAGER))
+		return -1;
+	if (hnp == (uint32_t)np && k < hnp)
+		piece(size, es, np, (int)k, &off, &len);
+	else if (hnp == 0 && k == 0 && np == 1) /* a daemon from before the pieces */
+		len = size;
+	if (h->len != len || len == 0)
+		return -1;
+	return (int)h->src * np + (int)k;
+}
+
 /* A data message: mine if it is this operation's, to this host, a piece
  * of the split this host makes; <0: the hosts disagree on the collective
  * (R2CCL_E_MISMATCH). */
 static int data_in(struct eager *e, struct r2_rmsg *m)
 {
 	const struct r2_chunk_hdr *h = &m->cqe.hdr;
-	uint32_t k = h->chunk & 0xffffu, np = h->chunk >> 16;
-	uint64_t off = 0, len = 0;
 	int r, i;
 
 	if (h->src < (uint32_t)e->c->nhosts && h->src != (uint32_t)e->c->my_host &&
@@ -279,21 +295,16 @@ static int data_in(struct eager *e, struct r2_rmsg *m)
 		rl_rmsg_free(e->c->d, m);
 		return r;
 	}
-	if (np == (uint32_t)e->np && k < np)
-		piece(e->size, e->es, e->np, (int)k, &off, &len);
-	else if (np == 0 && e->np == 1) /* a daemon from before the pieces */
-		len = e->size;
-	if (h->src >= (uint32_t)e->c->nhosts || h->src == (uint32_t)e->c->my_host ||
-	    h->dst != (uint32_t)e->c->my_host || !(h->flags & R2_CHUNK_EAGER) ||
-	    h->len != len || len == 0) {
+	i = rl_eager_slot(h, (uint32_t)e->c->nhosts, (uint32_t)e->c->my_host, e->np, e->size,
+			  e->es);
+	if (i < 0) {
 		log_warn("communicator %u: op %llu: eager message from host %u of %u bytes, piece "
 			 "%u of %u, dropped (expected %llu bytes in %d pieces)", e->c->id,
-			 (unsigned long long)e->opseq, h->src, h->len, k, np,
-			 (unsigned long long)e->size, e->np);
+			 (unsigned long long)e->opseq, h->src, h->len, h->chunk & 0xffffu,
+			 h->chunk >> 16, (unsigned long long)e->size, e->np);
 		rl_rmsg_free(e->c->d, m);
 		return 0;
 	}
-	i = (int)h->src * e->np + (int)k;
 	if (e->got[i]) { /* delivered twice: kept once */
 		atomic_fetch_add(&e->c->d->chunks_dup_dropped, 1);
 		rl_rmsg_free(e->c->d, m);

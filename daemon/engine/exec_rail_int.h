@@ -501,6 +501,12 @@ bool rl_in_range(uint64_t off, uint64_t len, uint64_t base, uint64_t size);
  * failed, and eager_max and chunk_size, which every host must have alike:
  * rl_path_mismatch says so when they do not). */
 int rl_eager_pieces(const struct r2_comm *c, uint64_t size, size_t es, const struct r2_view *v);
+/* The slot (src * np + piece) of an eager message with header h on host me
+ * of nhosts, the operation split in np pieces of size bytes; -1: not one
+ * (from itself or no host, to another, not eager, a piece or length this
+ * host does not make). */
+int rl_eager_slot(const struct r2_chunk_hdr *h, uint32_t nhosts, uint32_t me, int np,
+		  uint64_t size, size_t es);
 int rl_eager_allreduce(struct r2_exec *x, void *W, const void *S, uint64_t size,
 		       r2ccl_dtype_t dtype, r2ccl_redop_t redop, uint64_t opseq, int np);
 

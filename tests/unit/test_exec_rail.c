@@ -413,6 +413,54 @@ START_TEST(test_p2p_pump_budget)
 }
 END_TEST
 
+/* Which slot an eager message fills: only a piece this host makes, from
+ * another host of the communicator, to this one. A header of the old
+ * format (no piece count) named any piece index, and host 1's message with
+ * index 1 took host 2's slot, until 2026-12-07. */
+START_TEST(test_eager_slot)
+{
+	struct r2_chunk_hdr h;
+	const uint64_t size = 1000 * 4;
+
+	memset(&h, 0, sizeof(h));
+	h.flags = R2_CHUNK_EAGER;
+	h.src = 1;
+	h.dst = 0;
+	/* one piece: the old format (count 0) or the new (count 1), index 0 */
+	h.len = (uint32_t)size;
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 1, size, 4), 1);
+	h.chunk = 1u << 16;
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 1, size, 4), 1);
+	h.chunk = 1; /* old format, index 1: no such piece */
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 1, size, 4), -1);
+	h.chunk = 7;
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 1, size, 4), -1);
+	/* two pieces of 500 elements */
+	h.len = 2000;
+	h.chunk = 2u << 16 | 1;
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 2, size, 4), 3);
+	h.chunk = 2u << 16 | 2;
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 2, size, 4), -1);
+	h.chunk = 3u << 16 | 1; /* another split */
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 2, size, 4), -1);
+	h.chunk = 2u << 16 | 1;
+	h.len = 1996; /* not that piece's length */
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 2, size, 4), -1);
+	h.len = 2000;
+	h.src = 3; /* no such host */
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 2, size, 4), -1);
+	h.src = 0; /* from itself */
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 2, size, 4), -1);
+	h.src = 2;
+	h.dst = 1; /* to another host */
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 2, size, 4), -1);
+	h.dst = 0;
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 2, size, 4), 5);
+	h.flags = 0; /* not an eager message */
+	ck_assert_int_eq(rl_eager_slot(&h, 3, 0, 2, size, 4), -1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("exec_rail");
@@ -429,6 +477,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_mbox_order);
 	tcase_add_test(t, test_p2p_progress_idle);
 	tcase_add_test(t, test_p2p_pump_budget);
+	tcase_add_test(t, test_eager_slot);
 	suite_add_tcase(s, t);
 	return s;
 }
