@@ -142,6 +142,9 @@ static void connect_failed(int r, const char *path, const R2ccl__HelloReply *rep
 			 "R2CCL_SOCKET or socket_path right?", path, r2ccl_strerror(r));
 	else if (r == -EACCES)
 		r2c_fail(r, "no permission to connect to %s", path);
+	else if (r == -ETIMEDOUT && !rep)
+		r2c_fail(r, "r2ccld at %s did not accept the connection or answer within the "
+			 "timeout (its backlog full, or the daemon stalled)", path);
 	else
 		r2c_fail(r, "connecting to r2ccld at %s: %s", path, r2ccl_strerror(r));
 }
@@ -178,7 +181,10 @@ int r2ccl_connect(const r2ccl_connect_opts_t *opts, r2ccl_client_t **out)
 	r2_rpc_init(&c->rpc, 16u << 20, c->timeout_ms);
 	c->next_req = 1;
 	c->next_tag = 1;
-	r = r2_rpc_dial(&c->rpc, path, 0);
+	/* a full backlog (a stalled daemon) waits timeout_ms at most */
+	r = r2_rpc_dial(&c->rpc, path, R2_RPC_SNDTIMEO);
+	if (r == -EAGAIN)
+		r = -ETIMEDOUT;
 	if (r < 0)
 		goto fail;
 	r2_rpc_hello_init(&hello, o.client_name ? o.client_name : __progname, false);
@@ -289,6 +295,8 @@ static int reap(r2ccl_client_t *c, uint64_t tag, int *status)
 		if (e.tag == tag) {
 			*status = e.status;
 			found = 1;
+		} else if (e.status < 0) {
+			r2c_gpu_cqe(c, &e); /* a stream operation's: gpu.c */
 		}
 	}
 	return found;

@@ -15,7 +15,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -712,6 +714,43 @@ START_TEST(ctl_no_daemon)
 }
 END_TEST
 
+/* A socket that listens and never accepts, its backlog full (a stalled
+ * daemon): r2ccl_connect gives up after its timeout_ms with -ETIMEDOUT and
+ * says why. Before 2026-12-07 its connect() waited without a limit. */
+START_TEST(connect_backlog_full)
+{
+	char dir[] = "/tmp/r2ccl-bl-XXXXXX", sock[100];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	r2ccl_connect_opts_t o = R2CCL_CONNECT_OPTS_INITIALIZER;
+	r2ccl_client_t *cl = NULL;
+	int lfd, filler;
+
+	th_temp_path(dir, "stalled.sock", sock, sizeof(sock));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 0), 0);
+	/* backlog 0 takes one connection; the next one waits */
+	filler = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	ck_assert_int_ge(filler, 0);
+	ck_assert_int_eq(connect(filler, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	o.socket_path = sock;
+	o.timeout_ms = 300;
+	double t0 = th_now_ms();
+	int r = r2ccl_connect(&o, &cl);
+	double ms = th_now_ms() - t0;
+	ck_assert_msg(r == -ETIMEDOUT, "connect: %d (%s)", r, r2ccl_strerror(r));
+	ck_assert_ptr_null(cl);
+	ck_assert_msg(strstr(r2ccl_last_error(), "did not accept"), "%s", r2ccl_last_error());
+	ck_assert_msg(ms >= 250 && ms < 20000, "gave up after %.0f ms", ms);
+	close(filler);
+	close(lfd);
+	unlink(sock);
+	rmdir(dir);
+}
+END_TEST
+
 /* r2cclctl as user nobody sees only its own tenant */
 START_TEST(ctl_non_root)
 {
@@ -803,4 +842,4 @@ END_TEST
 TH_MAIN("lifecycle", 90, sigterm_idle, sigint_idle,
 	sigterm_in_flight, sigterm_pending_op, sigkill_under_client, fatal_signal, sighup_reload,
 	bad_config_at_start, check_config, env_precedence, ctl_status, comm_mode, ctl_no_daemon,
-	ctl_non_root, second_daemon_refused)
+	connect_backlog_full, ctl_non_root, second_daemon_refused)
