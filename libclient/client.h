@@ -95,6 +95,10 @@ int r2c_comm_failed(r2ccl_comm_t *comm, int err);
 
 /* Drops the GPU state (gpu.c) kept for c; at disconnect. */
 void r2c_gpu_forget(r2ccl_client_t *c);
+/* A completion that a blocking call took from the queue and that is not its
+ * own: a failed stream-ordered operation's releases that operation's stream
+ * (its error for r2ccl_comm_get_async_error), as reap_all in gpu.c does. */
+void r2c_gpu_cqe(r2ccl_client_t *c, const struct r2_cqe *e);
 /* The send and receive lengths of opcode with count elements of dtype on
  * comm (root: the root, or the peer of a send/recv), after the checks every
  * entry point makes: -EINVAL, -EOVERFLOW, or comm's own error (comm.c). */

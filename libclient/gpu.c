@@ -431,9 +431,36 @@ static void slot_release(struct gcomm *m, uint32_t seq, int status)
 	__atomic_store_n(&s->done, seq, __ATOMIC_RELEASE);
 }
 
-/* Consumes every CQE. A failed stream-ordered operation the daemon never ran
- * (refused, or failed before it was matched) has no "done" from the daemon:
- * release its stream here, with its error. */
+/* A failed stream-ordered operation the daemon never ran (refused, or failed
+ * before it was matched) has no "done" from the daemon: release its stream
+ * here, with its error. */
+static void cqe_failed(struct gclient *g, const struct r2_cqe *e)
+{
+	for (struct gcomm *m = g->comms; m; m = m->next) {
+		for (uint32_t i = 0; i < R2_GPU_SLOTS; i++) {
+			if (m->tag[i] != e->tag || !m->slots[i].seq)
+				continue;
+			if (!m->async_err)
+				m->async_err = e->status;
+			slot_release(m, m->slots[i].seq, e->status);
+		}
+	}
+}
+
+void r2c_gpu_cqe(r2ccl_client_t *c, const struct r2_cqe *e)
+{
+	struct gclient *g;
+
+	if (e->status >= 0)
+		return;
+	pthread_mutex_lock(&glock);
+	g = gclient_get(c, false);
+	if (g)
+		cqe_failed(g, e);
+	pthread_mutex_unlock(&glock);
+}
+
+/* Consumes every CQE (cqe_failed for the failed ones). */
 static void reap_all(struct gclient *g)
 {
 	r2ccl_client_t *c = g->c;
@@ -447,17 +474,8 @@ static void reap_all(struct gclient *g)
 		atomic_store_explicit(&ring->cq_head, head, memory_order_release);
 		if (c->inflight)
 			c->inflight--;
-		if (e.status >= 0)
-			continue;
-		for (struct gcomm *m = g->comms; m; m = m->next) {
-			for (uint32_t i = 0; i < R2_GPU_SLOTS; i++) {
-				if (m->tag[i] != e.tag || !m->slots[i].seq)
-					continue;
-				if (!m->async_err)
-					m->async_err = e.status;
-				slot_release(m, m->slots[i].seq, e.status);
-			}
-		}
+		if (e.status < 0)
+			cqe_failed(g, &e);
 	}
 }
 
@@ -902,6 +920,11 @@ int r2ccl_comm_get_async_error(r2ccl_comm_t *comm, int *async_err)
 void r2c_gpu_forget(r2ccl_client_t *c)
 {
 	(void)c;
+}
+
+void r2c_gpu_cqe(r2ccl_client_t *c, const struct r2_cqe *e)
+{
+	(void)c, (void)e;
 }
 
 int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
