@@ -248,6 +248,13 @@ static ncclResult_t submit(struct nccl_op *o, const char *who)
 	    (o->root < 0 || o->root >= comm->nranks))
 		return nccl_fail(comm, ncclInvalidArgument, "%s: %s %d of %d ranks", who,
 				 is_p2p(o) ? "peer" : "root", o->root, comm->nranks);
+	/* NCCL lets the caller destroy a PreMulSum operator once the call that
+	 * uses it returns (PyTorch does, inside a group): the op keeps a copy */
+	if ((int)o->op >= ncclNumOps && (int)o->op < ncclNumOps + NCCL_MAX_PREMUL) {
+		pthread_mutex_lock(&comm->lock);
+		o->pm = comm->premul[o->op - ncclNumOps];
+		pthread_mutex_unlock(&comm->lock);
+	}
 	res = nccl_group_add(o, &queued);
 	if (res != ncclSuccess || queued)
 		return res;

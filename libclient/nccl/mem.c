@@ -234,8 +234,8 @@ static ncclResult_t op_r2(struct nccl_op *o, r2ccl_dtype_t *t, size_t *count, r2
 		return ncclSuccess;
 	}
 	if ((int)o->op < ncclNumOps + NCCL_MAX_PREMUL && (int)o->op >= ncclNumOps &&
-	    o->comm->premul[o->op - ncclNumOps].used) {
-		*pm = &o->comm->premul[o->op - ncclNumOps];
+	    o->pm.used) { /* copied when the op was called (submit) */
+		*pm = &o->pm;
 		if ((*pm)->dtype != o->dtype)
 			return nccl_fail(o->comm, ncclInvalidArgument,
 					 "reduction op %d was created for data type %d, used with %d",

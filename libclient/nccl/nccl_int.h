@@ -74,6 +74,15 @@ enum nccl_opkind {
 	NCCL_OP_RECV,
 };
 
+struct nccl_premul {
+	bool used;
+	ncclDataType_t dtype;
+	ncclScalarResidence_t residence;
+	const void *scalar_dev; /* ncclScalarDevice */
+	double scalar;          /* ncclScalarHostImmediate */
+	int64_t iscalar;
+};
+
 struct nccl_op {
 	enum nccl_opkind kind;
 	struct ncclComm *comm;
@@ -82,6 +91,8 @@ struct nccl_op {
 	size_t count;
 	ncclDataType_t dtype;
 	ncclRedOp_t op;
+	struct nccl_premul pm; /* a PreMulSum op's operator, copied when the op is
+				* called: it may be destroyed before the group ends */
 	int root; /* root, or the peer of a send/recv */
 	cudaStream_t stream;
 	unsigned seq; /* order of the call within its group */
@@ -127,14 +138,6 @@ struct nccl_hreg; /* a host range the user registered (mem.c) */
 
 #define NCCL_MAX_PREMUL 64
 
-struct nccl_premul {
-	bool used;
-	ncclDataType_t dtype;
-	ncclScalarResidence_t residence;
-	const void *scalar_dev; /* ncclScalarDevice */
-	double scalar;          /* ncclScalarHostImmediate */
-	int64_t iscalar;
-};
 
 struct ncclComm {
 	pthread_mutex_t lock; /* serializes use of client */

@@ -128,6 +128,33 @@ static void collectives(ncclComm_t comm, int n)
 		NCHECK(ncclRedOpDestroy(op, comm));
 		EXPECT(ncclRedOpDestroy(op, comm) == ncclInvalidArgument);
 	}
+	/* PreMulSum operators destroyed inside a group, right after the call
+	 * that uses them (PyTorch's coalesced collectives: ncclRedOpRAII ends
+	 * with the lambda, before ncclGroupEnd); the second one gets the slot
+	 * of the first. Each call keeps its own factor: 0.5, then 0.25 (before
+	 * 2026-12-07 both ran with 0.25) */
+	{
+		float s0 = 0.5f, s1 = 0.25f;
+		ncclRedOp_t op0, op1;
+		for (size_t i = 0; i < N; i++)
+			f[i] = (float)(4 * rank + 4 * (int)(i % 5));
+		NCHECK(ncclGroupStart());
+		NCHECK(ncclRedOpCreatePreMulSum(&op0, &s0, ncclFloat32, ncclScalarHostImmediate,
+						comm));
+		NCHECK(ncclAllReduce(f, fo, N, ncclFloat32, op0, comm, NULL));
+		NCHECK(ncclRedOpDestroy(op0, comm));
+		NCHECK(ncclRedOpCreatePreMulSum(&op1, &s1, ncclFloat32, ncclScalarHostImmediate,
+						comm));
+		EXPECT(op1 == op0); /* the slot of the one destroyed */
+		NCHECK(ncclAllReduce(f, fo + N, N, ncclFloat32, op1, comm, NULL));
+		NCHECK(ncclRedOpDestroy(op1, comm));
+		NCHECK(ncclGroupEnd());
+		for (size_t i = 0; i < N; i++) {
+			float sum = (float)(4 * (n * (n - 1) / 2) + 4 * n * (int)(i % 5));
+			EXPECT(fo[i] == 0.5f * sum);
+			EXPECT(fo[N + i] == 0.25f * sum);
+		}
+	}
 	/* PreMulSum on bfloat16 (issue 19: PyTorch's bf16 premul gave 0): a
 	 * bfloat16 scalar, immediate and by pointer (ncclScalarDevice on host
 	 * memory), gives 0.5 * sum exactly; a float's bytes given as the
