@@ -226,13 +226,12 @@ __attribute__((constructor)) static void coll_init(void)
 	nccl_group_set_runner(group_run);
 }
 
-/* Checks an operation's arguments, then queues it in the group or runs it. */
-static ncclResult_t submit(struct nccl_op *o, const char *who)
+/* An operation's arguments and communicator, before it is queued or run. */
+static ncclResult_t check_op(struct nccl_op *o, const char *who)
 {
 	struct ncclComm *comm = o->comm;
 	size_t es = nccl_dtype_size(o->dtype), bytes;
 	ncclResult_t res;
-	bool queued;
 
 	res = nccl_comm_ready(comm, who);
 	if (res != ncclSuccess)
@@ -248,6 +247,20 @@ static ncclResult_t submit(struct nccl_op *o, const char *who)
 	    (o->root < 0 || o->root >= comm->nranks))
 		return nccl_fail(comm, ncclInvalidArgument, "%s: %s %d of %d ranks", who,
 				 is_p2p(o) ? "peer" : "root", o->root, comm->nranks);
+	return ncclSuccess;
+}
+
+/* Checks an operation, then queues it in the group or runs it; a failed
+ * check in a group fails the group too (nccl_group_error). */
+static ncclResult_t submit(struct nccl_op *o, const char *who)
+{
+	struct ncclComm *comm = o->comm;
+	ncclResult_t res;
+	bool queued;
+
+	res = check_op(o, who);
+	if (res != ncclSuccess)
+		return nccl_group_error(res);
 	/* NCCL lets the caller destroy a PreMulSum operator once the call that
 	 * uses it returns (PyTorch does, inside a group): the op keeps a copy */
 	if ((int)o->op >= ncclNumOps && (int)o->op < ncclNumOps + NCCL_MAX_PREMUL) {

@@ -156,6 +156,13 @@ ncclResult_t nccl_group_add(const struct nccl_op *op, bool *queued)
 	return ncclSuccess;
 }
 
+ncclResult_t nccl_group_error(ncclResult_t r)
+{
+	if (g.depth && r != ncclSuccess && g.err == ncclSuccess)
+		g.err = r;
+	return r;
+}
+
 ncclResult_t nccl_group_defer_thread(pthread_t t, struct nccl_deferred *result)
 {
 	if (g.nthr == g.capthr) {

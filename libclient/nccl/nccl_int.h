@@ -114,6 +114,10 @@ void nccl_group_order(struct nccl_op *ops, size_t n, int (*rank_of)(const struct
 int nccl_group_depth(void);
 /* Queues op if a group is open (returns true), else the caller runs it. */
 ncclResult_t nccl_group_add(const struct nccl_op *op, bool *queued);
+/* Inside a group, an operation's call failed (its arguments, its
+ * communicator): ncclGroupEnd returns the first such error and runs none of
+ * the group's operations, as NCCL does. Returns r. */
+ncclResult_t nccl_group_error(ncclResult_t r);
 /* For tests: how many operations the open group holds. */
 size_t nccl_group_pending(void);
 /* The executor GroupEnd hands the ordered operations to (coll.c by

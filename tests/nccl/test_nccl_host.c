@@ -128,6 +128,24 @@ static void collectives(ncclComm_t comm, int n)
 		NCHECK(ncclRedOpDestroy(op, comm));
 		EXPECT(ncclRedOpDestroy(op, comm) == ncclInvalidArgument);
 	}
+	/* A call that fails its checks inside a group fails the group: its
+	 * ncclGroupEnd returns that error and runs none of its operations (as
+	 * NCCL does; before 2026-12-07 the others ran). Every rank errs alike. */
+	for (size_t i = 0; i < N; i++) {
+		f[i] = 1.0f;
+		fo[i] = -1.0f;
+	}
+	NCHECK(ncclGroupStart());
+	NCHECK(ncclAllReduce(f, fo, N, ncclFloat32, ncclSum, comm, NULL));
+	EXPECT(ncclBroadcast(f, fo + N, N, ncclFloat32, n, comm, NULL) == ncclInvalidArgument);
+	EXPECT(ncclGroupEnd() == ncclInvalidArgument);
+	for (size_t i = 0; i < N; i++)
+		EXPECT(fo[i] == -1.0f);
+	NCHECK(ncclGroupStart()); /* the next group runs */
+	NCHECK(ncclAllReduce(f, fo, N, ncclFloat32, ncclSum, comm, NULL));
+	NCHECK(ncclGroupEnd());
+	for (size_t i = 0; i < N; i++)
+		EXPECT(fo[i] == (float)n);
 	/* PreMulSum operators destroyed inside a group, right after the call
 	 * that uses them (PyTorch's coalesced collectives: ncclRedOpRAII ends
 	 * with the lambda, before ncclGroupEnd); the second one gets the slot
