@@ -445,8 +445,16 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
 		r2c_client_shutdown(comm->client);
 	pthread_mutex_unlock(&comm->sock_lock);
 	join_init(comm);
-	pthread_mutex_lock(&comm->lock);
-	/* releases the streams of stream-ordered operations not run */
+	/* releases the streams of stream-ordered operations not run. A thread
+	 * may hold comm->lock in a stream synchronization that waits for one
+	 * of them (PreMulSum, a staged buffer on another stream): release them
+	 * first, then wait for the lock, or both wait for ever (the session is
+	 * shut: the release touches no socket) */
+	if (pthread_mutex_trylock(&comm->lock) != 0) {
+		if (comm->comm)
+			r2ccl_comm_get_async_error(comm->comm, &e);
+		pthread_mutex_lock(&comm->lock);
+	}
 	if (comm->comm)
 		r2ccl_comm_get_async_error(comm->comm, &e);
 	pthread_mutex_unlock(&comm->lock);
