@@ -77,6 +77,22 @@ static int rpc_wait_ms(const struct r2_rpc *c)
 	return now >= c->deadline_ms ? 0 : (int)(c->deadline_ms - now);
 }
 
+/* Field 1 of a packed message when it is a varint (every request and reply
+ * but HELLO's carries its req_id there); 0 if not. */
+static uint64_t field1(const uint8_t *p, size_t len)
+{
+	uint64_t v = 0;
+
+	if (len < 2 || p[0] != 0x08)
+		return 0;
+	for (size_t i = 1; i < len && i <= 10; i++) {
+		v |= (uint64_t)(p[i] & 0x7f) << (7 * (i - 1));
+		if (!(p[i] & 0x80))
+			return v;
+	}
+	return 0;
+}
+
 int r2_rpc_call(struct r2_rpc *c, uint16_t type, const ProtobufCMessage *msg, const int *fds,
 		int nfds, uint16_t want, struct r2_frame *f, R2ccl__Result **res)
 {
@@ -92,15 +108,24 @@ int r2_rpc_call(struct r2_rpc *c, uint16_t type, const ProtobufCMessage *msg, co
 	if (!buf)
 		return -ENOMEM;
 	protobuf_c_message_pack(msg, buf);
+	uint64_t req = type == R2CCL__MSG_TYPE__MSG_HELLO ? 0 : field1(buf, len);
 	r = r2_frame_send(c->fd, type, buf, (uint32_t)len, fds, nfds, rpc_wait_ms(c));
 	free(buf);
 	if (r < 0)
 		return r;
-	if (c->deadline_ms && rpc_wait_ms(c) == 0)
-		return -ETIMEDOUT;
-	r = r2_frame_recv(c->fd, &c->rd, f, rpc_wait_ms(c));
-	if (r < 0)
-		return r;
+	for (;;) {
+		if (c->deadline_ms && rpc_wait_ms(c) == 0)
+			return -ETIMEDOUT;
+		r = r2_frame_recv(c->fd, &c->rd, f, rpc_wait_ms(c));
+		if (r < 0)
+			return r;
+		/* the reply to an earlier request whose call gave up waiting
+		 * (a timeout): not this one's */
+		uint64_t got = req ? field1(f->payload, f->len) : 0;
+		if (!got || got == req)
+			break;
+		r2_frame_free(f);
+	}
 	if (f->type == R2CCL__MSG_TYPE__MSG_RESULT && want != R2CCL__MSG_TYPE__MSG_RESULT) {
 		*res = r2ccl__result__unpack(NULL, f->len, f->payload);
 		r2_frame_free(f);

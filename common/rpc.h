@@ -23,6 +23,8 @@ struct r2_rpc {
 	struct r2_frame_reader rd;
 };
 
+/* r2_rpc_call skips a reply whose req_id (field 1) is not its request's:
+ * one that came after an earlier call gave up on it. */
 /* r2_rpc_dial flags */
 #define R2_RPC_NONBLOCK 0x1u /* the socket non-blocking once connected */
 #define R2_RPC_SNDTIMEO 0x2u /* a full backlog waits timeout_ms at most (SO_SNDTIMEO) */

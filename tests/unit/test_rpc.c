@@ -141,6 +141,37 @@ START_TEST(reply_wanted)
 }
 END_TEST
 
+/* A reply to an earlier request (req_id 6) whose call gave up waiting comes
+ * first: skipped, the call returns its own (7); a generic RESULT of 6 too.
+ * Before 2026-12-07 it took the first frame, so every later call got the
+ * reply to the one before it. */
+START_TEST(stale_reply_skipped)
+{
+	R2ccl__StatusReply rep = R2CCL__STATUS_REPLY__INIT, *got;
+	R2ccl__Result old = R2CCL__RESULT__INIT, *res = (void *)1;
+	struct r2_frame f;
+
+	rep.req_id = 6;
+	rep.version = "stale";
+	daemon_sends(R2CCL__MSG_TYPE__MSG_STATUS_REPLY, &rep.base, 0);
+	old.req_id = 6;
+	old.status = -5;
+	daemon_sends(R2CCL__MSG_TYPE__MSG_RESULT, &old.base, 0);
+	rep.req_id = 7;
+	rep.version = "mine";
+	daemon_sends(R2CCL__MSG_TYPE__MSG_STATUS_REPLY, &rep.base, 0);
+	ck_assert_int_eq(call_status(R2CCL__MSG_TYPE__MSG_STATUS_REPLY, &f, &res), 0);
+	ck_assert_ptr_null(res);
+	got = r2ccl__status_reply__unpack(NULL, f.len, f.payload);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_uint_eq(got->req_id, 7);
+	ck_assert_str_eq(got->version, "mine");
+	r2ccl__status_reply__free_unpacked(got, NULL);
+	r2_frame_free(&f);
+	daemon_gets_status_request();
+}
+END_TEST
+
 START_TEST(result_in_place)
 {
 	R2ccl__Result *res = NULL;
@@ -252,6 +283,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, dial_errors);
 	tcase_add_test(tc, reply_wanted);
+	tcase_add_test(tc, stale_reply_skipped);
 	tcase_add_test(tc, result_in_place);
 	tcase_add_test(tc, result_wanted);
 	tcase_add_test(tc, unexpected_type);
