@@ -311,6 +311,8 @@ int r2c_submit_wait(r2ccl_client_t *c, struct r2_sqe *q)
 	if (c->gone)
 		return R2CCL_E_DAEMON_GONE;
 	if (c->inflight >= R2_RING_ENTRIES)
+		reap(c, 0, &status); /* stream operations' completions (tag 0: none) */
+	if (c->inflight >= R2_RING_ENTRIES)
 		return -EBUSY;
 	q->tag = c->next_tag++;
 	tail = atomic_load_explicit(&ring->sq_tail, memory_order_relaxed);
