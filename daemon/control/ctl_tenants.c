@@ -98,8 +98,10 @@ int r2d_ctl_tenants(struct r2_session *s, struct r2_frame *f)
 		const struct r2_tenant_row *w = &b->rows[i];
 		R2ccl__TenantInfo *ti = &b->info[k];
 		int t = w->index;
-		if (s->uid != 0 && strcmp(w->pol.name, mine.name))
-			continue; /* another user sees its own tenant only */
+		if (s->uid != 0 && t != s->tenant_idx)
+			continue; /* another user sees its own tenant only (by index:
+				   * cgroup names are cut to 63 characters, and
+				   * two tenants may share the cut) */
 		r2ccl__tenant_info__init(ti);
 		ti->name = (char *)w->pol.name;
 		snprintf(b->cgroup[k], sizeof(b->cgroup[k]), "%s", w->pol.cgroup);
@@ -203,7 +205,13 @@ int r2d_ctl_tenant_set(struct r2_session *s, struct r2_frame *f)
 
 	if (!m)
 		return -EPROTO;
-	if (m->own_limit)
+	if (m->own_limit && s->uid != 0 && s->tenant_idx == R2_SCHED_MAX_TENANTS - 1) {
+		/* "_other" holds every cgroup the full table had no room for:
+		 * one of them may not cap or reserve for all the others */
+		snprintf(err, sizeof(err), "this session's tenant is _other (the tenant table is "
+			 "full), shared by unrelated cgroups: only root may set its limits");
+		r = -EPERM;
+	} else if (m->own_limit)
 		r = r2d_tenants_set_limit(s->d, s->tenant_idx, m->limit_bps, m->reserve_bps);
 	else
 		r = tenant_set(s, m->name ? m->name : "", m->spec ? m->spec : "", err,

@@ -228,6 +228,8 @@ int r2_sched_find(const struct r2_sched *s, const char *name)
 	return -ENOENT;
 }
 
+static void reclamp_all(struct r2_sched *s, uint64_t now_us);
+
 static void refresh(struct r2_sched *s, int t, uint64_t now_us)
 {
 	struct r2_sched_tenant *x = &s->t[t];
@@ -249,9 +251,10 @@ int r2_sched_policy_set(struct r2_sched *s, const struct r2_tenant_policy *p, ui
 	s->t[i].pol = *p;
 	s->t[i].dynamic = false;
 	reclass(s, i, was, p->cls);
-	if (s->t[i].limit_bps || s->t[i].reserve_bps)
-		r2_sched_set_limit(s, i, s->t[i].limit_bps, s->t[i].reserve_bps, 0, now_us);
+	if (s->t[i].limit_bps || s->t[i].reserve_asked)
+		r2_sched_set_limit(s, i, s->t[i].limit_bps, s->t[i].reserve_asked, 0, now_us);
 	refresh(s, i, now_us);
+	reclamp_all(s, now_us); /* its weight: the others' shares */
 	if (i == 0) {
 		/* the default policy: also of the tenants made for unmatched cgroups */
 		s->t[0].pol.cgroup[0] = 0;
@@ -348,32 +351,56 @@ int r2_sched_tenant_of(struct r2_sched *s, const char *cgroup, uint64_t now_us)
 	x->used = true;
 	x->dynamic = true;
 	refresh(s, i, now_us);
+	reclamp_all(s, now_us); /* one more weight: the reservations' shares */
 	return i;
+}
+
+/* Tenant t's reservation: what it asked, cut to its cap and to its weight
+ * share of the rails' capacity (the weights of the table's tenants). */
+static void clamp_reserve(struct r2_sched *s, int t, uint64_t now_us)
+{
+	struct r2_sched_tenant *x = &s->t[t];
+	uint64_t cap = r2_sched_rate(s, t), wsum = 0, r = x->reserve_asked;
+
+	if (cap && r > cap)
+		r = cap;
+	for (int k = 1; s->capacity_bps && k < R2_SCHED_MAX_TENANTS; k++)
+		wsum += s->t[k].used ? s->t[k].pol.weight : 0;
+	if (s->capacity_bps && wsum) {
+		uint64_t share = (uint64_t)((double)s->capacity_bps * x->pol.weight / (double)wsum);
+		if (r > share)
+			r = share;
+	}
+	if (r != x->reserve_bps) {
+		x->reserve_bps = r;
+		refresh(s, t, now_us);
+	}
+}
+
+/* The table's weights changed (a tenant came, a policy was set): every
+ * reservation is cut to its share again. */
+static void reclamp_all(struct r2_sched *s, uint64_t now_us)
+{
+	for (int k = 1; k < R2_SCHED_MAX_TENANTS; k++)
+		if (s->t[k].used && s->t[k].reserve_asked)
+			clamp_reserve(s, k, now_us);
 }
 
 void r2_sched_set_limit(struct r2_sched *s, int t, uint64_t limit_bps, uint64_t reserve_bps,
 			uint64_t capacity_bps, uint64_t now_us)
 {
 	struct r2_sched_tenant *x = &s->t[t];
-	uint64_t cap, wsum = 0;
 
 	/* a tenant lowers its cap below its policy, never raises it above */
 	if (limit_bps && x->pol.rate_bps && limit_bps > x->pol.rate_bps)
 		limit_bps = x->pol.rate_bps;
 	x->limit_bps = limit_bps;
-	cap = r2_sched_rate(s, t);
-	if (cap && reserve_bps > cap)
-		reserve_bps = cap;
-	/* a reservation stays within the tenant's weight share of the rails */
-	for (int k = 1; capacity_bps && k < R2_SCHED_MAX_TENANTS; k++)
-		wsum += s->t[k].used ? s->t[k].pol.weight : 0;
-	if (capacity_bps && wsum) {
-		uint64_t share = (uint64_t)((double)capacity_bps * x->pol.weight / (double)wsum);
-		if (reserve_bps > share)
-			reserve_bps = share;
-	}
-	x->reserve_bps = reserve_bps;
+	x->reserve_asked = reserve_bps;
+	if (capacity_bps)
+		s->capacity_bps = capacity_bps;
+	clamp_reserve(s, t, now_us);
 	refresh(s, t, now_us);
+	reclamp_all(s, now_us);
 }
 
 /* ---- buckets ---- */

@@ -89,6 +89,9 @@ struct r2_sched_tenant {
 	bool dynamic;             /* made for a cgroup no entry matched */
 	uint64_t limit_bps;       /* the tenant's own cap (r2ccl_set_bandwidth_limit), 0: none */
 	uint64_t reserve_bps;     /* its reserved minimum (the same call), 0: none */
+	uint64_t reserve_asked;   /* what the call asked: reserve_bps is it cut to
+				   * the cap and the weight share, again each
+				   * time the table or the capacity changes */
 	/* token buckets: the cap (rate), the reservation */
 	double tokens, rtokens;
 	uint64_t tb_us;
@@ -124,6 +127,7 @@ struct r2_sched {
 	uint64_t prio_run;     /* latency bytes before a waiting bulk chunk goes */
 	double vlast[2];       /* per class: the virtual time of the last chunk sent */
 	int ntenants;
+	uint64_t capacity_bps; /* the rails' (last r2_sched_set_limit; 0: unknown) */
 	struct r2_sched_tenant t[R2_SCHED_MAX_TENANTS];
 	struct r2_sched_rail rail[R2_SCHED_MAX_RAILS];
 	/* scheduler off: one FIFO per rail */

@@ -259,8 +259,8 @@ int r2d_tenants_find(struct r2d *d, const char *cgroup)
 	return t;
 }
 
-/* The host's rails together, bits/s, from the NICs' link speeds (0: a
- * speed unknown). */
+/* The host's rails together, bits/s, from the NICs' link speeds (one
+ * unknown counts as cost_nic_bw). */
 static uint64_t rails_capacity(struct r2d *d)
 {
 	uint64_t sum = 0;
@@ -273,9 +273,10 @@ static uint64_t rails_capacity(struct r2d *d)
 			    !strcmp(n->netdev, d->rails->rail[r].ifname))
 				mbps = n->speed_mbps;
 		}
-		if (!mbps)
-			return 0;
-		sum += mbps * 1000000ull;
+		/* a link speed unknown (virtual NICs): the planner's healthy NIC
+		 * (cost_nic_bw, bytes/s), so that a reservation is still cut */
+		sum += mbps ? mbps * 1000000ull
+			    : (uint64_t)r2_param_int(&d->params, P_COST_NIC_BW) * 8;
 	}
 	return sum;
 }
@@ -292,7 +293,7 @@ int r2d_tenants_set_limit(struct r2d *d, int t, uint64_t limit_bps, uint64_t res
 	if (limit_bps == UINT64_MAX)
 		limit_bps = ts->s.t[t].limit_bps;
 	if (reserve_bps == UINT64_MAX)
-		reserve_bps = ts->s.t[t].reserve_bps;
+		reserve_bps = ts->s.t[t].reserve_asked;
 	r2_sched_set_limit(&ts->s, t, limit_bps, reserve_bps, capacity, r2_now_us());
 	ts->changed_us[t] = r2_now_us();
 	pthread_mutex_unlock(&ts->lock);

@@ -71,6 +71,10 @@ static bool cgroup_v2_mount(char *out, size_t len)
 	return found;
 }
 
+/* Two leaves whose paths agree in their first 63 characters: tenants made
+ * for them have the same (cut) name */
+#define LONG_LEAF "tenant-name-cut-at-63-characters-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+
 static int cg_path(char *buf, size_t len, const char *leaf, const char *file)
 {
 	return snprintf(buf, len, "%s%s%s%s%s%s", CG, BASE, leaf ? "/" : "", leaf ? leaf : "",
@@ -80,7 +84,8 @@ static int cg_path(char *buf, size_t len, const char *leaf, const char *file)
 /* Makes BASE and its leaves; false if the hierarchy is not writable. */
 static bool cg_setup(void)
 {
-	static const char *const leaves[] = { "a", "b", "c", "d", "e" };
+	static const char *const leaves[] = { "a", "b", "c", "d", "e", LONG_LEAF "1",
+					      LONG_LEAF "2" };
 	char p[512];
 
 	if (!cgroup_v2_mount(CG, sizeof(CG)))
@@ -99,7 +104,8 @@ static bool cg_setup(void)
 
 static void cg_cleanup(void)
 {
-	static const char *const leaves[] = { "a", "b", "c", "d", "e" };
+	static const char *const leaves[] = { "a", "b", "c", "d", "e", LONG_LEAF "1",
+					      LONG_LEAF "2" };
 	char p[512];
 
 	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
@@ -540,6 +546,74 @@ static void isolation(const char *vleaf, const char *vtenant, uid_t vuid, const 
 	th_expect_log(&D, "may not join it", 1);
 	th_stop_ok(&D);
 }
+
+/* Two users in cgroups whose tenants' names are equal (cut to 63
+ * characters): each sees its own row of `r2cclctl tenants` only. Before
+ * 2026-12-07 rows were matched by name, and each saw both. */
+struct cut_child {
+	const char *leaf;
+	uid_t uid;
+	int ready_w, go_r, done_w;
+};
+
+static void cut_main(void *arg)
+{
+	const struct cut_child *k = arg;
+	const char *argv[] = { getenv("R2CCLCTL"), "--json", "tenants", NULL };
+	static char out[1 << 16];
+	r2ccl_client_t *c;
+	char b = 1;
+
+	become("cut", k->leaf, k->uid);
+	C("cut", r2ccl_connect(NULL, &c) == 0, "connect: %s", r2ccl_last_error());
+	C("cut", write(k->ready_w, &b, 1) == 1, "ready");
+	C("cut", read(k->go_r, &b, 1) == 1, "go");
+	C("cut", th_run(argv, out, sizeof(out), 10000) == 0, "r2cclctl tenants: %s", out);
+	const char *row = strstr(out, "\"cgroup\":");
+	C("cut", row && strstr(row, k->leaf), "no row of its own: %s", out);
+	C("cut", !strstr(row + 1, "\"cgroup\":"), "%s sees another row: %s", k->leaf, out);
+	C("cut", write(k->done_w, &b, 1) == 1, "done");
+	C("cut", read(k->go_r, &b, 1) == 1, "go");
+	r2ccl_disconnect(c);
+}
+
+START_TEST(rows_by_tenant_not_name)
+{
+	struct cut_child k[2] = { { LONG_LEAF "1", UID_A, 0, 0, 0 },
+				  { LONG_LEAF "2", UID_B, 0, 0, 0 } };
+	int ready[2], go[2][2], done[2];
+	pid_t pid[2];
+	char b = 1;
+
+	start();
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(done), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(pipe(go[i]), 0);
+		k[i].ready_w = ready[1];
+		k[i].done_w = done[1];
+		k[i].go_r = go[i][0];
+		pid[i] = fork_child(cut_main, &k[i]);
+	}
+	for (int i = 0; i < 2; i++) /* both sessions up */
+		ck_assert_int_eq(read(ready[0], &b, 1), 1);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(write(go[i][1], &b, 1), 1);
+		ck_assert_int_eq(read(done[0], &b, 1), 1);
+	}
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(write(go[i][1], &b, 1), 1);
+		wait_ok(pid[i], k[i].leaf);
+		close(go[i][0]);
+		close(go[i][1]);
+	}
+	close(ready[0]);
+	close(ready[1]);
+	close(done[0]);
+	close(done[1]);
+	th_stop_ok(&D);
+}
+END_TEST
 
 START_TEST(isolation_same_uid)
 {
@@ -1065,8 +1139,8 @@ END_TEST
 
 int main(void)
 {
-	const TTest *const tests[] = { isolation_same_uid, isolation_other_uid, quotas, policy,
-				       reaction };
+	const TTest *const tests[] = { isolation_same_uid, isolation_other_uid,
+				       rows_by_tenant_not_name, quotas, policy, reaction };
 	size_t n = sizeof(tests) / sizeof(tests[0]);
 	int r;
 

@@ -362,6 +362,42 @@ START_TEST(test_reserve)
 }
 END_TEST
 
+/* A reservation is cut to its weight share again whenever the table
+ * changes: a tenant that reserved the whole link while alone keeps half of
+ * it once another comes, and less as more come or a weight rises; the other
+ * tenant is served. Before 2026-12-07 the cut was made once, at the call: a
+ * tenant that reserved alone kept strict priority over every later one. */
+START_TEST(test_reserve_shares_again)
+{
+	struct sim *m = sim_new(1 * MB, 0, 125e6);
+	int a = tenant(m, "a", "weight=1");
+
+	r2_sched_set_limit(m->s, a, 0, 1000000000ull, 1000000000ull, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 1000000000ull); /* alone: all of 1G */
+	int b = tenant(m, "b", "weight=1");
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 500000000ull);
+	int ts[] = { a, b };
+	uint64_t n0 = m->nsent;
+	run_backlogged(m, ts, 2, 512 * KB, 400);
+	uint64_t ba = bytes_of(m, a, (int)n0, m->nsent), bb = bytes_of(m, b, (int)n0, m->nsent);
+	ck_assert_msg(bb * 10 >= (ba + bb) * 4, "b got %llu of %llu bytes",
+		      (unsigned long long)bb, (unsigned long long)(ba + bb));
+	/* a tenant made for an unmatched cgroup (weight 1): a third */
+	ck_assert_int_gt(r2_sched_tenant_of(m->s, "/jobs/c", m->now), 0);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 333333333ull);
+	/* b's weight 4 on a reload: 1 of 6 */
+	struct r2_tenant_policy p = m->s->t[b].pol;
+	p.weight = 4;
+	r2_sched_policy_set(m->s, &p, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 166666666ull);
+	/* what it asked is kept: back to 1 of 3 when b's weight is 1 again */
+	p.weight = 1;
+	r2_sched_policy_set(m->s, &p, m->now);
+	ck_assert_uint_eq(m->s->t[a].reserve_bps, 333333333ull);
+	sim_free(m);
+}
+END_TEST
+
 /* A weight changed at run time counts from the next chunk. */
 START_TEST(test_change_next_chunk)
 {
@@ -788,6 +824,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_priority_bound);
 	tcase_add_test(tc, test_off_fifo);
 	tcase_add_test(tc, test_reserve);
+	tcase_add_test(tc, test_reserve_shares_again);
 	tcase_add_test(tc, test_change_next_chunk);
 	tcase_add_test(tc, test_requeue_remove);
 	tcase_add_test(tc, test_class_change);
