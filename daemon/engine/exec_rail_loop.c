@@ -329,17 +329,13 @@ static int send_all(struct railop *o)
 
 	while (r == 0 && (o->tx.pool_wait || o->tx.order_wait)) {
 		struct r2_rmsg *m = op_take(o, 1);
+		bool took = m != NULL;
+		int e;
 		if (!m) {
-			if (o->c->stop)
-				return R2CCL_E_SHUTDOWN;
-			if (o->c->abort_err)
-				return o->c->abort_err;
-			if (member_gone(o))
-				return member_gone(o);
-			if (r2_now_us() > o->deadline)
-				return rl_pool_timeout(o);
-			if (broken(o->c))
-				return broken(o->c);
+			/* (the wait may be step_order's hold, with no pool wait:
+			 * busy_stop's timeout tells them apart) */
+			if ((e = idle_stop(o)))
+				return e;
 		} else if (m->cqe.type == R2_TPC_RECV && m->cqe.hdr.kind == R2_MSG_DATA &&
 			   !(m->cqe.hdr.flags & R2_CHUNK_DESC) && m->cqe.hdr.opseq == o->opseq &&
 			   (o->step == UINT32_MAX || m->cqe.hdr.step > o->step)) {
@@ -350,6 +346,8 @@ static int send_all(struct railop *o)
 			if (n < 0)
 				return (int)n;
 		}
+		if (took && (e = busy_stop(o))) /* messages that keep coming */
+			return e;
 		if (o->tx.need_repost) {
 			r = rl_repost(o);
 			if (r < 0)
