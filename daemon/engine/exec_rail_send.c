@@ -309,10 +309,14 @@ static int send_chunk(struct railop *o, const struct r2_xfer *x, uint64_t off, u
 	s->post_us = r2_now_us();
 	rl_sends_add(&o->tx, s);
 	r = rl_post(o, s);
-	if (r < 0 && r != -EAGAIN)
-		return r == -ENOTCONN ? R2CCL_E_NO_PATH : r;
-	if (r == -EAGAIN)
-		o->tx.need_repost = true; /* the queue full: again shortly, not at the next step */
+	if (r < 0 && r != -EAGAIN && r != -ENOTCONN)
+		return r;
+	/* the queue full, or no connection and no bridge this instant (every
+	 * rail to the peer reconnecting): again shortly, as rl_repost does,
+	 * not at the next step; peer_lost, the peer timeout and the deadline
+	 * bound the wait */
+	if (r == -EAGAIN || r == -ENOTCONN)
+		o->tx.need_repost = true;
 	if (r == 0)
 		rl_inject_dup(o->d, s);
 	return 0;
