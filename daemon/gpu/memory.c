@@ -182,6 +182,16 @@ static int ipc_owner_check(struct r2_session *s, const struct r2_gpu_reg_req *re
 		pol = R2_GPU_LEGACY_DENY;
 	if (pol == R2_GPU_LEGACY_GPU_ACCESS && gpu_access(s, req, dev, why, sizeof(why)) == 0)
 		return 1; /* checked again once opened (r2_gpu_region_new) */
+	/* a pid proves something in r2ccld's pid namespace only: in one of
+	 * its own, anyone may take any pid (unshare, clone3's set_tid) */
+	if ((pol == R2_GPU_LEGACY_SAME_PID || pol == R2_GPU_LEGACY_GPU_ACCESS) &&
+	    s->nslevels != 1) {
+		snprintf(err, errlen, "gpu_legacy_ipc=%s: the client runs in another pid namespace "
+			 "than r2ccld's, where the pid in a handle proves nothing; allocate with "
+			 "cuMem and a POSIX fd handle type (libnccl stages cudaMalloc memory)",
+			 pol == R2_GPU_LEGACY_SAME_PID ? "same-pid" : "gpu-access");
+		return -EPERM;
+	}
 	if (pol == R2_GPU_LEGACY_SAME_PID || pol == R2_GPU_LEGACY_GPU_ACCESS)
 		off = ipc_pid_offset(dev);
 	r = r2_gpu_ipc_owner_check((enum r2_gpu_legacy)pol, req->ipc_handle, req->ipc_handle_len,
@@ -225,7 +235,9 @@ static int open_ipc(struct gpu_alloc *a, const struct r2_gpu_reg_req *req, char 
 	}
 	/* the client's word for the size is not trusted */
 	cr = r2g.memGetAddressRange(&base, &sz, (CUdeviceptr)p);
-	if (cr != CUDA_SUCCESS || (uint64_t)sz < req->alloc_size) {
+	/* the allocation's bytes from the pointer opened, not from its base */
+	if (cr != CUDA_SUCCESS || (CUdeviceptr)p < base || (CUdeviceptr)p - base > sz ||
+	    (uint64_t)(sz - ((CUdeviceptr)p - base)) < req->alloc_size) {
 		snprintf(err, errlen, "allocation holds %zu bytes, %llu declared", sz,
 			 (unsigned long long)req->alloc_size);
 		cudaIpcCloseMemHandle(p);

@@ -583,6 +583,17 @@ int r2_gpu_stage_end(struct r2_exec *x, int status)
 				status = r;
 		}
 	}
+	/* every GPU whose copy streams may hold a copy of this operation (one
+	 * queued before an error further on included): those copies end
+	 * before their pinned buffers go back to the cache or are freed */
+	for (int i = 0; i < x->nops; i++) {
+		if (st->op[i].sdev >= 0 && st->op[i].sdev < MAX_DEV)
+			used[st->op[i].sdev] = true;
+		if (st->op[i].rdev >= 0 && st->op[i].rdev < MAX_DEV)
+			used[st->op[i].rdev] = true;
+	}
+	if (st->pc && st->pc->rdev >= 0 && st->pc->rdev < MAX_DEV)
+		used[st->pc->rdev] = true;
 	for (int i = 0; !st->pc && i < x->nops; i++) {
 		struct stage_op *so = &st->op[i];
 		if (status == 0 && so->rdev >= 0) {
