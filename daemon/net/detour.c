@@ -329,7 +329,8 @@ int r2d_detours_unsent(struct r2d *d, bool cut)
 
 bool r2d_detour_sendc_at_stop(struct r2d *d, const struct r2_tp_cqe *cqe)
 {
-	if (cqe->type != R2_TPC_SEND || (cqe->ctx & 7u) != R2_DETOUR_TAG)
+	if (cqe->type != R2_TPC_SEND || (cqe->ctx & 7u) != R2_DETOUR_TAG ||
+	    !(cqe->ctx & ~(uint64_t)7u))
 		return false;
 	struct detour *x = (struct detour *)(uintptr_t)(cqe->ctx & ~(uint64_t)7u);
 	pthread_mutex_lock(&lock);

@@ -809,6 +809,9 @@ static int poll_at_stop(struct r2_rails *rs, int rail)
 			r2d_rails_release(rs->d, rail, cq[i].buf);
 		else if (cq[i].type == R2_TPC_SEND && cq[i].ctx == 1)
 			rl_ctrl_copy_free(rs, cq[i].buf);
+		else if (cq[i].type == R2_TPC_SEND && cq[i].ctx == WARMUP_CTX)
+			; /* a warm-up's last message: nothing to free (2 is also
+			   * R2_DETOUR_TAG, whose record would be NULL here) */
 		else if (r2d_detour_sendc_at_stop(rs->d, &cq[i]))
 			;
 		else if (cq[i].type == R2_TPC_SEND && rs->d->net_ev)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/exec_rail_int.h"
+#include "net/detour.h"
 #include "util.h"
 
 /* ---- lazy input: the regions of W that hold their data ---- */
@@ -461,6 +462,23 @@ START_TEST(test_eager_slot)
 }
 END_TEST
 
+/* At a stop, a send completion of context 2 with no record (a TCP warm-up's
+ * last message: WARMUP_CTX is 2, as is R2_DETOUR_TAG) is not a detour's:
+ * before 2026-12-07 its record, NULL, was dereferenced (a crash when the
+ * daemon stopped during a warm-up). */
+START_TEST(test_detour_stop_untagged)
+{
+	struct r2d d;
+	struct r2_tp_cqe c;
+
+	memset(&d, 0, sizeof(d));
+	memset(&c, 0, sizeof(c));
+	c.type = R2_TPC_SEND;
+	c.ctx = R2_DETOUR_TAG;
+	ck_assert(!r2d_detour_sendc_at_stop(&d, &c));
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("exec_rail");
@@ -478,6 +496,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_p2p_progress_idle);
 	tcase_add_test(t, test_p2p_pump_budget);
 	tcase_add_test(t, test_eager_slot);
+	tcase_add_test(t, test_detour_stop_untagged);
 	suite_add_tcase(s, t);
 	return s;
 }
