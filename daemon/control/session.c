@@ -273,25 +273,28 @@ static void reply_result(struct r2_session *s, uint64_t req_id, int status, cons
 
 /* The cgroup v2 path of pid ("0::/path" of /proc/PID/cgroup, which names it
  * relative to the v2 hierarchy's root wherever that is mounted: /sys/fs/cgroup,
- * or /sys/fs/cgroup/unified on hybrid hosts). false: none (no v2 hierarchy). */
-static bool cgroup_v2_of(pid_t pid, char *out, size_t outlen)
+ * or /sys/fs/cgroup/unified on hybrid hosts). 1, or 0: none (no v2
+ * hierarchy), -ENAMETOOLONG: a path of outlen characters or more. */
+static int cgroup_v2_of(pid_t pid, char *out, size_t outlen)
 {
 	char path[64], *line = NULL;
 	size_t cap = 0;
-	bool found = false;
+	int found = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
 	f = fopen(path, "re");
 	if (!f)
-		return false;
+		return 0;
 	while (getline(&line, &cap, f) > 0) {
 		if (strncmp(line, "0::", 3))
 			continue;
 		line[strcspn(line, "\n")] = 0;
 		if (line[3] == '/' && strlen(line + 3) < outlen) {
 			memcpy(out, line + 3, strlen(line + 3) + 1);
-			found = true;
+			found = 1;
+		} else if (line[3] == '/') {
+			found = -ENAMETOOLONG;
 		}
 		break;
 	}
@@ -304,15 +307,19 @@ static bool cgroup_v2_of(pid_t pid, char *out, size_t outlen)
  * process alive (so the pid was not reused under us); "uid:N" when there
  * is no v2 hierarchy or the process cannot be pinned. Read at accept and
  * again at hello (the one that counts). */
-static void read_tenant(struct r2_session *s)
+static int read_tenant(struct r2_session *s)
 {
 	char cg[sizeof(s->tenant)];
+	int r;
 
 	snprintf(s->tenant, sizeof(s->tenant), "uid:%u", (unsigned)s->uid);
-	if (s->pidfd < 0 || !cgroup_v2_of(s->pid, cg, sizeof(cg)) ||
-	    r2_gpu_pidfd_alive(s->pidfd) != 1)
-		return;
+	if (s->pidfd < 0)
+		return 0;
+	r = cgroup_v2_of(s->pid, cg, sizeof(cg));
+	if (r <= 0 || r2_gpu_pidfd_alive(s->pidfd) != 1)
+		return r < 0 ? r : 0;
 	memcpy(s->tenant, cg, sizeof(cg));
+	return 0;
 }
 
 /* Pins the connecting process (s->pidfd) and reads its pid as it sees it
@@ -442,7 +449,19 @@ static int handle_hello(struct r2_session *s, struct r2_frame *f)
 			*p = '?';
 	s->control_only = m->control_only;
 	r2ccl__hello__free_unpacked(m, NULL);
-	read_tenant(s); /* where it is now: its tenant from here on */
+	/* where it is now: its tenant from here on. A cgroup path too long to
+	 * keep is refused: as "uid:N" it would leave its tenant's caps */
+	if (read_tenant(s) < 0) {
+		snprintf(err, sizeof(err), "the client's cgroup path is %zu characters or longer: "
+			 "r2ccld cannot tell its tenant", sizeof(s->tenant));
+		log_warn_rl("session %llu (pid %d uid %u): refused: %s", (unsigned long long)s->id,
+			    (int)s->pid, (unsigned)s->uid, err);
+		rep.status = -ENAMETOOLONG;
+		rep.error = err;
+		r2d_session_reply(s, R2CCL__MSG_TYPE__MSG_HELLO_REPLY, &rep);
+		r2d_session_close(s, err);
+		return 0;
+	}
 	/* r2cclctl (control only) makes no tenant of its own cgroup */
 	s->tenant_idx = s->control_only ? r2d_tenants_find(s->d, s->tenant)
 					: r2d_tenants_of(s->d, s->tenant);

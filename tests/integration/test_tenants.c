@@ -74,6 +74,9 @@ static bool cgroup_v2_mount(char *out, size_t len)
 /* Two leaves whose paths agree in their first 63 characters: tenants made
  * for them have the same (cut) name */
 #define LONG_LEAF "tenant-name-cut-at-63-characters-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+/* A leaf of 240 characters: its path (BASE/leaf) is over the 255 a tenant
+ * keeps */
+#define HUGE_LEAF "cgroup-path-too-long-yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"
 
 static int cg_path(char *buf, size_t len, const char *leaf, const char *file)
 {
@@ -85,7 +88,7 @@ static int cg_path(char *buf, size_t len, const char *leaf, const char *file)
 static bool cg_setup(void)
 {
 	static const char *const leaves[] = { "a", "b", "c", "d", "e", LONG_LEAF "1",
-					      LONG_LEAF "2" };
+					      LONG_LEAF "2", HUGE_LEAF };
 	char p[512];
 
 	if (!cgroup_v2_mount(CG, sizeof(CG)))
@@ -105,7 +108,7 @@ static bool cg_setup(void)
 static void cg_cleanup(void)
 {
 	static const char *const leaves[] = { "a", "b", "c", "d", "e", LONG_LEAF "1",
-					      LONG_LEAF "2" };
+					      LONG_LEAF "2", HUGE_LEAF };
 	char p[512];
 
 	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
@@ -611,6 +614,29 @@ START_TEST(rows_by_tenant_not_name)
 	close(ready[1]);
 	close(done[0]);
 	close(done[1]);
+	th_stop_ok(&D);
+}
+END_TEST
+
+/* A client whose cgroup path is too long for a tenant's name is refused at
+ * hello, saying why; before 2026-12-07 it became the tenant "uid:N" with the
+ * default policy, out of its real tenant's caps. */
+static void huge_main(void *arg)
+{
+	r2ccl_client_t *c = NULL;
+
+	(void)arg;
+	become("huge", HUGE_LEAF, UID_A);
+	int r = r2ccl_connect(NULL, &c);
+	C("huge", r == -ENAMETOOLONG, "connect: %d (%s)", r, r2ccl_last_error());
+	C("huge", strstr(r2ccl_last_error(), "cgroup path"), "%s", r2ccl_last_error());
+}
+
+START_TEST(cgroup_path_too_long)
+{
+	start();
+	wait_ok(fork_child(huge_main, NULL), "the client in the long cgroup");
+	th_expect_log(&D, "cannot tell its tenant", 1);
 	th_stop_ok(&D);
 }
 END_TEST
@@ -1140,7 +1166,8 @@ END_TEST
 int main(void)
 {
 	const TTest *const tests[] = { isolation_same_uid, isolation_other_uid,
-				       rows_by_tenant_not_name, quotas, policy, reaction };
+				       rows_by_tenant_not_name, cgroup_path_too_long, quotas, policy,
+				       reaction };
 	size_t n = sizeof(tests) / sizeof(tests[0]);
 	int r;
 
