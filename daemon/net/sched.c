@@ -396,11 +396,12 @@ void r2_sched_set_limit(struct r2_sched *s, int t, uint64_t limit_bps, uint64_t 
 		limit_bps = x->pol.rate_bps;
 	x->limit_bps = limit_bps;
 	x->reserve_asked = reserve_bps;
-	if (capacity_bps)
-		s->capacity_bps = capacity_bps;
 	clamp_reserve(s, t, now_us);
 	refresh(s, t, now_us);
-	reclamp_all(s, now_us);
+	if (capacity_bps && capacity_bps != s->capacity_bps) {
+		s->capacity_bps = capacity_bps; /* every share changes with it */
+		reclamp_all(s, now_us);
+	}
 }
 
 /* ---- buckets ---- */

@@ -618,6 +618,15 @@ START_TEST(rows_by_tenant_not_name)
 }
 END_TEST
 
+/* A daemon, one child whose checks must pass, and a line its log must have */
+static void one_child(void (*fn)(void *), const char *who, const char *logged)
+{
+	start();
+	wait_ok(fork_child(fn, NULL), who);
+	th_expect_log(&D, logged, 1);
+	th_stop_ok(&D);
+}
+
 /* A client whose cgroup path is too long for a tenant's name is refused at
  * hello, saying why; before 2026-12-07 it became the tenant "uid:N" with the
  * default policy, out of its real tenant's caps. */
@@ -634,10 +643,7 @@ static void huge_main(void *arg)
 
 START_TEST(cgroup_path_too_long)
 {
-	start();
-	wait_ok(fork_child(huge_main, NULL), "the client in the long cgroup");
-	th_expect_log(&D, "cannot tell its tenant", 1);
-	th_stop_ok(&D);
+	one_child(huge_main, "the client in the long cgroup", "cannot tell its tenant");
 }
 END_TEST
 
@@ -819,10 +825,7 @@ static void quotas_main(void *arg)
 
 START_TEST(quotas)
 {
-	start();
-	wait_ok(fork_child(quotas_main, NULL), "the quotas child");
-	th_expect_log(&D, "over its quota max_req_rate", 1);
-	th_stop_ok(&D);
+	one_child(quotas_main, "the quotas child", "over its quota max_req_rate");
 }
 END_TEST
 
