@@ -599,18 +599,26 @@ START_TEST(test_apply_inline_latency_bound)
 END_TEST
 
 /* step_order on every log-step plan (step_order=1) on 8 hosts x 2 rails,
- * the log-step plans allowed there (logstep_hosts=8) and chosen (alpha 2
- * ms: rd of 3-5 steps): AllReduces of 256 KB, 1 MB and an odd ~4 MB, exact
- * (a chunk held behind another step's must still go, once, and every wait
- * end); chunks were held (169-953 looks in three runs on 2 cores). */
+ * the log-step plans allowed there (logstep_hosts=8) and chosen: AllReduces
+ * of 256 KB, 1 MB and an odd ~4 MB, exact (a chunk held behind another
+ * step's must still go, once, and every wait end); chunks were held.
+ * Holds made certain: host 0's messages arrive 5 ms late, so its chunks of
+ * one step are still unacknowledged when the next step's are ready (its
+ * peer's data come at once), and a chunk may wait 64 ms (a 64 KB chunk at
+ * cost_nic_bw 1 MB/s; cost_alpha_us scaled with it, 250 ms = 2 ms at 1
+ * Gbit/s, so that the log-step plans are chosen). Without the delay, a
+ * hold depended on whether host 0 ran late (none in one ASan run). */
 START_TEST(test_step_order_eight_hosts)
 {
 	static const char *const p[] = { "eager_max=0", "step_order=1", "logstep_hosts=8",
-					 "cost_alpha_us=2000", NULL };
+					 "cost_nic_bw=1000000", "cost_alpha_us=250000", NULL };
 	struct th_host *hs[8];
 	struct th_sess *ss[8];
 
 	th_cluster(hs, 8, 1, 0x3, ss, p);
+	for (int r = 0; r < 2; r++)
+		for (int h = 1; h < 8; h++)
+			ck_assert_int_eq(r2_lb_delay(th_tp(hs[0], r), hs[h]->d.host_id, 5000), 0);
 	allreduce_loop(ss, 8, 64 * 1024, R2CCL_SUM, 3);
 	allreduce_loop(ss, 8, 256 * 1024, R2CCL_SUM, 2);
 	allreduce(ss, 8, 1000003, R2CCL_SUM);
