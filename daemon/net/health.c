@@ -76,6 +76,7 @@ static void on_tick(uv_timer_t *t)
 	r2h_tick_rails(d, now);
 	r2h_tick_paths(d, now);
 	r2h_tick_monitor(d, now);
+	r2h_tick_pathev(d, now);
 	d->health->view_dirty = false;
 	r2h_tick_comms(d, now);
 	r2h_tick_degraded(d);
@@ -153,6 +154,7 @@ void r2d_health_free(struct r2d *d)
 		r2h_hc_free(hc);
 	}
 	free(h->reps);
+	r2h_pathev_free(h);
 	r2h_mon_free(h);
 	pthread_mutex_destroy(&h->lock);
 	pthread_cond_destroy(&h->cond);

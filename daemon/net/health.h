@@ -131,9 +131,10 @@ const char *r2d_rstate_name(int st);
 /* Throughput monitor (any thread): a data chunk of len bytes posted to peer
  * on rail (len < 0: a post that failed, undone), and one acknowledged. */
 void r2d_health_data_posted(struct r2d *d, int rail, uint64_t peer, int64_t len);
-/* The peer table's entry slot was freed (rails.c evicted its peer): its
- * throughput monitor starts afresh for the next peer there (loop thread). */
-void r2d_health_peer_forget(struct r2d *d, int slot);
+/* The peer table's entry slot was freed (rails.c evicted its peer id): its
+ * throughput monitor starts afresh for the next peer there, and the path
+ * events from or about id are forgotten (loop thread). */
+void r2d_health_peer_forget(struct r2d *d, int slot, uint64_t id);
 void r2d_health_data_acked(struct r2d *d, int rail, uint64_t peer, uint32_t len);
 
 #endif

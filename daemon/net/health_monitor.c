@@ -121,10 +121,12 @@ static void rmon_idle(struct r2_health *h, int rail, struct pmon *m)
 	m->bslot = -1;
 }
 
-void r2d_health_peer_forget(struct r2d *d, int slot)
+void r2d_health_peer_forget(struct r2d *d, int slot, uint64_t id)
 {
 	struct r2_health *h = d->health;
 
+	if (h)
+		r2h_pathev_forget(h, id);
 	if (!h || !h->mon || slot < 0 || slot >= R2_MAX_PEERS)
 		return;
 	for (int r = 0; r < R2_MAX_RAILS; r++) {

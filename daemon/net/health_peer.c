@@ -44,12 +44,65 @@ void r2h_send_peer_msg(struct r2d *d, uint64_t peer, uint32_t type, const Protob
 	free(buf);
 }
 
+/* ---- path events: one sequence per path (struct pathev) ---- */
+
+/* a path event of this host goes PATHEV_AGAIN more times, this far apart */
+#define PATHEV_AGAIN 3
+#define PATHEV_AGAIN_US 500000ull
+
+static struct pathev *pathev_find(struct pathevs *t, uint64_t a, uint64_t b, uint32_t rail,
+				  bool speed)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->v[i].a == a && t->v[i].b == b && t->v[i].rail == rail &&
+		    t->v[i].speed == speed)
+			return &t->v[i];
+	return NULL;
+}
+
+static struct pathev *pathev_add(struct pathevs *t)
+{
+	if (R2_GROW(t->v, t->cap, t->n, 16) < 0)
+		return NULL;
+	memset(&t->v[t->n], 0, sizeof(t->v[0]));
+	return &t->v[t->n++];
+}
+
+void r2h_pathev_forget(struct r2_health *h, uint64_t id)
+{
+	struct pathevs *ts[] = { &h->pev_in, &h->pev_out };
+
+	for (size_t k = 0; k < 2; k++)
+		for (size_t i = 0; i < ts[k]->n;)
+			if (ts[k]->v[i].a == id || ts[k]->v[i].b == id)
+				ts[k]->v[i] = ts[k]->v[--ts[k]->n];
+			else
+				i++;
+}
+
+void r2h_pathev_free(struct r2_health *h)
+{
+	free(h->pev_in.v);
+	free(h->pev_out.v);
+	h->pev_in = h->pev_out = (struct pathevs){ 0 };
+}
+
+static void send_ev_all(struct r2d *d, const R2peer__RailEvent *e)
+{
+	struct r2_rails *rs = d->rails;
+
+	for (int i = 0; i < atomic_load(&rs->npeers); i++)
+		if (rs->peer[i].conn_mask)
+			r2h_send_peer_msg(d, rs->peer[i].id, R2PEER__PEER_MSG__PEER_RAIL_EVENT, &e->base);
+}
+
 /* Tells every connected peer daemon about (this host, rail[, peer]); bw: a
- * slow path's planning bandwidth (state DEGRADED; 0: no longer slow). */
+ * slow path's planning bandwidth (state DEGRADED; 0: no longer slow). An
+ * event about a path goes again, the same, PATHEV_AGAIN times
+ * (r2h_tick_pathev): the peers apply it once. */
 void r2h_broadcast_ev(struct r2d *d, int rail, int state, uint64_t peer_host, uint64_t bw,
 			 const char *cause)
 {
-	struct r2_rails *rs = d->rails;
 	R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
 
 	e.host_id = d->host_id;
@@ -59,9 +112,51 @@ void r2h_broadcast_ev(struct r2d *d, int rail, int state, uint64_t peer_host, ui
 	e.bw = bw;
 	e.cause = (char *)(cause ? cause : "");
 	e.seq = ++d->health->my_seq;
-	for (int i = 0; i < atomic_load(&rs->npeers); i++)
-		if (rs->peer[i].conn_mask)
-			r2h_send_peer_msg(d, rs->peer[i].id, R2PEER__PEER_MSG__PEER_RAIL_EVENT, &e.base);
+	send_ev_all(d, &e);
+	if (!peer_host)
+		return;
+	bool speed = state == R2_RS_DEGRADED;
+	struct pathevs *t = &d->health->pev_out;
+	struct pathev *x = pathev_find(t, d->host_id, peer_host, (uint32_t)rail, speed);
+	if (!x && !(x = pathev_add(t)))
+		return; /* (no memory: sent once) */
+	x->a = d->host_id;
+	x->b = peer_host;
+	x->rail = (uint32_t)rail;
+	x->speed = speed;
+	x->seq = e.seq;
+	x->state = (uint32_t)state;
+	x->bw = bw;
+	snprintf(x->cause, sizeof(x->cause), "%s", e.cause);
+	x->again = PATHEV_AGAIN;
+	x->next_us = r2_now_us() + PATHEV_AGAIN_US;
+}
+
+void r2h_tick_pathev(struct r2d *d, uint64_t now)
+{
+	struct pathevs *t = &d->health->pev_out;
+
+	for (size_t i = 0; i < t->n;) {
+		struct pathev *x = &t->v[i];
+		if (now < x->next_us) {
+			i++;
+			continue;
+		}
+		R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
+		e.host_id = d->host_id;
+		e.rail = x->rail;
+		e.state = x->state;
+		e.peer_host = x->b;
+		e.bw = x->bw;
+		e.cause = x->cause;
+		e.seq = x->seq;
+		send_ev_all(d, &e);
+		x->next_us = now + PATHEV_AGAIN_US;
+		if (--x->again == 0)
+			t->v[i] = t->v[--t->n];
+		else
+			i++;
+	}
 }
 
 void r2h_broadcast_rail(struct r2d *d, int rail, int state, uint64_t peer_host,
@@ -118,7 +213,9 @@ static void linkrep_set(struct r2_health *h, uint64_t a, uint64_t b, int rail, b
 /* Whether RailEvent e (from peer `from`, about host p) is new. An event
  * about its own NIC comes first-hand or passed on by another host; ordered
  * per NIC, so any copy, by any rail or host, applies once and never after a
- * later one. A first-hand one is passed on to every other peer: one that
+ * later one. An event about a path comes first-hand only, ordered per path
+ * and kind (struct pathev): before 2026-12-07 one number per peer, so an
+ * older event about another path that came after a newer one was dropped. A first-hand one is passed on to every other peer: one that
  * has no rail left to the NIC's host (two NICs failed on different rails)
  * learns it through this host, or it would keep sending into the failed
  * NIC until the peer timeout. An event about a path comes first-hand only. */
@@ -131,9 +228,22 @@ static bool event_fresh(struct r2d *d, struct r2_peer *p, const R2peer__RailEven
 	if (e->peer_host) {
 		if (from != e->host_id)
 			return false;
-		if (e->seq && e->seq <= p->remote_seq)
+		/* a path this host does not know the far end of is not kept
+		 * (path_event_in): no sequence either */
+		if (!e->seq || (e->peer_host != d->host_id && !r2d_rails_peer_find(d, e->peer_host)))
+			return true;
+		bool speed = e->state == R2_RS_DEGRADED;
+		struct pathevs *t = &d->health->pev_in;
+		struct pathev *x = pathev_find(t, e->host_id, e->peer_host, e->rail, speed);
+		if (x && e->seq <= x->seq)
 			return false; /* a copy that came by another rail, or older */
-		p->remote_seq = e->seq;
+		if (!x && !(x = pathev_add(t)))
+			return true;
+		x->a = e->host_id;
+		x->b = e->peer_host;
+		x->rail = e->rail;
+		x->speed = speed;
+		x->seq = e->seq;
 		return true;
 	}
 	if (e->seq && e->seq <= p->nic_seq[r])
@@ -153,6 +263,11 @@ static void path_event_in(struct r2d *d, struct r2_peer *p, const R2peer__RailEv
 	int r = (int)e->rail;
 	char cause[160], name[64];
 
+	if (e->peer_host != d->host_id && !r2d_rails_peer_find(d, e->peer_host))
+		return; /* a path between two other hosts matters only when this
+			 * host knows the far end (a communicator's hosts connect
+			 * to each other): reports about any other host would pile
+			 * up, one entry each, for as long as the daemon runs */
 	if (e->state == R2_RS_DEGRADED) {
 		/* its throughput monitor: the path to peer_host is slow (bw) or
 		 * normal again (bw 0) */
@@ -163,13 +278,7 @@ static void path_event_in(struct r2d *d, struct r2_peer *p, const R2peer__RailEv
 		return;
 	}
 	if (e->peer_host != d->host_id) {
-		/* a path between two other hosts matters only when this host
-		 * knows the far end (a communicator's hosts connect to each
-		 * other): reports about any other host would pile up, one entry
-		 * each, for as long as the daemon runs */
-		if (r2d_rails_peer_find(d, e->peer_host))
-			linkrep_set(d->health, e->host_id, e->peer_host, r,
-				    e->state == R2_RS_FAILED);
+		linkrep_set(d->health, e->host_id, e->peer_host, r, e->state == R2_RS_FAILED);
 		return;
 	}
 	if (e->state == R2_RS_FAILED) {

@@ -184,7 +184,7 @@ static void peer_evict(struct r2d *d, struct r2_peer *p)
 	for (int r = 0; r < rs->n; r++)
 		if ((p->conn_mask | p->want_mask) & (1u << r))
 			rs->rail[r].ops->disconnect(rs->rail[r].tp, id);
-	r2d_health_peer_forget(d, (int)(p - rs->peer));
+	r2d_health_peer_forget(d, (int)(p - rs->peer), id);
 	memset((void *)p, 0, sizeof(*p));
 	rs->evicted++;
 	{

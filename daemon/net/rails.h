@@ -83,7 +83,6 @@ struct r2_peer {
 	uint16_t port[R2_MAX_RAILS];
 	struct r2_plink link[R2_MAX_RAILS];
 	uint32_t remote_down;      /* its own NICs it told us are failed or drained */
-	uint64_t remote_seq;       /* last RailEvent seq from it about a path */
 	/* last RailEvent seq about its own NIC r, whoever passed it on */
 	uint64_t nic_seq[R2_MAX_RAILS];
 	uint64_t nopath_since_us;  /* no connection on any rail since (0: has one) */

@@ -1343,6 +1343,122 @@ START_TEST(test_path_reports_bounded)
 }
 END_TEST
 
+/* host 1 tells host 0 of its path to host 2 on rail `rail`: state, bw
+ * (a slow path: DEGRADED), seq */
+static void path_ev(struct th_host **hs, uint32_t rail, uint32_t state, uint64_t bw, uint64_t seq)
+{
+	R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
+	uint8_t buf[256];
+	size_t n;
+
+	e.host_id = ID(1);
+	e.rail = rail;
+	e.state = state;
+	e.peer_host = ID(2);
+	e.bw = bw;
+	e.cause = "test";
+	e.seq = seq;
+	n = r2peer__rail_event__pack(&e, buf);
+	ck_assert_int_eq(r2d_rails_send_ctrl(&hs[1]->d, ID(0), R2PEER__PEER_MSG__PEER_RAIL_EVENT,
+					     buf, (uint32_t)n),
+			 0);
+}
+
+struct reps_want {
+	struct th_host *h;
+	size_t nreps, nslow;
+};
+
+static bool reps_are(void *arg)
+{
+	struct reps_want *w = arg;
+	bool ok;
+
+	pthread_mutex_lock(&w->h->d.health->lock);
+	ok = w->h->d.health->nreps == w->nreps && w->h->d.health->nslow == w->nslow;
+	pthread_mutex_unlock(&w->h->d.health->lock);
+	return ok;
+}
+
+/* A peer's path events are ordered per path and kind, not per peer: they
+ * come over several streams, and one number per peer dropped an older
+ * event about another path that came after a newer one (a path then stayed
+ * planned failed, or never was). Host 1 reports its path to host 2 on rail
+ * 1 failed (seq 20), then on rail 0 (seq 10): both kept. Then rail 1
+ * healthy with seq 15 (older than its failure: dropped) and rail 0 healthy
+ * (30): rail 1's report stays. A slow report (its speed, a kind of its
+ * own) of rail 0 at seq 25 is kept though rail 0's state went to 30. */
+START_TEST(test_path_events_per_path)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct reps_want w = { 0 };
+
+	th_cluster(hs, 3, 1, 0x3, ss, NULL);
+	w.h = hs[0];
+	path_ev(hs, 1, R2_RS_FAILED, 0, 20);
+	path_ev(hs, 0, R2_RS_FAILED, 0, 10);
+	w.nreps = 2;
+	ck_assert(th_until(reps_are, &w, T_MS));
+	path_ev(hs, 1, R2_RS_HEALTHY, 0, 15);
+	path_ev(hs, 0, R2_RS_HEALTHY, 0, 30);
+	path_ev(hs, 0, R2_RS_DEGRADED, 1000000, 25);
+	w.nreps = 1;
+	w.nslow = 1;
+	ck_assert(th_until(reps_are, &w, T_MS));
+	ck_assert_int_eq(hs[0]->d.health->reps[0].rail, 1);
+	ck_assert(hs[0]->d.health->slow[0].b == ID(2) && hs[0]->d.health->slow[0].rail == 0);
+	th_free_all(hs, 3);
+}
+END_TEST
+
+static bool drop_first_copies(const void *buf, uint32_t len, void *arg)
+{
+	(void)buf;
+	(void)len;
+	return atomic_fetch_sub((atomic_int *)arg, 1) > 0;
+}
+
+/* Host 0's own path event (its path to host 2 on rail 1 slow, then normal
+ * again), every copy of it lost (one per rail): it goes again
+ * (r2h_tick_pathev), and host 1 applies it once; before, a lost "slow",
+ * "normal again", "failed" or "healthy" about a path was never told again,
+ * and the path stayed planned as it was. (Slow: host 2, the far end, only
+ * records it, where a "failed" would make it report the path itself.) */
+START_TEST(test_path_event_sent_again)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct reps_want w = { 0 };
+	static atomic_int drops;
+
+	th_cluster(hs, 3, 1, 0x3, ss, NULL);
+	w.h = hs[1];
+	atomic_store(&drops, 2);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_drop_ctrl(th_tp(hs[0], r), ID(1),
+						 R2PEER__PEER_MSG__PEER_RAIL_EVENT, drop_first_copies,
+						 &drops),
+				 0);
+	r2h_broadcast_ev(&hs[0]->d, 1, R2_RS_DEGRADED, ID(2), 1000000, "test");
+	th_pump(200);
+	ck_assert_uint_eq(hs[1]->d.health->nslow, 0); /* both copies lost */
+	w.nslow = 1;
+	ck_assert(th_until(reps_are, &w, T_MS));
+	ck_assert(hs[1]->d.health->slow[0].a == ID(0) && hs[1]->d.health->slow[0].rail == 1);
+	/* normal again: the same way, lost first */
+	atomic_store(&drops, 2);
+	r2h_broadcast_ev(&hs[0]->d, 1, R2_RS_DEGRADED, ID(2), 0, "test");
+	th_pump(200);
+	ck_assert_uint_eq(hs[1]->d.health->nslow, 1);
+	w.nslow = 0;
+	ck_assert(th_until(reps_are, &w, T_MS));
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_drop_ctrl(th_tp(hs[0], r), ID(1), 0, NULL, NULL), 0);
+	th_free_all(hs, 3);
+}
+END_TEST
+
 static bool engine_busy(void *arg)
 {
 	struct th_host *h = arg;
@@ -1541,6 +1657,8 @@ static Suite *suite(void)
 	TH_ADD(s, test_drain);
 	TH_ADD(s, test_lost_commit_resent);
 	TH_ADD(s, test_lost_commit_gap);
+	TH_ADD(s, test_path_events_per_path);
+	TH_ADD(s, test_path_event_sent_again);
 	TH_ADD(s, test_slow_path);
 	TH_ADD(s, test_orphans_bounded);
 	TH_ADD(s, test_path_reports_bounded);
