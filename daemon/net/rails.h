@@ -135,6 +135,9 @@ struct r2_rails {
 	 * left here (ctrl_lock) */
 	pthread_mutex_t ctrl_lock;
 	struct ctrl_copy *ctrl_copies;
+	/* where the next control message's detour starts looking for bridges
+	 * in the peer table (rails_ctrl.c ctrl_detour) */
+	atomic_uint ctrl_bridge_next;
 	/* events for the loop */
 	pthread_mutex_t qlock;
 	struct r2_loop_ev *qhead, *qtail;

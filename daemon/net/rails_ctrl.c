@@ -84,25 +84,39 @@ void r2d_rails_ctrl_free(struct r2d *d, void *copy)
 		rl_ctrl_copy_free(d->rails, copy);
 }
 
-/* A control message for a peer with no rail left to it goes through the
- * first other connected peer (detour.h): flagged, with its origin in
- * hdr.comm and its destination in hdr.opseq; the bridge passes it on, the
- * destination takes it as the origin's (view agreement, aborts). */
+/* bridges a detoured control message goes through */
+#define CTRL_BRIDGES 2
+
+/* A control message for a peer with no rail left to it goes through
+ * CTRL_BRIDGES other connected peers (detour.h): flagged, with its origin
+ * in hdr.comm and its destination in hdr.opseq; the bridge passes it on (or
+ * drops it, with no rail to the destination either: there is no NACK), the
+ * destination takes it as the origin's (view agreement, aborts: each
+ * applies a copy once). The bridges differ from one message to the next
+ * (ctrl_bridge_next): the view agreement's messages go again every 200 ms
+ * until answered, and each try goes through other bridges. Until
+ * 2026-12-07 every try went through the first connected peer, and one that
+ * could not reach the destination either held the view up for
+ * peer_timeout_ms. */
 static int ctrl_detour(struct r2d *d, uint64_t peer, const struct r2_chunk_hdr *hh,
 		       const void *buf)
 {
 	struct r2_rails *rs = d->rails;
 	struct r2_chunk_hdr h = *hh;
 	int np = rs ? atomic_load(&rs->npeers) : 0;
+	unsigned start = np ? atomic_fetch_add(&rs->ctrl_bridge_next, 1) % (unsigned)np : 0;
+	int sent = 0;
 
 	h.flags |= R2_CHUNK_DETOUR;
 	h.comm = d->host_id;
 	h.opseq = peer;
-	for (int i = 0; i < np; i++)
-		if (rs->peer[i].id != peer && rs->peer[i].conn_mask &&
-		    send_ctrl_hdr(d, rs->peer[i].id, &h, buf) == 0)
-			return 0;
-	return -ENOTCONN;
+	for (int k = 0; k < np && sent < CTRL_BRIDGES; k++) {
+		const struct r2_peer *b = &rs->peer[(start + (unsigned)k) % (unsigned)np];
+		uint64_t id = atomic_load(&b->id);
+		if (id && id != peer && b->conn_mask && send_ctrl_hdr(d, id, &h, buf) == 0)
+			sent++;
+	}
+	return sent ? 0 : -ENOTCONN;
 }
 
 /* Rails thread: a detoured control message; true when passed on (this host

@@ -1623,6 +1623,51 @@ START_TEST(test_lost_commit_gap)
 }
 END_TEST
 
+/* Four hosts; host 0 (the coordinator) and host 3 lose every rail between
+ * them (host 0's NIC on rail 1, host 3's on rail 0), and the bridge host 0
+ * tries first (its first connected peer) has lost host 3 too (their rail 1
+ * connection reset, dials refused): the view without the two NICs must
+ * still reach host 3, through the other bridge, well within
+ * peer_timeout_ms. Until 2026-12-07 every control message to a host with no
+ * rail went through the first connected peer, which dropped it (it has no
+ * NACK): host 3 never got the view (the proposal was dropped at the peer
+ * timeout, and its stand-in commit took the same bridge). Then an
+ * AllReduce, exact, through the bridge that works. */
+START_TEST(test_ctrl_detour_next_bridge)
+{
+	static const char *const p[] = { "peer_timeout_ms=5000", "hb_interval=100000", NULL };
+	struct th_host *hs[4];
+	struct th_sess *ss[4];
+	struct ar a;
+	struct cwait w;
+	int bad = -1;
+	uint64_t t0;
+
+	ar_cluster(hs, ss, &a, 4, p, 16 * 1024);
+	ar_run(&a);
+	for (int i = 0; i < atomic_load(&hs[0]->d.rails->npeers) && bad < 0; i++) {
+		uint64_t id = hs[0]->d.rails->peer[i].id;
+		if (id != ID(3) && hs[0]->d.rails->peer[i].conn_mask)
+			bad = (int)(id - ID(0));
+	}
+	ck_assert(bad == 1 || bad == 2);
+	ck_assert_int_eq(r2_lb_refuse(th_tp(hs[bad], 1), -ECONNREFUSED), 0);
+	ck_assert_int_eq(r2_lb_refuse(th_tp(hs[3], 1), -ECONNREFUSED), 0);
+	ck_assert_int_eq(r2_lb_fail(th_tp(hs[bad], 1), ID(3), -ECONNRESET), 0);
+	ck_assert(wait_path(hs[bad], ID(3), 1, R2_RS_FAILED, T_MS));
+	th_pump(300);
+	w.h = hs[3];
+	w.epoch = committed(hs[3]) + 1;
+	t0 = th_now_ms();
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[3], 0), false), 0);
+	ck_assert_msg(th_until(committed_is, &w, 2500), "host 3 got no view in %llu ms",
+		      (unsigned long long)(th_now_ms() - t0));
+	ar_run(&a);
+	th_free_all(hs, 4);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("engine-faults");
@@ -1659,6 +1704,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_lost_commit_gap);
 	TH_ADD(s, test_path_events_per_path);
 	TH_ADD(s, test_path_event_sent_again);
+	TH_ADD(s, test_ctrl_detour_next_bridge);
 	TH_ADD(s, test_slow_path);
 	TH_ADD(s, test_orphans_bounded);
 	TH_ADD(s, test_path_reports_bounded);
