@@ -192,9 +192,19 @@ struct comm_tomb {
 	char why[192];
 };
 
+/* communicators that ended here lately, by key: this host's index in
+ * them (a detoured chunk that still comes for another host is refused) */
+struct comm_end {
+	uint64_t key;
+	int my_host;
+	uint64_t at_us;
+};
+
 struct comm_tombs {
 	struct comm_tomb t[TOMBS];
 	unsigned next;
+	struct comm_end e[TOMBS];
+	unsigned next_end;
 };
 
 static void tomb_add(struct r2d *d, const struct r2_comm *c)
@@ -208,6 +218,31 @@ static void tomb_add(struct r2d *d, const struct r2_comm *c)
 	t->status = c->broken_err;
 	t->at_us = r2_now_us();
 	snprintf(t->why, sizeof(t->why), "%s", c->why[0] ? c->why : r2ccl_strerror(c->broken_err));
+}
+
+static void end_add(struct r2d *d, const struct r2_comm *c)
+{
+	struct comm_tombs *ts = d->comm_tombs;
+
+	if (!c->hosts || c->nhosts < 2)
+		return;
+	if (!ts && !(ts = d->comm_tombs = calloc(1, sizeof(*ts))))
+		return;
+	ts->e[ts->next_end++ % TOMBS] = (struct comm_end){ c->key, c->my_host, r2_now_us() };
+}
+
+int r2d_comm_my_host_by_key(struct r2d *d, uint64_t key)
+{
+	struct r2_comm *c = r2d_comm_by_key_any(d, key);
+	const struct comm_tombs *ts = d->comm_tombs;
+	uint64_t now = r2_now_us();
+
+	if (c)
+		return c->hosts ? c->my_host : -1;
+	for (int i = 0; ts && i < TOMBS; i++)
+		if (ts->e[i].at_us && ts->e[i].key == key && now - ts->e[i].at_us < TOMB_KEEP_US)
+			return ts->e[i].my_host;
+	return -1;
 }
 
 int r2d_comm_tomb(struct r2d *d, const struct r2_uid *uid, char *why, size_t len)
@@ -248,6 +283,7 @@ void r2d_comm_put(struct r2_comm *c)
 	}
 	fail_pending(c, R2CCL_E_COMM_BROKEN);
 	r2d_comm_mbox_flush(c);
+	end_add(d, c);
 	comm_unlink(d, c);
 	pthread_cond_destroy(&c->cond);
 	pthread_cond_destroy(&c->mbox_cond);

@@ -98,6 +98,8 @@ void r2d_comm_refused(struct r2_session *s, uint64_t req_id, int err, const char
 struct r2_comm *r2d_comm_by_key(struct r2d *d, uint64_t key);
 /* Also a dead one still linked, whose executor may still run (under d->lock). */
 struct r2_comm *r2d_comm_by_key_any(struct r2d *d, uint64_t key);
+/* net.h's my_host_by_key (under d->lock) */
+int r2d_comm_my_host_by_key(struct r2d *d, uint64_t key);
 
 /* A rail message (DATA, ACK, CONN, ERROR) to the mailbox of the communicator
  * its header names, or kept as an orphan until that communicator is ready

@@ -765,6 +765,7 @@ static const struct r2_net_events net_events = {
 	.loop_event = r2d_bootstrap_event,     /* bootstrap.c */
 	.comm_by_key = r2d_comm_by_key,        /* comm.c */
 	.comm_by_uid = r2d_comm_by_uid,
+	.my_host_by_key = r2d_comm_my_host_by_key,
 	.comm_break = r2d_comm_break,
 	.rails_closing = r2d_orphans_free,     /* exec_rail_mbox.c */
 };

@@ -158,6 +158,7 @@ static bool data_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	uint64_t dst = 0;
 	struct r2_comm *c;
 	struct detour *x;
+	int me = -1;
 
 	pthread_mutex_lock(&d->lock);
 	c = d->net_ev->comm_by_key(d, h->comm);
@@ -168,10 +169,30 @@ static bool data_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		} else {
 			mark_alive(d, c, h->src); /* for this host */
 		}
+	} else if (!c || c->state != R2_COMM_READY) {
+		me = d->net_ev->my_host_by_key(d, h->comm);
 	}
 	pthread_mutex_unlock(&d->lock);
+	if (!dst && me >= 0 && h->dst != (uint32_t)me) {
+		/* for another host, of a communicator that is not ready here
+		 * or ended here (its last collective done here, it was
+		 * destroyed while the others still finish theirs): no bridge
+		 * for it. A plain ACK (taken for this host's, an orphan) let
+		 * the source forget a chunk nobody forwarded, and the
+		 * destination waited for op_timeout_ms; a NACK makes the
+		 * source try another bridge. */
+		static struct r2_ratelimit rl = R2_RATELIMIT_INIT(5000, 5);
+		unsigned sup;
+		if (r2_ratelimit_ok(&rl, &sup))
+			log_warn("detour: chunk (op %llu, host %u to %u) of a communicator not here "
+				 "(not ready, or ended): refused",
+				 (unsigned long long)h->opseq, h->src, h->dst);
+		answer(d, rail, cqe->peer, h, R2_CHUNK_DETOUR | R2_CHUNK_NACK);
+		r2d_rails_release(d, rail, cqe->buf);
+		return true;
+	}
 	if (!dst)
-		return false; /* for this host (or a communicator not ready here) */
+		return false; /* for this host (or a communicator we cannot tell) */
 	x = calloc(1, sizeof(*x));
 	if (!x) {
 		answer(d, rail, cqe->peer, h, R2_CHUNK_DETOUR | R2_CHUNK_NACK);

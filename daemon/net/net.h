@@ -29,6 +29,11 @@ struct r2_net_events {
 	 * (under d->lock; NULL: none here). */
 	struct r2_comm *(*comm_by_key)(struct r2d *d, uint64_t key);
 	struct r2_comm *(*comm_by_uid)(struct r2d *d, const struct r2_uid *uid);
+	/* This host's index in the communicator of that key: one here in any
+	 * state once its hosts are known, or one that ended here lately; -1
+	 * when it cannot tell (under d->lock). A bridge refuses a detoured
+	 * chunk for another host of a communicator it cannot forward for. */
+	int (*my_host_by_key)(struct r2d *d, uint64_t key);
 	/* A peer of c is gone: fail c's pending operations and mark it broken
 	 * (under d->lock). */
 	void (*comm_break)(struct r2_comm *c, int err, const char *why);
