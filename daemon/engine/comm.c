@@ -895,7 +895,9 @@ void r2d_comm_destroy_all(struct r2d *d)
 		c->refs = 1;
 		r2d_comm_put(c);
 	}
-	pthread_mutex_unlock(&d->lock);
+	/* under the lock: the rails thread, which still runs, reads the
+	 * ended communicators (r2d_comm_my_host_by_key, a detoured chunk) */
 	free(d->comm_tombs);
 	d->comm_tombs = NULL;
+	pthread_mutex_unlock(&d->lock);
 }

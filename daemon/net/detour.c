@@ -159,6 +159,7 @@ static bool data_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	struct r2_comm *c;
 	struct detour *x;
 	int me = -1;
+	bool joining = false;
 
 	pthread_mutex_lock(&d->lock);
 	c = d->net_ev->comm_by_key(d, h->comm);
@@ -171,6 +172,7 @@ static bool data_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		}
 	} else if (!c || c->state != R2_COMM_READY) {
 		me = d->net_ev->my_host_by_key(d, h->comm);
+		joining = c && c->state == R2_COMM_JOINING;
 	}
 	pthread_mutex_unlock(&d->lock);
 	if (!dst && me >= 0 && h->dst != (uint32_t)me) {
@@ -180,14 +182,16 @@ static bool data_in(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		 * for it. A plain ACK (taken for this host's, an orphan) let
 		 * the source forget a chunk nobody forwarded, and the
 		 * destination waited for op_timeout_ms; a NACK makes the
-		 * source try another bridge. */
+		 * source try another bridge. Not ready yet (joining): busy,
+		 * this bridge is tried again later. */
 		static struct r2_ratelimit rl = R2_RATELIMIT_INIT(5000, 5);
 		unsigned sup;
 		if (r2_ratelimit_ok(&rl, &sup))
 			log_warn("detour: chunk (op %llu, host %u to %u) of a communicator not here "
 				 "(not ready, or ended): refused",
 				 (unsigned long long)h->opseq, h->src, h->dst);
-		answer(d, rail, cqe->peer, h, R2_CHUNK_DETOUR | R2_CHUNK_NACK);
+		answer(d, rail, cqe->peer, h,
+		       R2_CHUNK_DETOUR | R2_CHUNK_NACK | (joining ? R2_CHUNK_BUSY : 0));
 		r2d_rails_release(d, rail, cqe->buf);
 		return true;
 	}

@@ -86,30 +86,29 @@ struct slowrep {
 };
 
 /* A path event (RailEvent with a peer_host) about the path a - b on a
- * rail, its kind: its state (failed, healthy again) or its speed (slow,
+ * rail, of a kind: its state (failed, healthy again) or its speed (slow,
  * normal again: DEGRADED). Received (h->pev_in): the last sequence number
  * applied, so that a copy or an older event about the same path is dropped,
  * while events about other paths, which come over other streams, are
- * taken in any order. This host's own (h->pev_out): sent again `again`
- * more times, every PATHEV_AGAIN_US, with the same sequence number, so a
- * lost "healthy" or "normal again" does not leave the path planned failed
- * or slow on a peer. */
-struct pathev {
+ * taken in any order. */
+struct pathseq {
 	uint64_t a, b;
 	uint32_t rail;
 	bool speed;
 	uint64_t seq;
-	/* own events only */
+};
+
+/* This host's own (h->pev_out): sent again `again` more times, every
+ * PATHEV_AGAIN_US, with the same sequence number, so that a lost "healthy"
+ * or "normal again" does not leave the path planned failed or slow on a
+ * peer. */
+struct pathev {
+	struct pathseq k;
 	uint32_t state;
 	uint64_t bw;
 	uint8_t again;
 	uint64_t next_us;
 	char cause[96];
-};
-
-struct pathevs {
-	struct pathev *v;
-	size_t n, cap;
 };
 
 /* Throughput monitor of one (peer, rail) path, sender side: bytes
@@ -172,7 +171,10 @@ struct r2_health {
 	bool view_dirty;
 	struct slowrep *slow;
 	size_t nslow, capslow;
-	struct pathevs pev_in, pev_out; /* struct pathev */
+	struct pathseq *pev_in; /* (loop thread) */
+	size_t npev_in, cappev_in;
+	struct pathev *pev_out;
+	size_t npev_out, cappev_out;
 	pthread_mutex_t mon_lock[R2_MAX_RAILS];
 	struct pmon *mon; /* [peer index * R2_MAX_RAILS + rail] */
 	double *rates;    /* scratch: recent path rates (the monitor's reference) */
@@ -267,7 +269,9 @@ void r2h_broadcast_ev(struct r2d *d, int rail, int state, uint64_t peer_host, ui
 void r2h_broadcast_rail(struct r2d *d, int rail, int state, uint64_t peer_host,
 			const char *cause);
 void r2h_tell_local_state(struct r2d *d, struct r2_peer *p);
-/* this host's path events sent again (struct pathev); forgets peer id's */
+/* this host's path events sent again (struct pathev); forgets everything
+ * from or about peer id (its path events' numbers, its reports of failed and
+ * slow paths, theirs about it) */
 void r2h_tick_pathev(struct r2d *d, uint64_t now);
 void r2h_pathev_forget(struct r2_health *h, uint64_t id);
 void r2h_pathev_free(struct r2_health *h);

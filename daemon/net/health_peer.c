@@ -50,41 +50,51 @@ void r2h_send_peer_msg(struct r2d *d, uint64_t peer, uint32_t type, const Protob
 #define PATHEV_AGAIN 3
 #define PATHEV_AGAIN_US 500000ull
 
-static struct pathev *pathev_find(struct pathevs *t, uint64_t a, uint64_t b, uint32_t rail,
-				  bool speed)
+static bool pathseq_is(const struct pathseq *k, uint64_t a, uint64_t b, uint32_t rail, bool speed)
 {
-	for (size_t i = 0; i < t->n; i++)
-		if (t->v[i].a == a && t->v[i].b == b && t->v[i].rail == rail &&
-		    t->v[i].speed == speed)
-			return &t->v[i];
-	return NULL;
+	return k->a == a && k->b == b && k->rail == rail && k->speed == speed;
 }
 
-static struct pathev *pathev_add(struct pathevs *t)
+static bool about(uint64_t a, uint64_t b, uint64_t id)
 {
-	if (R2_GROW(t->v, t->cap, t->n, 16) < 0)
-		return NULL;
-	memset(&t->v[t->n], 0, sizeof(t->v[0]));
-	return &t->v[t->n++];
+	return a == id || b == id;
 }
 
 void r2h_pathev_forget(struct r2_health *h, uint64_t id)
 {
-	struct pathevs *ts[] = { &h->pev_in, &h->pev_out };
+	size_t n0 = h->nreps + h->nslow;
 
-	for (size_t k = 0; k < 2; k++)
-		for (size_t i = 0; i < ts[k]->n;)
-			if (ts[k]->v[i].a == id || ts[k]->v[i].b == id)
-				ts[k]->v[i] = ts[k]->v[--ts[k]->n];
-			else
-				i++;
+	for (size_t i = 0; i < h->npev_in;)
+		if (about(h->pev_in[i].a, h->pev_in[i].b, id))
+			h->pev_in[i] = h->pev_in[--h->npev_in];
+		else
+			i++;
+	for (size_t i = 0; i < h->npev_out;)
+		if (about(h->pev_out[i].k.a, h->pev_out[i].k.b, id))
+			h->pev_out[i] = h->pev_out[--h->npev_out];
+		else
+			i++;
+	for (size_t i = 0; i < h->nreps;)
+		if (about(h->reps[i].a, h->reps[i].b, id))
+			h->reps[i] = h->reps[--h->nreps];
+		else
+			i++;
+	for (size_t i = 0; i < h->nslow;)
+		if (about(h->slow[i].a, h->slow[i].b, id))
+			h->slow[i] = h->slow[--h->nslow];
+		else
+			i++;
+	if (h->nreps + h->nslow != n0)
+		h->view_dirty = true;
 }
 
 void r2h_pathev_free(struct r2_health *h)
 {
-	free(h->pev_in.v);
-	free(h->pev_out.v);
-	h->pev_in = h->pev_out = (struct pathevs){ 0 };
+	free(h->pev_in);
+	free(h->pev_out);
+	h->pev_in = NULL;
+	h->pev_out = NULL;
+	h->npev_in = h->cappev_in = h->npev_out = h->cappev_out = 0;
 }
 
 static void send_ev_all(struct r2d *d, const R2peer__RailEvent *e)
@@ -115,16 +125,19 @@ void r2h_broadcast_ev(struct r2d *d, int rail, int state, uint64_t peer_host, ui
 	send_ev_all(d, &e);
 	if (!peer_host)
 		return;
-	bool speed = state == R2_RS_DEGRADED;
-	struct pathevs *t = &d->health->pev_out;
-	struct pathev *x = pathev_find(t, d->host_id, peer_host, (uint32_t)rail, speed);
-	if (!x && !(x = pathev_add(t)))
-		return; /* (no memory: sent once) */
-	x->a = d->host_id;
-	x->b = peer_host;
-	x->rail = (uint32_t)rail;
-	x->speed = speed;
-	x->seq = e.seq;
+	struct r2_health *h = d->health;
+	struct pathseq k = { d->host_id, peer_host, (uint32_t)rail, state == R2_RS_DEGRADED, e.seq };
+	struct pathev *x = NULL;
+	for (size_t i = 0; i < h->npev_out && !x; i++)
+		if (pathseq_is(&h->pev_out[i].k, k.a, k.b, k.rail, k.speed))
+			x = &h->pev_out[i];
+	if (!x) {
+		if (R2_GROW(h->pev_out, h->cappev_out, h->npev_out, 16) < 0)
+			return; /* (no memory: sent once) */
+		x = &h->pev_out[h->npev_out++];
+	}
+	memset(x, 0, sizeof(*x));
+	x->k = k;
 	x->state = (uint32_t)state;
 	x->bw = bw;
 	snprintf(x->cause, sizeof(x->cause), "%s", e.cause);
@@ -134,26 +147,26 @@ void r2h_broadcast_ev(struct r2d *d, int rail, int state, uint64_t peer_host, ui
 
 void r2h_tick_pathev(struct r2d *d, uint64_t now)
 {
-	struct pathevs *t = &d->health->pev_out;
+	struct r2_health *h = d->health;
 
-	for (size_t i = 0; i < t->n;) {
-		struct pathev *x = &t->v[i];
+	for (size_t i = 0; i < h->npev_out;) {
+		struct pathev *x = &h->pev_out[i];
 		if (now < x->next_us) {
 			i++;
 			continue;
 		}
 		R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
 		e.host_id = d->host_id;
-		e.rail = x->rail;
+		e.rail = x->k.rail;
 		e.state = x->state;
-		e.peer_host = x->b;
+		e.peer_host = x->k.b;
 		e.bw = x->bw;
 		e.cause = x->cause;
-		e.seq = x->seq;
+		e.seq = x->k.seq;
 		send_ev_all(d, &e);
 		x->next_us = now + PATHEV_AGAIN_US;
 		if (--x->again == 0)
-			t->v[i] = t->v[--t->n];
+			h->pev_out[i] = h->pev_out[--h->npev_out];
 		else
 			i++;
 	}
@@ -213,12 +226,13 @@ static void linkrep_set(struct r2_health *h, uint64_t a, uint64_t b, int rail, b
 /* Whether RailEvent e (from peer `from`, about host p) is new. An event
  * about its own NIC comes first-hand or passed on by another host; ordered
  * per NIC, so any copy, by any rail or host, applies once and never after a
- * later one. An event about a path comes first-hand only, ordered per path
- * and kind (struct pathev): before 2026-12-07 one number per peer, so an
- * older event about another path that came after a newer one was dropped. A first-hand one is passed on to every other peer: one that
+ * later one. A first-hand one is passed on to every other peer: one that
  * has no rail left to the NIC's host (two NICs failed on different rails)
  * learns it through this host, or it would keep sending into the failed
- * NIC until the peer timeout. An event about a path comes first-hand only. */
+ * NIC until the peer timeout. An event about a path comes first-hand only,
+ * ordered per path and kind (struct pathseq): before 2026-12-07 one number
+ * per peer, so an older event about another path that came after a newer
+ * one was dropped. */
 static bool event_fresh(struct r2d *d, struct r2_peer *p, const R2peer__RailEvent *e,
 			uint64_t from)
 {
@@ -229,21 +243,24 @@ static bool event_fresh(struct r2d *d, struct r2_peer *p, const R2peer__RailEven
 		if (from != e->host_id)
 			return false;
 		/* a path this host does not know the far end of is not kept
-		 * (path_event_in): no sequence either */
+		 * (path_event_in: only what removes a report): no number
+		 * either */
 		if (!e->seq || (e->peer_host != d->host_id && !r2d_rails_peer_find(d, e->peer_host)))
 			return true;
+		struct r2_health *h = d->health;
 		bool speed = e->state == R2_RS_DEGRADED;
-		struct pathevs *t = &d->health->pev_in;
-		struct pathev *x = pathev_find(t, e->host_id, e->peer_host, e->rail, speed);
+		struct pathseq *x = NULL;
+		for (size_t i = 0; i < h->npev_in && !x; i++)
+			if (pathseq_is(&h->pev_in[i], e->host_id, e->peer_host, e->rail, speed))
+				x = &h->pev_in[i];
 		if (x && e->seq <= x->seq)
 			return false; /* a copy that came by another rail, or older */
-		if (!x && !(x = pathev_add(t)))
-			return true;
-		x->a = e->host_id;
-		x->b = e->peer_host;
-		x->rail = e->rail;
-		x->speed = speed;
-		x->seq = e->seq;
+		if (!x) {
+			if (R2_GROW(h->pev_in, h->cappev_in, h->npev_in, 16) < 0)
+				return true;
+			x = &h->pev_in[h->npev_in++];
+		}
+		*x = (struct pathseq){ e->host_id, e->peer_host, e->rail, speed, e->seq };
 		return true;
 	}
 	if (e->seq && e->seq <= p->nic_seq[r])
@@ -263,11 +280,14 @@ static void path_event_in(struct r2d *d, struct r2_peer *p, const R2peer__RailEv
 	int r = (int)e->rail;
 	char cause[160], name[64];
 
-	if (e->peer_host != d->host_id && !r2d_rails_peer_find(d, e->peer_host))
-		return; /* a path between two other hosts matters only when this
-			 * host knows the far end (a communicator's hosts connect
-			 * to each other): reports about any other host would pile
-			 * up, one entry each, for as long as the daemon runs */
+	/* a path between two other hosts matters only when this host knows
+	 * the far end (a communicator's hosts connect to each other): reports
+	 * about any other host would pile up, one entry each, for as long as
+	 * the daemon runs. What removes a report applies whatever the far end
+	 * (forgotten here since, r2h_pathev_forget). */
+	bool known = e->peer_host == d->host_id || r2d_rails_peer_find(d, e->peer_host);
+	if (!known && ((e->state == R2_RS_DEGRADED && e->bw) || e->state == R2_RS_FAILED))
+		return;
 	if (e->state == R2_RS_DEGRADED) {
 		/* its throughput monitor: the path to peer_host is slow (bw) or
 		 * normal again (bw 0) */

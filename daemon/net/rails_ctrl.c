@@ -127,7 +127,9 @@ bool rl_ctrl_detour_in(struct r2_rails *rs, int rail, struct r2_tp_cqe *c)
 		return false;
 	if (c->hdr.opseq != rs->d->host_id) {
 		struct r2_chunk_hdr h = c->hdr;
-		if (send_ctrl_hdr(rs->d, h.opseq, &h, c->buf) < 0)
+		static struct r2_ratelimit rl = R2_RATELIMIT_INIT(5000, 5);
+		unsigned sup;
+		if (send_ctrl_hdr(rs->d, h.opseq, &h, c->buf) < 0 && r2_ratelimit_ok(&rl, &sup))
 			log_warn("detour: control message %u from %016llx to %016llx: no rail to "
 				 "it either; dropped",
 				 h.aux, (unsigned long long)h.comm, (unsigned long long)h.opseq);

@@ -1387,7 +1387,8 @@ static bool reps_are(void *arg)
  * 1 failed (seq 20), then on rail 0 (seq 10): both kept. Then rail 1
  * healthy with seq 15 (older than its failure: dropped) and rail 0 healthy
  * (30): rail 1's report stays. A slow report (its speed, a kind of its
- * own) of rail 0 at seq 25 is kept though rail 0's state went to 30. */
+ * own) of rail 0 at seq 25 is kept though rail 0's state went to 30. When
+ * host 2 leaves the peer table, what host 0 kept about it goes. */
 START_TEST(test_path_events_per_path)
 {
 	struct th_host *hs[3];
@@ -1408,6 +1409,13 @@ START_TEST(test_path_events_per_path)
 	ck_assert(th_until(reps_are, &w, T_MS));
 	ck_assert_int_eq(hs[0]->d.health->reps[0].rail, 1);
 	ck_assert(hs[0]->d.health->slow[0].b == ID(2) && hs[0]->d.health->slow[0].rail == 0);
+	/* host 2 evicted from the peer table (as r2d_rails_make_room does):
+	 * the reports about it go with it, and its numbers */
+	r2d_health_peer_forget(&hs[0]->d, -1, ID(2));
+	ck_assert_uint_eq(hs[0]->d.health->nreps, 0);
+	ck_assert_uint_eq(hs[0]->d.health->nslow, 0);
+	for (size_t i = 0; i < hs[0]->d.health->npev_in; i++)
+		ck_assert(hs[0]->d.health->pev_in[i].b != ID(2));
 	th_free_all(hs, 3);
 }
 END_TEST
@@ -1453,6 +1461,9 @@ START_TEST(test_path_event_sent_again)
 	ck_assert_uint_eq(hs[1]->d.health->nslow, 1);
 	w.nslow = 0;
 	ck_assert(th_until(reps_are, &w, T_MS));
+	/* the "slow" event is not sent again: the newer one took its place */
+	th_pump(1700);
+	ck_assert(reps_are(&w));
 	for (int r = 0; r < 2; r++)
 		ck_assert_int_eq(r2_lb_drop_ctrl(th_tp(hs[0], r), ID(1), 0, NULL, NULL), 0);
 	th_free_all(hs, 3);
@@ -1623,48 +1634,53 @@ START_TEST(test_lost_commit_gap)
 }
 END_TEST
 
-/* Four hosts; host 0 (the coordinator) and host 3 lose every rail between
- * them (host 0's NIC on rail 1, host 3's on rail 0), and the bridge host 0
- * tries first (its first connected peer) has lost host 3 too (their rail 1
- * connection reset, dials refused): the view without the two NICs must
- * still reach host 3, through the other bridge, well within
+/* Five hosts; host 0 (the coordinator) and host 4 lose every rail between
+ * them (host 0's NIC on rail 1, host 4's on rail 0), and the two bridges
+ * host 0 tries first (its first connected peers) have lost host 4 too
+ * (their rail 1 connections reset, dials refused): the view without the two
+ * NICs must still reach host 4, through the third bridge, well within
  * peer_timeout_ms. Until 2026-12-07 every control message to a host with no
  * rail went through the first connected peer, which dropped it (it has no
- * NACK): host 3 never got the view (the proposal was dropped at the peer
- * timeout, and its stand-in commit took the same bridge). Then an
+ * NACK): host 4 never got the view (the proposal was dropped at the peer
+ * timeout, and its stand-in commit took the same bridge); two bridges a
+ * message, the same two each time, would not reach it either. Then an
  * AllReduce, exact, through the bridge that works. */
 START_TEST(test_ctrl_detour_next_bridge)
 {
 	static const char *const p[] = { "peer_timeout_ms=5000", "hb_interval=100000", NULL };
-	struct th_host *hs[4];
-	struct th_sess *ss[4];
+	struct th_host *hs[5];
+	struct th_sess *ss[5];
 	struct ar a;
 	struct cwait w;
-	int bad = -1;
+	int bad[2], nbad = 0;
 	uint64_t t0;
 
-	ar_cluster(hs, ss, &a, 4, p, 16 * 1024);
+	ar_cluster(hs, ss, &a, 5, p, 16 * 1024);
 	ar_run(&a);
-	for (int i = 0; i < atomic_load(&hs[0]->d.rails->npeers) && bad < 0; i++) {
+	for (int i = 0; i < atomic_load(&hs[0]->d.rails->npeers) && nbad < 2; i++) {
 		uint64_t id = hs[0]->d.rails->peer[i].id;
-		if (id != ID(3) && hs[0]->d.rails->peer[i].conn_mask)
-			bad = (int)(id - ID(0));
+		if (id != ID(4) && hs[0]->d.rails->peer[i].conn_mask)
+			bad[nbad++] = (int)(id - ID(0));
 	}
-	ck_assert(bad == 1 || bad == 2);
-	ck_assert_int_eq(r2_lb_refuse(th_tp(hs[bad], 1), -ECONNREFUSED), 0);
-	ck_assert_int_eq(r2_lb_refuse(th_tp(hs[3], 1), -ECONNREFUSED), 0);
-	ck_assert_int_eq(r2_lb_fail(th_tp(hs[bad], 1), ID(3), -ECONNRESET), 0);
-	ck_assert(wait_path(hs[bad], ID(3), 1, R2_RS_FAILED, T_MS));
+	ck_assert_int_eq(nbad, 2);
+	ck_assert_int_eq(r2_lb_refuse(th_tp(hs[4], 1), -ECONNREFUSED), 0);
+	for (int b = 0; b < 2; b++) {
+		ck_assert(bad[b] >= 1 && bad[b] <= 3);
+		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[bad[b]], 1), -ECONNREFUSED), 0);
+		ck_assert_int_eq(r2_lb_fail(th_tp(hs[bad[b]], 1), ID(4), -ECONNRESET), 0);
+	}
+	for (int b = 0; b < 2; b++)
+		ck_assert(wait_path(hs[bad[b]], ID(4), 1, R2_RS_FAILED, T_MS));
 	th_pump(300);
-	w.h = hs[3];
-	w.epoch = committed(hs[3]) + 1;
+	w.h = hs[4];
+	w.epoch = committed(hs[4]) + 1;
 	t0 = th_now_ms();
 	ck_assert_int_eq(r2_lb_link(th_tp(hs[0], 1), false), 0);
-	ck_assert_int_eq(r2_lb_link(th_tp(hs[3], 0), false), 0);
-	ck_assert_msg(th_until(committed_is, &w, 2500), "host 3 got no view in %llu ms",
+	ck_assert_int_eq(r2_lb_link(th_tp(hs[4], 0), false), 0);
+	ck_assert_msg(th_until(committed_is, &w, 2500), "host 4 got no view in %llu ms",
 		      (unsigned long long)(th_now_ms() - t0));
 	ar_run(&a);
-	th_free_all(hs, 4);
+	th_free_all(hs, 5);
 }
 END_TEST
 
