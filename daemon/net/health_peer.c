@@ -412,9 +412,17 @@ static void commit_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m
 		 * than the other hosts (each then drops the other's chunks and
 		 * the operation times out everywhere). Hold the next collective
 		 * and ask the coordinator for the commits after the last view
-		 * installed (member_tick asks again while the hold lasts). */
+		 * installed (member_tick asks again while the hold lasts).
+		 * Unless this view starts at a collective this host has not
+		 * started (held now, it starts none before the install): every
+		 * collective still to come here is then planned with it or a
+		 * later one, and the views missed, which start no later, plan
+		 * none of them. The coordinator keeps R2H_VIEW_HIST commits: a
+		 * member further behind caught up only that way (before
+		 * 2026-12-07 it held until its hold limit, then ran on with its
+		 * old view). */
 		uint64_t now = r2_now_us();
-		bool ask;
+		bool ask, skip;
 		char subj[32];
 
 		pthread_mutex_lock(&d->health->lock);
@@ -424,20 +432,32 @@ static void commit_in(struct r2d *d, struct hcomm *hc, const R2peer__PlanView *m
 		if (hc->hold_epoch < m->epoch)
 			hc->hold_epoch = m->epoch;
 		started = hc->started;
+		skip = m->start_opseq <= started + 1;
 		/* once for the copies that come on each rail */
-		ask = now - hc->resent_us > VIEW_GAP_ASK_US;
+		ask = !skip && now - hc->resent_us > VIEW_GAP_ASK_US;
 		if (ask)
 			hc->resent_us = now;
 		pthread_mutex_unlock(&d->health->lock);
-		if (!ask)
-			return;
 		snprintf(subj, sizeof(subj), "comm %u", hc->id);
-		r2d_health_event(d, 2, "replan", subj,
-				 "view %llu came before view %llu: asking the coordinator for the"
-				 " views missed", (unsigned long long)m->epoch,
-				 (unsigned long long)hc->committed_epoch + 1);
-		r2h_send_view(d, hc, 0, R2PEER__PEER_MSG__PEER_VIEW_ACK, NULL, hc->hold_epoch, started);
-		return;
+		if (skip) {
+			r2d_health_event(d, 2, "replan", subj,
+					 "view %llu came before view %llu; it starts at collective "
+					 "%llu, not started here: the views missed plan none to come",
+					 (unsigned long long)m->epoch,
+					 (unsigned long long)hc->committed_epoch + 1,
+					 (unsigned long long)m->start_opseq);
+		} else {
+			if (!ask)
+				return;
+			r2d_health_event(d, 2, "replan", subj,
+					 "view %llu came before view %llu: asking the coordinator "
+					 "for the views missed",
+					 (unsigned long long)m->epoch,
+					 (unsigned long long)hc->committed_epoch + 1);
+			r2h_send_view(d, hc, 0, R2PEER__PEER_MSG__PEER_VIEW_ACK, NULL,
+				      hc->hold_epoch, started);
+			return;
+		}
 	}
 	v = r2h_view_new((uint32_t)hc->nhosts, m->nrails);
 	if (!v)

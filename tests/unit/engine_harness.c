@@ -115,6 +115,8 @@ static const struct r2_source_ops src_ops = {
 
 /* ---- hosts ---- */
 
+bool th_slow_silence;
+
 struct th_host *th_host_new(int idx, uint32_t rail_mask, const char *const *params)
 {
 	static const char *const defaults[] = {
@@ -124,8 +126,18 @@ struct th_host *th_host_new(int idx, uint32_t rail_mask, const char *const *para
 		"spin_us=0",	       "chunk_size=64K",	"inline_max=4K",
 		"proxy_pool_max=64M",  "proxy_buf_size=1M",	NULL
 	};
+	/* the same, silence and send stalls judged after 500 ms (th_slow_silence) */
+	static const char *const slow[] = {
+		"log_level=warn",   "hb_interval=20000",	"hb_misses=25",
+		"hb_stall_misses=25",  "peer_timeout_ms=600",	"recover_stable_ms=200",
+		"bootstrap_timeout_ms=10000", "op_timeout_ms=20000", "reduce_threads=1",
+		"apply_threads=0",     "spin_us=0",		"chunk_size=64K",
+		"inline_max=4K",       "proxy_pool_max=64M",	"proxy_buf_size=1M",
+		NULL
+	};
 	struct th_host *h = calloc(1, sizeof(*h));
-	const struct r2t_host_cfg cfg = { .idx = idx, .rail_mask = rail_mask, .defaults = defaults,
+	const struct r2t_host_cfg cfg = { .idx = idx, .rail_mask = rail_mask,
+					  .defaults = th_slow_silence ? slow : defaults,
 					  .params = params, .src = R2_PS_CLI, .name = "host" };
 	char err[256] = "";
 

@@ -1634,6 +1634,55 @@ START_TEST(test_lost_commit_gap)
 }
 END_TEST
 
+static bool drop_while(const void *buf, uint32_t len, void *arg)
+{
+	(void)buf;
+	(void)len;
+	return atomic_load((atomic_bool *)arg);
+}
+
+/* Host 1 of 3 misses the commits of views 1 to 10 (rebalances while no
+ * collective runs: every one starts at the next collective). Its
+ * coordinator keeps the last 8 commits (R2H_VIEW_HIST), so views 1 and 2
+ * are gone when the drops end. View 3, the oldest host 1 can get, starts at
+ * a collective host 1 has not started: it installs it and the rest, and the
+ * next AllReduce is exact. Before 2026-12-07 host 1 held and asked for view
+ * 1 until its hold limit, then ran on with its old view. */
+START_TEST(test_commits_missed_past_history)
+{
+	static const char *const p[] = { "hb_misses=250", "hb_stall_misses=250", NULL };
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	static atomic_bool on;
+
+	ar_cluster(hs, ss, &a, 3, p, 64 * 1024);
+	ar_run(&a);
+	atomic_store(&on, true);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_drop_ctrl(th_tp(hs[0], r), ID(1),
+						 R2PEER__PEER_MSG__PEER_VIEW_COMMIT, drop_while, &on),
+				 0);
+	for (uint64_t e = 1; e <= 10; e++) {
+		struct cwait w0 = { hs[0], e };
+		ck_assert_int_eq(r2d_health_rebalance(&hs[0]->d, 0, 0, ""), 0);
+		ck_assert(th_until(committed_is, &w0, T_MS));
+	}
+	ck_assert_uint_eq(committed(hs[1]), 0);
+	atomic_store(&on, false);
+	struct cwait w1 = { hs[1], 10 };
+	ck_assert_msg(th_until(committed_is, &w1, 3000), "host 1 at view %llu",
+		      (unsigned long long)committed(hs[1]));
+	ck_assert(has_event(hs[1], "replan", "the views missed plan none to come"));
+	ar_run(&a);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_drop_ctrl(th_tp(hs[0], r), ID(1),
+						 R2PEER__PEER_MSG__PEER_VIEW_COMMIT, NULL, NULL),
+				 0);
+	th_free_all(hs, 3);
+}
+END_TEST
+
 /* Five hosts; host 0 (the coordinator) and host 4 lose every rail between
  * them (host 0's NIC on rail 1, host 4's on rail 0), and the two bridges
  * host 0 tries first (its first connected peers) have lost host 4 too
@@ -1775,6 +1824,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_path_event_sent_again);
 	TH_ADD(s, test_ctrl_detour_next_bridge);
 	TH_ADD(s, test_detour_comm_ended_refused);
+	TH_ADD(s, test_commits_missed_past_history);
 	TH_ADD(s, test_slow_path);
 	TH_ADD(s, test_orphans_bounded);
 	TH_ADD(s, test_path_reports_bounded);
