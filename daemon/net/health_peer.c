@@ -60,30 +60,24 @@ static bool about(uint64_t a, uint64_t b, uint64_t id)
 	return a == id || b == id;
 }
 
+/* Drops the entries of the array v (n of them, unordered) whose KEY.a or
+ * KEY.b is id (KEY: nothing, or the member that holds a and b). */
+#define DROP_ABOUT(v, n, KEY, id)                                  \
+	for (size_t i_ = 0; i_ < (n);) {                           \
+		if (about((v)[i_] KEY.a, (v)[i_] KEY.b, (id)))      \
+			(v)[i_] = (v)[--(n)];                      \
+		else                                               \
+			i_++;                                      \
+	}
+
 void r2h_pathev_forget(struct r2_health *h, uint64_t id)
 {
 	size_t n0 = h->nreps + h->nslow;
 
-	for (size_t i = 0; i < h->npev_in;)
-		if (about(h->pev_in[i].a, h->pev_in[i].b, id))
-			h->pev_in[i] = h->pev_in[--h->npev_in];
-		else
-			i++;
-	for (size_t i = 0; i < h->npev_out;)
-		if (about(h->pev_out[i].k.a, h->pev_out[i].k.b, id))
-			h->pev_out[i] = h->pev_out[--h->npev_out];
-		else
-			i++;
-	for (size_t i = 0; i < h->nreps;)
-		if (about(h->reps[i].a, h->reps[i].b, id))
-			h->reps[i] = h->reps[--h->nreps];
-		else
-			i++;
-	for (size_t i = 0; i < h->nslow;)
-		if (about(h->slow[i].a, h->slow[i].b, id))
-			h->slow[i] = h->slow[--h->nslow];
-		else
-			i++;
+	DROP_ABOUT(h->pev_in, h->npev_in, , id);
+	DROP_ABOUT(h->pev_out, h->npev_out, .k, id);
+	DROP_ABOUT(h->reps, h->nreps, , id);
+	DROP_ABOUT(h->slow, h->nslow, , id);
 	if (h->nreps + h->nslow != n0)
 		h->view_dirty = true;
 }
@@ -106,6 +100,22 @@ static void send_ev_all(struct r2d *d, const R2peer__RailEvent *e)
 			r2h_send_peer_msg(d, rs->peer[i].id, R2PEER__PEER_MSG__PEER_RAIL_EVENT, &e->base);
 }
 
+/* A RailEvent of this host about (k.a = this host, rail[, k.b]) */
+static void ev_send(struct r2d *d, const struct pathseq *k, uint32_t state, uint64_t bw,
+		    const char *cause)
+{
+	R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
+
+	e.host_id = k->a;
+	e.rail = k->rail;
+	e.state = state;
+	e.peer_host = k->b;
+	e.bw = bw;
+	e.cause = (char *)(cause ? cause : "");
+	e.seq = k->seq;
+	send_ev_all(d, &e);
+}
+
 /* Tells every connected peer daemon about (this host, rail[, peer]); bw: a
  * slow path's planning bandwidth (state DEGRADED; 0: no longer slow). An
  * event about a path goes again, the same, PATHEV_AGAIN times
@@ -113,20 +123,13 @@ static void send_ev_all(struct r2d *d, const R2peer__RailEvent *e)
 void r2h_broadcast_ev(struct r2d *d, int rail, int state, uint64_t peer_host, uint64_t bw,
 			 const char *cause)
 {
-	R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
+	struct r2_health *h = d->health;
+	struct pathseq k = { d->host_id, peer_host, (uint32_t)rail, state == R2_RS_DEGRADED,
+			     ++h->my_seq };
 
-	e.host_id = d->host_id;
-	e.rail = (uint32_t)rail;
-	e.state = (uint32_t)state;
-	e.peer_host = peer_host;
-	e.bw = bw;
-	e.cause = (char *)(cause ? cause : "");
-	e.seq = ++d->health->my_seq;
-	send_ev_all(d, &e);
+	ev_send(d, &k, (uint32_t)state, bw, cause);
 	if (!peer_host)
 		return;
-	struct r2_health *h = d->health;
-	struct pathseq k = { d->host_id, peer_host, (uint32_t)rail, state == R2_RS_DEGRADED, e.seq };
 	struct pathev *x = NULL;
 	for (size_t i = 0; i < h->npev_out && !x; i++)
 		if (pathseq_is(&h->pev_out[i].k, k.a, k.b, k.rail, k.speed))
@@ -140,7 +143,7 @@ void r2h_broadcast_ev(struct r2d *d, int rail, int state, uint64_t peer_host, ui
 	x->k = k;
 	x->state = (uint32_t)state;
 	x->bw = bw;
-	snprintf(x->cause, sizeof(x->cause), "%s", e.cause);
+	snprintf(x->cause, sizeof(x->cause), "%s", cause ? cause : "");
 	x->again = PATHEV_AGAIN;
 	x->next_us = r2_now_us() + PATHEV_AGAIN_US;
 }
@@ -155,15 +158,7 @@ void r2h_tick_pathev(struct r2d *d, uint64_t now)
 			i++;
 			continue;
 		}
-		R2peer__RailEvent e = R2PEER__RAIL_EVENT__INIT;
-		e.host_id = d->host_id;
-		e.rail = x->k.rail;
-		e.state = x->state;
-		e.peer_host = x->k.b;
-		e.bw = x->bw;
-		e.cause = x->cause;
-		e.seq = x->k.seq;
-		send_ev_all(d, &e);
+		ev_send(d, &x->k, x->state, x->bw, x->cause);
 		x->next_us = now + PATHEV_AGAIN_US;
 		if (--x->again == 0)
 			h->pev_out[i] = h->pev_out[--h->npev_out];
@@ -234,7 +229,7 @@ static void linkrep_set(struct r2_health *h, uint64_t a, uint64_t b, int rail, b
  * per peer, so an older event about another path that came after a newer
  * one was dropped. */
 static bool event_fresh(struct r2d *d, struct r2_peer *p, const R2peer__RailEvent *e,
-			uint64_t from)
+			uint64_t from, bool known)
 {
 	struct r2_rails *rs = d->rails;
 	int r = (int)e->rail;
@@ -245,7 +240,7 @@ static bool event_fresh(struct r2d *d, struct r2_peer *p, const R2peer__RailEven
 		/* a path this host does not know the far end of is not kept
 		 * (path_event_in: only what removes a report): no number
 		 * either */
-		if (!e->seq || (e->peer_host != d->host_id && !r2d_rails_peer_find(d, e->peer_host)))
+		if (!e->seq || !known)
 			return true;
 		struct r2_health *h = d->health;
 		bool speed = e->state == R2_RS_DEGRADED;
@@ -274,8 +269,10 @@ static bool event_fresh(struct r2d *d, struct r2_peer *p, const R2peer__RailEven
 	return true;
 }
 
-/* A RailEvent about p's path to e->peer_host (this host or another). */
-static void path_event_in(struct r2d *d, struct r2_peer *p, const R2peer__RailEvent *e)
+/* A RailEvent about p's path to e->peer_host (this host or another);
+ * known: this host is that host, or has it in its peer table. */
+static void path_event_in(struct r2d *d, struct r2_peer *p, const R2peer__RailEvent *e,
+			  bool known)
 {
 	int r = (int)e->rail;
 	char cause[160], name[64];
@@ -285,7 +282,6 @@ static void path_event_in(struct r2d *d, struct r2_peer *p, const R2peer__RailEv
 	 * about any other host would pile up, one entry each, for as long as
 	 * the daemon runs. What removes a report applies whatever the far end
 	 * (forgotten here since, r2h_pathev_forget). */
-	bool known = e->peer_host == d->host_id || r2d_rails_peer_find(d, e->peer_host);
 	if (!known && ((e->state == R2_RS_DEGRADED && e->bw) || e->state == R2_RS_FAILED))
 		return;
 	if (e->state == R2_RS_DEGRADED) {
@@ -338,11 +334,15 @@ static void nic_event_in(struct r2d *d, struct r2_peer *p, const R2peer__RailEve
 static void rail_event_in(struct r2d *d, const R2peer__RailEvent *e, uint64_t from)
 {
 	struct r2_peer *p = r2d_rails_peer_find(d, e->host_id);
+	/* a path event's far end: this host, or one in its peer table */
+	bool known = e->peer_host &&
+		     (e->peer_host == d->host_id || r2d_rails_peer_find(d, e->peer_host));
 
-	if (!p || (int)e->rail < 0 || (int)e->rail >= d->rails->n || !event_fresh(d, p, e, from))
+	if (!p || (int)e->rail < 0 || (int)e->rail >= d->rails->n ||
+	    !event_fresh(d, p, e, from, known))
 		return;
 	if (e->peer_host)
-		path_event_in(d, p, e);
+		path_event_in(d, p, e, known);
 	else
 		nic_event_in(d, p, e);
 }
