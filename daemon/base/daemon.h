@@ -94,6 +94,7 @@ enum r2d_param {
 	P_STEP_ORDER,
 	P_INJECT_DUP,
 	P_INJECT_APPLY_DELAY_US,
+	P_INJECT_REFUSE,
 	P_SPIN_US,
 	P_CONTROL_BATCH,
 	P_EXEC_SPIN_US,
@@ -311,6 +312,8 @@ struct r2d {
 	struct r2_op_stats op_stats[R2_OPSTAT_TENANTS]; /* under d->lock */
 	uint32_t nop_stats;
 	atomic_uint_fast64_t chunks_dup_dropped; /* delivered twice, applied once */
+	/* data chunks refused (NACK, busy) as they could not be kept here */
+	atomic_uint_fast64_t chunks_refused;
 	atomic_uint_fast64_t eager_ops_total;    /* small AllReduces in one exchange */
 	atomic_uint_fast64_t chunks_applyq_total; /* received chunks applied on the apply queue */
 	atomic_uint_fast64_t order_holds_total; /* chunks step_order held back, at each look */

@@ -261,6 +261,11 @@ const struct r2_param_def r2d_param_defs[P_COUNT] = {
 				      "this long between reading the bytes it reduces into and "
 				      "writing them, so that what overlaps it arrives meanwhile, "
 				      "and a chunk applied beside it is lost (0: off)" },
+	[P_INJECT_REFUSE] = { "inject_refuse", "R2CCL_INJECT_REFUSE", "--inject-refuse", R2_PT_INT,
+			      "0", 0, 1000000, NULL, NULL, true,
+			      "testing: refuse every Nth data chunk received (NACK, busy), as "
+			      "a host does that cannot keep a chunk of a communicator not "
+			      "ready there; its sender sends it again (0: off)" },
 	[P_HB_MISSES] = { "hb_misses", "R2CCL_HB_MISSES", "--hb-misses", R2_PT_INT, "3", 1, 1000,
 			  NULL, NULL, true,
 			  "a rail to a peer silent (no traffic, no heartbeat) for this many "

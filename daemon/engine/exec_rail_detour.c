@@ -140,7 +140,8 @@ int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from)
 
 	for (struct sendrec *s = o->tx.sends; s; s = s->next)
 		if (s->hdr.opseq == h->opseq && s->hdr.step == h->step && s->hdr.off == h->off &&
-		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked && s->via == from) {
+		    s->hdr.dst == h->dst && s->hdr.src == h->src && !s->acked &&
+		    rl_sent_to(s) == from) {
 			s->retries += !busy;
 			if (rl_nack_defer(s, busy))
 				continue;

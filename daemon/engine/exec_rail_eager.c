@@ -213,7 +213,7 @@ static int conn_error(struct eager *e, const struct r2_rmsg *m)
 
 	for (int i = 0; i < e->c->nhosts * e->np; i++) {
 		struct sendrec *s = e->send[i];
-		if (!s || (s->via ? s->via : s->peer) != m->cqe.peer || s->rail != m->rail ||
+		if (!s || rl_sent_to(s) != m->cqe.peer || s->rail != m->rail ||
 		    !s->sent || s->acked)
 			continue;
 		s->sent = false;
@@ -357,7 +357,7 @@ static int handle(struct eager *e, struct r2_rmsg *m)
 			 * not at the timeout */
 			int r = rl_detour_refused(c, &e->det, h, m->cqe.peer);
 			s = acked_piece(e, h);
-			if (s && !s->acked && s->via == m->cqe.peer &&
+			if (s && !s->acked && rl_sent_to(s) == m->cqe.peer &&
 			    !rl_nack_defer(s, (h->flags & R2_CHUNK_BUSY) != 0)) {
 				s->posted = false;
 				s->sent = false;

@@ -34,6 +34,7 @@
 #include "engine/exec.h"
 #include "planner/planner.h"
 #include "transport/transport.h"
+#include "util.h"
 
 struct r2_bufpool;
 struct r2_pool;
@@ -74,6 +75,10 @@ struct sendrec {
 	 * NACK_BUSY (the bridge's queues were full: a transfer's waits for
 	 * its pump). */
 	uint8_t nack_wait;
+	/* refused busy (a bridge's queues full, or a receiver that cannot keep
+	 * it yet) this many times in a row: not posted again before again_us */
+	uint8_t busy_naks;
+	uint64_t again_us;
 	void *owner; /* a transfer (struct p2pop), NULL for a collective's chunk */
 	int retries;
 	struct r2_bufpool *pool; /* where buf comes from (NULL: the heap) */
@@ -93,11 +98,22 @@ struct sendrec {
 
 enum { NACK_AGAIN = 1, NACK_BUSY = 2 };
 
-/* A bridge refused s (busy: its queues were full). True when s's send
+/* Where s went: its peer, or the bridge it went through. */
+static inline uint64_t rl_sent_to(const struct sendrec *s)
+{
+	return s->via ? s->via : s->peer;
+}
+
+/* A bridge refused s (busy: its queues were full), or its receiver did
+ * (busy: it cannot keep it yet, exec_rail_mbox.c). True when s's send
  * completion is still on its way: s is marked and goes again at it; false
  * when it may go again now. */
 static inline bool rl_nack_defer(struct sendrec *s, bool busy)
 {
+	if (busy) { /* 1 ms later, doubling for each refusal in a row, to 128 ms */
+		s->again_us = r2_now_us() + (1000ull << R2_MIN(s->busy_naks, 7));
+		s->busy_naks += s->busy_naks < UINT8_MAX;
+	}
 	if (!s->posted || s->sent)
 		return false;
 	s->nack_wait = busy ? NACK_BUSY : NACK_AGAIN;

@@ -63,7 +63,7 @@ static int conn_error(struct railop *o, const struct r2_rmsg *m)
 	uint32_t again = 0;
 
 	for (struct sendrec *s = o->tx.sends; s; s = s->next) {
-		if ((s->via ? s->via : s->peer) == m->cqe.peer && s->rail == m->rail && s->sent &&
+		if (rl_sent_to(s) == m->cqe.peer && s->rail == m->rail && s->sent &&
 		    !s->acked) {
 			s->sent = false;
 			s->posted = false;

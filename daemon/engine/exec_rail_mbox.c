@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "net/detour.h"
+#include "log.h"
 #include "net/rails.h"
 #include "util.h"
 
@@ -147,6 +148,23 @@ static void deliver_to_all(struct r2d *d, const struct r2_rmsg *m)
  * daemon exits (found by tests/fuzz/fuzz_peer). */
 #define ORPHANS_MAX 65536
 
+/* Keeps m, a data chunk of a communicator that is not ready here yet, as an
+ * orphan while the caps allow; false if they do not (under d->lock). */
+static bool orphan_keep(struct r2d *d, struct r2_rmsg *m)
+{
+	const struct r2_tp_cqe *cqe = &m->cqe;
+
+	if (cqe->type != R2_TPC_RECV || cqe->hdr.kind != R2_MSG_DATA ||
+	    d->norphans >= ORPHANS_MAX ||
+	    d->orphan_bytes + cqe->hdr.len > (uint64_t)r2_param_int(&d->params, P_PROXY_POOL_MAX))
+		return false;
+	m->next = d->orphans;
+	d->orphans = m;
+	d->norphans++;
+	d->orphan_bytes += cqe->hdr.len;
+	return true;
+}
+
 /* A chunk or a send completion: to its communicator's mailbox, kept as an
  * orphan while the communicator is not ready here yet, or freed (under
  * d->lock). m is not touched after it is pushed. */
@@ -164,16 +182,7 @@ static void deliver_one(struct r2d *d, struct r2_rmsg *m)
 	}
 	if (c && c->state == R2_COMM_READY) {
 		mbox_push(c, m);
-	} else if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA &&
-		   d->norphans < ORPHANS_MAX &&
-		   d->orphan_bytes + cqe->hdr.len <=
-			   (uint64_t)r2_param_int(&d->params, P_PROXY_POOL_MAX)) {
-		/* the communicator is not ready here yet: keep it for later */
-		m->next = d->orphans;
-		d->orphans = m;
-		d->norphans++;
-		d->orphan_bytes += cqe->hdr.len;
-	} else {
+	} else if (!orphan_keep(d, m)) {
 		if (cqe->type == R2_TPC_SEND) {
 			struct sendrec *s = (struct sendrec *)(uintptr_t)cqe->ctx;
 			if (c && !rl_is_orphan(s)) {
@@ -190,8 +199,47 @@ static void deliver_one(struct r2d *d, struct r2_rmsg *m)
 	}
 }
 
+/* A data chunk this host cannot keep (its communicator is not ready here
+ * and the orphans are full, or no memory for its record): refused (NACK,
+ * busy) instead of acknowledged, so that its sender keeps its copy and
+ * sends it again a little later; an ACK let the sender forget a chunk
+ * dropped here, and the collective waited for it until op_timeout_ms. */
+static void refuse(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
+{
+	static struct r2_ratelimit rl = R2_RATELIMIT_INIT(5000, 5);
+	struct r2_chunk_hdr h = cqe->hdr;
+	unsigned sup;
+
+	atomic_fetch_add(&d->chunks_refused, 1);
+	if (r2_ratelimit_ok(&rl, &sup))
+		log_warn("a chunk (op %llu, from host %u) of a communicator not ready here: "
+			 "refused, its sender sends it again (the early chunks kept here are "
+			 "at their cap, proxy_pool_max or 65536, or no memory)",
+			 (unsigned long long)h.opseq, h.src);
+	h.flags |= R2_CHUNK_NACK | R2_CHUNK_BUSY;
+	rl_ack_send(d, rail, cqe->peer, &h);
+	r2d_rails_release(d, rail, cqe->buf);
+}
+
+/* Testing (inject_refuse = N): every Nth data chunk is refused as if it
+ * could not be kept. */
+static bool inject_refuse(struct r2d *d)
+{
+	static atomic_uint_fast64_t n;
+	int64_t every = r2_param_int(&d->params, P_INJECT_REFUSE);
+
+	return every && (atomic_fetch_add(&n, 1) + 1) % (uint64_t)every == 0;
+}
+
 void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 {
+	const struct r2_chunk_hdr *h = &cqe->hdr;
+	bool data = cqe->type == R2_TPC_RECV && h->kind == R2_MSG_DATA;
+	/* answered here, at once (lazy ones by their executor, exec_rail_ack.c) */
+	bool ack = data && (h->flags & (R2_CHUNK_LAZY_ACK | R2_CHUNK_DETOUR)) != R2_CHUNK_LAZY_ACK;
+	/* refused when it cannot be kept; not one that came through a bridge,
+	 * which holds it until this host's ACK (docs/resilience.md) */
+	bool refusable = data && !(h->flags & R2_CHUNK_DETOUR);
 	struct r2_rmsg *m;
 
 	if (cqe->type == R2_TPC_SEND && cqe->ctx == 0)
@@ -200,23 +248,15 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		return; /* a chunk this host forwards as a bridge, or its ACK */
 	if (cqe->type == R2_TPC_ERROR)
 		r2d_detour_failed(d, rail, cqe->peer);
-	/* Acknowledged before it goes to the mailbox. (After it, to keep the
-	 * ACK's write off the executor's path, was tried on 2026-12-04 and
-	 * reverted when 8-host AllReduces with apply threads came out wrong;
-	 * the cause was elsewhere, an inline chunk that did not wait for an
-	 * overlapping queued one (docs/resilience.md, Known problems), and is
-	 * fixed; the order after the mailbox has not been measured again.) */
-	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind == R2_MSG_DATA &&
-	    (cqe->hdr.flags & (R2_CHUNK_LAZY_ACK | R2_CHUNK_DETOUR)) != R2_CHUNK_LAZY_ACK)
-		rl_ack_send(d, rail, cqe->peer, &cqe->hdr); /* (lazy: exec_rail_ack.c) */
-	if (cqe->type == R2_TPC_RECV && cqe->hdr.kind != R2_MSG_DATA &&
-	    cqe->hdr.kind != R2_MSG_ACK) {
+	if (cqe->type == R2_TPC_RECV && !data && h->kind != R2_MSG_ACK) {
 		r2d_rails_release(d, rail, cqe->buf);
 		return;
 	}
-	m = calloc(1, sizeof(*m));
+	m = refusable && inject_refuse(d) ? NULL : calloc(1, sizeof(*m));
 	if (!m) {
-		if (cqe->type == R2_TPC_RECV)
+		if (refusable)
+			refuse(d, rail, cqe);
+		else if (cqe->type == R2_TPC_RECV)
 			r2d_rails_release(d, rail, cqe->buf);
 		return;
 	}
@@ -229,6 +269,36 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 		pthread_mutex_unlock(&d->lock);
 		free(m);
 		return;
+	}
+	if (data) {
+		struct r2_comm *c = r2d_comm_by_key(d, h->comm);
+		if (!c || c->state != R2_COMM_READY) {
+			/* not ready here yet: kept for it, or refused */
+			bool kept = orphan_keep(d, m);
+			pthread_mutex_unlock(&d->lock);
+			if (kept && ack)
+				rl_ack_send(d, rail, cqe->peer, h);
+			if (!kept && refusable)
+				refuse(d, rail, cqe);
+			else if (!kept)
+				r2d_rails_release(d, rail, cqe->buf);
+			if (!kept)
+				free(m);
+			return;
+		}
+		if (ack) {
+			/* Acknowledged before it goes to the mailbox. (After it,
+			 * to keep the ACK's write off the executor's path, was
+			 * tried on 2026-12-04 and reverted when 8-host
+			 * AllReduces with apply threads came out wrong; the cause
+			 * was elsewhere, an inline chunk that did not wait for an
+			 * overlapping queued one (docs/resilience.md, Known
+			 * problems), and is fixed; the order after the mailbox
+			 * has not been measured again.) */
+			pthread_mutex_unlock(&d->lock);
+			rl_ack_send(d, rail, cqe->peer, h);
+			pthread_mutex_lock(&d->lock);
+		}
 	}
 	deliver_one(d, m);
 	pthread_mutex_unlock(&d->lock);

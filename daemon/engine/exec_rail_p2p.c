@@ -239,7 +239,7 @@ static void p2p_conn_error(struct r2_comm *c, const struct r2_rmsg *m)
 {
 	for (struct p2pop *p = c->p2p_ops; p; p = p->next) {
 		for (struct sendrec *s = p->sends; s; s = s->next) {
-			if ((s->via ? s->via : s->peer) == m->cqe.peer && s->rail == m->rail &&
+			if (rl_sent_to(s) == m->cqe.peer && s->rail == m->rail &&
 			    s->sent && !s->acked && p2p_again(c, p, s) < 0)
 				s->sent = true; /* no rail now: keep waiting */
 		}
@@ -364,7 +364,7 @@ static void p2p_acked(struct r2_comm *c, struct r2_rmsg *m)
 		    s->hdr.step != h->step || s->hdr.src != h->src || s->acked)
 			continue;
 		if (h->flags & R2_CHUNK_NACK) { /* not an acknowledgement */
-			if (s->via == m->cqe.peer)
+			if (rl_sent_to(s) == m->cqe.peer)
 				p2p_refused(c, p, s, h, m->cqe.peer);
 			break;
 		}

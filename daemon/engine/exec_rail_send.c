@@ -116,6 +116,8 @@ int rl_post_any(struct r2d *d, struct sendrec *s)
 	uint32_t bad = r2d_rails_bad(d, s->peer);
 	int n = rs ? rs->n : 0, r = -ENOTCONN;
 
+	if (s->again_us && r2_now_us() < s->again_us)
+		return -EAGAIN; /* refused busy a moment ago (rl_nack_defer) */
 	if (s->rail >= 0 && s->rail < n && !(bad & (1u << s->rail))) {
 		if (s->borrowed && !r2d_rails_zero_copy(d, s->rail) && rl_unborrow(d, s) < 0)
 			return -ENOMEM;
@@ -503,7 +505,7 @@ bool rl_sent_on_failed(const struct r2_comm *c, const struct sendrec *s)
 	if (s->rail < 0 || s->rail >= 32)
 		return false;
 	for (int h = 0; h < c->nhosts; h++)
-		if (c->hosts[h].id == (s->via ? s->via : s->peer))
+		if (c->hosts[h].id == rl_sent_to(s))
 			return (c->hosts[h].failed_rails & (1u << s->rail)) != 0;
 	return false;
 }

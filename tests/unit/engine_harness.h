@@ -77,10 +77,12 @@ struct th_host {
  * params: "name=value" strings, NULL-terminated (may be NULL), applied over
  * the defaults th_host_new sets for tests (short heartbeats and timeouts). */
 struct th_host *th_host_new(int idx, uint32_t rail_mask, const char *const *params);
-/* Set by a suite that tests no failure detection (test_engine.c): paths are
- * judged silent after 500 ms instead of 60, so that a busy 2-core machine,
- * which can starve a rails thread that long, fails none of them falsely
- * (an AllReduce then ended with R2CCL_E_PEER_GONE: "no rail left"). */
+/* Set by a suite (test_engine.c, test_engine_faults.c, whose tests about
+ * silence set their own hb_misses): paths are judged silent after 500 ms
+ * instead of 60 (send stalls: 40 ms), so that a busy 2-core machine, which
+ * can starve a rails thread that long, fails none of them falsely (an
+ * AllReduce then ended with R2CCL_E_PEER_GONE: "no rail left";
+ * test_detour_through_third_host under a parallel unit suite, 2026-12-08). */
 extern bool th_slow_silence;
 /* Stops and frees the host; checks that nothing leaked (every session and
  * memory region back to the harness's own reference, the loop closed). */

@@ -642,9 +642,10 @@ END_TEST
 /* Two hosts, one rank each: an AllReduce, then rank 0 alone starts the
  * next one (rank 1 never comes): rank 0 waits in its rail phase. When it
  * started. */
-static uint64_t rank0_waits(struct th_host **hs, struct th_sess **ss, struct ar *a)
+static uint64_t rank0_waits(struct th_host **hs, struct th_sess **ss, struct ar *a,
+			    const char *const *params)
 {
-	ar_cluster(hs, ss, a, 2, NULL, 64 * 1024);
+	ar_cluster(hs, ss, a, 2, params, 64 * 1024);
 	ar_run(a);
 	ar_start(a, 1);
 	th_pump(20);
@@ -662,7 +663,7 @@ START_TEST(test_peer_dies)
 	uint64_t t0;
 	int st;
 
-	t0 = rank0_waits(hs, ss, &a);
+	t0 = rank0_waits(hs, ss, &a, NULL);
 	for (int r = 0; r < 2; r++) {
 		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[1], r), -ECONNREFUSED), 0);
 		ck_assert_int_eq(r2_lb_fail(th_tp(hs[1], r), ID(0), -ECONNRESET), 0);
@@ -686,13 +687,15 @@ END_TEST
  * failed again, and so on, and the peer timeout never ran out.) */
 START_TEST(test_peer_silent)
 {
+	/* silence judged after 3 heartbeats (this suite's default is 25) */
+	static const char *const p[] = { "hb_misses=3", "hb_stall_misses=2", NULL };
 	struct th_host *hs[2];
 	struct th_sess *ss[2];
 	struct ar a;
 	uint64_t t0;
 	int st;
 
-	t0 = rank0_waits(hs, ss, &a);
+	t0 = rank0_waits(hs, ss, &a, p);
 	for (int r = 0; r < 2; r++) {
 		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[0], r), -ETIMEDOUT), 0);
 		ck_assert_int_eq(r2_lb_refuse(th_tp(hs[1], r), -ETIMEDOUT), 0);
@@ -1262,6 +1265,11 @@ static bool orphans_are(void *arg)
 	return norphans(o->h, &bytes) == o->want;
 }
 
+static bool refused_4(void *arg)
+{
+	return atomic_load(&((struct th_host *)arg)->d.chunks_refused) == 4;
+}
+
 START_TEST(test_orphans_bounded)
 {
 	static const char *const params[] = { "bootstrap_timeout_ms=3000", "proxy_pool_max=2M",
@@ -1286,10 +1294,14 @@ START_TEST(test_orphans_bounded)
 		ck_assert_ptr_nonnull(buf);
 		ck_assert_int_eq(r2_tp_loopback_ops.post_send(tp, ID(0), &h, buf, 1), 0);
 	}
-	/* 2 MiB of 256 KiB chunks kept, the other 4 refused */
+	/* 2 MiB of 256 KiB chunks kept, the other 4 refused: answered with a
+	 * NACK (busy), not an ACK, so that a sender would keep them */
 	ck_assert(th_until(orphans_are, &(struct orphans_arg){ hs[0], 8 }, 2500));
 	ck_assert_uint_eq(norphans(hs[0], &bytes), 8);
 	ck_assert_uint_eq(bytes, 2u << 20);
+	ck_assert(th_until(refused_4, hs[0], 2500));
+	th_pump(20);
+	ck_assert_uint_eq(atomic_load(&hs[0]->d.chunks_refused), 4);
 	ck_assert(th_until(orphans_are, &(struct orphans_arg){ hs[0], 0 }, 3000 + T_MS));
 	ck_assert_uint_eq(norphans(hs[0], &bytes), 0);
 	ck_assert_uint_eq(bytes, 0);
@@ -1786,6 +1798,44 @@ START_TEST(test_detour_comm_ended_refused)
 }
 END_TEST
 
+/* Chunks their receiver refuses (NACK, busy: a host whose communicator is
+ * not ready yet and whose orphans are full; inject_refuse makes every 3rd
+ * data chunk so) are sent again a little later, by each sender's path: the
+ * eager exchange, the planner's steps, a send, a collective's lingering
+ * messages. Every result exact, nothing left in flight. Before 2026-12-08
+ * such a chunk was acknowledged and dropped, and its operation waited for
+ * op_timeout_ms. */
+START_TEST(test_refused_chunks_sent_again)
+{
+	static const char *const p[] = { "inject_refuse=3", "chunk_size=256K", NULL };
+	static const uint64_t counts[] = { 16, 16384, 1u << 20 }; /* 64 B, 64 KiB, 4 MiB */
+	struct p2p_pair x;
+	struct ar a;
+
+	p2p_pair(&x, p);
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+		ar_setup(&a, x.ss, 2, counts[k]);
+		for (int i = 0; i < 3; i++)
+			ar_run(&a);
+	}
+	for (int round = 0; round < 3; round++) {
+		uint64_t t0, t1;
+		for (uint64_t i = 0; i < P2P_CNT; i++)
+			x.b0[i] = val(0, i, round);
+		memset(x.r1, 0, P2P_CNT * 4);
+		t1 = th_submit(x.ss[1], R2_OP_RECV, P2P_CNT, R2CCL_INT32, 0, 0, 0, x.n1);
+		t0 = th_submit(x.ss[0], R2_OP_SEND, P2P_CNT, R2CCL_INT32, 0, 1, x.m0, 0);
+		ck_assert_int_eq(th_wait(x.ss[0], t0, T_MS), 0);
+		ck_assert_int_eq(th_wait(x.ss[1], t1, T_MS), 0);
+		ck_assert_mem_eq(x.r1, x.b0, P2P_CNT * 4);
+	}
+	p2p_settled(x.c);
+	for (int h = 0; h < 2; h++)
+		ck_assert_uint_gt(atomic_load(&x.hs[h]->d.chunks_refused), 0);
+	th_free_all(x.hs, 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("engine-faults");
@@ -1827,6 +1877,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_commits_missed_past_history);
 	TH_ADD(s, test_slow_path);
 	TH_ADD(s, test_orphans_bounded);
+	TH_ADD(s, test_refused_chunks_sent_again);
 	TH_ADD(s, test_path_reports_bounded);
 	TH_ADD(s, test_engine_stop_mid_allreduce);
 	return s;
@@ -1834,5 +1885,8 @@ static Suite *suite(void)
 
 int main(void)
 {
+	/* silence and send stalls judged after 500 ms: a test about them sets
+	 * its own (test_peer_silent) */
+	th_slow_silence = true;
 	return th_run(suite());
 }
