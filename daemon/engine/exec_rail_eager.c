@@ -349,7 +349,8 @@ static int handle(struct eager *e, struct r2_rmsg *m)
 	case R2_TPC_RECV:
 		if (h->kind == R2_MSG_ACK && h->opseq == e->opseq && (h->flags & R2_CHUNK_NACK) &&
 		    h->src == (uint32_t)c->my_host) {
-			/* the bridge has no rail to its host either (or is busy):
+			/* the bridge has no rail to its host either (or is busy;
+			 * or the host itself cannot keep it yet, busy):
 			 * my piece through it goes again (another bridge); and, as
 			 * rl_nack does, even for one it had acknowledged (it
 			 * lost it since), the bridge is noted as refusing that

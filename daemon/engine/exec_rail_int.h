@@ -446,6 +446,9 @@ bool rl_detour_possible_for(const struct r2_comm *c, const struct rail_detours *
  * -ENOTCONN when none takes it */
 int rl_detour_send(struct r2_comm *c, struct rail_detours *det, struct sendrec *s,
 		   uint64_t opseq);
+/* A NACK from `from` (a bridge, or the chunk's own receiver, busy): the
+ * chunks it names go again (a busy one not before its again_us); <0 when
+ * the destination is found unreachable. */
 int rl_nack(struct railop *o, const struct r2_chunk_hdr *h, uint64_t from);
 /* A bridge's NACK from `from` for h: noted in det (unless only busy);
  * R2CCL_E_PEER_GONE when h's destination is left with no bridge and no rail */

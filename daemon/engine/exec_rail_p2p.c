@@ -314,8 +314,9 @@ static void p2p_sent(struct r2_comm *c, struct r2_rmsg *m)
 }
 
 /* A bridge refused s (a lingering message it was to pass on, with no rail
- * to its host either, or its queues full): s goes through another, or with
- * none left the transfer fails. */
+ * to its host either, or its queues full), or its receiver did (busy: it
+ * cannot keep it yet): s goes again, through another bridge, or with none
+ * left the transfer fails. */
 static void p2p_refused(struct r2_comm *c, struct p2pop *p, struct sendrec *s,
 			const struct r2_chunk_hdr *h, uint64_t from)
 {
