@@ -15,14 +15,20 @@
  * operation succeeds only once every peer's came: a mismatch cannot pass
  * unnoticed even where the plans happen to move bytes that fit. Since every
  * host hears from every other, each one that disagrees with any peer finds
- * out by itself: nothing more has to be told.
+ * out by itself: nothing more has to be told. The descriptor names the view
+ * the host planned with too: hosts that planned one collective with views
+ * that differ (the agreement failed: a member ran on without a commit it
+ * had acknowledged) break the communicator at once with that reason, where
+ * each would drop the other's chunks until op_timeout_ms.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "net/health.h"
 #include "net/rails.h"
 
 #include "engine/exec_rail_int.h"
@@ -118,6 +124,31 @@ static int desc_send(struct railop *o, int h)
 	return 0;
 }
 
+/* What plans follow from in a view (NICs down, measured bandwidths, links
+ * down), hashed; 0 for none and for one with nothing in it, which plans as
+ * none. */
+static uint64_t view_hash(const struct r2_view *v)
+{
+	uint64_t x = 0xcbf29ce484222325ull;
+	bool any = false;
+
+#define MIX(val) (x = (x ^ (uint64_t)(val)) * 0x100000001b3ull)
+	for (size_t i = 0; v && i < (size_t)v->nhosts * v->nrails; i++) {
+		if (!v->down[i] && !v->bw[i])
+			continue;
+		any = true;
+		MIX(i);
+		MIX(v->down[i]);
+		MIX(v->bw[i]);
+	}
+	for (size_t i = 0; v && i < (size_t)v->nlinks * 3; i++) {
+		any = true;
+		MIX(v->links[i]);
+	}
+#undef MIX
+	return !any ? 0 : x ? x : 1;
+}
+
 int rl_desc_begin(struct railop *o)
 {
 	struct r2_comm *c = o->c;
@@ -125,6 +156,8 @@ int rl_desc_begin(struct railop *o)
 	int r;
 
 	rl_desc_fill(&o->desc.mine, o->stage.x);
+	o->desc.mine.view_epoch = o->view ? o->view->epoch : 0;
+	o->desc.mine.view_hash = view_hash(o->view);
 	o->desc.got = calloc((size_t)c->nhosts, 1);
 	if (!o->desc.got)
 		return -ENOMEM;
@@ -155,6 +188,26 @@ static int mismatch_break(struct r2_comm *c, const char *why)
 	r2d_comm_break(c, R2CCL_E_MISMATCH, why);
 	pthread_mutex_unlock(&c->d->lock);
 	return R2CCL_E_MISMATCH;
+}
+
+/* Host src planned collective opseq with another view than this host:
+ * the view agreement failed there; c breaks (R2CCL_E_COMM_BROKEN). */
+static int view_mismatch(struct r2_comm *c, uint64_t opseq, const struct op_desc *mine,
+			 const struct op_desc *theirs, uint32_t src)
+{
+	char why[256];
+
+	snprintf(why, sizeof(why),
+		 "collective %llu: host %u planned it with view %llu and this host with view "
+		 "%llu, which differ: the hosts' agreement on views failed (a member ran on "
+		 "without a commit it had acknowledged, docs/resilience.md)",
+		 (unsigned long long)opseq, src, (unsigned long long)theirs->view_epoch,
+		 (unsigned long long)mine->view_epoch);
+	log_warn("communicator %u: %s", c->id, why);
+	pthread_mutex_lock(&c->d->lock);
+	r2d_comm_break(c, R2CCL_E_COMM_BROKEN, why);
+	pthread_mutex_unlock(&c->d->lock);
+	return R2CCL_E_COMM_BROKEN;
 }
 
 int rl_desc_check(struct r2_comm *c, uint64_t opseq, const struct op_desc *mine,
@@ -208,8 +261,11 @@ int rl_desc_in(struct railop *o, const struct r2_rmsg *m)
 
 	if (h->opseq != o->opseq)
 		return 1;
+	/* (without the view: a daemon before 2026-12-08) */
+	bool with_view = h->len == sizeof(theirs);
+
 	if (h->src >= (uint32_t)c->nhosts || (int)h->src == c->my_host ||
-	    h->len != sizeof(theirs) || !o->desc.got) {
+	    (!with_view && h->len != offsetof(struct op_desc, view_epoch)) || !o->desc.got) {
 		log_warn_rl("communicator %u: a malformed operation descriptor from host %u; "
 			    "dropped", c->id, h->src);
 		return 0;
@@ -217,9 +273,12 @@ int rl_desc_in(struct railop *o, const struct r2_rmsg *m)
 	if (o->desc.got[h->src])
 		return 0; /* delivered twice */
 	rl_ack_owe(c, m); /* lazy: paid by my next collective's descriptor */
-	memcpy(&theirs, m->cqe.buf, sizeof(theirs));
+	memset(&theirs, 0, sizeof(theirs));
+	memcpy(&theirs, m->cqe.buf, h->len);
 	if (rl_desc_check(c, o->opseq, &o->desc.mine, &theirs, h->src) < 0)
 		return R2CCL_E_MISMATCH;
+	if (with_view && theirs.view_hash != o->desc.mine.view_hash)
+		return view_mismatch(c, o->opseq, &o->desc.mine, &theirs, h->src);
 	o->desc.got[h->src] = 1;
 	o->desc.ngot++;
 	return 0;

@@ -226,6 +226,10 @@ struct op_desc {
 	uint64_t count;
 	uint32_t redop;      /* 0 unless the collective reduces */
 	int32_t root;        /* -1 unless it has a root */
+	/* the view the host planned it with (descriptor messages only; a
+	 * daemon before 2026-12-08 sends the fields above alone): its epoch,
+	 * for the message, and a hash of what plans follow from, compared */
+	uint64_t view_epoch, view_hash;
 };
 
 /* The descriptors of an operation (exec_rail_desc.c). */

@@ -1646,6 +1646,53 @@ START_TEST(test_lost_commit_gap)
 }
 END_TEST
 
+/* Host 1 of 3 never gets the commit of view 1 (host 0's NIC lb0 drained;
+ * every copy to host 1 vanishes): it holds for it until its hold limit (2 x
+ * peer_timeout_ms), then runs the next collective with its old view, while
+ * hosts 0 and 2 plan it with view 1 (4 MB: host 0's lighter share moves the
+ * byte ranges). The agreement failed; each host's descriptor names the view
+ * it planned with, so every rank's AllReduce fails within a second of host
+ * 1's start, with the reason, where before 2026-12-08 each host dropped the
+ * others' chunks until op_timeout_ms (20 s here). */
+START_TEST(test_view_mismatch_breaks)
+{
+	static const char *const p[] = { "hb_misses=250", "hb_stall_misses=250", NULL };
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	char err[128] = "";
+	struct vdrop vd = { 1 };
+	uint64_t t0;
+
+	ar_cluster(hs, ss, &a, 3, p, 1024 * 1024);
+	ar_run(&a);
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_drop_ctrl(th_tp(hs[0], r), ID(1),
+						 R2PEER__PEER_MSG__PEER_VIEW_COMMIT, commit_of, &vd),
+				 0);
+	ck_assert_int_eq(r2d_health_drain(&hs[0]->d, "lb0", true, err, sizeof(err)), 0);
+	struct cwait w0 = { hs[0], 1 };
+	ck_assert(th_until(committed_is, &w0, T_MS));
+	t0 = th_now_ms();
+	ar_start(&a, 3);
+	for (int r = 0; r < 3; r++) {
+		int st = th_wait(a.ss[r], a.tag[r], T_MS);
+		ck_assert_msg(st == R2CCL_E_COMM_BROKEN || st == R2CCL_E_PEER_GONE, "rank %d: %d",
+			      r, st);
+	}
+	/* the hold limit (1.2 s) and a little */
+	ck_assert_uint_lt(th_now_ms() - t0, 1200 + 3000);
+	ck_assert_uint_eq(committed(hs[1]), 0);
+	ck_assert(has_event(hs[1], "comm_failed", "planned it with view 1 and this host with "
+						  "view 0"));
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(r2_lb_drop_ctrl(th_tp(hs[0], r), ID(1),
+						 R2PEER__PEER_MSG__PEER_VIEW_COMMIT, NULL, NULL),
+				 0);
+	th_free_all(hs, 3);
+}
+END_TEST
+
 static bool drop_while(const void *buf, uint32_t len, void *arg)
 {
 	(void)buf;
@@ -1875,6 +1922,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_ctrl_detour_next_bridge);
 	TH_ADD(s, test_detour_comm_ended_refused);
 	TH_ADD(s, test_commits_missed_past_history);
+	TH_ADD(s, test_view_mismatch_breaks);
 	TH_ADD(s, test_slow_path);
 	TH_ADD(s, test_orphans_bounded);
 	TH_ADD(s, test_refused_chunks_sent_again);
