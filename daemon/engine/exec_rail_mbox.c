@@ -254,9 +254,13 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 	}
 	m = refusable && inject_refuse(d) ? NULL : calloc(1, sizeof(*m));
 	if (!m) {
-		if (refusable)
+		if (refusable) {
 			refuse(d, rail, cqe);
-		else if (cqe->type == R2_TPC_RECV)
+			return;
+		}
+		if (ack) /* (through a bridge: see below) */
+			rl_ack_send(d, rail, cqe->peer, h);
+		if (cqe->type == R2_TPC_RECV)
 			r2d_rails_release(d, rail, cqe->buf);
 		return;
 	}
@@ -276,14 +280,17 @@ void r2d_comm_deliver(struct r2d *d, int rail, const struct r2_tp_cqe *cqe)
 			/* not ready here yet: kept for it, or refused */
 			bool kept = orphan_keep(d, m);
 			pthread_mutex_unlock(&d->lock);
-			if (kept && ack)
-				rl_ack_send(d, rail, cqe->peer, h);
-			if (!kept && refusable)
+			if (!kept && refusable) {
 				refuse(d, rail, cqe);
-			else if (!kept)
-				r2d_rails_release(d, rail, cqe->buf);
-			if (!kept)
 				free(m);
+				return;
+			}
+			/* (one through a bridge is acknowledged even when it is
+			 * dropped: the bridge would hold it for ever) */
+			if (ack)
+				rl_ack_send(d, rail, cqe->peer, h);
+			if (!kept)
+				rl_rmsg_free(d, m);
 			return;
 		}
 		if (ack) {
