@@ -207,12 +207,13 @@ static void p2p_apply(struct r2d *d, struct p2pop *p, const struct r2_chunk_hdr 
 }
 
 
+/* s goes on a rail to its host, or with none left through a bridge (a
+ * third host of the communicator, detour.h), as a collective's chunks go. */
 static int p2p_post(struct r2_comm *c, struct p2pop *p, struct sendrec *s)
 {
-	if (p->peer_host == LINGER) /* its tenant was set by the collective */
-		return rl_post_via(c, &p->det, s, p->seq);
-	s->tenant = r2d_tenants_of(c->d, c->tenant); /* its queue on the rails */
-	return rl_post_any(c->d, s);
+	if (p->peer_host != LINGER) /* (a lingering one's was set by the collective) */
+		s->tenant = r2d_tenants_of(c->d, c->tenant); /* its queue on the rails */
+	return rl_post_via(c, &p->det, s, p->seq);
 }
 
 /* s goes again (lost with a connection, or refused by a bridge): posted,
@@ -234,7 +235,7 @@ static int p2p_again(struct r2_comm *c, struct p2pop *p, struct sendrec *s)
 /* A connection to a peer failed on a rail: a transfer's chunk written on
  * that rail (to its host, or to the bridge it went through) but not
  * acknowledged may be lost with it, so it goes again; with no rail left to
- * the peer, its transfers fail. */
+ * the peer and no bridge to it either, its transfers fail. */
 static void p2p_conn_error(struct r2_comm *c, const struct r2_rmsg *m)
 {
 	for (struct p2pop *p = c->p2p_ops; p; p = p->next) {
@@ -248,7 +249,8 @@ static void p2p_conn_error(struct r2_comm *c, const struct r2_rmsg *m)
 		for (struct p2pop *p = c->p2p_ops, *next; p; p = next) {
 			next = p->next;
 			if (p->peer_host < (uint32_t)c->nhosts &&
-			    c->hosts[p->peer_host].id == m->cqe.peer)
+			    c->hosts[p->peer_host].id == m->cqe.peer &&
+			    !rl_detour_possible_for(c, &p->det, m->cqe.peer))
 				p2p_finish(c, p, R2CCL_E_PEER_GONE);
 		}
 	}

@@ -744,6 +744,55 @@ START_TEST(test_detour_through_third_host)
 }
 END_TEST
 
+/* The same two hosts with no rail in common: Send/Recv between them goes
+ * through the bridge too, both ways at once, several chunks a transfer (a
+ * chunk is 64 KiB here), exact. Before 2026-12-08 such a send failed with
+ * R2CCL_E_NO_PATH (collectives only took detours). */
+START_TEST(test_send_recv_through_third_host)
+{
+	struct th_host *hs[3];
+	struct th_sess *ss[3];
+	struct ar a;
+	const uint64_t n = 100000; /* 400 KB */
+	int32_t *b[3], *r[3];
+	uint32_t mb[3], mr[3];
+	uint64_t before = 0, after = 0;
+
+	bridged_cluster(hs, ss, &a, slow_silence);
+	for (int h = 0; h < 3; h += 2) {
+		mb[h] = th_mem(ss[h], n * 4, (void **)&b[h]);
+		mr[h] = th_mem(ss[h], n * 4, (void **)&r[h]);
+	}
+	for (int h = 0; h < 3; h++) {
+		struct r2_peer *p = r2d_rails_peer_find(&hs[h]->d, ID(2 - h));
+		before += p && h != 1 ? atomic_load(&p->detour_rx_us) : 0;
+	}
+	for (int round = 0; round < 3; round++) {
+		uint64_t t[4];
+		for (int h = 0; h < 3; h += 2) {
+			for (uint64_t i = 0; i < n; i++)
+				b[h][i] = val(h, i, round);
+			memset(r[h], 0, n * 4);
+		}
+		t[0] = th_submit(ss[2], R2_OP_RECV, n, R2CCL_INT32, 0, 0, 0, mr[2]);
+		t[1] = th_submit(ss[0], R2_OP_RECV, n, R2CCL_INT32, 0, 2, 0, mr[0]);
+		t[2] = th_submit(ss[0], R2_OP_SEND, n, R2CCL_INT32, 0, 2, mb[0], 0);
+		t[3] = th_submit(ss[2], R2_OP_SEND, n, R2CCL_INT32, 0, 0, mb[2], 0);
+		for (int k = 0; k < 4; k++)
+			ck_assert_int_eq(th_wait(ss[k == 0 || k == 3 ? 2 : 0], t[k], T_MS), 0);
+		ck_assert_mem_eq(r[2], b[0], n * 4);
+		ck_assert_mem_eq(r[0], b[2], n * 4);
+	}
+	for (int h = 0; h < 3; h++) {
+		struct r2_peer *p = r2d_rails_peer_find(&hs[h]->d, ID(2 - h));
+		after += p && h != 1 ? atomic_load(&p->detour_rx_us) : 0;
+	}
+	ck_assert_uint_ne(after, before); /* the transfers' data came bridged */
+	ar_run(&a);
+	th_free_all(hs, 3);
+}
+END_TEST
+
 /* the bridge (a struct th_host) forwards chunks whose send is held */
 static bool bridge_holds(void *arg)
 {
@@ -1899,6 +1948,7 @@ static Suite *suite(void)
 	TH_ADD(s, test_peer_dies);
 	TH_ADD(s, test_peer_silent);
 	TH_ADD(s, test_detour_through_third_host);
+	TH_ADD(s, test_send_recv_through_third_host);
 	TH_ADD(s, test_bridge_stop_mid_forward);
 	TH_ADD(s, test_routed_around_outlives_peer_timeout);
 	TH_ADD(s, test_overlapping_reduces_applyq);
