@@ -44,6 +44,9 @@ static struct {
 	CUresult (*memAddressFree)(CUdeviceptr, size_t);
 	CUresult (*memRelease)(CUmemGenericAllocationHandle);
 	CUresult (*memRetainAllocationHandle)(CUmemGenericAllocationHandle *, void *);
+	CUresult (*deviceGet)(CUdevice *, int);
+	CUresult (*primaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*primaryCtxRelease)(CUdevice);
 } cu = { .once = PTHREAD_ONCE_INIT };
 
 static void cu_load(void)
@@ -68,6 +71,9 @@ static void cu_load(void)
 		{ "cuMemAddressFree", (void **)&cu.memAddressFree },
 		{ "cuMemRelease", (void **)&cu.memRelease },
 		{ "cuMemRetainAllocationHandle", (void **)&cu.memRetainAllocationHandle },
+		{ "cuDeviceGet", (void **)&cu.deviceGet },
+		{ "cuDevicePrimaryCtxRetain", (void **)&cu.primaryCtxRetain },
+		{ "cuDevicePrimaryCtxRelease", (void **)&cu.primaryCtxRelease },
 	};
 
 	cu.ok = r2c_cu_resolve(t, sizeof(t) / sizeof(t[0])) == 0;
@@ -128,6 +134,58 @@ void nccl_cuda_ctx_set(void *ctx)
 {
 	if (ctx && nccl_cuda_available())
 		cu.ctxSetCurrent((CUcontext)ctx);
+}
+
+void *nccl_cuda_ctx_for(int dev, void *hint, bool *primary)
+{
+	CUcontext cur = NULL, p = NULL;
+	CUdevice want, have;
+
+	*primary = false;
+	if (!nccl_cuda_available())
+		return NULL;
+	if (hint)
+		return hint;
+	if (cu.ctxGetCurrent(&cur) != CUDA_SUCCESS)
+		cur = NULL;
+	if (dev < 0)
+		return cur;
+	/* the driver is not initialized (no CUDA use in this process yet):
+	 * cuDeviceGet fails, and the communicator has no context */
+	if (cu.deviceGet(&want, dev) != CUDA_SUCCESS)
+		return NULL;
+	if (cur && cu.ctxGetDevice(&have) == CUDA_SUCCESS && have == want)
+		return cur;
+	if (cu.primaryCtxRetain(&p, want) != CUDA_SUCCESS)
+		return NULL;
+	*primary = true;
+	return p;
+}
+
+void nccl_cuda_ctx_put(int dev, bool primary)
+{
+	CUdevice d;
+
+	if (primary && nccl_cuda_available() && cu.deviceGet(&d, dev) == CUDA_SUCCESS)
+		cu.primaryCtxRelease(d);
+}
+
+void nccl_cuda_ctx_enter(void *ctx, struct nccl_ctx_save *sv)
+{
+	CUcontext cur = NULL;
+
+	sv->set = false;
+	if (!ctx || !nccl_cuda_available() || cu.ctxGetCurrent(&cur) != CUDA_SUCCESS ||
+	    cur == (CUcontext)ctx)
+		return;
+	sv->prev = cur;
+	sv->set = cu.ctxSetCurrent((CUcontext)ctx) == CUDA_SUCCESS;
+}
+
+void nccl_cuda_ctx_leave(const struct nccl_ctx_save *sv)
+{
+	if (sv->set)
+		cu.ctxSetCurrent((CUcontext)sv->prev); /* NULL too: the thread had none */
 }
 
 int nccl_cuda_stream_sync(cudaStream_t s)
@@ -206,15 +264,16 @@ static void alloc_prop(CUmemAllocationProp *prop, int dev)
 	prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 }
 
-int nccl_cuda_alloc_exportable(size_t size, void **ptr, size_t *alloc_size)
+int nccl_cuda_alloc_exportable(int dev, size_t size, void **ptr, size_t *alloc_size)
 {
 	CUmemAllocationProp prop;
 	CUmemGenericAllocationHandle h;
 	CUmemAccessDesc acc;
 	CUdeviceptr va = 0;
 	size_t gran = 0;
-	int dev = nccl_cuda_current_device();
 
+	if (dev < 0)
+		dev = nccl_cuda_current_device();
 	if (dev < 0)
 		return -ENODEV;
 	alloc_prop(&prop, dev);
@@ -292,6 +351,29 @@ void nccl_cuda_ctx_set(void *ctx)
 	(void)ctx;
 }
 
+void *nccl_cuda_ctx_for(int dev, void *hint, bool *primary)
+{
+	(void)dev, (void)hint;
+	*primary = false;
+	return NULL;
+}
+
+void nccl_cuda_ctx_put(int dev, bool primary)
+{
+	(void)dev, (void)primary;
+}
+
+void nccl_cuda_ctx_enter(void *ctx, struct nccl_ctx_save *sv)
+{
+	(void)ctx;
+	sv->set = false;
+}
+
+void nccl_cuda_ctx_leave(const struct nccl_ctx_save *sv)
+{
+	(void)sv;
+}
+
 int nccl_cuda_stream_sync(cudaStream_t s)
 {
 	(void)s;
@@ -322,9 +404,9 @@ int nccl_cuda_range(const void *p, uintptr_t *base, size_t *size, unsigned long 
 	return -ENODEV;
 }
 
-int nccl_cuda_alloc_exportable(size_t size, void **ptr, size_t *alloc_size)
+int nccl_cuda_alloc_exportable(int dev, size_t size, void **ptr, size_t *alloc_size)
 {
-	(void)size, (void)ptr, (void)alloc_size;
+	(void)dev, (void)size, (void)ptr, (void)alloc_size;
 	return -ENODEV;
 }
 

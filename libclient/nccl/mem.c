@@ -89,7 +89,7 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 	gpu = nccl_cuda_current_device() >= 0;
 	if (gpu) {
 		/* device memory r2ccld can open (a POSIX fd): zero copy */
-		r = nccl_cuda_alloc_exportable(size, &p, &asize);
+		r = nccl_cuda_alloc_exportable(-1, size, &p, &asize);
 		if (r < 0)
 			return nccl_fail(NULL, r == -ENOMEM ? ncclSystemError : ncclUnhandledCudaError,
 					 "ncclMemAlloc: %zu bytes of device memory: %s", size,
@@ -522,7 +522,7 @@ static ncclResult_t gstage_get(struct ncclComm *comm, size_t need, cudaStream_t 
 	sz = comm->gstage_size ? comm->gstage_size * 2 : 4 << 20;
 	while (sz < need)
 		sz *= 2;
-	r = nccl_cuda_alloc_exportable(sz, &p, &asz);
+	r = nccl_cuda_alloc_exportable(comm->cudev, sz, &p, &asz);
 	if (r < 0)
 		return nccl_fail(comm, ncclUnhandledCudaError, "staging buffer of %zu bytes: %s", sz,
 				 r2ccl_strerror(r));
@@ -734,8 +734,11 @@ static ncclResult_t do_register(struct ncclComm *comm, void *buff, size_t size, 
 		return nccl_fail(comm, ncclSystemError, "%s: out of memory", who);
 	if (nccl_cuda_is_device_ptr(buff)) {
 		/* register now what the first operation would */
+		struct nccl_ctx_save sv;
 		pthread_mutex_lock(&comm->lock);
+		nccl_cuda_ctx_enter(comm->cuctx, &sv);
 		res = greg_get(comm, buff, size, &g);
+		nccl_cuda_ctx_leave(&sv);
 		pthread_mutex_unlock(&comm->lock);
 		hd->gpu = true;
 		hd->base = res == ncclSuccess ? g->base : 0;
