@@ -139,6 +139,13 @@ ncclResult_t nccl_group_defer_thread(pthread_t t, struct nccl_deferred *d);
 
 struct nccl_greg; /* a GPU allocation registered with the daemon (mem.c) */
 struct nccl_hreg; /* a host range the user registered (mem.c) */
+/* A communicator's kernels (premul.cu), loaded in its context when first
+ * used. */
+struct nccl_kmod {
+	void *mod;
+	void *fn[7];
+	bool failed; /* the driver refused the module: not again */
+};
 
 #define NCCL_MAX_PREMUL 64
 
@@ -172,6 +179,7 @@ struct ncclComm {
 	size_t gstage_size;
 	cudaStream_t gstage_stream;
 	struct nccl_premul premul[NCCL_MAX_PREMUL];
+	struct nccl_kmod kmod; /* PreMulSum's scaling kernels (premul.cu) */
 	r2ccl_unique_id_t uid; /* the id it was created with (ncclCommShrink derives from it) */
 	/* the streams its GPU operations were queued on (ncclCommFinalize) */
 	cudaStream_t streams[16];
@@ -245,5 +253,13 @@ unsigned long long nccl_cuda_buffer_id(const void *p);
  * process (r2ccld) can open: cuMem with a POSIX fd handle type. */
 int nccl_cuda_alloc_exportable(int dev, size_t size, void **ptr, size_t *alloc_size);
 int nccl_cuda_free_exportable(void *ptr, size_t size);
+/* PreMulSum's scaling on stream: dst[i] = src[i] * the scalar, for n
+ * elements of t; the scalar from scalar_dev (device memory, read when the
+ * kernel runs) or, when it is NULL, s (floating types) or is (integers).
+ * The communicator's context current. 0; -ENOSYS: no kernel here (the
+ * caller takes the host path); -EIO: the launch failed. */
+int nccl_cuda_premul(struct nccl_kmod *k, ncclDataType_t t, const void *src, void *dst,
+		     size_t n, const void *scalar_dev, double s, int64_t is, cudaStream_t st);
+void nccl_cuda_kmod_free(struct nccl_kmod *k);
 
 #endif
