@@ -95,6 +95,11 @@ int r2c_comm_failed(r2ccl_comm_t *comm, int err);
 
 /* Drops the GPU state (gpu.c) kept for c; at disconnect. */
 void r2c_gpu_forget(r2ccl_client_t *c);
+/* Retires comm's GPU state (gpu_comm.c) once the daemon has let comm go:
+ * streams still waiting for its operations are released (-ECANCELED), and
+ * its memory, registrations and events are freed once no stream can touch
+ * them (at once when its streams are done, else at a later GPU call). */
+void r2c_gpu_comm_forget(r2ccl_comm_t *comm);
 /* A completion that a blocking call took from the queue and that is not its
  * own: a failed stream-ordered operation's releases that operation's stream
  * (its error for r2ccl_comm_get_async_error), as reap_all in gpu.c does. */

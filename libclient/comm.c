@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,7 @@ static int comm_leave(r2ccl_comm_t *comm, bool abort)
 	R2ccl__CommDestroy req = R2CCL__COMM_DESTROY__INIT;
 	R2ccl__Result *rep = NULL;
 	r2ccl_client_t *c;
+	char why[256] = "";
 	int r;
 
 	if (!comm)
@@ -168,8 +170,11 @@ static int comm_leave(r2ccl_comm_t *comm, bool abort)
 	}
 	if (r == R2CCL_E_DAEMON_GONE)
 		r = 0;
+	if (r < 0) /* the GPU state's release clears the thread's error */
+		snprintf(why, sizeof(why), "%s", r2ccl_last_error());
+	r2c_gpu_comm_forget(comm);
 	r2c_comm_bury(comm, abort ? "aborted (r2ccl_comm_abort)" : "destroyed (r2ccl_comm_destroy)");
-	return r;
+	return r < 0 && why[0] ? r2c_fail(r, "%s", why) : r;
 }
 
 int r2ccl_comm_destroy(r2ccl_comm_t *comm)

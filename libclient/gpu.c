@@ -5,8 +5,8 @@
  * libr2ccl has no link-time CUDA dependency.
  *
  * State the client structure has no room for (GPU registrations, each
- * communicator's sync slots) lives in a table here, keyed by the client and
- * its session id.
+ * communicator's GPU state: gpu_comm.c) lives in a table here, keyed by the
+ * client and its session id.
  */
 #include "config.h"
 
@@ -28,91 +28,67 @@
 #include <unistd.h>
 
 #include "gpu_abi.h"
+#include "gpu_int.h"
 #include "nvdev.h"
-#include "params.h"
 #include "r2ccl.pb-c.h"
 #include "stage_kernel.h"
 #include "util.h"
 
-static struct {
-	pthread_once_t once;
-	int err;
-	CUresult (*pointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
-	CUresult (*memGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
-	CUresult (*ipcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
-	CUresult (*memRetainAllocationHandle)(CUmemGenericAllocationHandle *, void *);
-	CUresult (*memExportToShareableHandle)(void *, CUmemGenericAllocationHandle,
-					       CUmemAllocationHandleType, unsigned long long);
-	CUresult (*memRelease)(CUmemGenericAllocationHandle);
-	CUresult (*deviceGetUuid)(CUuuid *, CUdevice);
-	CUresult (*deviceGet)(CUdevice *, int);
-	CUresult (*memHostRegister)(void *, size_t, unsigned int);
-	/* optional: the stream's own copies through a staging area (below) */
-	CUresult (*memcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
-	CUresult (*memcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-	CUresult (*eventCreate)(CUevent *, unsigned int);
-	CUresult (*eventRecord)(CUevent, CUstream);
-	CUresult (*eventQuery)(CUevent);
-	CUresult (*eventDestroy)(CUevent);
-	CUresult (*memHostUnregister)(void *);
-	CUresult (*memHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
-	CUresult (*streamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-	CUresult (*streamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-	/* optional: both of an operation's memory operations in one call */
-	CUresult (*streamBatchMemOp)(CUstream, unsigned int, CUstreamBatchMemOpParams *,
-				     unsigned int);
-	CUresult (*deviceGetPCIBusId)(char *, int, CUdevice);
-} cu = { .once = PTHREAD_ONCE_INIT };
+struct r2c_gpu_driver r2c_cu = { .once = PTHREAD_ONCE_INIT };
+pthread_mutex_t r2c_glock = PTHREAD_MUTEX_INITIALIZER;
 
 static void cu_load(void)
 {
 	const struct r2c_cu_sym t[] = {
-		{ "cuPointerGetAttribute", (void **)&cu.pointerGetAttribute },
-		{ "cuMemGetAddressRange", (void **)&cu.memGetAddressRange },
-		{ "cuIpcGetMemHandle", (void **)&cu.ipcGetMemHandle },
-		{ "cuMemRetainAllocationHandle", (void **)&cu.memRetainAllocationHandle },
-		{ "cuMemExportToShareableHandle", (void **)&cu.memExportToShareableHandle },
-		{ "cuMemRelease", (void **)&cu.memRelease },
-		{ "cuDeviceGetUuid", (void **)&cu.deviceGetUuid },
-		{ "cuDeviceGet", (void **)&cu.deviceGet },
-		{ "cuMemHostRegister", (void **)&cu.memHostRegister },
-		{ "cuMemHostUnregister", (void **)&cu.memHostUnregister },
-		{ "cuMemHostGetDevicePointer", (void **)&cu.memHostGetDevicePointer },
-		{ "cuStreamWriteValue32", (void **)&cu.streamWriteValue32 },
-		{ "cuStreamWaitValue32", (void **)&cu.streamWaitValue32 },
+		{ "cuPointerGetAttribute", (void **)&r2c_cu.pointerGetAttribute },
+		{ "cuMemGetAddressRange", (void **)&r2c_cu.memGetAddressRange },
+		{ "cuIpcGetMemHandle", (void **)&r2c_cu.ipcGetMemHandle },
+		{ "cuMemRetainAllocationHandle", (void **)&r2c_cu.memRetainAllocationHandle },
+		{ "cuMemExportToShareableHandle", (void **)&r2c_cu.memExportToShareableHandle },
+		{ "cuMemRelease", (void **)&r2c_cu.memRelease },
+		{ "cuDeviceGetUuid", (void **)&r2c_cu.deviceGetUuid },
+		{ "cuDeviceGet", (void **)&r2c_cu.deviceGet },
+		{ "cuMemHostRegister", (void **)&r2c_cu.memHostRegister },
+		{ "cuMemHostUnregister", (void **)&r2c_cu.memHostUnregister },
+		{ "cuMemHostGetDevicePointer", (void **)&r2c_cu.memHostGetDevicePointer },
+		{ "cuStreamWriteValue32", (void **)&r2c_cu.streamWriteValue32 },
+		{ "cuStreamWaitValue32", (void **)&r2c_cu.streamWaitValue32 },
+		{ "cuCtxGetCurrent", (void **)&r2c_cu.ctxGetCurrent },
+		{ "cuCtxPushCurrent", (void **)&r2c_cu.ctxPushCurrent },
+		{ "cuCtxPopCurrent", (void **)&r2c_cu.ctxPopCurrent },
 	};
 
-	cu.err = r2c_cu_resolve(t, R2_ARRAY_SIZE(t));
-	if (!cu.err) {
+	r2c_cu.err = r2c_cu_resolve(t, R2_ARRAY_SIZE(t));
+	if (!r2c_cu.err) {
 		/* optional: both of an operation's memory operations in one call */
 		const struct r2c_cu_sym opt[] = {
-			{ "cuStreamBatchMemOp", (void **)&cu.streamBatchMemOp },
+			{ "cuStreamBatchMemOp", (void **)&r2c_cu.streamBatchMemOp },
 		};
 		/* optional: the device file passed with a legacy IPC handle */
 		const struct r2c_cu_sym bus[] = {
-			{ "cuDeviceGetPCIBusId", (void **)&cu.deviceGetPCIBusId },
+			{ "cuDeviceGetPCIBusId", (void **)&r2c_cu.deviceGetPCIBusId },
 		};
 		if (r2c_cu_resolve(opt, 1) < 0)
-			cu.streamBatchMemOp = NULL;
+			r2c_cu.streamBatchMemOp = NULL;
 		if (r2c_cu_resolve(bus, 1) < 0)
-			cu.deviceGetPCIBusId = NULL;
+			r2c_cu.deviceGetPCIBusId = NULL;
 		const struct r2c_cu_sym stg[] = {
-			{ "cuMemcpyDtoHAsync", (void **)&cu.memcpyDtoHAsync },
-			{ "cuMemcpyHtoDAsync", (void **)&cu.memcpyHtoDAsync },
-			{ "cuEventCreate", (void **)&cu.eventCreate },
-			{ "cuEventRecord", (void **)&cu.eventRecord },
-			{ "cuEventQuery", (void **)&cu.eventQuery },
-			{ "cuEventDestroy", (void **)&cu.eventDestroy },
+			{ "cuMemcpyDtoHAsync", (void **)&r2c_cu.memcpyDtoHAsync },
+			{ "cuMemcpyHtoDAsync", (void **)&r2c_cu.memcpyHtoDAsync },
+			{ "cuEventCreate", (void **)&r2c_cu.eventCreate },
+			{ "cuEventRecord", (void **)&r2c_cu.eventRecord },
+			{ "cuEventQuery", (void **)&r2c_cu.eventQuery },
+			{ "cuEventDestroy", (void **)&r2c_cu.eventDestroy },
 		};
 		if (r2c_cu_resolve(stg, R2_ARRAY_SIZE(stg)) < 0)
-			cu.memcpyDtoHAsync = NULL; /* no client staging */
+			r2c_cu.memcpyDtoHAsync = NULL; /* no client staging */
 	}
 }
 
 static int cu_ready(void)
 {
-	pthread_once(&cu.once, cu_load);
-	return cu.err;
+	pthread_once(&r2c_cu.once, cu_load);
+	return r2c_cu.err;
 }
 
 /* The device file of GPU dev, opened here: the proof r2ccld's
@@ -124,7 +100,7 @@ static int dev_file_open(CUdevice dev)
 	char bus[32], path[32];
 	int minor;
 
-	if (!cu.deviceGetPCIBusId || cu.deviceGetPCIBusId(bus, sizeof(bus), dev) != CUDA_SUCCESS)
+	if (!r2c_cu.deviceGetPCIBusId || r2c_cu.deviceGetPCIBusId(bus, sizeof(bus), dev) != CUDA_SUCCESS)
 		return -1;
 	minor = r2_nvidia_minor(bus);
 	if (minor < 0)
@@ -135,77 +111,33 @@ static int dev_file_open(CUdevice dev)
 
 /* ---- per-client state ---- */
 
-struct greg {
-	struct greg *next;
-	char *ptr;
-	size_t size;
-	uint32_t id;
-};
-
-/*
- * Client staging (issue 21). A GPU operation across hosts has its buffers
- * staged through host memory for the rails. r2ccld can do that itself
- * (daemon/gpu/staging.c), but its copies are another process's CUDA
- * context: on the 16-core H200 machine a 4-16 KiB copy back to the GPU took
- * 147 us there (the GPU time-slices between the contexts while the
- * client's stream waits), against 8-10 us in one context (tests/gpu/
- * copy_lat.cu). So up to R2CCL_GPU_CLIENT_STAGE bytes (default 256 KiB;
- * 0: off) the client's own stream does both copies, in order: the input
- * to a staging area of shared host memory the daemon knows, "ready", the
- * wait for "done", the output back to the GPU. The daemon sees an
- * operation on host memory gated by the stream (R2_SQE_STREAM) and does no
- * CUDA work for it. STAGE_AREAS areas per communicator, taken in turn; an
- * area whose last copy back has not run yet (its event) is not waited for:
- * that operation goes the daemon's way instead.
- * With R2CCL_GPU_STAGE_KERNEL=1 the stream's part is one kernel launch
- * (stage_kernel.cu): the areas are mapped into the GPU and the kernel
- * copies in, writes "ready", waits for "done" and copies back, without the
- * copy engines and the stream memory operations (copy_lat: 15-19 us for
- * 4-64 KiB against 27-28). Not the default: its wait holds the GPU, so two
- * processes sharing one GPU without MPS wait for each other's time slice
- * (stage_kernel.h). A launch refused: the copies from then on.
- */
-#define STAGE_AREAS 8u
-#define STAGE_DEFAULT (256u << 10)
-
-struct gcomm {
-	struct gcomm *next;
-	r2ccl_comm_t *comm;
-	uint32_t handle;
-	struct r2_gpu_slot *slots; /* host, shared with the daemon */
-	CUdeviceptr dslots;        /* the same, for the stream's memory operations */
-	uint32_t mem_id;
-	uint32_t next_seq;
-	int async_err;
-	uint64_t tag[R2_GPU_SLOTS];
-	/* client staging: STAGE_AREAS x (input, output) of stage_max bytes */
-	char *stage;               /* NULL: none yet */
-	CUdeviceptr dstage;        /* the same, mapped into the GPU (0: not) */
-	struct r2c_stage_kernel kern;
-	bool stage_failed;         /* could not set it up: the daemon stages */
-	uint32_t stage_mem, stage_next;
-	uint64_t stage_max;
-	CUevent stage_ev[STAGE_AREAS];
-	bool stage_used[STAGE_AREAS]; /* stage_ev recorded */
-};
-
-struct gclient {
-	struct gclient *next;
-	r2ccl_client_t *c;
-	uint64_t session_id;
-	struct greg *regs;
-	struct gcomm *comms;
-	uint64_t alive_at; /* r2c_client_alive last asked (us) */
-};
-
 /* How often a submission asks whether the daemon is still there (a poll()
  * on the control socket): an operation queued to a daemon that died since
  * is released by r2ccl_comm_get_async_error or the next wait, as when it
  * dies after the submission. */
 #define ALIVE_EVERY_US 1000
 
-static pthread_mutex_t glock = PTHREAD_MUTEX_INITIALIZER;
 static struct gclient *gclients;
+
+static void gclient_drop(struct gclient *g)
+{
+	while (g->regs) {
+		struct greg *r = g->regs;
+		g->regs = r->next;
+		free(r);
+	}
+	while (g->comms) {
+		struct gcomm *m = g->comms;
+		g->comms = m->next;
+		r2c_gcomm_drop(m);
+	}
+	while (g->retired) {
+		struct gcomm *m = g->retired;
+		g->retired = m->next;
+		r2c_gcomm_drop(m);
+	}
+	free(g);
+}
 
 static struct gclient *gclient_get(r2ccl_client_t *c, bool create)
 {
@@ -216,22 +148,11 @@ static struct gclient *gclient_get(r2ccl_client_t *c, bool create)
 			continue;
 		if (g->session_id == c->session_id)
 			return g;
-		/* a new session at the address of an old one: forget the old */
+		/* a new session at the address of an old one: forget the old
+		 * (its memory was unmapped with it: drop CUDA's registration of
+		 * those ranges too) */
 		*pp = g->next;
-		while (g->regs) {
-			struct greg *r = g->regs;
-			g->regs = r->next;
-			free(r);
-		}
-		while (g->comms) {
-			struct gcomm *m = g->comms;
-			g->comms = m->next;
-			/* the old session's slot memory was unmapped with it: drop
-			 * CUDA's registration of that range too */
-			cu.memHostUnregister(m->slots);
-			free(m);
-		}
-		free(g);
+		gclient_drop(g);
 		break;
 	}
 	if (!create)
@@ -246,190 +167,53 @@ static struct gclient *gclient_get(r2ccl_client_t *c, bool create)
 	return g;
 }
 
-/* R2CCL_GPU_CLIENT_STAGE: bytes (suffixes K, M), 0 off */
-static uint64_t stage_limit(void)
-{
-	static int64_t v = -1;
-
-	if (v < 0) {
-		const char *e = getenv("R2CCL_GPU_CLIENT_STAGE");
-		int64_t x;
-		v = e && *e && r2_parse_size(e, &x) == 0 && x >= 0 ? x : STAGE_DEFAULT;
-		v = v > (64 << 20) ? (64 << 20) : v;
-	}
-	return (uint64_t)v;
-}
-
-static void stage_free(struct gcomm *m)
-{
-	if (!m->stage)
-		return;
-	for (uint32_t i = 0; i < STAGE_AREAS; i++)
-		if (m->stage_ev[i])
-			cu.eventDestroy(m->stage_ev[i]);
-	r2c_stage_kernel_free(&m->kern);
-	cu.memHostUnregister(m->stage); /* unmapped with the client */
-	m->stage = NULL;
-}
-
-/* The staging area for an operation of slen/rlen bytes, or NULL: the
- * daemon stages it (one host, too large, none free, no staging here). */
-static char *stage_take(r2ccl_client_t *c, r2ccl_comm_t *comm, struct gcomm *m, uint64_t slen,
-			uint64_t rlen, uint64_t *off)
-{
-	uint64_t max = stage_limit();
-	uint32_t i;
-
-	if (comm->nhosts < 2 || !max || slen > max || rlen > max || !cu.memcpyDtoHAsync ||
-	    m->stage_failed)
-		return NULL;
-	if (!m->stage) {
-		uint64_t o;
-		void *p;
-		bool ok = r2ccl_mem_alloc(c, 2 * STAGE_AREAS * max, &p) == 0;
-		/* mapped into the GPU for the kernel, else pinned only */
-		m->dstage = 0;
-		if (ok && r2c_stage_kernel_enabled() &&
-		    cu.memHostRegister(p, 2 * STAGE_AREAS * max,
-				       CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
-			    CUDA_SUCCESS &&
-		    cu.memHostGetDevicePointer(&m->dstage, p, 0) != CUDA_SUCCESS) {
-			cu.memHostUnregister(p);
-			m->dstage = 0;
-		}
-		if (ok && !m->dstage &&
-		    cu.memHostRegister(p, 2 * STAGE_AREAS * max, CU_MEMHOSTREGISTER_PORTABLE) !=
-			    CUDA_SUCCESS) {
-			r2ccl_mem_free(c, p);
-			ok = false;
-		}
-		if (ok && (r2c_mem_lookup(c, p, 2 * STAGE_AREAS * max, &m->stage_mem, &o) < 0 || o)) {
-			cu.memHostUnregister(p);
-			r2ccl_mem_free(c, p);
-			ok = false;
-		}
-		if (!ok) {
-			m->stage_failed = true;
-			return NULL;
-		}
-		m->stage = p;
-		m->stage_max = max;
-		memset(m->stage_ev, 0, sizeof(m->stage_ev));
-		for (i = 0; i < STAGE_AREAS; i++)
-			if (cu.eventCreate(&m->stage_ev[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-				stage_free(m);
-				r2ccl_mem_free(c, p);
-				m->stage_failed = true;
-				return NULL;
-			}
-	}
-	i = m->stage_next % STAGE_AREAS;
-	if (m->stage_used[i] && cu.eventQuery(m->stage_ev[i]) != CUDA_SUCCESS)
-		return NULL; /* its last copy back is still queued */
-	m->stage_next++;
-	*off = (uint64_t)i * 2 * m->stage_max;
-	return m->stage + *off;
-}
-
 void r2c_gpu_forget(r2ccl_client_t *c)
 {
 	struct gclient **pp, *g;
 
-	pthread_mutex_lock(&glock);
+	pthread_mutex_lock(&r2c_glock);
 	for (pp = &gclients; (g = *pp); pp = &g->next) {
 		if (g->c != c)
 			continue;
 		*pp = g->next;
-		while (g->regs) {
-			struct greg *r = g->regs;
-			g->regs = r->next;
-			free(r);
-		}
-		while (g->comms) {
-			struct gcomm *m = g->comms;
-			g->comms = m->next;
-			cu.memHostUnregister(m->slots); /* unmapped with the client next */
-			stage_free(m);
-			free(m);
-		}
-		free(g);
+		gclient_drop(g); /* the memory is unmapped with the client next */
 		break;
 	}
-	pthread_mutex_unlock(&glock);
+	pthread_mutex_unlock(&r2c_glock);
 }
 
-static int slots_setup(r2ccl_client_t *c, struct gcomm *m)
+void r2c_gpu_comm_forget(r2ccl_comm_t *comm)
 {
-	size_t len = sizeof(struct r2_gpu_slot) * R2_GPU_SLOTS;
-	uint64_t off;
-	CUresult e;
-	void *p;
-	int r;
+	struct gclient *g;
+	struct gcomm **pp, *m = NULL;
 
-	r = r2ccl_mem_alloc(c, len, &p);
-	if (r < 0)
-		return r;
-	memset(p, 0, len);
-	e = cu.memHostRegister(p, len, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-	if (e == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
-		/* left over from memory unmapped while registered (a client
-		 * disconnected without this library seeing it) */
-		cu.memHostUnregister(p);
-		e = cu.memHostRegister(p, len,
-				       CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+	pthread_mutex_lock(&r2c_glock);
+	/* (a process that never made a GPU call has none: the driver is not
+	 * loaded for it here) */
+	g = gclients ? gclient_get(comm->client, false) : NULL;
+	for (pp = g ? &g->comms : NULL; pp && (m = *pp); pp = &m->next)
+		if (m->comm == comm && m->handle == comm->handle) {
+			*pp = m->next;
+			break;
+		}
+	if (m) {
+		/* streams still waiting for one of its operations go on: its
+		 * daemon side was cancelled with the member (or runs on, with
+		 * references of its own to the memory). The state goes once
+		 * the streams are past it (gpu_int.h, struct gcomm). */
+		for (uint32_t i = 0; i < R2_GPU_SLOTS; i++)
+			if (m->slots[i].seq)
+				r2c_slot_release(m, m->slots[i].seq, -ECANCELED);
+		m->comm = NULL;
+		m->next = g->retired;
+		g->retired = m;
 	}
-	if (e != CUDA_SUCCESS ||
-	    cu.memHostGetDevicePointer(&m->dslots, p, 0) != CUDA_SUCCESS) {
-		r2ccl_mem_free(c, p);
-		return -ENODEV; /* no current CUDA context? */
-	}
-	r = r2c_mem_lookup(c, p, len, &m->mem_id, &off);
-	if (r < 0 || off != 0) {
-		cu.memHostUnregister(p);
-		r2ccl_mem_free(c, p);
-		return r < 0 ? r : -EINVAL;
-	}
-	m->slots = p;
-	return 0;
-}
-
-static struct gcomm *gcomm_get(struct gclient *g, r2ccl_comm_t *comm, int *err)
-{
-	struct gcomm *m;
-
-	for (m = g->comms; m; m = m->next)
-		if (m->comm == comm && m->handle == comm->handle)
-			return m;
-	m = calloc(1, sizeof(*m));
-	if (!m) {
-		*err = -ENOMEM;
-		return NULL;
-	}
-	m->comm = comm;
-	m->handle = comm->handle;
-	*err = slots_setup(g->c, m);
-	if (*err < 0) {
-		free(m);
-		return NULL;
-	}
-	m->next = g->comms;
-	g->comms = m;
-	return m;
+	if (g)
+		r2c_gcomm_reap(g);
+	pthread_mutex_unlock(&r2c_glock);
 }
 
 /* ---- completions ---- */
-
-static void slot_release(struct gcomm *m, uint32_t seq, int status)
-{
-	struct r2_gpu_slot *s = &m->slots[seq % R2_GPU_SLOTS];
-
-	if (s->seq != seq)
-		return;
-	if ((int32_t)(__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) - seq) >= 0)
-		return; /* the daemon released it already */
-	__atomic_store_n(&s->status, status, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->done, seq, __ATOMIC_RELEASE);
-}
 
 /* A failed stream-ordered operation the daemon never ran (refused, or failed
  * before it was matched) has no "done" from the daemon: release its stream
@@ -442,7 +226,7 @@ static void cqe_failed(struct gclient *g, const struct r2_cqe *e)
 				continue;
 			if (!m->async_err)
 				m->async_err = e->status;
-			slot_release(m, m->slots[i].seq, e->status);
+			r2c_slot_release(m, m->slots[i].seq, e->status);
 		}
 	}
 }
@@ -453,11 +237,11 @@ void r2c_gpu_cqe(r2ccl_client_t *c, const struct r2_cqe *e)
 
 	if (e->status >= 0)
 		return;
-	pthread_mutex_lock(&glock);
+	pthread_mutex_lock(&r2c_glock);
 	g = gclient_get(c, false);
 	if (g)
 		cqe_failed(g, e);
-	pthread_mutex_unlock(&glock);
+	pthread_mutex_unlock(&r2c_glock);
 }
 
 /* Consumes every CQE (cqe_failed for the failed ones). */
@@ -562,10 +346,11 @@ int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 	r = cu_ready();
 	if (r < 0)
 		return r;
-	if (cu.pointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)ptr) !=
-		    CUDA_SUCCESS ||
-	    cu.deviceGet(&dev, ord) != CUDA_SUCCESS || cu.deviceGetUuid(&uuid, dev) != CUDA_SUCCESS ||
-	    cu.memGetAddressRange(&base, &asize, (CUdeviceptr)ptr) != CUDA_SUCCESS)
+	if (r2c_cu.pointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				       (CUdeviceptr)ptr) != CUDA_SUCCESS ||
+	    r2c_cu.deviceGet(&dev, ord) != CUDA_SUCCESS ||
+	    r2c_cu.deviceGetUuid(&uuid, dev) != CUDA_SUCCESS ||
+	    r2c_cu.memGetAddressRange(&base, &asize, (CUdeviceptr)ptr) != CUDA_SUCCESS)
 		return R2CCL_E_BAD_BUFFER; /* not GPU memory */
 	if ((CUdeviceptr)ptr + size > base + asize || (CUdeviceptr)ptr + size < (CUdeviceptr)ptr)
 		return R2CCL_E_BAD_BUFFER;
@@ -576,11 +361,11 @@ int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 	req.alloc_size = asize;
 	req.offset = (CUdeviceptr)ptr - base;
 	req.size = size;
-	if (cu.memRetainAllocationHandle(&h, (void *)base) == CUDA_SUCCESS) {
+	if (r2c_cu.memRetainAllocationHandle(&h, (void *)base) == CUDA_SUCCESS) {
 		/* cuMem: an fd for the physical allocation */
-		CUresult e = cu.memExportToShareableHandle(&fd, h,
+		CUresult e = r2c_cu.memExportToShareableHandle(&fd, h,
 							  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-		cu.memRelease(h);
+		r2c_cu.memRelease(h);
 		if (e != CUDA_SUCCESS)
 			return r2c_fail(-EOPNOTSUPP, "the cuMem allocation at %p was not created "
 					"exportable as a POSIX fd (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)",
@@ -588,7 +373,7 @@ int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 		req.kind = R2_GPU_MEM_CUMEM_FD;
 		type = R2CCL__MSG_TYPE__MSG_MEM_REGISTER_GPU_FD;
 	} else {
-		if (cu.ipcGetMemHandle(&ipc, base) != CUDA_SUCCESS)
+		if (r2c_cu.ipcGetMemHandle(&ipc, base) != CUDA_SUCCESS)
 			return r2c_fail(-EOPNOTSUPP, "the allocation at %p has no CUDA IPC handle",
 					(void *)base);
 		req.kind = R2_GPU_MEM_IPC;
@@ -623,14 +408,14 @@ int r2ccl_mem_register_gpu(r2ccl_client_t *c, void *ptr, size_t size)
 		reg->ptr = ptr;
 		reg->size = size;
 		reg->id = rep->mem_id;
-		pthread_mutex_lock(&glock);
+		pthread_mutex_lock(&r2c_glock);
 		g = gclient_get(c, true);
 		if (g) {
 			reg->next = g->regs;
 			g->regs = reg;
 			reg = NULL;
 		}
-		pthread_mutex_unlock(&glock);
+		pthread_mutex_unlock(&r2c_glock);
 		if (reg)
 			r = -ENOMEM; /* the daemon frees it with the session */
 	}
@@ -651,7 +436,7 @@ int r2ccl_mem_deregister_gpu(r2ccl_client_t *c, void *ptr)
 		return r;
 	if (!ptr)
 		return -EINVAL;
-	pthread_mutex_lock(&glock);
+	pthread_mutex_lock(&r2c_glock);
 	g = gclient_get(c, false);
 	for (pp = g ? &g->regs : NULL; pp && *pp; pp = &(*pp)->next)
 		if ((*pp)->ptr == ptr) {
@@ -659,7 +444,7 @@ int r2ccl_mem_deregister_gpu(r2ccl_client_t *c, void *ptr)
 			*pp = reg->next;
 			break;
 		}
-	pthread_mutex_unlock(&glock);
+	pthread_mutex_unlock(&r2c_glock);
 	if (!reg)
 		return R2CCL_E_BAD_BUFFER;
 	req.req_id = c->next_req++;
@@ -692,27 +477,18 @@ static int lookup(struct gclient *g, const void *p, uint64_t len, uint32_t *id, 
 
 /* ---- stream-ordered submission ---- */
 
-/* The staging area is free once what st queued for it has run: its event.
- * Without the event its end is unknown: no more staging for m (the
- * operation itself is fine). */
-static void area_queued(struct gcomm *m, uint32_t area, CUstream st)
-{
-	if (cu.eventRecord(m->stage_ev[area], st) != CUDA_SUCCESS)
-		m->stage_failed = true;
-	m->stage_used[area] = true;
-}
-
 /* The stream's half of an operation on slot (device address): write ready =
- * seq after its earlier work, then wait until done >= seq. One driver call
- * (cuStreamBatchMemOp, the two in this order) where the driver has it, else
- * two. */
-static int stream_sync_ops(CUstream st, CUdeviceptr slot, uint32_t seq)
+ * seq after its earlier work, wait until done >= seq, then (passed: not 0)
+ * write passed = seq, which tells the host that the stream is past it
+ * (gpu_int.h, struct gcomm). One driver call (cuStreamBatchMemOp, in this
+ * order) where the driver has it, else one call each. */
+static int stream_sync_ops(CUstream st, CUdeviceptr slot, uint32_t seq, CUdeviceptr passed)
 {
 	CUdeviceptr ready = slot + offsetof(struct r2_gpu_slot, ready);
 	CUdeviceptr done = slot + offsetof(struct r2_gpu_slot, done);
 
-	if (cu.streamBatchMemOp) {
-		CUstreamBatchMemOpParams p[2];
+	if (r2c_cu.streamBatchMemOp) {
+		CUstreamBatchMemOpParams p[3];
 		CUresult e;
 
 		memset(p, 0, sizeof(p));
@@ -724,15 +500,22 @@ static int stream_sync_ops(CUstream st, CUdeviceptr slot, uint32_t seq)
 		p[1].waitValue.address = done;
 		p[1].waitValue.value = seq;
 		p[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-		e = cu.streamBatchMemOp(st, 2, p, 0);
+		p[2].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+		p[2].writeValue.address = passed;
+		p[2].writeValue.value = seq;
+		p[2].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+		e = r2c_cu.streamBatchMemOp(st, passed ? 3 : 2, p, 0);
 		if (e == CUDA_SUCCESS)
 			return 0;
 		if (e != CUDA_ERROR_NOT_SUPPORTED && e != CUDA_ERROR_INVALID_VALUE)
 			return -EIO;
-		cu.streamBatchMemOp = NULL; /* refused before queuing: two calls from now on */
+		r2c_cu.streamBatchMemOp = NULL; /* refused before queuing: a call each from now on */
 	}
-	if (cu.streamWriteValue32(st, ready, seq, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
-	    cu.streamWaitValue32(st, done, seq, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
+	if (r2c_cu.streamWriteValue32(st, ready, seq, CU_STREAM_WRITE_VALUE_DEFAULT) !=
+		    CUDA_SUCCESS ||
+	    r2c_cu.streamWaitValue32(st, done, seq, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS ||
+	    (passed && r2c_cu.streamWriteValue32(st, passed, seq, CU_STREAM_WRITE_VALUE_DEFAULT) !=
+			       CUDA_SUCCESS))
 		return -EIO;
 	return 0;
 }
@@ -768,17 +551,19 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 	q.dtype = (uint32_t)dtype;
 	q.redop = (uint32_t)op;
 	q.root = root;
-	pthread_mutex_lock(&glock);
+	pthread_mutex_lock(&r2c_glock);
 	g = gclient_get(c, true);
 	if (!g) {
 		r = -ENOMEM;
 		goto out;
 	}
+	if (g->retired) /* destroyed communicators' state, once their streams are past it */
+		r2c_gcomm_reap(g);
 	if (slen && (r = lookup(g, sendbuff, slen, &q.send_mem, &q.send_off)) < 0)
 		goto out;
 	if (rlen && (r = lookup(g, recvbuff, rlen, &q.recv_mem, &q.recv_off)) < 0)
 		goto out;
-	m = gcomm_get(g, comm, &r);
+	m = r2c_gcomm_get(g, comm, &r);
 	if (!m)
 		goto out;
 	seq = ++m->next_seq;
@@ -792,7 +577,7 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 		while ((int32_t)(__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) - s->seq) < 0) {
 			reap_all(g);
 			if (r2c_client_alive(c) < 0) {
-				slot_release(m, s->seq, R2CCL_E_DAEMON_GONE);
+				r2c_slot_release(m, s->seq, R2CCL_E_DAEMON_GONE);
 				break;
 			}
 			if (r2_now_us() > deadline) {
@@ -803,12 +588,12 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 		}
 	}
 	/* the stream's own copies through host memory (above) */
-	stage = stage_take(c, comm, m, slen, rlen, &soff);
+	stage = r2c_stage_take(c, comm, m, slen, rlen, &soff);
 	kern = stage && m->dstage && !m->kern.failed; /* the input after the post */
 	if (stage) {
 		area = (uint32_t)(soff / (2 * m->stage_max));
 		if (!kern && slen &&
-		    cu.memcpyDtoHAsync(stage, (CUdeviceptr)sendbuff, slen, (CUstream)stream) !=
+		    r2c_cu.memcpyDtoHAsync(stage, (CUdeviceptr)sendbuff, slen, (CUstream)stream) !=
 			    CUDA_SUCCESS) {
 			/* a copy the driver refuses on this stream: this
 			 * communicator's operations go the daemon's way */
@@ -834,9 +619,9 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 	q.sync_seq = seq;
 	r = post(g, &q);
 	if (r < 0) {
-		slot_release(m, seq, r); /* nothing to wait for */
+		r2c_slot_release(m, seq, r); /* nothing to wait for */
 		if (stage && !kern) /* the area is free once the input's copy has run */
-			area_queued(m, area, (CUstream)stream);
+			r2c_area_queued(m, area, (CUstream)stream);
 		goto out;
 	}
 	m->tag[idx] = q.tag;
@@ -844,34 +629,38 @@ int r2c_gpu_submit(r2ccl_comm_t *comm, uint32_t opcode, const void *sendbuff, ui
 					    m->dstage + soff, slen, m->dstage + soff + m->stage_max,
 					    (CUdeviceptr)recvbuff, rlen,
 					    m->dslots + (uint64_t)idx * sizeof(*s), idx, seq) == 0) {
-		area_queued(m, area, (CUstream)stream); /* free once the kernel has run */
+		r2c_area_queued(m, area, (CUstream)stream); /* free once the kernel has run */
 		goto out;
 	}
 	/* a launch refused (no more from now on): the copies instead */
 	if (kern && slen &&
-	    cu.memcpyDtoHAsync(stage, (CUdeviceptr)sendbuff, slen, (CUstream)stream) != CUDA_SUCCESS) {
+	    r2c_cu.memcpyDtoHAsync(stage, (CUdeviceptr)sendbuff, slen, (CUstream)stream) !=
+		    CUDA_SUCCESS) {
 		__atomic_store_n(&s->ready, seq, __ATOMIC_RELEASE); /* the daemon runs it */
 		m->stage_failed = true;
 		r = -EIO; /* without this rank's input */
 		goto out;
 	}
-	/* the stream: ready = seq after its earlier work, then wait done >= seq */
-	if (stream_sync_ops((CUstream)stream, m->dslots + (uint64_t)idx * sizeof(*s), seq) < 0) {
+	/* the stream: ready = seq after its earlier work, then wait done >= seq;
+	 * then, unless the area's event will say it, "passed" */
+	if (stream_sync_ops((CUstream)stream, m->dslots + (uint64_t)idx * sizeof(*s), seq,
+			    stage ? 0 : r2c_stream_mark(m, (CUstream)stream, seq)) < 0) {
 		/* the daemon will time the op out; tell the caller now */
 		__atomic_store_n(&s->ready, seq, __ATOMIC_RELEASE);
+		m->untracked = true; /* part of it may be queued */
 		r = -EIO;
 		if (stage) /* its input copy may still be queued: no more staging */
 			m->stage_failed = true;
 	} else if (stage) {
 		/* the output back to the GPU once "done"; the area is free when
 		 * this copy has run (its event) */
-		if (rlen && cu.memcpyHtoDAsync((CUdeviceptr)recvbuff, stage + m->stage_max, rlen,
+		if (rlen && r2c_cu.memcpyHtoDAsync((CUdeviceptr)recvbuff, stage + m->stage_max, rlen,
 					       (CUstream)stream) != CUDA_SUCCESS)
 			r = -EIO; /* the output will not reach the caller's buffer */
-		area_queued(m, area, (CUstream)stream);
+		r2c_area_queued(m, area, (CUstream)stream);
 	}
 out:
-	pthread_mutex_unlock(&glock);
+	pthread_mutex_unlock(&r2c_glock);
 	return r;
 }
 
@@ -890,10 +679,12 @@ int r2ccl_comm_get_async_error(r2ccl_comm_t *comm, int *async_err)
 	if (cu_ready() < 0)
 		return 0;
 	gone = r2c_client_alive(comm->client) < 0;
-	pthread_mutex_lock(&glock);
+	pthread_mutex_lock(&r2c_glock);
 	g = gclient_get(comm->client, false);
 	if (g) {
 		reap_all(g);
+		if (g->retired)
+			r2c_gcomm_reap(g);
 		for (m = g->comms; m; m = m->next)
 			if (m->comm == comm && m->handle == comm->handle)
 				break;
@@ -904,14 +695,14 @@ int r2ccl_comm_get_async_error(r2ccl_comm_t *comm, int *async_err)
 			if (!s->seq)
 				continue;
 			if (gone)
-				slot_release(m, s->seq, R2CCL_E_DAEMON_GONE);
+				r2c_slot_release(m, s->seq, R2CCL_E_DAEMON_GONE);
 			if ((int32_t)(__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) - s->seq) >= 0 &&
 			    __atomic_load_n(&s->status, __ATOMIC_RELAXED) < 0 && !m->async_err)
 				m->async_err = s->status;
 		}
 		*async_err = m->async_err;
 	}
-	pthread_mutex_unlock(&glock);
+	pthread_mutex_unlock(&r2c_glock);
 	return 0;
 }
 
@@ -920,6 +711,11 @@ int r2ccl_comm_get_async_error(r2ccl_comm_t *comm, int *async_err)
 void r2c_gpu_forget(r2ccl_client_t *c)
 {
 	(void)c;
+}
+
+void r2c_gpu_comm_forget(r2ccl_comm_t *comm)
+{
+	(void)comm;
 }
 
 void r2c_gpu_cqe(r2ccl_client_t *c, const struct r2_cqe *e)

@@ -111,12 +111,14 @@ static ncclResult_t run_comm_ops(struct nccl_op *ops, size_t n)
 	struct ncclComm *comm = ops[0].comm;
 	ncclResult_t res = nccl_comm_ready(comm, "ncclGroupEnd");
 	bool small[NCCL_GROUP_SMALL] = { false }, *used = small;
+	struct nccl_ctx_save sv;
 
 	if (res != ncclSuccess)
 		return res;
 	if (n > NCCL_GROUP_SMALL && !(used = calloc(n, sizeof(*used))))
 		return nccl_fail(comm, ncclSystemError, "out of memory");
 	pthread_mutex_lock(&comm->lock);
+	nccl_cuda_ctx_enter(comm->cuctx, &sv); /* its device's, whatever the caller's */
 	for (size_t i = 0; i < n && res == ncclSuccess; i++) {
 		struct nccl_op *o = &ops[i];
 		if (used[i])
@@ -142,6 +144,7 @@ static ncclResult_t run_comm_ops(struct nccl_op *ops, size_t n)
 		}
 		res = run_one(o);
 	}
+	nccl_cuda_ctx_leave(&sv);
 	pthread_mutex_unlock(&comm->lock);
 	if (used != small)
 		free(used);
@@ -151,7 +154,7 @@ static ncclResult_t run_comm_ops(struct nccl_op *ops, size_t n)
 struct comm_job {
 	struct nccl_op *ops;
 	size_t n;
-	void *ctx; /* the caller's CUDA context: stream calls need one current */
+	void *ctx; /* the communicator's CUDA context, else the caller's */
 	ncclResult_t res;
 	char err[256]; /* the thread's last error when res failed */
 };
@@ -193,7 +196,10 @@ static ncclResult_t group_run(struct nccl_op *ops, size_t n)
 	nj = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (i == 0 || ops[i].comm != ops[i - 1].comm) {
-			jobs[nj].ctx = nccl_cuda_ctx_get();
+			/* the caller's current context is the device it set last
+			 * (one thread driving several GPUs): the communicator's */
+			jobs[nj].ctx = ops[i].comm->cuctx ? ops[i].comm->cuctx
+							  : nccl_cuda_ctx_get();
 			jobs[nj++].ops = &ops[i];
 		}
 		jobs[nj - 1].n++;
@@ -276,7 +282,12 @@ static ncclResult_t submit(struct nccl_op *o, const char *who)
 				 "%s to itself outside a group: pair it with the %s in one group",
 				 who, o->kind == NCCL_OP_SEND ? "ncclRecv" : "ncclSend");
 	pthread_mutex_lock(&comm->lock);
-	res = run_one(o);
+	{
+		struct nccl_ctx_save sv;
+		nccl_cuda_ctx_enter(comm->cuctx, &sv);
+		res = run_one(o);
+		nccl_cuda_ctx_leave(&sv);
+	}
 	pthread_mutex_unlock(&comm->lock);
 	return res;
 }

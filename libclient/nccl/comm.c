@@ -104,7 +104,12 @@ static ncclResult_t comm_join(struct ncclComm *comm, const r2ccl_unique_id_t *id
 static void *init_thread(void *arg)
 {
 	struct init_job *j = arg;
-	ncclResult_t res = comm_join(j->comm, &j->id);
+	ncclResult_t res;
+
+	/* the communicator's device, not whatever the creating thread had
+	 * current last (ncclCommInitAll's devices one after the other) */
+	nccl_cuda_ctx_set(j->comm->cuctx);
+	res = comm_join(j->comm, &j->id);
 
 	atomic_store(&j->comm->init_state, (int)res);
 	if (j->result) {
@@ -119,12 +124,18 @@ static void *init_thread(void *arg)
 
 static void comm_free(struct ncclComm *comm)
 {
+	struct nccl_ctx_save sv;
+
 	if (!comm)
 		return;
+	/* its staging, registrations and events go in their context */
+	nccl_cuda_ctx_enter(comm->cuctx, &sv);
 	nccl_mem_comm_release(comm);
 	if (comm->comm)
 		r2ccl_comm_destroy(comm->comm);
 	r2ccl_disconnect(comm->client);
+	nccl_cuda_ctx_leave(&sv);
+	nccl_cuda_ctx_put(comm->cudev, comm->cuctx_primary);
 	pthread_mutex_destroy(&comm->lock);
 	pthread_mutex_destroy(&comm->sock_lock);
 	free(comm);
@@ -132,9 +143,11 @@ static void comm_free(struct ncclComm *comm)
 
 /* Creates this rank's communicator: at once (blocking), on a thread that
  * ncclCommGetAsyncError reports on (config.blocking = 0), or on a thread
- * ncclGroupEnd joins (inside a group). */
+ * ncclGroupEnd joins (inside a group). cudev < 0: the current device's;
+ * parent: the communicator it is split or shrunk from (its context). */
 static ncclResult_t comm_create(ncclComm_t *out, int nranks, const r2ccl_unique_id_t *id,
-				int rank, ncclConfig_t *config, int cudev)
+				int rank, ncclConfig_t *config, int cudev,
+				const struct ncclComm *parent)
 {
 	struct ncclComm *comm;
 	struct init_job *j;
@@ -161,6 +174,14 @@ static ncclResult_t comm_create(ncclComm_t *out, int nranks, const r2ccl_unique_
 	comm->nranks = nranks;
 	comm->rank = rank;
 	comm->cudev = cudev >= 0 ? cudev : nccl_cuda_current_device();
+	/* its context, taken now: later calls and the library's threads make
+	 * it current (a parent's primary context is retained again) */
+	comm->cuctx = nccl_cuda_ctx_for(comm->cudev,
+					parent && !parent->cuctx_primary &&
+							parent->cudev == comm->cudev
+						? parent->cuctx
+						: NULL,
+					&comm->cuctx_primary);
 	if (comm->cfg.net_name[0] || getenv("NCCL_SOCKET_IFNAME"))
 		nccl_log(NCCL_LOG_INFO,
 			 "NCCL_SOCKET_IFNAME/netName %s: r2ccld chooses the NICs (its nics "
@@ -219,7 +240,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
 	r2ccl_unique_id_t id;
 
 	memcpy(id.internal, commId.internal, sizeof(id.internal));
-	return comm_create(comm, nranks, &id, rank, config, -1);
+	return comm_create(comm, nranks, &id, rank, config, -1, NULL);
 }
 NCCL_ALIAS(ncclCommInitRankConfig);
 
@@ -257,7 +278,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
 	ncclGroupStart();
 	res = ncclSuccess;
 	for (int i = 0; i < ndev; i++) {
-		r = comm_create(&comms[i], ndev, &id, i, NULL, devlist ? devlist[i] : i);
+		r = comm_create(&comms[i], ndev, &id, i, NULL, devlist ? devlist[i] : i, NULL);
 		if (r != ncclSuccess && r != ncclInProgress && res == ncclSuccess)
 			res = r;
 	}
@@ -310,11 +331,15 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err)
 	/* stream-ordered operations' errors: ask libr2ccl, unless another
 	 * thread is using the session (then what is known already) */
 	if (!atomic_load(&comm->aborting) && pthread_mutex_trylock(&comm->lock) == 0) {
+		struct nccl_ctx_save sv;
+		/* (it may free destroyed state of the session: in its context) */
+		nccl_cuda_ctx_enter(comm->cuctx, &sv);
 		if (comm->comm && r2ccl_comm_get_async_error(comm->comm, &e) == 0 && e < 0) {
 			int zero = 0;
 			ncclResult_t res = nccl_fail_r2(comm, e, "an operation on the stream");
 			atomic_compare_exchange_strong(&comm->async_err, &zero, (int)res);
 		}
+		nccl_cuda_ctx_leave(&sv);
 		pthread_mutex_unlock(&comm->lock);
 	}
 	*err = (ncclResult_t)atomic_load(&comm->async_err);
@@ -384,21 +409,25 @@ static void join_init(struct ncclComm *comm)
  * no longer run (daemon gone). Called with comm->lock held. */
 static int comm_flush(struct ncclComm *comm)
 {
-	int e = 0, r;
+	struct nccl_ctx_save sv;
+	int e = 0, r = 0;
 
-	for (int i = 0; i < comm->nstreams; i++) {
+	nccl_cuda_ctx_enter(comm->cuctx, &sv);
+	for (int i = 0; i < comm->nstreams && r >= 0; i++) {
 		while ((r = nccl_cuda_stream_query(comm->streams[i])) == 0) {
 			if (r2ccl_comm_get_async_error(comm->comm, &e) == 0 && e < 0)
 				break;
 			usleep(100);
 		}
-		if (r < 0)
-			return -ENODEV;
 	}
-	comm->nstreams = 0;
-	if (r2ccl_comm_get_async_error(comm->comm, &e) == 0 && e < 0)
-		return e;
-	return 0;
+	if (r >= 0) {
+		comm->nstreams = 0;
+		r = r2ccl_comm_get_async_error(comm->comm, &e) == 0 && e < 0 ? e : 0;
+	} else {
+		r = -ENODEV;
+	}
+	nccl_cuda_ctx_leave(&sv);
+	return r;
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm)
@@ -432,6 +461,7 @@ NCCL_ALIAS(ncclCommDestroy);
 
 ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
+	struct nccl_ctx_save sv;
 	int e;
 
 	if (!comm)
@@ -450,6 +480,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
 	 * of them (PreMulSum, a staged buffer on another stream): release them
 	 * first, then wait for the lock, or both wait for ever (the session is
 	 * shut: the release touches no socket) */
+	nccl_cuda_ctx_enter(comm->cuctx, &sv);
 	if (pthread_mutex_trylock(&comm->lock) != 0) {
 		if (comm->comm)
 			r2ccl_comm_get_async_error(comm->comm, &e);
@@ -458,6 +489,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
 	if (comm->comm)
 		r2ccl_comm_get_async_error(comm->comm, &e);
 	pthread_mutex_unlock(&comm->lock);
+	nccl_cuda_ctx_leave(&sv);
 	/* r2ccl_comm_abort would talk to a closed session: the communicator
 	 * stays on its client, whose r2ccl_disconnect (comm_free) releases it.
 	 * Never free() it here: libr2ccl still lists it, and the disconnect
@@ -554,9 +586,9 @@ out:
 		/* inherit the parent's blocking mode */
 		ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
 		c.blocking = comm->cfg.blocking;
-		return comm_create(newcomm, newn, &myid, newrank, &c, comm->cudev);
+		return comm_create(newcomm, newn, &myid, newrank, &c, comm->cudev, comm);
 	}
-	return comm_create(newcomm, newn, &myid, newrank, config, comm->cudev);
+	return comm_create(newcomm, newn, &myid, newrank, config, comm->cudev, comm);
 }
 NCCL_ALIAS(ncclCommSplit);
 
@@ -602,9 +634,9 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, ncclComm_t *n
 	if (!config) {
 		ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
 		c.blocking = comm->cfg.blocking;
-		return comm_create(newcomm, newn, &id, newrank, &c, comm->cudev);
+		return comm_create(newcomm, newn, &id, newrank, &c, comm->cudev, comm);
 	}
-	return comm_create(newcomm, newn, &id, newrank, config, comm->cudev);
+	return comm_create(newcomm, newn, &id, newrank, config, comm->cudev, comm);
 }
 NCCL_ALIAS(ncclCommShrink);
 

@@ -89,7 +89,7 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 	gpu = nccl_cuda_current_device() >= 0;
 	if (gpu) {
 		/* device memory r2ccld can open (a POSIX fd): zero copy */
-		r = nccl_cuda_alloc_exportable(size, &p, &asize);
+		r = nccl_cuda_alloc_exportable(-1, size, &p, &asize);
 		if (r < 0)
 			return nccl_fail(NULL, r == -ENOMEM ? ncclSystemError : ncclUnhandledCudaError,
 					 "ncclMemAlloc: %zu bytes of device memory: %s", size,
@@ -522,7 +522,7 @@ static ncclResult_t gstage_get(struct ncclComm *comm, size_t need, cudaStream_t 
 	sz = comm->gstage_size ? comm->gstage_size * 2 : 4 << 20;
 	while (sz < need)
 		sz *= 2;
-	r = nccl_cuda_alloc_exportable(sz, &p, &asz);
+	r = nccl_cuda_alloc_exportable(comm->cudev, sz, &p, &asz);
 	if (r < 0)
 		return nccl_fail(comm, ncclUnhandledCudaError, "staging buffer of %zu bytes: %s", sz,
 				 r2ccl_strerror(r));
@@ -567,13 +567,13 @@ static void note_stream(struct ncclComm *comm, cudaStream_t s)
 	comm->streams[comm->nstreams++] = s;
 }
 
-/* PreMulSum on GPU buffers: r2ccld's kernels have no pre-multiplication,
- * so the input goes through the host: the stream is synchronized, the input
- * copied down and scaled into the staging memory, the sum runs there and the
- * result goes back to the GPU before the call returns (it blocks the host:
- * docs/nccl.md gives the cost). */
-static ncclResult_t premul_gpu(struct nccl_op *o, struct nccl_premul *pm, r2ccl_dtype_t t,
-			       size_t count)
+/* PreMulSum on GPU buffers where the scaling kernel cannot run (a driver
+ * that refuses its PTX): the input goes through the host: the stream is
+ * synchronized, the input copied down and scaled into the staging memory,
+ * the sum runs there and the result goes back to the GPU before the call
+ * returns (it blocks the host: docs/nccl.md gives the cost). */
+static ncclResult_t premul_host(struct nccl_op *o, struct nccl_premul *pm, r2ccl_dtype_t t,
+				size_t count)
 {
 	struct ncclComm *comm = o->comm;
 	size_t sb, rb, soff;
@@ -606,6 +606,53 @@ static ncclResult_t premul_gpu(struct nccl_op *o, struct nccl_premul *pm, r2ccl_
 		return nccl_fail_r2(comm, r, kind_name(o->kind));
 	if (rb && nccl_cuda_memcpy(o->recvbuff, st, rb) < 0)
 		return nccl_fail(comm, ncclUnhandledCudaError, "PreMulSum: copy to the GPU");
+	return ncclSuccess;
+}
+
+/* PreMulSum on GPU buffers, stream-ordered: r2ccld's kernels have no
+ * pre-multiplication, so the input is scaled on the caller's stream
+ * (premul.cu) into the communicator's staging buffer, which r2ccld can open,
+ * and the sum runs from there as any stream-ordered sum; a staged output
+ * comes back with a copy on the stream. Nothing waits on the host. */
+static ncclResult_t premul_gpu(struct nccl_op *o, struct nccl_premul *pm, r2ccl_dtype_t t,
+			       size_t count)
+{
+	struct ncclComm *comm = o->comm;
+	struct nccl_greg *gr = NULL;
+	const void *scalar = NULL;
+	size_t sb, rb, soff, es = nccl_dtype_size(o->dtype);
+	void *rbuf = o->recvbuff;
+	ncclResult_t res;
+	char *in;
+	int r;
+
+	op_bytes(o, &sb, &rb);
+	if (rb && (res = greg_get(comm, rbuf, rb, &gr)) != ncclSuccess)
+		return res;
+	if (pm->residence == ncclScalarDevice) {
+		scalar = pm->scalar_dev;
+		if (!nccl_cuda_is_device_ptr(scalar))
+			return premul_host(o, pm, t, count); /* host memory: read now */
+	}
+	soff = (rb + 255) & ~(size_t)255;
+	res = gstage_get(comm, soff + sb ? soff + sb : 256, o->stream);
+	if (res != ncclSuccess)
+		return res;
+	in = (char *)comm->gstage + soff;
+	r = nccl_cuda_premul(&comm->kmod, o->dtype, o->sendbuff, in, sb / es, scalar, pm->scalar,
+			     pm->iscalar, o->stream);
+	if (r == -ENOSYS)
+		return premul_host(o, pm, t, count);
+	if (r < 0)
+		return nccl_fail(comm, ncclUnhandledCudaError, "PreMulSum: the scaling kernel");
+	if (gr && gr->staged)
+		rbuf = (void *)comm->gstage;
+	r = r2_run_stream(o, in, rbuf, count, t, R2CCL_SUM);
+	if (r < 0)
+		return nccl_fail_r2(comm, r, kind_name(o->kind));
+	note_stream(comm, o->stream);
+	if (rbuf != o->recvbuff && nccl_cuda_memcpy_async(o->recvbuff, rbuf, rb, o->stream) < 0)
+		return nccl_fail(comm, ncclUnhandledCudaError, "staging copy out");
 	return ncclSuccess;
 }
 
@@ -696,6 +743,7 @@ void nccl_mem_comm_release(struct ncclComm *comm)
 		nccl_cuda_free_exportable(s->ptr, s->size);
 		free(s);
 	}
+	nccl_cuda_kmod_free(&comm->kmod);
 	/* host ranges registered with this communicator */
 	pthread_mutex_lock(&hlock);
 	for (struct nccl_hreg **pp = &hregs; (h = *pp);) {
@@ -734,8 +782,11 @@ static ncclResult_t do_register(struct ncclComm *comm, void *buff, size_t size, 
 		return nccl_fail(comm, ncclSystemError, "%s: out of memory", who);
 	if (nccl_cuda_is_device_ptr(buff)) {
 		/* register now what the first operation would */
+		struct nccl_ctx_save sv;
 		pthread_mutex_lock(&comm->lock);
+		nccl_cuda_ctx_enter(comm->cuctx, &sv);
 		res = greg_get(comm, buff, size, &g);
+		nccl_cuda_ctx_leave(&sv);
 		pthread_mutex_unlock(&comm->lock);
 		hd->gpu = true;
 		hd->base = res == ncclSuccess ? g->base : 0;

@@ -139,6 +139,13 @@ ncclResult_t nccl_group_defer_thread(pthread_t t, struct nccl_deferred *d);
 
 struct nccl_greg; /* a GPU allocation registered with the daemon (mem.c) */
 struct nccl_hreg; /* a host range the user registered (mem.c) */
+/* A communicator's kernels (premul.cu), loaded in its context when first
+ * used. */
+struct nccl_kmod {
+	void *mod;
+	void *fn[7];
+	bool failed; /* the driver refused the module: not again */
+};
 
 #define NCCL_MAX_PREMUL 64
 
@@ -149,6 +156,12 @@ struct ncclComm {
 	r2ccl_client_t *client;
 	r2ccl_comm_t *comm;
 	int nranks, rank, cudev;
+	/* the CUDA context of cudev it works in (nccl_cuda_ctx_for), made
+	 * current by every call and thread of the library that touches CUDA
+	 * for it: the caller's current one may be another device's (one
+	 * thread driving several GPUs) or none (a watchdog thread) */
+	void *cuctx;
+	bool cuctx_primary; /* retained: released with the communicator */
 	struct nccl_cfg cfg;
 	_Atomic int init_state;  /* ncclInProgress while a nonblocking init runs, else its result */
 	_Atomic int async_err;   /* ncclResult_t of the first failed operation */
@@ -166,6 +179,7 @@ struct ncclComm {
 	size_t gstage_size;
 	cudaStream_t gstage_stream;
 	struct nccl_premul premul[NCCL_MAX_PREMUL];
+	struct nccl_kmod kmod; /* PreMulSum's scaling kernels (premul.cu) */
 	r2ccl_unique_id_t uid; /* the id it was created with (ncclCommShrink derives from it) */
 	/* the streams its GPU operations were queued on (ncclCommFinalize) */
 	cudaStream_t streams[16];
@@ -211,6 +225,21 @@ int nccl_cuda_current_device(void);
  * a thread of the library's */
 void *nccl_cuda_ctx_get(void);
 void nccl_cuda_ctx_set(void *ctx);
+/* The context a communicator of device dev works in: hint when given (its
+ * parent's), else the calling thread's when it is dev's (dev < 0: whatever
+ * is current), else dev's primary context, retained (*primary: release it
+ * with nccl_cuda_ctx_put). NULL: no CUDA here, or the driver not in use
+ * yet in this process. */
+void *nccl_cuda_ctx_for(int dev, void *hint, bool *primary);
+void nccl_cuda_ctx_put(int dev, bool primary);
+/* Makes ctx current on the calling thread for a while (NULL: nothing
+ * changes); leave puts back what was current before. */
+struct nccl_ctx_save {
+	void *prev;
+	bool set;
+};
+void nccl_cuda_ctx_enter(void *ctx, struct nccl_ctx_save *sv);
+void nccl_cuda_ctx_leave(const struct nccl_ctx_save *sv);
 int nccl_cuda_stream_sync(cudaStream_t stream);
 /* 1 if the stream's work is done, 0 if not yet, <0 on error */
 int nccl_cuda_stream_query(cudaStream_t stream);
@@ -220,9 +249,17 @@ int nccl_cuda_memcpy(void *dst, const void *src, size_t n);
 int nccl_cuda_range(const void *p, uintptr_t *base, size_t *size, unsigned long long *bufid);
 /* the buffer id of the allocation holding p (0: none or unknown) */
 unsigned long long nccl_cuda_buffer_id(const void *p);
-/* A device allocation every other process (r2ccld) can open: cuMem with a
- * POSIX fd handle type. */
-int nccl_cuda_alloc_exportable(size_t size, void **ptr, size_t *alloc_size);
+/* A device allocation on dev (< 0: the current context's) every other
+ * process (r2ccld) can open: cuMem with a POSIX fd handle type. */
+int nccl_cuda_alloc_exportable(int dev, size_t size, void **ptr, size_t *alloc_size);
 int nccl_cuda_free_exportable(void *ptr, size_t size);
+/* PreMulSum's scaling on stream: dst[i] = src[i] * the scalar, for n
+ * elements of t; the scalar from scalar_dev (device memory, read when the
+ * kernel runs) or, when it is NULL, s (floating types) or is (integers).
+ * The communicator's context current. 0; -ENOSYS: no kernel here (the
+ * caller takes the host path); -EIO: the launch failed. */
+int nccl_cuda_premul(struct nccl_kmod *k, ncclDataType_t t, const void *src, void *dst,
+		     size_t n, const void *scalar_dev, double s, int64_t is, cudaStream_t st);
+void nccl_cuda_kmod_free(struct nccl_kmod *k);
 
 #endif

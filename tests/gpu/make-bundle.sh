@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds here what tests/gpu/run-on-device.sh runs on the GPU machine (which
 # builds nothing and has no libuv/protobuf-c/ip/tc) into bundle/gpu (ignored):
-#   bundle/gpu/libexec  r2ccld r2ccl-bench r2cclctl gpu_test, ip, tc,
+#   bundle/gpu/libexec  r2ccld r2ccl-bench r2cclctl gpu_test gpu_release, ip, tc,
 #                       tcp_pingpong, relay_floor and test_tenants (run-on-device.sh lat)
 #   bundle/gpu/libexec  gloo_peer too where Gloo is built (R2CCL_PEER_DIR=bundle/gpu/bin)
 #   bundle/gpu/lib      their shared libraries (not glibc's, not CUDA's)
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 B=${B:-build-gpu}
 SHARED=${SHARED:-../shared}
 [ -f "$B/build.ninja" ] || meson setup "$B" -Dcuda=enabled -Dtests=enabled >/dev/null
-ninja -C "$B" daemon/r2ccld tools/r2ccl-bench tools/r2cclctl tests/gpu/gpu_test \
+ninja -C "$B" daemon/r2ccld tools/r2ccl-bench tools/r2cclctl tests/gpu/gpu_test tests/gpu/gpu_release \
 	tools/peers/tcp_pingpong tools/peers/relay_floor tests/integration/test_tenants \
 	tests/gpu/copy_lat
 # Gloo's peer benchmark where it was built (libgloo-dev here): r2ccl-bench
@@ -32,7 +32,7 @@ rm -rf "$O"
 extra=()
 [ "${BUNDLE_PERF:-0}" = 1 ] && command -v perf >/dev/null && extra+=("$(command -v perf)")
 bash "$SHARED/device/bundle.sh" "$O" "$B/daemon/r2ccld" "$B/tools/r2ccl-bench" \
-	"$B/tools/r2cclctl" "$B/tests/gpu/gpu_test" "$B/tools/peers/tcp_pingpong" \
+	"$B/tools/r2cclctl" "$B/tests/gpu/gpu_test" "$B/tests/gpu/gpu_release" "$B/tools/peers/tcp_pingpong" \
 	"$B/tools/peers/relay_floor" \
 	"$B/tests/integration/test_tenants" "$B/tests/gpu/copy_lat" "${peers[@]}" "${extra[@]}" >/dev/null
 NT=fetched/nccl-tests/build

@@ -4,7 +4,8 @@
 #   bash tests/gpu/make-bundle.sh          (bundle/gpu: programs + libraries)
 # then run(command="bash tests/gpu/run-on-device.sh [what]", carry=["bundle/gpu"]).
 #   what: suite | ar | copies | ns | nsops | all (default)
-#   suite   the gpu suite (tests/gpu/gpu_test.cu)
+#   suite   the gpu suite (tests/gpu/gpu_test.cu), then gpu_release (a
+#           communicator's GPU state freed at destroy, tests/gpu/gpu_release.c)
 #   ar      AllReduce float32 on 2 GPUs, 8 B .. 4 GB: r2ccl and nccl-tests
 #   copies  AllGather, ReduceScatter, Broadcast at 1 GB: r2ccl and nccl-tests
 #   nstune  the ns AllReduce with daemon options: NS_ARGS="set1;set2;..."
@@ -79,6 +80,7 @@ has() { [ "$what" = all ] || [ "$what" = "$1" ]; }
 
 if has suite; then
 	step gpu-suite 300 env R2CCL_GPU_TEST_LOG="$OUT/daemon-suite.log" "$T"
+	step gpu-release 300 "$BD/libexec/gpu_release"
 	# gpu_legacy_ipc=gpu-access's premise: another user opens a handle
 	step ipc-cross-uid 60 python3 "$ROOT/tests/gpu/ipc_cross_uid.py"
 fi
@@ -417,6 +419,7 @@ fi
 	echo "== steps"; cat "$summary"
 	[ -f "$OUT/gpu-suite.log" ] && echo "== gpu suite" &&
 		grep -E "^(matrix|count 0|order|cuMem|client killed|legacy IPC|our own legacy|another process|the same with|its memory|PASSED|FAILED|FAIL )" "$OUT/gpu-suite.log" | head -40
+	[ -f "$OUT/gpu-release.log" ] && echo "== gpu_release" && cat "$OUT/gpu-release.log"
 	[ -f "$OUT/ipc-cross-uid.log" ] && echo "== ipc_cross_uid.py" && cat "$OUT/ipc-cross-uid.log"
 	[ -f "$OUT/nccl-allreduce.log" ] && cmp "$OUT/r2-allreduce.log" "$OUT/nccl-allreduce.log" "AllReduce 2 GPUs"
 	for c in allgather reducescatter broadcast; do

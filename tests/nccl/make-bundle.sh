@@ -5,6 +5,7 @@
 #   bundle/nccl/lib/libnccl.so.2       R2CCL's NCCL API, built with CUDA
 #   bundle/nccl/include/nccl.h         its header
 #   bundle/nccl/bin/nccl_gpu_test      the C test of the GPU paths
+#   bundle/nccl/bin/nccl_gpu_ctx       each communicator in its device's CUDA context
 #   bundle/nccl/bin/nccl_gpu_p2p       grouped send/recv of GPU buffers across hosts
 #   bundle/nccl/nccl-tests/*_perf      nccl-tests 2.19 built UNCHANGED against
 #       bundle/nccl by tests/nccl/build-nccl-tests.sh (its public source,
@@ -18,14 +19,14 @@ cd "$(dirname "$0")/../.."
 B=${B:-build-gpu}
 [ -f "$B/build.ninja" ] || meson setup "$B" -Dcuda=enabled -Dtests=enabled >/dev/null
 ninja -C "$B" -j2 libclient/nccl/libnccl.so.2.28.9 $(ninja -C "$B" -t targets all |
-	awk -F: '$1 ~ /nccl_gpu_(test|p2p)$/ { print $1 }')
+	awk -F: '$1 ~ /nccl_gpu_(test|p2p|ctx)$/ { print $1 }')
 O=bundle/nccl
 rm -rf "$O"
 mkdir -p "$O/lib" "$O/include" "$O/bin"
 cp -L "$B/libclient/nccl/libnccl.so.2" "$O/lib/libnccl.so.2"
 ln -s libnccl.so.2 "$O/lib/libnccl.so"
 cp libclient/nccl/nccl.h "$O/include/"
-for t in nccl_gpu_test nccl_gpu_p2p; do
+for t in nccl_gpu_test nccl_gpu_ctx nccl_gpu_p2p; do
 	[ -x "$B/tests/nccl/$t" ] && cp "$B/tests/nccl/$t" "$O/bin/"
 done
 r=0

@@ -10,7 +10,8 @@
  *  - cuMem memory without a POSIX-fd handle type (the staging path);
  *  - crossed Send/Recv of both ranks in one group, AlltoAll with the self
  *    blocks;
- *  - ncclMemAlloc memory; PreMulSum;
+ *  - ncclMemAlloc memory; PreMulSum, also stream-ordered (its calls return
+ *    while the streams are held back; a device scalar read when it runs);
  *  - a capturing stream: ncclInvalidUsage and the message;
  *  - the host time of one ncclAllReduce call (printed: "host time ..."), with
  *    cudaMalloc and ncclMemAlloc buffers, and the driver calls alone ("driver
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "nccl.h"
@@ -137,6 +139,59 @@ static void *cumem_alloc(size_t size, size_t *asize)
 		exit(1);
 	*asize = size;
 	return (void *)va;
+}
+
+/* PreMulSum stream-ordered (libclient/nccl/premul.cu): both ranks' streams
+ * held behind a wait on a host flag, the group's calls must return before
+ * the streams run (the host path synchronized the stream: it would hang, so
+ * an alarm ends the test then); the device scalar is changed after the
+ * calls and before the streams run: its value then is the one used, as
+ * NCCL reads it on the device. */
+static void premul_stream_ordered(float *a, float *b)
+{
+	CUresult (*wait32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	enum cudaDriverEntryPointQueryResult q;
+	volatile uint32_t *flag;
+	void *dflag;
+	float *scalar, quarter = 0.25f, half = 0.5f;
+	ncclRedOp_t op0, op1;
+
+	CU(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void **)&wait32, 12000,
+					    cudaEnableDefault, &q));
+	CU(cudaHostAlloc((void **)&flag, 64, cudaHostAllocMapped));
+	*flag = 0;
+	CU(cudaHostGetDevicePointer(&dflag, (void *)flag, 0));
+	CU(cudaMalloc((void **)&scalar, sizeof(float)));
+	CU(cudaMemcpy(scalar, &quarter, sizeof(float), cudaMemcpyHostToDevice));
+	CK(ncclRedOpCreatePreMulSum(&op0, scalar, ncclFloat32, ncclScalarDevice, comm[0]));
+	CK(ncclRedOpCreatePreMulSum(&op1, scalar, ncclFloat32, ncclScalarDevice, comm[1]));
+	fill(a, 0, N);
+	fill(b, 1, N);
+	for (int r = 0; r < 2; r++)
+		if (wait32((CUstream)st[r], (CUdeviceptr)dflag, 1, CU_STREAM_WAIT_VALUE_GEQ) !=
+		    CUDA_SUCCESS)
+			exit(1);
+	alarm(60);
+	CK(ncclGroupStart());
+	CK(ncclAllReduce(a, a, N, ncclFloat32, op0, comm[0], st[0]));
+	CK(ncclAllReduce(b, b, N, ncclFloat32, op1, comm[1], st[1]));
+	CK(ncclGroupEnd());
+	alarm(0);
+	EXPECT(cudaStreamQuery(st[0]) == cudaErrorNotReady, "rank 0's stream ran before the flag");
+	CU(cudaMemcpy(scalar, &half, sizeof(float), cudaMemcpyHostToDevice));
+	*flag = 1;
+	sync_both();
+	CU(cudaMemcpy(host, a, N * sizeof(float), cudaMemcpyDeviceToHost));
+	for (size_t i = 0; i < N; i++)
+		if (host[i] != 0.5f * (float)(1 + 2 * (int)(i % 11))) {
+			EXPECT(0, "premulsum stream-ordered: element %zu is %g", i, host[i]);
+			break;
+		}
+	printf("%-40s ok\n", "premulsum stream-ordered, device scalar");
+	CK(ncclRedOpDestroy(op0, comm[0]));
+	CK(ncclRedOpDestroy(op1, comm[1]));
+	CU(cudaFree(scalar));
+	CU(cudaFreeHost((void *)flag));
 }
 
 static double now_us(void)
@@ -476,6 +531,7 @@ int main(void)
 			CU(cudaMemcpy(host, a, N * sizeof(float), cudaMemcpyDeviceToHost));
 			EXPECT(host[4] == 0.5f * 9.0f, "premulsum: %g", host[4]);
 			printf("%-40s ok\n", "premulsum");
+			premul_stream_ordered(a, b);
 		}
 		CU(cudaFree(o0));
 		CU(cudaFree(o1));

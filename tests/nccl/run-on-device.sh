@@ -10,7 +10,10 @@
 #   graph   torch_graph.py: a captured all_reduce must be refused
 #   ctest   nccl_gpu_test: the C test of the GPU paths (registration cache,
 #           reuse after free, staging of unexportable cuMem memory, groups,
-#           capture refused, host time per call)
+#           capture refused, host time per call); then nccl_gpu_ctx: each
+#           communicator in its device's CUDA context (a thread with none
+#           current; one thread driving ranks on GPUs 0 and 1, skipped with
+#           a line on a one-GPU machine)
 #   hosttime  torch_hosttime.py: host time of a 1 KB all_reduce call in
 #           PyTorch, bursts of 100, 2 ranks on this host: the library with
 #           PyTorch's default allocator (cudaMalloc: staged), with
@@ -120,6 +123,9 @@ if has ctest; then
 	step nccl-gpu-test 300 env R2CCLD="$BD/libexec/r2ccld" NCCL_DEBUG=WARN \
 		LD_LIBRARY_PATH="$NB/lib:$LD_LIBRARY_PATH" "$NB/bin/nccl_gpu_test"
 	grep -h "host time\|sustained" "$OUT/nccl-gpu-test.log" >> "$summary"
+	step nccl-gpu-ctx 300 env R2CCLD="$BD/libexec/r2ccld" NCCL_DEBUG=WARN \
+		LD_LIBRARY_PATH="$NB/lib:$LD_LIBRARY_PATH" "$NB/bin/nccl_gpu_ctx"
+	grep -h "ok$\|SKIP\|FAIL\|nccl_gpu_ctx:" "$OUT/nccl-gpu-ctx.log" >> "$summary"
 fi
 if has hosttime; then
 	EXP=expandable_segments:True
