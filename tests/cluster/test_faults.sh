@@ -21,6 +21,9 @@
 #                moment: hosts 0 and 1 share no rail any more, the running
 #                collectives' chunks between them go through host 2 (a
 #                detour), and so do the next ones'
+#   crossp2p     crossdown under a Send/Recv ring (r2ccl-bench sendrecv: each
+#                rank sends to the next, receives from the one before): the
+#                transfers between hosts 0 and 1 go through host 2 too
 #   bridge       daemons in hotrepair mode; host 0's rail 0 and host 1's
 #                rail 1 drained: those two hosts share no usable rail, the
 #                plan relays their chunks through host 2 (a bridge). (In
@@ -47,7 +50,7 @@ H=${FAULT_HOSTS:-3}
 RATE=${FAULT_RATE:-1gbit}
 SIZE=${FAULT_SIZE:-4M}
 ITERS=${FAULT_ITERS:-150}
-SCEN=${FAULT_SCENARIOS:-linkdown linkup flap blackhole throttle twodown crossdown bridge peerkill clientkill restart}
+SCEN=${FAULT_SCENARIOS:-linkdown linkup flap blackhole throttle twodown crossdown crossp2p bridge peerkill clientkill restart}
 BENCH=${R2CCL_BENCH:-$HERE/../../build/tools/r2ccl-bench}
 CTL=${R2CCLCTL:-$HERE/../../build/tools/r2cclctl}
 REPORT=${FAULT_REPORT:-/dev/null}
@@ -69,8 +72,10 @@ bench_start() {
 	TRACE=$DIR/trace-$name.csv
 	OUT=$DIR/run-$name.out
 	rm -f "$TRACE"
+	local op=allreduce
+	[[ $name == crossp2p ]] && op=sendrecv
 	"$C" run --timeout 150 -- sh -c "echo \$\$ > $DIR/bench-\$R2CCL_HOST_INDEX.pid; exec $BENCH \
-		allreduce -b $SIZE -e $SIZE -n $iters -w 3 --nranks \$R2CCL_NHOSTS \
+		$op -b $SIZE -e $SIZE -n $iters -w 3 --nranks \$R2CCL_NHOSTS \
 		--first-rank \$R2CCL_HOST_INDEX --uid-file $DIR/uid-$name --trace $TRACE" \
 		>"$OUT" 2>&1 &
 	BPID=$!
@@ -233,13 +238,18 @@ inject_crossdown() {
 	wait "$p"
 }
 restore_crossdown() { "$C" link 0 0 up >/dev/null; "$C" link 1 1 up >/dev/null; }
-check_crossdown() {
+inject_crossp2p() { inject_crossdown; }
+restore_crossp2p() { restore_crossdown; }
+check_crossp2p() { check_forwarded crossp2p "the transfers"; }
+# check_forwarded NAME WHAT: host 2's daemon passed on chunks between hosts 0 and 1
+check_forwarded() {
 	if grep -q "detour: host [01] -> [01] through this host" "$DIR"/h2/r2ccld.log; then
-		ok "crossdown: host 2 forwarded the chunks between hosts 0 and 1"
+		ok "$1: host 2 forwarded $2 between hosts 0 and 1"
 	else
-		fail "crossdown: host 2 forwarded nothing"
+		fail "$1: host 2 forwarded nothing"
 	fi
 }
+check_crossdown() { check_forwarded crossdown "the chunks"; }
 restore_twodown() { "$C" link 1 0 up >/dev/null; "$C" link 2 0 up >/dev/null; }
 inject_blackhole() { "$C" rate 2 1 blackhole >/dev/null; }
 restore_blackhole() { "$C" rate 2 1 "$RATE" >/dev/null; }
