@@ -338,6 +338,17 @@ static void render_daemon(FILE *f, struct r2d *d, size_t ncs)
 	fprintf(f, "r2ccl_operations_total %llu\n", (unsigned long long)d->ops_total);
 	head(f, "r2ccl_operation_errors_total", "counter", "rank operations that failed");
 	fprintf(f, "r2ccl_operation_errors_total %llu\n", (unsigned long long)d->op_errors_total);
+	head(f, "r2ccl_chunks_refused_total", "counter",
+	     "data chunks refused (busy) as they could not be kept here: their communicator "
+	     "not ready yet and the early chunks at their cap, or no memory; their senders "
+	     "send them again");
+	fprintf(f, "r2ccl_chunks_refused_total %llu\n",
+		(unsigned long long)atomic_load(&d->chunks_refused));
+	head(f, "r2ccl_chunks_duplicate_total", "counter",
+	     "data chunks that came twice (sent again after a connection failed) and were "
+	     "applied once");
+	fprintf(f, "r2ccl_chunks_duplicate_total %llu\n",
+		(unsigned long long)atomic_load(&d->chunks_dup_dropped));
 }
 
 /* NICs (rails): traffic, speed, state, failovers, overlap. */
