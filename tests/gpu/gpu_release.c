@@ -27,20 +27,12 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "gpu_check.h"
 #include "r2ccl.h"
 
 #define N 4096
 static int failures;
 
-#define CU(call)                                                                       \
-	do {                                                                           \
-		cudaError_t e_ = (call);                                               \
-		if (e_ != cudaSuccess) {                                               \
-			fprintf(stderr, "line %d: %s: %s\n", __LINE__, #call,           \
-				cudaGetErrorString(e_));                               \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
 #define RK(call)                                                                       \
 	do {                                                                           \
 		int r_ = (call);                                                       \
@@ -50,38 +42,20 @@ static int failures;
 			exit(1);                                                       \
 		}                                                                      \
 	} while (0)
-#define EXPECT(c, ...)                                                                 \
-	do {                                                                           \
-		if (!(c)) {                                                            \
-			fprintf(stderr, "FAIL line %d: %s: ", __LINE__, #c);            \
-			fprintf(stderr, __VA_ARGS__);                                  \
-			fputc('\n', stderr);                                           \
-			failures++;                                                    \
-		}                                                                      \
-	} while (0)
-
-static void *drv(const char *name)
-{
-	enum cudaDriverEntryPointQueryResult q;
-	void *f = NULL;
-
-	CU(cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q));
-	return f;
-}
 
 /* cuMem memory with a POSIX fd handle type on GPU 0: r2ccld opens it */
 static float *exportable(size_t size)
 {
 	CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-			   unsigned long long) = drv("cuMemCreate");
+			   unsigned long long) = gpu_drv("cuMemCreate");
 	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long) =
-		drv("cuMemAddressReserve");
+		gpu_drv("cuMemAddressReserve");
 	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-			unsigned long long) = drv("cuMemMap");
+			unsigned long long) = gpu_drv("cuMemMap");
 	CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t) =
-		drv("cuMemSetAccess");
+		gpu_drv("cuMemSetAccess");
 	CUresult (*gran)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags) =
-		drv("cuMemGetAllocationGranularity");
+		gpu_drv("cuMemGetAllocationGranularity");
 	CUmemAllocationProp prop;
 	CUmemGenericAllocationHandle h;
 	CUmemAccessDesc acc;
@@ -202,7 +176,7 @@ int main(void)
 	/* 2: the stream behind */
 	{
 		CUresult (*wait32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) =
-			drv("cuStreamWaitValue32");
+			gpu_drv("cuStreamWaitValue32");
 		volatile uint32_t *flag;
 		void *dflag;
 		/* its own buffer: the daemon may still run that operation (in

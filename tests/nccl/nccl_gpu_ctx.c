@@ -25,47 +25,11 @@
 
 #include "harness.h"
 #include "nccl.h"
+#include "../gpu/gpu_check.h"
 #include "nccl_int.h"
 
 #define N (1 << 16)
 static int failures;
-
-#define CK(call)                                                                       \
-	do {                                                                           \
-		ncclResult_t r_ = (call);                                              \
-		if (r_ != ncclSuccess) {                                               \
-			fprintf(stderr, "line %d: %s: %s (%s)\n", __LINE__, #call,      \
-				ncclGetErrorString(r_), ncclGetLastError(NULL));       \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
-#define CU(call)                                                                       \
-	do {                                                                           \
-		cudaError_t e_ = (call);                                               \
-		if (e_ != cudaSuccess) {                                               \
-			fprintf(stderr, "line %d: %s: %s\n", __LINE__, #call,           \
-				cudaGetErrorString(e_));                               \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
-#define EXPECT(c, ...)                                                                 \
-	do {                                                                           \
-		if (!(c)) {                                                            \
-			fprintf(stderr, "FAIL line %d: %s: ", __LINE__, #c);            \
-			fprintf(stderr, __VA_ARGS__);                                  \
-			fputc('\n', stderr);                                           \
-			failures++;                                                    \
-		}                                                                      \
-	} while (0)
-
-static void *drv(const char *name)
-{
-	enum cudaDriverEntryPointQueryResult q;
-	void *f = NULL;
-
-	CU(cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q));
-	return f;
-}
 
 /* cuMem memory on dev without a shareable handle type (as PyTorch's
  * expandable segments): r2ccld cannot open it, so the library stages it
@@ -73,15 +37,15 @@ static void *drv(const char *name)
 static float *unexportable(int dev, size_t size)
 {
 	CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-			   unsigned long long) = drv("cuMemCreate");
+			   unsigned long long) = gpu_drv("cuMemCreate");
 	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long) =
-		drv("cuMemAddressReserve");
+		gpu_drv("cuMemAddressReserve");
 	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-			unsigned long long) = drv("cuMemMap");
+			unsigned long long) = gpu_drv("cuMemMap");
 	CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t) =
-		drv("cuMemSetAccess");
+		gpu_drv("cuMemSetAccess");
 	CUresult (*gran)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags) =
-		drv("cuMemGetAllocationGranularity");
+		gpu_drv("cuMemGetAllocationGranularity");
 	CUmemAllocationProp prop;
 	CUmemGenericAllocationHandle h;
 	CUmemAccessDesc acc;
@@ -130,7 +94,7 @@ static void check(const char *what, const float *d, float mult, float add)
 
 static int ordinal(const void *p)
 {
-	CUresult (*attr)(void *, CUpointer_attribute, CUdeviceptr) = drv("cuPointerGetAttribute");
+	CUresult (*attr)(void *, CUpointer_attribute, CUdeviceptr) = gpu_drv("cuPointerGetAttribute");
 	int ord = -1;
 
 	if (attr(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p) != CUDA_SUCCESS)
@@ -176,7 +140,7 @@ static void test_bare_thread(void)
 	int devs[1] = { 0 };
 	pthread_t t;
 
-	*(void **)&ctx_current = drv("cuCtxGetCurrent");
+	*(void **)&ctx_current = gpu_drv("cuCtxGetCurrent");
 	CU(cudaSetDevice(0));
 	CK(ncclCommInitAll(&b.comm, 1, devs));
 	CU(cudaStreamCreateWithFlags(&b.st, cudaStreamNonBlocking));

@@ -31,37 +31,10 @@
 
 #include "harness.h"
 #include "nccl.h"
+#include "../gpu/gpu_check.h"
 
 #define N 1000003
 static int failures;
-
-#define CK(call)                                                                       \
-	do {                                                                           \
-		ncclResult_t r_ = (call);                                              \
-		if (r_ != ncclSuccess) {                                               \
-			fprintf(stderr, "line %d: %s: %s (%s)\n", __LINE__, #call,      \
-				ncclGetErrorString(r_), ncclGetLastError(NULL));       \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
-#define CU(call)                                                                       \
-	do {                                                                           \
-		cudaError_t e_ = (call);                                               \
-		if (e_ != cudaSuccess) {                                               \
-			fprintf(stderr, "line %d: %s: %s\n", __LINE__, #call,           \
-				cudaGetErrorString(e_));                               \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
-#define EXPECT(c, ...)                                                                 \
-	do {                                                                           \
-		if (!(c)) {                                                            \
-			fprintf(stderr, "FAIL line %d: %s: ", __LINE__, #c);            \
-			fprintf(stderr, __VA_ARGS__);                                  \
-			fputc('\n', stderr);                                           \
-			failures++;                                                    \
-		}                                                                      \
-	} while (0)
 
 static ncclComm_t comm[2];
 static cudaStream_t st[2];
@@ -242,26 +215,17 @@ static void host_time(const char *what, void *a, void *b)
 	       what, (t1 - t0) / (2 * iters), 2 * iters, (now_us() - t0) / iters);
 }
 
-static void *drv(const char *name)
-{
-	enum cudaDriverEntryPointQueryResult q;
-	void *f = NULL;
-
-	CU(cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q));
-	return f;
-}
-
 /* The CUDA driver calls a staged in-place call makes, alone, in the same
  * bursts: the capture check, the buffer id (reuse after free), the copy in,
  * "write READY, wait DONE" as one batch (here a wait that is already
  * satisfied), the copy out. What the library adds is the rest. */
 static void driver_floor(void *a, void *b)
 {
-	CUresult (*capturing)(CUstream, CUstreamCaptureStatus *) = drv("cuStreamIsCapturing");
-	CUresult (*attr)(void *, CUpointer_attribute, CUdeviceptr) = drv("cuPointerGetAttribute");
-	CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = drv("cuMemcpyAsync");
+	CUresult (*capturing)(CUstream, CUstreamCaptureStatus *) = gpu_drv("cuStreamIsCapturing");
+	CUresult (*attr)(void *, CUpointer_attribute, CUdeviceptr) = gpu_drv("cuPointerGetAttribute");
+	CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = gpu_drv("cuMemcpyAsync");
 	CUresult (*batch)(CUstream, unsigned int, CUstreamBatchMemOpParams *, unsigned int) =
-		drv("cuStreamBatchMemOp");
+		gpu_drv("cuStreamBatchMemOp");
 	enum { BURST = 100, BURSTS = 20, PARTS = 5 };
 	double part[PARTS] = { 0 };
 	void *stage[2], *flag[2], *buf[2] = { a, b };
@@ -314,7 +278,7 @@ static void driver_floor(void *a, void *b)
 	       sum / (2 * BURST * BURSTS));
 	/* variants of the copy: the D2D entry point, and a cuMem (VMM)
 	 * destination as the library's staging buffer is */
-	CUresult (*d2d)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = drv("cuMemcpyDtoDAsync");
+	CUresult (*d2d)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = gpu_drv("cuMemcpyDtoDAsync");
 	void *vmm[2];
 	double v[3] = { 0 };
 	CK(ncclMemAlloc(&vmm[0], 4096));
