@@ -43,43 +43,6 @@ static int failures;
 		}                                                                      \
 	} while (0)
 
-/* cuMem memory with a POSIX fd handle type on GPU 0: r2ccld opens it */
-static float *exportable(size_t size)
-{
-	CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-			   unsigned long long) = gpu_drv("cuMemCreate");
-	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long) =
-		gpu_drv("cuMemAddressReserve");
-	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-			unsigned long long) = gpu_drv("cuMemMap");
-	CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t) =
-		gpu_drv("cuMemSetAccess");
-	CUresult (*gran)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags) =
-		gpu_drv("cuMemGetAllocationGranularity");
-	CUmemAllocationProp prop;
-	CUmemGenericAllocationHandle h;
-	CUmemAccessDesc acc;
-	CUdeviceptr va;
-	size_t g;
-
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = 0;
-	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-	if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
-		exit(1);
-	size = (size + g - 1) / g * g;
-	if (create(&h, size, &prop, 0) != CUDA_SUCCESS ||
-	    reserve(&va, size, g, 0, 0) != CUDA_SUCCESS || map(va, size, 0, h, 0) != CUDA_SUCCESS)
-		exit(1);
-	acc.location = prop.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	if (access(va, size, &acc, 1) != CUDA_SUCCESS)
-		exit(1);
-	return (float *)va;
-}
-
 static int nfds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -153,7 +116,7 @@ int main(void)
 	if (th_daemon_start(&d, NULL) < 0)
 		return 1;
 	CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-	buf = exportable(sizeof(host));
+	buf = gpu_cumem(0, sizeof(host), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 	RK(r2ccl_connect(NULL, &c));
 	RK(r2ccl_mem_register_gpu(c, buf, sizeof(host)));
 	one_op(c, buf, st, 0); /* what the first one sets up once */
@@ -181,7 +144,7 @@ int main(void)
 		void *dflag;
 		/* its own buffer: the daemon may still run that operation (in
 		 * place, one rank) while the next one uses buf */
-		float *buf2 = exportable(sizeof(host));
+		float *buf2 = gpu_cumem(0, sizeof(host), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 		r2ccl_comm_t *comm;
 		int before = failures;
 		cudaError_t e;

@@ -31,45 +31,6 @@
 #define N (1 << 16)
 static int failures;
 
-/* cuMem memory on dev without a shareable handle type (as PyTorch's
- * expandable segments): r2ccld cannot open it, so the library stages it
- * through a buffer of the communicator's (on the communicator's device) */
-static float *unexportable(int dev, size_t size)
-{
-	CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-			   unsigned long long) = gpu_drv("cuMemCreate");
-	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long) =
-		gpu_drv("cuMemAddressReserve");
-	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-			unsigned long long) = gpu_drv("cuMemMap");
-	CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t) =
-		gpu_drv("cuMemSetAccess");
-	CUresult (*gran)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags) =
-		gpu_drv("cuMemGetAllocationGranularity");
-	CUmemAllocationProp prop;
-	CUmemGenericAllocationHandle h;
-	CUmemAccessDesc acc;
-	CUdeviceptr va;
-	size_t g;
-
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = dev;
-	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
-	if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
-		exit(1);
-	size = (size + g - 1) / g * g;
-	if (create(&h, size, &prop, 0) != CUDA_SUCCESS ||
-	    reserve(&va, size, g, 0, 0) != CUDA_SUCCESS || map(va, size, 0, h, 0) != CUDA_SUCCESS)
-		exit(1);
-	acc.location = prop.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	if (access(va, size, &acc, 1) != CUDA_SUCCESS)
-		exit(1);
-	return (float *)va;
-}
-
 static float host[N];
 
 static void fill(float *d, float base)
@@ -144,7 +105,7 @@ static void test_bare_thread(void)
 	CU(cudaSetDevice(0));
 	CK(ncclCommInitAll(&b.comm, 1, devs));
 	CU(cudaStreamCreateWithFlags(&b.st, cudaStreamNonBlocking));
-	b.buf = unexportable(0, sizeof(host));
+	b.buf = gpu_cumem(0, sizeof(host), CU_MEM_HANDLE_TYPE_NONE);
 	fill(b.buf, 1.0f);
 	pthread_create(&t, NULL, bare_thread, &b);
 	pthread_join(t, NULL);
@@ -193,7 +154,7 @@ static void test_two_devices(int ndev)
 	for (int r = 0; r < 2; r++) {
 		CU(cudaSetDevice(r));
 		CU(cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking));
-		buf[r] = unexportable(r, sizeof(host));
+		buf[r] = gpu_cumem(r, sizeof(host), CU_MEM_HANDLE_TYPE_NONE);
 		fill(buf[r], (float)r);
 		EXPECT(comm[r]->cudev == r, "rank %d's device is %d", r, comm[r]->cudev);
 	}
